@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Shared set-up, sourced by scripts/demo.sh, scripts/test.sh and the benchmark runners.
+# Creates .venv, installs the package with its dev extra, makes sure a Java 17 runtime is
+# present (Spark needs one) and exports the environment Spark and the tests expect.
+set -euo pipefail
+
+SPARK_MQ_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$SPARK_MQ_ROOT"
+export SPARK_MQ_ROOT
+
+_spark_mq_sudo() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+# --- Java (Spark's JVM) ------------------------------------------------------------------
+if ! command -v java >/dev/null 2>&1; then
+    echo "[setup] java not found: installing openjdk-17-jre-headless" >&2
+    _spark_mq_sudo apt-get update
+    _spark_mq_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y openjdk-17-jre-headless
+fi
+if [ -z "${JAVA_HOME:-}" ]; then
+    JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
+    export JAVA_HOME
+fi
+
+# --- Python virtualenv ------------------------------------------------------------------
+VENV="$SPARK_MQ_ROOT/.venv"
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "[setup] creating $VENV" >&2
+    python3 -m venv "$VENV"
+fi
+
+STAMP="$VENV/.spark_mq_install.sha256"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+have="$(cat "$STAMP" 2>/dev/null || true)"
+if [ "$want" != "$have" ]; then
+    echo "[setup] installing spark-mq[dev] into $VENV" >&2
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
+    "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+    echo "$want" >"$STAMP"
+fi
+
+export PATH="$VENV/bin:$PATH"
+export VIRTUAL_ENV="$VENV"
+export PYSPARK_PYTHON="$VENV/bin/python"
+export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: ruff, then pytest. Slow tests (crash/fuzz loops) run only with
+# SPARK_MQ_SLOW=1. Extra arguments go to pytest.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/_setup.sh"
+
+echo "== ruff check ."
+ruff_rc=0
+ruff check . || ruff_rc=$?
+
+marker=()
+if [ "${SPARK_MQ_SLOW:-0}" != "1" ]; then
+    marker=(-m "not slow")
+fi
+
+echo "== pytest ${marker[*]} $*"
+pytest_rc=0
+python -m pytest "${marker[@]}" "$@" || pytest_rc=$?
+
+if [ "$pytest_rc" -eq 5 ]; then
+    echo "FAIL: pytest collected no tests (exit 5)" >&2
+fi
+if [ "$ruff_rc" -ne 0 ]; then
+    echo "FAIL: ruff check exited $ruff_rc" >&2
+fi
+if [ "$pytest_rc" -ne 0 ] && [ "$pytest_rc" -ne 5 ]; then
+    echo "FAIL: pytest exited $pytest_rc" >&2
+fi
+if [ "$ruff_rc" -ne 0 ] || [ "$pytest_rc" -ne 0 ]; then
+    exit 1
+fi

@@ -1,0 +1,1 @@
+"""Pieces shared by every layer: message model and codecs, config loading, errors."""

@@ -1,0 +1,162 @@
+"""Process configuration: RocketMQ-style ``key=value`` properties into frozen dataclasses.
+
+Keys are RocketMQ's camelCase names (``mapedFileSizeCommitLog``, ``flushDiskType``...) and
+map to snake_case fields. An unknown key or a value of the wrong type is an error that names
+the key, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, get_type_hints
+
+from spark_mq.common.errors import ConfigError
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+GiB = 1024**3
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything a broker process reads from conf/broker.conf (store settings included)."""
+
+    broker_name: str = "broker-a"
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    broker_ip1: str = "127.0.0.1"
+    listen_port: int = 10911
+    namesrv_addr: str = ""
+    metrics_port: int = 9100
+    # store layout
+    store_path_root_dir: str = "./data/store"
+    maped_file_size_commit_log: int = GiB
+    maped_file_size_consume_queue: int = 300_000 * 20
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    message_index_enable: bool = True
+    max_message_size: int = 4 * 1024 * 1024
+    # flush
+    flush_disk_type: str = ASYNC_FLUSH
+    flush_interval_commit_log: int = 500  # ms
+    flush_interval_consume_queue: int = 1000  # ms
+    sync_flush_timeout: int = 5000  # ms
+    # recovery
+    check_crc_on_recover: bool = True
+    # retention
+    file_reserved_time: int = 72  # hours
+    delete_when: str = "04"  # hours of day, ';'-separated
+    disk_max_used_space_ratio: int = 75  # percent: above it, expired files go at once
+    disk_space_clean_forcibly_ratio: float = 0.85  # above it, delete oldest files even if not expired
+    disk_space_warning_level_ratio: float = 0.90  # above it, writes are refused
+    clean_resource_interval: int = 10_000  # ms
+    delete_files_batch_max: int = 10
+    # topics
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 4
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
+            raise ConfigError(f"flushDiskType={self.flush_disk_type}: use {ASYNC_FLUSH} or {SYNC_FLUSH}")
+        if self.maped_file_size_commit_log < 4096:
+            raise ConfigError("mapedFileSizeCommitLog must be at least 4096 bytes")
+        if self.maped_file_size_consume_queue % 20 or self.maped_file_size_consume_queue <= 0:
+            raise ConfigError("mapedFileSizeConsumeQueue must be a positive multiple of 20 (the entry size)")
+        if self.max_message_size + 4096 > self.maped_file_size_commit_log:
+            raise ConfigError(
+                f"maxMessageSize={self.max_message_size} cannot fit a commitlog file of "
+                f"{self.maped_file_size_commit_log} bytes: raise mapedFileSizeCommitLog or lower maxMessageSize"
+            )
+        for hour in self.delete_when.split(";"):
+            if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
+                raise ConfigError(f"deleteWhen={self.delete_when!r}: give hours 0-23 separated by ';'")
+        if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio <= 1:
+            raise ConfigError("need 0 < diskSpaceCleanForciblyRatio <= diskSpaceWarningLevelRatio <= 1")
+
+    @property
+    def root(self) -> Path:
+        return Path(self.store_path_root_dir)
+
+
+C = TypeVar("C")
+
+
+def camel_to_snake(name: str) -> str:
+    """``checkCRCOnRecover`` → ``check_crc_on_recover``, ``brokerIP1`` → ``broker_ip1``."""
+    name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
+    return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+def snake_to_camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(_ACRONYMS.get(p, p[:1].upper() + p[1:]) for p in rest)
+
+
+_ACRONYMS = {"crc": "CRC", "ip1": "IP1"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``key=value`` lines; ``#`` and ``!`` start comments, as in java.util.Properties."""
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            key, sep, value = line.partition(":")
+        if not sep or not key.strip():
+            raise ConfigError(f"line {lineno}: expected key=value, got {raw!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _convert(key: str, value: str, typ: Any) -> Any:
+    try:
+        if typ is bool:
+            low = value.lower()
+            if low not in ("true", "false"):
+                raise ValueError
+            return low == "true"
+        if typ is int:
+            return int(value)
+        if typ is float:
+            return float(value)
+        return value
+    except ValueError:
+        raise ConfigError(f"{key}={value!r}: expected {typ.__name__}") from None
+
+
+def config_from_properties(cls: type[C], props: dict[str, str], **overrides: Any) -> C:
+    """Build ``cls`` from camelCase properties; unknown keys raise naming the key."""
+    hints = get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)} - {"extra"}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in props.items():
+        name = camel_to_snake(key)
+        if name not in fields:
+            known = sorted(snake_to_camel(f) for f in fields)
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            raise ConfigError(f"unknown config key {key!r}: {hint}")
+        kwargs[name] = _convert(key, value, hints[name])
+    kwargs.update(overrides)
+    return cls(**kwargs)
+
+
+def load_config(cls: type[C], path: str | Path, **overrides: Any) -> C:
+    """Read a properties file into ``cls``; overrides (snake_case) win over the file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+    try:
+        return config_from_properties(cls, parse_properties(text), **overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None

@@ -1,0 +1,179 @@
+"""The message model: one ``Message`` at the API edge, a columnar ``MessageBatch`` inside.
+
+A batch is what the store appends in one call: one topic, one queue, many messages. Its
+columns are numpy arrays and lists of ``bytes`` built by C-level calls, so encoding never
+walks messages in Python bytecode.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.properties import (
+    KEY_SEPARATOR,
+    KEYS,
+    MAX_PROPERTIES_LENGTH,
+    TAGS,
+    UNIQ_KEY,
+    encode_properties,
+)
+
+TOPIC_MAX_LENGTH = 127  # stored behind an int8 length
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+
+def validate_topic(topic: str) -> None:
+    """RocketMQ's topic rules; raises with the rule that was broken."""
+    if not topic:
+        raise MessageValidationError("topic is empty: give a topic name")
+    if len(topic.encode()) > TOPIC_MAX_LENGTH:
+        raise MessageValidationError(f"topic is {len(topic.encode())} bytes, over the {TOPIC_MAX_LENGTH} limit")
+    if not TOPIC_PATTERN.match(topic):
+        raise MessageValidationError(
+            f"topic {topic!r} has illegal characters: use only letters, digits, '%', '|', '_' and '-'"
+        )
+
+
+def pack_host(host: str, port: int) -> bytes:
+    """IPv4 address and port as the 8 bytes RocketMQ stores for born/store host."""
+    return socket.inet_aton(host) + struct.pack(">i", port)
+
+
+def unpack_host(raw: bytes) -> str:
+    return f"{socket.inet_ntoa(raw[:4])}:{struct.unpack('>i', raw[4:8])[0]}"
+
+
+@dataclass
+class Message:
+    """One message as an application sees it."""
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: Sequence[str] | str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+
+    def all_properties(self) -> dict[str, str]:
+        """User properties plus TAGS and KEYS in RocketMQ's reserved names."""
+        props = dict(self.properties)
+        if self.tags:
+            props[TAGS] = self.tags
+        if self.keys:
+            keys = [self.keys] if isinstance(self.keys, str) else list(self.keys)
+            props[KEYS] = KEY_SEPARATOR.join(keys)
+        return props
+
+
+@dataclass
+class MessageBatch:
+    """Messages of one topic bound for one queue, in columns.
+
+    ``properties`` holds each message's already-encoded property string.
+    """
+
+    topic: str
+    queue_id: int
+    bodies: list[bytes]
+    properties: list[bytes]
+    flags: np.ndarray
+    born_timestamps: np.ndarray
+    sys_flags: np.ndarray
+    reconsume_times: np.ndarray
+    born_host: bytes = field(default=pack_host("127.0.0.1", 0))
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @classmethod
+    def of(
+        cls,
+        topic: str,
+        queue_id: int,
+        bodies: list[bytes],
+        properties: list[bytes] | None = None,
+        born_timestamp: int | None = None,
+        born_host: bytes | None = None,
+    ) -> MessageBatch:
+        """A batch from bodies and encoded property strings, with default flags."""
+        n = len(bodies)
+        ts = int(time.time() * 1000) if born_timestamp is None else born_timestamp
+        return cls(
+            topic=topic,
+            queue_id=queue_id,
+            bodies=bodies,
+            properties=properties if properties is not None else [b""] * n,
+            flags=np.zeros(n, dtype=np.int32),
+            born_timestamps=np.full(n, ts, dtype=np.int64),
+            sys_flags=np.zeros(n, dtype=np.int32),
+            reconsume_times=np.zeros(n, dtype=np.int32),
+            born_host=born_host or pack_host("127.0.0.1", 0),
+        )
+
+    @classmethod
+    def from_messages(cls, messages: Sequence[Message], queue_id: int, uniq_keys: Sequence[str] | None = None):
+        """Columns from Message objects (the API edge); all must share one topic."""
+        if not messages:
+            raise MessageValidationError("a batch needs at least one message")
+        topic = messages[0].topic
+        if any(m.topic != topic for m in messages):
+            raise MessageValidationError("every message of a batch must have the same topic")
+        props = []
+        for i, m in enumerate(messages):
+            p = m.all_properties()
+            if uniq_keys is not None:
+                p[UNIQ_KEY] = uniq_keys[i]
+            props.append(encode_properties(p))
+        batch = cls.of(topic, queue_id, [m.body for m in messages], props)
+        batch.flags = np.array([m.flag for m in messages], dtype=np.int32)
+        return batch
+
+    def slice(self, start: int, stop: int) -> MessageBatch:
+        return MessageBatch(
+            topic=self.topic,
+            queue_id=self.queue_id,
+            bodies=self.bodies[start:stop],
+            properties=self.properties[start:stop],
+            flags=self.flags[start:stop],
+            born_timestamps=self.born_timestamps[start:stop],
+            sys_flags=self.sys_flags[start:stop],
+            reconsume_times=self.reconsume_times[start:stop],
+            born_host=self.born_host,
+        )
+
+    def validate(self, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
+        """Raise before anything is written if any message is unstorable."""
+        validate_topic(self.topic)
+        n = len(self.bodies)
+        if n == 0:
+            raise MessageValidationError("a batch needs at least one message")
+        if len(self.properties) != n or any(
+            len(col) != n for col in (self.flags, self.born_timestamps, self.sys_flags, self.reconsume_times)
+        ):
+            raise MessageValidationError("batch columns have different lengths")
+        if not 0 <= self.queue_id < 2**31:
+            raise MessageValidationError(f"queue id {self.queue_id} is out of range")
+        body_len = np.fromiter(map(len, self.bodies), dtype=np.int64, count=n)
+        big = np.flatnonzero(body_len > max_message_size)
+        if big.size:
+            i = int(big[0])
+            raise MessageValidationError(
+                f"message {i} body is {int(body_len[i])} bytes, over maxMessageSize {max_message_size}: "
+                "split it or raise maxMessageSize"
+            )
+        prop_len = np.fromiter(map(len, self.properties), dtype=np.int64, count=n)
+        long_props = np.flatnonzero(prop_len > MAX_PROPERTIES_LENGTH)
+        if long_props.size:
+            i = int(long_props[0])
+            raise MessageValidationError(
+                f"message {i} properties are {int(prop_len[i])} bytes, over the {MAX_PROPERTIES_LENGTH} limit"
+            )

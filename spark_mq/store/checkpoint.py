@@ -1,0 +1,62 @@
+"""The checkpoint file: how far the store is known to be durable.
+
+RocketMQ's fields stay where RocketMQ puts them (so its tools read our file); our recovery
+uses offsets, not timestamps, and keeps them at byte 64 behind a magic::
+
+      0  physicMsgTimestamp (8)   store time of the last flushed commitlog unit
+      8  logicsMsgTimestamp (8)   ... of the last unit whose consume queue entry is flushed
+     16  indexMsgTimestamp (8)    ... of the last unit whose index entries are flushed
+     64  magic "SPMQ" (4) | version (4)
+     72  safe offset (8)          commitlog offset up to which units, consume queue entries
+                                  and index entries are all on disk; recovery starts here
+
+Thread-safety: written by the flush thread only.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+
+FILE_SIZE = 4096
+_RMQ = struct.Struct(">qqq")
+_OURS = struct.Struct(">4siq")
+_OURS_AT = 64
+_MAGIC = b"SPMQ"
+_VERSION = 1
+
+
+class Checkpoint:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(fd).st_size < FILE_SIZE:
+            os.ftruncate(fd, FILE_SIZE)
+        self._fd = fd
+        self._mm = mmap.mmap(fd, FILE_SIZE)
+        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = _RMQ.unpack_from(
+            self._mm, 0
+        )
+        magic, version, safe = _OURS.unpack_from(self._mm, _OURS_AT)
+        self.valid = magic == _MAGIC and version == _VERSION
+        self.safe_offset = safe if self.valid else 0
+
+    def update(self, safe_offset: int, last_store_timestamp: int) -> None:
+        """Record that everything below ``safe_offset`` is durable, and make it durable too."""
+        self.safe_offset = safe_offset
+        if last_store_timestamp > 0:
+            self.physic_msg_timestamp = self.logics_msg_timestamp = self.index_msg_timestamp = (
+                last_store_timestamp
+            )
+        _RMQ.pack_into(
+            self._mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp
+        )
+        _OURS.pack_into(self._mm, _OURS_AT, _MAGIC, _VERSION, safe_offset)
+        self.valid = True
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        self._mm.close()
+        os.close(self._fd)

@@ -1,0 +1,225 @@
+"""A consume queue: the index of one topic queue into the commitlog.
+
+Entry ``i`` (the message at queue offset ``i``) is 20 bytes at logical byte ``i * 20``::
+
+    +----------------------+-------------+----------------------+
+    | commitlog offset (8) | size (4)    | tag hash code (8)    |
+    +----------------------+-------------+----------------------+
+
+Files hold ``entries_per_file`` entries and are named by the logical byte offset of their
+first entry (RocketMQ ``ConsumeQueue``). Entries are read and written as numpy structured
+arrays over the mapping, a batch at a time.
+
+Thread-safety: one writer (the store's put lock or recovery); readers read only below
+``max_offset``, which moves after the entries are in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from spark_mq.common.errors import CorruptFileError
+from spark_mq.store.mapped_file import MappedFile
+from spark_mq.store.mapped_file_queue import MappedFileQueue
+
+ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
+ENTRY_SIZE = ENTRY.itemsize  # 20
+
+
+def _entries(mf: MappedFile) -> np.ndarray:
+    return mf.buf.view(ENTRY) if mf.buf.size else np.zeros(0, dtype=ENTRY)
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, file_size)
+        self.entries_per_file = file_size // ENTRY_SIZE
+        self.min_offset = 0  # first queue offset still served
+        self.max_offset = 0  # next queue offset to be written
+
+    def __repr__(self) -> str:
+        return f"ConsumeQueue({self.topic}:{self.queue_id} [{self.min_offset}, {self.max_offset}))"
+
+    # -- loading ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Map the files and find the end: the first all-zero entry after the last file's start."""
+        self.files.load()
+        if not self.files.files:
+            return
+        first = self.files.first
+        assert first is not None
+        base = first.file_from_offset // ENTRY_SIZE
+        self.min_offset = base + _first_valid(_entries(first))
+        end = self.files.max_offset() // ENTRY_SIZE
+        for mf in reversed(self.files.files):
+            ent = _entries(mf)
+            used = _used_count(ent)
+            mf.reset_to(used * ENTRY_SIZE)
+            if used:
+                end = mf.file_from_offset // ENTRY_SIZE + used
+                break
+            end = mf.file_from_offset // ENTRY_SIZE
+        self.max_offset = end
+        self.min_offset = min(self.min_offset, self.max_offset)
+
+    # -- writing ---------------------------------------------------------------------------
+    def put_batch(self, queue_offset: int, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> None:
+        """Write entries for queue offsets ``queue_offset ...``.
+
+        Entries already present (a redispatch after recovery) are skipped; a gap is an error
+        because it would mean messages the queue can never serve.
+        """
+        n = phys.size
+        skip = self.max_offset - queue_offset
+        if skip >= n:
+            return
+        if skip < 0:
+            if self.files.files:
+                raise CorruptFileError(
+                    str(self.files.directory), queue_offset * ENTRY_SIZE,
+                    f"entry for queue offset {queue_offset} would leave a gap after {self.max_offset}",
+                )
+            self._start_at(queue_offset)
+            skip = 0
+        done = skip
+        while done < n:
+            logical = queue_offset + done
+            mf = self._file_for_write(logical)
+            slot = logical - mf.file_from_offset // ENTRY_SIZE
+            take = min(n - done, self.entries_per_file - slot)
+            ent = _entries(mf)[slot : slot + take]
+            ent["phys"] = phys[done : done + take]
+            ent["size"] = sizes[done : done + take]
+            ent["tag"] = tags[done : done + take]
+            mf.wrote_position = (slot + take) * ENTRY_SIZE
+            done += take
+            self.max_offset = logical + take
+
+    def _start_at(self, queue_offset: int) -> None:
+        """First write into an empty queue at a non-zero offset (its earlier files are gone)."""
+        file_bytes = self.files.file_size
+        start = (queue_offset * ENTRY_SIZE) // file_bytes * file_bytes
+        mf = self.files.create_file(start)
+        mf.reset_to(queue_offset * ENTRY_SIZE - start)
+        self.min_offset = self.max_offset = queue_offset
+
+    def _file_for_write(self, logical: int) -> MappedFile:
+        mf = self.files.find(logical * ENTRY_SIZE)
+        if mf is None:
+            last = self.files.last
+            start = 0 if last is None else last.file_from_offset + self.files.file_size
+            mf = self.files.create_file(start)
+        return mf
+
+    def truncate(self, queue_offset: int) -> None:
+        """Drop entries at and after ``queue_offset``."""
+        if queue_offset >= self.max_offset:
+            return
+        self.files.truncate(queue_offset * ENTRY_SIZE)
+        self.max_offset = max(queue_offset, self.min_offset)
+
+    def truncate_past(self, commitlog_end: int) -> None:
+        """Drop trailing entries whose unit does not end inside the commitlog."""
+        lo = self.min_offset
+        hi = self.max_offset
+        while hi > lo:  # walk back a file at a time; normally only the last few entries are bad
+            chunk = self.get(max(lo, hi - self.entries_per_file), hi - max(lo, hi - self.entries_per_file))
+            good = (chunk["phys"] + chunk["size"]) <= commitlog_end
+            if good.all():
+                break
+            bad = np.flatnonzero(~good)
+            hi = max(lo, hi - self.entries_per_file) + int(bad[0])
+        self.truncate(hi)
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, queue_offset: int, count: int) -> np.ndarray:
+        """A copy of up to ``count`` entries from ``queue_offset`` (fewer at the end)."""
+        start = max(queue_offset, self.min_offset)
+        stop = min(queue_offset + count, self.max_offset)
+        if stop <= start:
+            return np.zeros(0, dtype=ENTRY)
+        parts = []
+        pos = start
+        while pos < stop:
+            mf = self.files.find(pos * ENTRY_SIZE)
+            if mf is None:
+                break
+            slot = pos - mf.file_from_offset // ENTRY_SIZE
+            take = min(stop - pos, self.entries_per_file - slot)
+            parts.append(_entries(mf)[slot : slot + take])
+            pos += take
+        return np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
+
+    def offset_by_time(self, timestamp: int, store_time_of: Callable[[int], int | None]) -> int:
+        """First queue offset whose message was stored at or after ``timestamp`` (ms);
+        ``max_offset`` if none. Binary search: one commitlog read per probe."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self.get(mid, 1)
+            ts = store_time_of(int(entry["phys"][0])) if entry.size else None
+            if ts is None:  # unit no longer in the commitlog: treat as older than anything
+                lo = mid + 1
+            elif ts < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def last_phys(self) -> int:
+        """Commitlog offset of the newest entry's unit, -1 if empty."""
+        if self.max_offset <= self.min_offset:
+            return -1
+        return int(self.get(self.max_offset - 1, 1)["phys"][0])
+
+    # -- retention -------------------------------------------------------------------------
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Move ``min_offset`` past entries whose unit was deleted from the commitlog."""
+        first = self.files.first
+        if first is None:
+            return
+        ent = _entries(first)
+        base = first.file_from_offset // ENTRY_SIZE
+        used = min(self.max_offset - base, ent.size)
+        if used <= 0:
+            return
+        phys = ent["phys"][:used]
+        k = int(np.searchsorted(phys.astype(np.int64), commitlog_min, side="left"))
+        self.min_offset = max(self.min_offset, base + k)
+
+    def delete_files_below(self, commitlog_min: int) -> int:
+        """Delete leading files whose every entry points below ``commitlog_min``."""
+        count = 0
+        for mf in self.files.files[:-1]:
+            ent = _entries(mf)
+            used = mf.wrote_position // ENTRY_SIZE
+            if used and int(ent["phys"][used - 1]) + int(ent["size"][used - 1]) <= commitlog_min:
+                count += 1
+            else:
+                break
+        self.files.delete_first(count)
+        self.correct_min_offset(commitlog_min)
+        return count
+
+    def flush(self) -> None:
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def _used_count(ent: np.ndarray) -> int:
+    """Entries written in a file: up to the last with a positive size (entries are appended
+    in order and the file starts zeroed)."""
+    nz = np.flatnonzero(ent["size"] > 0)
+    return int(nz[-1]) + 1 if nz.size else 0
+
+
+def _first_valid(ent: np.ndarray) -> int:
+    nz = np.flatnonzero(ent["size"] > 0)
+    return int(nz[0]) if nz.size else 0

@@ -1,0 +1,169 @@
+"""One hash index file: ``topic#key`` → commitlog offsets (RocketMQ ``IndexFile``).
+
+Layout, big-endian::
+
+    header (40)  begin timestamp (8) | end timestamp (8) | begin phys (8) | end phys (8)
+                 | used slot count (4) | index count (4)
+    slots        slot_num x int32: number of the newest entry whose key hashes to the slot
+    entries      index_num x 20: key hash (4) | phys offset (8) | seconds since begin (4)
+                 | previous entry in the same slot (4)
+
+Entry 0 is never used (a slot value of 0 means empty). Entries of one slot form a chain
+from newest to oldest; a batch is inserted with numpy, chains and all.
+
+Thread-safety: one writer; queries may run concurrently and see a consistent prefix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from spark_mq.store.mapped_file import MappedFile
+
+HEADER = np.dtype(
+    [
+        ("begin_timestamp", ">i8"),
+        ("end_timestamp", ">i8"),
+        ("begin_phys", ">i8"),
+        ("end_phys", ">i8"),
+        ("slot_count", ">i4"),
+        ("index_count", ">i4"),
+    ]
+)
+HEADER_SIZE = HEADER.itemsize  # 40
+SLOT_SIZE = 4
+ENTRY = np.dtype([("key_hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
+ENTRY_SIZE = ENTRY.itemsize  # 20
+INVALID_INDEX = 0
+
+
+def index_file_size(slot_num: int, index_num: int) -> int:
+    return HEADER_SIZE + slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
+
+
+def positive_hashes(java_hashes: np.ndarray) -> np.ndarray:
+    """RocketMQ's ``indexKeyHashMethod``: abs(hashCode), with Integer.MIN_VALUE mapped to 0."""
+    h = java_hashes.astype(np.int64)
+    h = np.abs(h)
+    h[h > 0x7FFFFFFF] = 0
+    return h.astype(np.int32)
+
+
+class IndexFile:
+    def __init__(self, path: Path, slot_num: int, index_num: int) -> None:
+        self.path = path
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self._mf = MappedFile(path, index_file_size(slot_num, index_num), file_from_offset=0)
+        buf = self._mf.buf
+        self.header = buf[:HEADER_SIZE].view(HEADER)
+        self.slots = buf[HEADER_SIZE : HEADER_SIZE + slot_num * SLOT_SIZE].view(">i4")
+        self.entries = buf[HEADER_SIZE + slot_num * SLOT_SIZE :].view(ENTRY)
+        if int(self.header["index_count"][0]) == 0:
+            self.header["index_count"] = 1  # entry 0 is the "empty" sentinel
+
+    @property
+    def index_count(self) -> int:
+        return int(self.header["index_count"][0])
+
+    @property
+    def begin_timestamp(self) -> int:
+        return int(self.header["begin_timestamp"][0])
+
+    @property
+    def end_timestamp(self) -> int:
+        return int(self.header["end_timestamp"][0])
+
+    @property
+    def end_phys(self) -> int:
+        return int(self.header["end_phys"][0])
+
+    def is_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def is_empty(self) -> bool:
+        return self.index_count <= 1
+
+    def put_batch(self, key_hashes: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> int:
+        """Insert as many of the keys as fit; returns how many went in.
+
+        ``key_hashes`` are already positive (``positive_hashes``). Within the batch, an entry
+        chains to the previous entry of the same slot in the batch, or to the slot's old head.
+        """
+        count = self.index_count
+        k = min(key_hashes.size, self.index_num - count)
+        if k <= 0:
+            return 0
+        key_hashes, phys, store_ts = key_hashes[:k], phys[:k], store_ts[:k]
+        if count == 1:
+            self.header["begin_timestamp"] = store_ts[0]
+            self.header["begin_phys"] = phys[0]
+        begin = self.begin_timestamp
+        numbers = np.arange(count, count + k, dtype=np.int32)
+        slot = key_hashes.astype(np.int64) % self.slot_num
+
+        order = np.argsort(slot, kind="stable")
+        s_sorted = slot[order]
+        first_of_group = np.ones(k, dtype=bool)
+        first_of_group[1:] = s_sorted[1:] != s_sorted[:-1]
+        last_of_group = np.ones(k, dtype=bool)
+        last_of_group[:-1] = first_of_group[1:]
+
+        old_head = self.slots[s_sorted].astype(np.int32)
+        old_head[(old_head <= INVALID_INDEX) | (old_head >= count)] = INVALID_INDEX
+        prev_sorted = np.empty(k, dtype=np.int32)
+        prev_sorted[1:] = numbers[order][:-1]
+        prev_sorted[first_of_group] = old_head[first_of_group]
+        prev = np.empty(k, dtype=np.int32)
+        prev[order] = prev_sorted
+
+        diff = (store_ts.astype(np.int64) - begin) // 1000
+        diff = np.clip(diff, 0, 0x7FFFFFFF) if begin > 0 else np.zeros(k, dtype=np.int64)
+
+        ent = self.entries[count : count + k]
+        ent["key_hash"] = key_hashes
+        ent["phys"] = phys
+        ent["time_diff"] = diff
+        ent["prev"] = prev
+        newly_used = int(np.count_nonzero(old_head[first_of_group] == INVALID_INDEX))
+        self.slots[s_sorted[last_of_group]] = numbers[order][last_of_group]
+        self.header["slot_count"] = int(self.header["slot_count"][0]) + newly_used
+        self.header["end_timestamp"] = store_ts[k - 1]
+        self.header["end_phys"] = phys[k - 1]
+        self.header["index_count"] = count + k  # last: publishes the entries to queries
+        return k
+
+    def query(self, key_hash: int, begin: int, end: int, max_num: int) -> list[int]:
+        """Commitlog offsets of entries with ``key_hash`` stored in ``[begin, end]`` ms,
+        newest first. Callers verify the key itself (hashes collide)."""
+        out: list[int] = []
+        count = self.index_count
+        cur = int(self.slots[key_hash % self.slot_num])
+        base = self.begin_timestamp
+        while INVALID_INDEX < cur < count and len(out) < max_num:
+            e = self.entries[cur]
+            ts = base + int(e["time_diff"]) * 1000
+            if int(e["key_hash"]) == key_hash and begin <= ts <= end:
+                out.append(int(e["phys"]))
+            prev = int(e["prev"])
+            if prev >= cur or ts < begin:
+                break
+            cur = prev
+        return out
+
+    def overlaps(self, begin: int, end: int) -> bool:
+        # entries keep whole seconds, so widen by one second either side
+        return not self.is_empty() and self.begin_timestamp - 1000 <= end and self.end_timestamp + 1000 >= begin
+
+    def flush(self) -> None:
+        self._mf.wrote_position = self._mf.size
+        self._mf.flush()
+
+    def close(self) -> None:
+        self._mf.close()
+
+    def destroy(self) -> None:
+        self._mf.destroy()
+

@@ -1,0 +1,98 @@
+"""All index files of a store: puts go to the newest, queries walk newest to oldest.
+
+Files are named by creation time (``yyyyMMddHHmmssSSS``, as RocketMQ names them) and a new
+one starts when the newest is full.
+
+Thread-safety: one writer; queries may run concurrently.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+
+from spark_mq.common.java_hash import java_hash
+from spark_mq.store.index_file import IndexFile, positive_hashes
+
+_NAME = re.compile(r"^\d{17}$")
+
+
+def _time_name(ms: int) -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(ms / 1000)) + f"{ms % 1000:03d}"
+
+
+class IndexService:
+    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+        self.directory = directory
+        self.slot_num = slot_num
+        self.index_num = index_num
+        self.files: list[IndexFile] = []
+        self._last_name = ""
+
+    def load(self) -> None:
+        if not self.directory.exists():
+            return
+        names = sorted(p.name for p in self.directory.iterdir() if _NAME.match(p.name))
+        self.files = [IndexFile(self.directory / n, self.slot_num, self.index_num) for n in names]
+        self._last_name = names[-1] if names else ""
+
+    def end_phys(self) -> int:
+        """Commitlog offset of the newest indexed unit, -1 if none."""
+        for f in reversed(self.files):
+            if not f.is_empty():
+                return f.end_phys
+        return -1
+
+    def _writable(self) -> IndexFile:
+        if self.files and not self.files[-1].is_full():
+            return self.files[-1]
+        self.directory.mkdir(parents=True, exist_ok=True)
+        name = _time_name(int(time.time() * 1000))
+        if name <= self._last_name:  # two files in one millisecond: keep names unique and ordered
+            name = str(int(self._last_name) + 1)
+        self._last_name = name
+        f = IndexFile(self.directory / name, self.slot_num, self.index_num)
+        self.files = [*self.files, f]
+        return f
+
+    def put_batch(self, key_hashes: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> None:
+        """Index ``key_hashes[i]`` (positive ``topic#key`` hashes) → ``phys[i]``, in order."""
+        done = 0
+        while done < key_hashes.size:
+            done += self._writable().put_batch(key_hashes[done:], phys[done:], store_ts[done:])
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Candidate commitlog offsets for ``key`` in ``topic``, newest first, deduplicated."""
+        h = int(positive_hashes(np.array([java_hash(f"{topic}#{key}")], dtype=np.int32))[0])
+        out: list[int] = []
+        seen: set[int] = set()
+        for f in reversed(self.files):
+            if len(out) >= max_num:
+                break
+            if not f.overlaps(begin, end):
+                continue
+            for phys in f.query(h, begin, end, max_num):
+                if phys not in seen:
+                    seen.add(phys)
+                    out.append(phys)
+        return out[:max_num]
+
+    def delete_files_below(self, commitlog_min: int) -> int:
+        """Delete old files whose every entry points below ``commitlog_min`` (never the newest)."""
+        gone = 0
+        while len(self.files) > 1 and self.files[0].end_phys < commitlog_min:
+            self.files[0].destroy()
+            self.files = self.files[1:]
+            gone += 1
+        return gone
+
+    def flush(self) -> None:
+        for f in self.files[-2:]:  # older files are full and were flushed when they filled
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

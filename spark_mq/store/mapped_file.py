@@ -1,0 +1,139 @@
+"""One fixed-size file mapped into memory, named by the offset of its first byte.
+
+Positions: ``wrote_position`` is how far appends have filled the mapping; ``flushed_position``
+how far ``fdatasync`` has made durable. We write straight into the page cache, so RocketMQ's
+separate commit position (for its off-heap write buffer) is always the wrote position.
+
+Thread-safety: one writer at a time (the owner serialises appends); readers may read any
+range below ``wrote_position`` concurrently.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from spark_mq.common.errors import CorruptFileError
+
+log = logging.getLogger(__name__)
+
+FILE_NAME_DIGITS = 20
+
+
+def file_name(offset: int) -> str:
+    return f"{offset:0{FILE_NAME_DIGITS}d}"
+
+
+class MappedFile:
+    def __init__(self, path: Path, size: int, file_from_offset: int | None = None) -> None:
+        """Map ``path`` (created sparse if new); its name gives its offset unless one is given."""
+        self.path = path
+        self.size = size
+        self.file_from_offset = int(path.name) if file_from_offset is None else file_from_offset
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            existing = os.fstat(fd).st_size
+            if existing == 0:
+                os.ftruncate(fd, size)
+            elif existing != size:
+                raise CorruptFileError(
+                    str(path), existing, f"file is {existing} bytes but the configured size is {size}; "
+                    "was the file size setting changed after the store was created?"
+                )
+            self._mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.buf = np.frombuffer(self._mm, dtype=np.uint8)
+        self.mv = memoryview(self._mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+    @property
+    def end_offset(self) -> int:
+        """Global offset just past the written bytes."""
+        return self.file_from_offset + self.wrote_position
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.size
+
+    def append(self, data: bytes | memoryview) -> int:
+        """Copy ``data`` at the wrote position in one memcpy; returns where it started."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.size:
+            raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos} of {self.size}")
+        self._mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def close_tail(self, marker: bytes) -> None:
+        """Write ``marker`` at the wrote position and count the rest of the file as used."""
+        self.append(marker)
+        self.wrote_position = self.size
+
+    def flush(self) -> int:
+        """Make everything written so far durable; returns the new flushed position.
+
+        ``os.fdatasync`` writes back the mapping's dirty pages and, unlike ``mmap.flush``,
+        releases the GIL while the disk works.
+        """
+        target = self.wrote_position
+        if self.flushed_position < target:
+            os.fdatasync(self._fd)
+            self.flushed_position = target
+        return self.flushed_position
+
+    def reset_to(self, position: int) -> None:
+        """Set wrote and flushed positions (after recovery or truncation)."""
+        self.wrote_position = position
+        self.flushed_position = position
+
+    def zero_from(self, position: int, clean_run: int = 8 << 20, chunk: int = 1 << 20) -> None:
+        """Zero stale bytes after ``position`` so no old unit can ever be walked into again.
+
+        Stops after ``clean_run`` bytes of zeros: a torn write never reaches further than one
+        append, and touching the rest of a large sparse file would only cost I/O.
+        """
+        pos = position
+        clean = 0
+        while pos < self.size and clean < clean_run:
+            end = min(self.size, pos - pos % chunk + chunk)
+            if self.buf[pos:end].any():
+                self._mm[pos:end] = bytes(end - pos)
+                clean = 0
+            else:
+                clean += end - pos
+            pos = end
+
+    def last_modified(self) -> float:
+        return os.stat(self.path).st_mtime
+
+    def close(self) -> None:
+        """Unmap; if a reader still holds a view, the mapping goes when the view does."""
+        self.buf = np.zeros(0, dtype=np.uint8)
+        self.mv.release()
+        try:
+            self._mm.close()
+        except BufferError:
+            log.debug("%s still has readers; unmapped when they finish", self.path.name)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,359 @@
+"""``MessageStore``: the facade the broker talks to.
+
+Layout under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
+``index/``, ``checkpoint``, ``abort``, ``lock`` and ``config/*.json``.
+
+Dispatch is inline: the put call that appends a batch also writes its consume queue and index
+entries, under the same lock. A background dispatcher (RocketMQ's ReputMessageService) would
+have to re-read and re-parse every unit it just encoded, and with the GIL it cannot run in
+parallel with the appender anyway; inline, a message is pullable the moment ``put`` returns.
+The dispatched-up-to position survives restarts as the checkpoint's safe offset.
+
+Thread-safety: every public method may be called from any thread. Puts are serialised by one
+lock; gets and queries run without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
+from spark_mq.common.errors import StoreError, StoreNotWritableError
+from spark_mq.common.message import Message, MessageBatch, pack_host
+from spark_mq.common.message_id import parse_offset_msg_id
+from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message
+from spark_mq.store.checkpoint import Checkpoint
+from spark_mq.store.commitlog import CommitLog
+from spark_mq.store.config_file import JsonConfigFile
+from spark_mq.store.consume_queue import ConsumeQueue
+from spark_mq.store.dispatch import batch_dispatch_info
+from spark_mq.store.flush import GroupCommit, PeriodicTask
+from spark_mq.store.index_service import IndexService
+from spark_mq.store.lock_file import StoreLock
+from spark_mq.store.recovery import RecoveryReport, recover
+from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
+from spark_mq.store.retention import RetentionService, disk_used_ratio
+
+log = logging.getLogger(__name__)
+
+MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
+DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
+_QUEUE_DIR = re.compile(r"^\d+$")
+
+
+class MessageStore:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        disk_ratio: Callable[[Path], float] = disk_used_ratio,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.root = config.root
+        self.clock = clock
+        self.store_host = pack_host(config.broker_ip1, config.listen_port)
+        self.commitlog = CommitLog(self.root / "commitlog", config.maped_file_size_commit_log)
+        self.index = (
+            IndexService(self.root / "index", config.max_hash_slot_num, config.max_index_num)
+            if config.message_index_enable
+            else None
+        )
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.retention = RetentionService(config, self.commitlog, self._delete_logic_files_below, disk_ratio, clock)
+        self._lock = StoreLock(self.root / "lock")
+        self._put_lock = threading.Lock()
+        self._queues_lock = threading.Lock()
+        self._dispatched = 0
+        self._last_store_ts = 0
+        self._checkpoint: Checkpoint | None = None
+        self._group_commit: GroupCommit | None = None
+        self._tasks: list[PeriodicTask] = []
+        self._running = False
+        self.recovery: RecoveryReport | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def abort_path(self) -> Path:
+        return self.root / "abort"
+
+    def start(self) -> MessageStore:
+        """Lock the directory, recover, and start flush and retention threads."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            abnormal = self.abort_path.exists()
+            self.commitlog.load()
+            self._load_queues()
+            if self.index is not None:
+                self.index.load()
+            self._checkpoint = Checkpoint(self.root / "checkpoint")
+            self.recovery = recover(
+                self.commitlog,
+                list(self.queues.values()),
+                self._queue_for_write,
+                self.index,
+                self._checkpoint,
+                abnormal,
+                self.config.check_crc_on_recover,
+            )
+            self._dispatched = self.commitlog.max_offset()
+            self._last_store_ts = max(self._checkpoint.physic_msg_timestamp, 0)
+            for cq in self.queues.values():
+                cq.correct_min_offset(self.commitlog.min_offset())
+            self._checkpoint_now()
+            self.abort_path.touch()
+        except BaseException:
+            self._close_files()
+            self._lock.release()
+            raise
+        cfg = self.config
+        if cfg.flush_disk_type == SYNC_FLUSH:
+            self._group_commit = GroupCommit(self.commitlog.flush)
+            self._group_commit.start(self.commitlog.max_offset())
+        else:
+            self._tasks.append(PeriodicTask("flush-commitlog", cfg.flush_interval_commit_log / 1000,
+                                            self.commitlog.flush))
+        self._tasks.append(PeriodicTask("flush-logic", cfg.flush_interval_consume_queue / 1000,
+                                        self._checkpoint_now))
+        self._tasks.append(PeriodicTask("retention", cfg.clean_resource_interval / 1000, self.retention.run_once))
+        for t in self._tasks:
+            t.start()
+        self._running = True
+        log.info("store started at %s (%s recovery, commitlog [%d, %d))", self.root,
+                 "abnormal" if abnormal else "normal", self.commitlog.min_offset(), self.commitlog.max_offset())
+        return self
+
+    def shutdown(self) -> None:
+        """Stop threads, flush everything, checkpoint, remove the abort file, unlock."""
+        if not self._running:
+            return
+        self._running = False
+        for t in self._tasks:
+            t.stop()
+        self._tasks.clear()
+        if self._group_commit is not None:
+            self._group_commit.stop()
+        with self._put_lock:
+            self._checkpoint_now()
+            self.abort_path.unlink(missing_ok=True)
+            self._close_files()
+        self._lock.release()
+        log.info("store at %s shut down cleanly", self.root)
+
+    def __enter__(self) -> MessageStore:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _close_files(self) -> None:
+        self.commitlog.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        if self._checkpoint is not None:
+            self._checkpoint.close()
+            self._checkpoint = None
+
+    def _checkpoint_now(self) -> None:
+        """Flush commitlog, queues and index, then record the dispatched offset as safe."""
+        safe, ts = self._dispatched, self._last_store_ts
+        self.commitlog.flush()
+        with self._queues_lock:
+            queues = list(self.queues.values())
+        for cq in queues:
+            cq.flush()
+        if self.index is not None:
+            self.index.flush()
+        if self._checkpoint is not None:
+            self._checkpoint.update(safe, ts)
+
+    # -- consume queues -------------------------------------------------------------------
+    def _queue_dir(self, topic: str, queue_id: int) -> Path:
+        return self.root / "consumequeue" / topic / str(queue_id)
+
+    def _load_queues(self) -> None:
+        base = self.root / "consumequeue"
+        if not base.exists():
+            return
+        for tdir in sorted(base.iterdir()):
+            for qdir in sorted(tdir.iterdir()):
+                if _QUEUE_DIR.match(qdir.name):
+                    cq = ConsumeQueue(tdir.name, int(qdir.name), qdir, self.config.maped_file_size_consume_queue)
+                    cq.load()
+                    self.queues[(tdir.name, int(qdir.name))] = cq
+
+    def _queue_for_write(self, topic: str, queue_id: int) -> ConsumeQueue:
+        key = (topic, queue_id)
+        cq = self.queues.get(key)
+        if cq is None:
+            with self._queues_lock:
+                cq = self.queues.get(key)
+                if cq is None:
+                    cq = ConsumeQueue(topic, queue_id, self._queue_dir(topic, queue_id),
+                                      self.config.maped_file_size_consume_queue)
+                    self.queues = {**self.queues, key: cq}
+        return cq
+
+    def _delete_logic_files_below(self, commitlog_min: int) -> None:
+        for cq in list(self.queues.values()):
+            cq.delete_files_below(commitlog_min)
+        if self.index is not None:
+            self.index.delete_files_below(commitlog_min)
+
+    # -- writes ---------------------------------------------------------------------------
+    def put_message(self, message: Message, queue_id: int, uniq_key: str | None = None) -> PutResult:
+        """Store one message (a batch of one)."""
+        batch = MessageBatch.from_messages([message], queue_id, [uniq_key] if uniq_key else None)
+        return self.put_messages(batch)
+
+    def put_messages(self, batch: MessageBatch) -> PutResult:
+        """Store a batch for one topic queue. Invalid input raises before anything is written.
+
+        Under SYNC_FLUSH returns once the batch is on disk (FLUSH_DISK_TIMEOUT if that takes
+        longer than ``syncFlushTimeout``; the messages are stored either way).
+        """
+        if not self._running:
+            raise StoreNotWritableError("store is not running: start() it first")
+        if not self.retention.writable:
+            raise StoreNotWritableError(
+                f"disk usage is over diskSpaceWarningLevelRatio ({self.config.disk_space_warning_level_ratio:.0%}):"
+                " writes are refused until retention or an operator frees space"
+            )
+        batch.validate(self.config.max_message_size)
+        info = batch_dispatch_info(batch)
+        with self._put_lock:
+            now = max(int(self.clock() * 1000), self._last_store_ts)
+            cq = self._queue_for_write(batch.topic, batch.queue_id)
+            queue_offset = cq.max_offset
+            res = self.commitlog.append_batch(batch, queue_offset, now, self.store_host)
+            cq.put_batch(queue_offset, res.physical_offsets, res.sizes, info.tag_codes)
+            if self.index is not None and info.key_rows.size:
+                self.index.put_batch(
+                    info.key_hashes, res.physical_offsets[info.key_rows], np.full(info.key_rows.size, now)
+                )
+            self._dispatched = res.end_offset
+            self._last_store_ts = now
+        status = PutStatus.PUT_OK
+        if self._group_commit is not None and not self._group_commit.wait(
+            res.end_offset, self.config.sync_flush_timeout / 1000
+        ):
+            status = PutStatus.FLUSH_DISK_TIMEOUT
+        return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
+
+    # -- reads ----------------------------------------------------------------------------
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for (t, q) in self.queues if t == topic)
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tag_codes: set[int] | None = None,
+        max_bytes: int = DEFAULT_MAX_GET_BYTES,
+    ) -> GetResult:
+        """Up to ``max_count`` units from ``offset`` (only those whose tag code is in
+        ``tag_codes`` if given), back to back in one buffer, with the offset to ask next."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        scan = max(max_count, MAX_FILTER_SCAN) if tag_codes else max_count
+        ent = cq.get(offset, scan)
+        phys = ent["phys"].astype(np.int64)
+        sizes = ent["size"].astype(np.int64)
+        keep = phys >= self.commitlog.min_offset()
+        if tag_codes:
+            keep &= np.isin(ent["tag"], np.fromiter(tag_codes, dtype=np.int64))
+        candidates = np.flatnonzero(keep)
+        picked = candidates[:max_count]
+        if picked.size:
+            within = np.cumsum(sizes[picked]) <= max_bytes
+            within[0] = True  # always make progress, even past max_bytes
+            picked = picked[within]
+        # more matches left in the window: resume right after the last one returned
+        scanned_to = offset + (int(picked[-1]) + 1 if picked.size < candidates.size else ent.size)
+        if picked.size == 0:
+            status = GetStatus.NO_MATCHED_MESSAGE if tag_codes else GetStatus.OFFSET_FOUND_NULL
+            return GetResult(status, scanned_to, lo, hi)
+        data = self.commitlog.read_units(phys[picked], sizes[picked])
+        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offset + picked, sizes[picked])
+
+    def _store_time_of(self, phys: int) -> int | None:
+        view = self.commitlog.read(phys + STORE_TIMESTAMP_OFFSET, 8)
+        return None if view is None else INT64.unpack(view)[0]
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """First queue offset stored at or after ``timestamp`` ms (max offset if none)."""
+        cq = self.queues.get((topic, queue_id))
+        return cq.offset_by_time(timestamp, self._store_time_of) if cq else 0
+
+    def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None or cq.max_offset <= cq.min_offset:
+            return -1
+        ts = self._store_time_of(int(cq.get(cq.min_offset, 1)["phys"][0]))
+        return -1 if ts is None else ts
+
+    def look_message_by_offset(self, phys: int) -> bytes | None:
+        """The unit at commitlog offset ``phys``, or None if absent or deleted."""
+        if phys < self.commitlog.min_offset():
+            return None
+        return self.commitlog.read_unit(phys)
+
+    def look_message_by_id(self, msg_id: str) -> bytes | None:
+        """The unit an offsetMsgId names (this store's ids only)."""
+        host, phys = parse_offset_msg_id(msg_id)
+        if host != self.store_host:
+            return None
+        return self.look_message_by_offset(phys)
+
+    def query_by_key(
+        self, topic: str, key: str, max_num: int = 64, begin: int = 0, end: int = 2**62
+    ) -> list[bytes]:
+        """Units of ``topic`` carrying ``key`` (in KEYS or as UNIQ_KEY), stored within
+        ``[begin, end]`` ms, newest first. Hash hits are verified against the unit itself."""
+        if self.index is None:
+            raise StoreError("the message index is disabled (messageIndexEnable=false)")
+        out = []
+        for phys in self.index.query(topic, key, max_num * 2, begin, end):
+            unit = self.look_message_by_offset(phys)
+            if unit is None:
+                continue
+            msg = decode_message(unit)
+            if msg.topic == topic and (key in msg.keys or msg.properties.get("UNIQ_KEY") == key):
+                if begin <= msg.store_timestamp <= end:
+                    out.append(unit)
+                    if len(out) >= max_num:
+                        break
+        return out
+
+    def config_file(self, name: str) -> JsonConfigFile:
+        """One of the JSON files under ``config/`` (see ``config_file`` module names)."""
+        return JsonConfigFile(self.root / "config" / name)

@@ -1,0 +1,175 @@
+"""Bringing a store back to a consistent state at start-up.
+
+The checkpoint's safe offset says everything below it (commitlog units, consume queue and
+index entries) is on disk. Recovery therefore:
+
+1. cuts every consume queue back to its first entry at or past the safe offset,
+2. walks the commitlog from the safe offset, checking each unit's lengths and body CRC, up
+   to the first blank-free gap, torn or corrupt unit (the end),
+3. truncates the commitlog there (zeroing the stale tail, deleting later files), and
+4. rebuilds consume queue and index entries for the units between safe offset and end.
+
+After a clean shutdown the safe offset is the end and steps 2-4 read nothing. After a crash
+(abort file present) they replay the unflushed tail. Without a valid checkpoint the walk
+starts at the first commitlog file.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from spark_mq.common.errors import CorruptFileError
+from spark_mq.common.java_hash import java_hash, java_hashes
+from spark_mq.common.message_unit import decode_units, walk_units
+from spark_mq.store.checkpoint import Checkpoint
+from spark_mq.store.commitlog import CommitLog
+from spark_mq.store.consume_queue import ConsumeQueue
+from spark_mq.store.dispatch import dispatch_info
+from spark_mq.store.index_service import IndexService
+
+log = logging.getLogger(__name__)
+
+WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    abnormal: bool
+    start_offset: int
+    end_offset: int
+    units_replayed: int
+    stop_reason: str
+    seconds: float
+
+
+def recover(
+    commitlog: CommitLog,
+    queues: Iterable[ConsumeQueue],
+    queue_for: Callable[[str, int], ConsumeQueue],
+    index: IndexService | None,
+    checkpoint: Checkpoint,
+    abnormal: bool,
+    check_crc: bool,
+) -> RecoveryReport:
+    t0 = time.perf_counter()
+    start = _start_offset(commitlog, checkpoint)
+    for cq in queues:
+        _cut_queue(cq, start)
+    index_done = index.end_phys() if index is not None else -1
+
+    end, replayed, reason = start, 0, "empty"
+    mf = commitlog.files.find(start)
+    while mf is not None:
+        pos = start - mf.file_from_offset if mf.file_from_offset <= start else 0
+        while True:
+            walk = walk_units(mf.mv, pos, mf.size, check_crc, max_units=WALK_CHUNK_UNITS)
+            if walk.starts.size:
+                _replay(mf.buf, walk.starts, mf.file_from_offset, queue_for, index, index_done)
+                replayed += int(walk.starts.size)
+            pos = walk.end
+            if walk.reason != "max":
+                break
+        end, reason = mf.file_from_offset + pos, walk.reason
+        if walk.reason not in ("blank", "end"):
+            break
+        mf.reset_to(mf.size)  # full: continue in the next file
+        end = mf.file_from_offset + mf.size
+        mf = commitlog.files.find(end)
+    if reason not in ("blank", "end", "zero", "empty"):
+        log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
+    commitlog.files.truncate(end)
+    for cq in queues:
+        cq.truncate_past(end)
+    report = RecoveryReport(abnormal, start, end, replayed, reason, time.perf_counter() - t0)
+    log.info("recovery %s", report)
+    return report
+
+
+def _start_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
+    lo, hi = commitlog.min_offset(), commitlog.max_offset()
+    if not checkpoint.valid:
+        if hi > lo:
+            log.warning("recovery: no valid checkpoint, scanning the whole commitlog from %d", lo)
+        return lo
+    start = checkpoint.safe_offset
+    if start < lo:
+        return lo
+    if start > hi:
+        log.error("recovery: checkpoint offset %d is past the commitlog end %d (files missing?)", start, hi)
+        return lo
+    return start
+
+
+def _cut_queue(cq: ConsumeQueue, safe: int) -> None:
+    """Drop entries whose unit is at or past ``safe``: they are rebuilt from the commitlog."""
+    lo, hi = cq.min_offset, cq.max_offset
+    if hi <= lo or cq.last_phys() < safe:
+        return
+    # entries' commitlog offsets grow with queue offset: binary search the cut point
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if int(cq.get(mid, 1)["phys"][0]) < safe:
+            lo = mid + 1
+        else:
+            hi = mid
+    cq.truncate(lo)
+
+
+def _replay(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    file_from: int,
+    queue_for: Callable[[str, int], ConsumeQueue],
+    index: IndexService | None,
+    index_done: int,
+) -> None:
+    """Rebuild consume queue and index entries for the units at ``starts`` of one file."""
+    cols = decode_units(buf, starts)
+    head = cols.header
+    phys = starts + file_from
+    sizes = head["total_size"].astype(np.int64)
+    qids = head["queue_id"].astype(np.int64)
+    topic_hash = java_hashes(buf, cols.topic_start, cols.topic_end).astype(np.int64)
+    group_key = (topic_hash << 32) | qids
+    _, first, inverse = np.unique(group_key, return_index=True, return_inverse=True)
+    topics = [bytes(buf[cols.topic_start[i] : cols.topic_end[i]]).decode() for i in first.tolist()]
+    _check_no_collision(buf, cols, first, inverse)
+    prefix = np.array([java_hash(t + "#") for t in topics], dtype=np.int64)[inverse]
+    info = dispatch_info(buf, cols.props_start, cols.props_end, prefix)
+    for g, topic in enumerate(topics):
+        rows = np.flatnonzero(inverse == g)
+        qoff = head["queue_offset"][rows].astype(np.int64)
+        if qoff.size > 1 and not np.all(np.diff(qoff) == 1):
+            bad = int(np.flatnonzero(np.diff(qoff) != 1)[0]) + 1
+            raise CorruptFileError(
+                "commitlog", int(phys[rows[bad]]), f"queue offsets of {topic}:{int(qids[rows[0]])} jump"
+            )
+        cq = queue_for(topic, int(qids[rows[0]]))
+        cq.put_batch(int(qoff[0]), phys[rows], sizes[rows], info.tag_codes[rows])
+    if index is not None and info.key_rows.size:
+        key_phys = phys[info.key_rows]
+        todo = key_phys > index_done
+        if todo.any():
+            ts = head["store_timestamp"].astype(np.int64)[info.key_rows]
+            index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
+
+
+def _check_no_collision(buf: np.ndarray, cols, first: np.ndarray, inverse: np.ndarray) -> None:
+    """Two topics with one Java hash would be grouped together: refuse rather than mix them."""
+    lengths = cols.topic_end - cols.topic_start
+    ref_len = lengths[first][inverse]
+    if np.any(lengths != ref_len):
+        raise CorruptFileError("commitlog", 0, "two topics share a hash in one recovery chunk")
+    width = int(lengths.max())
+    span = np.arange(width)
+    mask = span[None, :] < lengths[:, None]
+    cells = np.minimum(cols.topic_start[:, None] + span, buf.size - 1)
+    mine = np.where(mask, buf[cells], 0)
+    ref = mine[first][inverse]
+    if np.any(mine != ref):
+        raise CorruptFileError("commitlog", 0, "two topics share a hash in one recovery chunk")

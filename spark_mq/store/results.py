@@ -1,0 +1,66 @@
+"""Outcomes of store calls: statuses are values (RocketMQ's PutMessageStatus and
+GetMessageStatus), data comes back as buffers with offsets, never as per-message objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from spark_mq.common.message_id import offset_msg_ids
+
+
+class PutStatus(Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, but not yet known durable
+
+
+class GetStatus(Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"  # messages scanned, none passed the tag filter
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"  # entries point at deleted commitlog files
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"  # offset == max: nothing new yet
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"  # below the queue's minimum (retention)
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"  # no such topic queue
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(frozen=True)
+class PutResult:
+    status: PutStatus
+    queue_offset: int  # queue offset of the first message
+    physical_offsets: np.ndarray
+    sizes: np.ndarray
+    store_timestamp: int
+    store_host: bytes
+
+    @property
+    def count(self) -> int:
+        return int(self.physical_offsets.size)
+
+    def msg_ids(self) -> list[str]:
+        """offsetMsgIds of the stored messages, in order."""
+        return [b.decode() for b in offset_msg_ids(self.store_host, self.physical_offsets).tolist()]
+
+
+@dataclass(frozen=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    data: bytes = b""  # the found units, back to back
+    queue_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def count(self) -> int:
+        return int(self.sizes.size)
+
+    def unit_starts(self) -> np.ndarray:
+        """Where each unit starts in ``data``."""
+        starts = np.zeros(self.sizes.size, dtype=np.int64)
+        np.cumsum(self.sizes[:-1], out=starts[1:])
+        return starts
