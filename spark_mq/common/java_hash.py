@@ -48,43 +48,39 @@ def _powers(n: int) -> np.ndarray:
 def java_hashes(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix_hash: int | np.ndarray = 0
 ) -> np.ndarray:
-    """Hashes of ``prefix + buf[starts[i]:ends[i]]`` (UTF-8 ranges) as int32, one numpy pass.
+    """Hashes of ``prefix + buf[starts[i]:ends[i]]`` (UTF-8 ranges) as int32.
 
     ``prefix_hash`` is the Java hash of a string to put before every range (one, or one per
-    range), folded in as ``prefix * 31**len + hash``.
-
-    ASCII ranges are hashed vectorised; the rare range holding non-ASCII bytes is decoded
-    and hashed on its own so that UTF-16 surrogates count as Java counts them.
+    range), folded in as ``prefix * 31**len + hash``. The rare range holding non-ASCII bytes is
+    decoded and hashed on its own so that UTF-16 units count as Java counts them.
     """
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     n = starts.size
-    out = np.zeros(n, dtype=np.uint32)
+    out = np.zeros(n, dtype=np.uint64)
     if n == 0:
-        return out.view(np.int32)
+        return out.astype(np.uint32).view(np.int32)
     lengths = ends - starts
-    total = int(lengths.sum())
-    max_len = int(lengths.max())
-    pw = _powers(max_len + 1)
-    if total:
-        seg_start = np.zeros(n, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=seg_start[1:])
-        idx = np.repeat(starts - seg_start, lengths) + np.arange(total, dtype=np.int64)
-        chars = buf[idx].astype(np.uint32)
-        # position of each byte counted from its range's end: exponent of 31
-        from_end = np.repeat(ends, lengths) - 1 - idx
-        contrib = chars * pw[from_end]
-        nonempty = lengths > 0
-        sums = np.add.reduceat(contrib, seg_start[nonempty], dtype=np.uint32)
-        out[nonempty] = sums
-        high = np.flatnonzero(np.maximum.reduceat(chars, seg_start[nonempty]) >= 0x80)
-        if high.size:
-            rows = np.flatnonzero(nonempty)[high]
-            for r in rows.tolist():  # non-ASCII is rare: decode just these ranges
-                text = bytes(buf[starts[r] : ends[r]]).decode("utf-8", "replace")
-                out[r] = java_hash(text) & _MASK
-                lengths[r] = len(text.encode("utf-16-be")) // 2
-    prefix = np.asarray(prefix_hash, dtype=np.int64).astype(np.uint32)
+    # Horner's rule a column at a time, over the ranges still long enough (longest first);
+    # uint32 arithmetic wraps exactly like Java's int
+    order = np.argsort(-lengths, kind="stable")
+    s_sorted = starts[order]
+    neg_len = -lengths[order]
+    h = np.zeros(n, dtype=np.uint32)
+    high = np.zeros(n, dtype=np.uint8)  # max byte seen: >= 0x80 means non-ASCII
+    thirty_one = np.uint32(31)
+    for j in range(int(lengths.max())):
+        k = int(np.searchsorted(neg_len, -j, side="left"))  # ranges with length > j
+        col = buf[s_sorted[:k] + j]
+        h[:k] = h[:k] * thirty_one + col
+        np.maximum(high[:k], col, out=high[:k])
+    out[order] = h
+    units = lengths.copy()
+    for r in order[high >= 0x80].tolist():  # non-ASCII is rare: decode just these ranges
+        text = bytes(buf[starts[r] : ends[r]]).decode("utf-8", "replace")
+        out[r] = java_hash(text) & _MASK
+        units[r] = len(text.encode("utf-16-be")) // 2
+    prefix = np.asarray(prefix_hash, dtype=np.int64).astype(np.uint32).astype(np.uint64)
     if prefix.any():
-        out = (prefix * _powers(int(lengths.max()) + 1)[lengths] + out).astype(np.uint32)
-    return out.view(np.int32)
+        out = (prefix * _powers(int(units.max()) + 1).astype(np.uint64)[units] + out) & _MASK
+    return out.astype(np.uint32).view(np.int32)

@@ -7,6 +7,7 @@ walks messages in Python bytecode.
 
 from __future__ import annotations
 
+import functools
 import re
 import socket
 import struct
@@ -94,6 +95,14 @@ class MessageBatch:
     def __len__(self) -> int:
         return len(self.bodies)
 
+    @functools.cached_property
+    def body_lengths(self) -> np.ndarray:
+        return np.fromiter(map(len, self.bodies), dtype=np.int64, count=len(self.bodies))
+
+    @functools.cached_property
+    def property_lengths(self) -> np.ndarray:
+        return np.fromiter(map(len, self.properties), dtype=np.int64, count=len(self.properties))
+
     @classmethod
     def of(
         cls,
@@ -162,18 +171,16 @@ class MessageBatch:
             raise MessageValidationError("batch columns have different lengths")
         if not 0 <= self.queue_id < 2**31:
             raise MessageValidationError(f"queue id {self.queue_id} is out of range")
-        body_len = np.fromiter(map(len, self.bodies), dtype=np.int64, count=n)
-        big = np.flatnonzero(body_len > max_message_size)
-        if big.size:
-            i = int(big[0])
+        body_len = self.body_lengths
+        if int(body_len.max()) > max_message_size:
+            i = int(np.argmax(body_len > max_message_size))
             raise MessageValidationError(
                 f"message {i} body is {int(body_len[i])} bytes, over maxMessageSize {max_message_size}: "
                 "split it or raise maxMessageSize"
             )
-        prop_len = np.fromiter(map(len, self.properties), dtype=np.int64, count=n)
-        long_props = np.flatnonzero(prop_len > MAX_PROPERTIES_LENGTH)
-        if long_props.size:
-            i = int(long_props[0])
+        prop_len = self.property_lengths
+        if int(prop_len.max()) > MAX_PROPERTIES_LENGTH:
+            i = int(np.argmax(prop_len > MAX_PROPERTIES_LENGTH))
             raise MessageValidationError(
                 f"message {i} properties are {int(prop_len[i])} bytes, over the {MAX_PROPERTIES_LENGTH} limit"
             )

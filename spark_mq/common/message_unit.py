@@ -66,6 +66,9 @@ STORE_TIMESTAMP_OFFSET = HEADER.fields["store_timestamp"][1]
 QUEUE_OFFSET_OFFSET = HEADER.fields["queue_offset"][1]
 
 SIZE_MAGIC = struct.Struct(">ii")
+# HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
+_HEADER_TEMPLATE = struct.Struct(">4xi4xi4x8x8x4x8x8sq8s4x8x4x")
+assert _HEADER_TEMPLATE.size == HEADER.itemsize
 BODY_CRC = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 PROPS_LENGTH = struct.Struct(">H")
@@ -88,10 +91,7 @@ def blank_unit(remaining: int) -> bytes:
 
 def unit_sizes(batch: MessageBatch) -> np.ndarray:
     """Encoded size of every message of ``batch``."""
-    n = len(batch)
-    body_len = np.fromiter(map(len, batch.bodies), dtype=np.int64, count=n)
-    prop_len = np.fromiter(map(len, batch.properties), dtype=np.int64, count=n)
-    return MIN_UNIT_SIZE + len(batch.topic.encode()) + body_len + prop_len
+    return MIN_UNIT_SIZE + len(batch.topic.encode()) + batch.body_lengths + batch.property_lengths
 
 
 @dataclass(frozen=True)
@@ -119,28 +119,26 @@ def encode_batch(
     np.cumsum(sizes[:-1], out=phys[1:])
     phys[1:] += physical_offset
 
-    head = np.empty(n, dtype=HEADER)
+    props_len = batch.property_lengths
+    # fields shared by the whole batch are packed once and repeated; the rest are columns
+    template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
+    head = np.frombuffer(bytearray(template * n), dtype=HEADER)
     head["total_size"] = sizes
-    head["magic"] = MESSAGE_MAGIC
     head["body_crc"] = np.fromiter(map(zlib.crc32, batch.bodies), dtype=np.int64, count=n) & CRC_MASK
-    head["queue_id"] = batch.queue_id
     head["flag"] = batch.flags
     head["queue_offset"] = np.arange(queue_offset, queue_offset + n, dtype=np.int64)
     head["physical_offset"] = phys
     head["sys_flag"] = batch.sys_flags & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
     head["born_timestamp"] = batch.born_timestamps
-    head["born_host"] = np.frombuffer(batch.born_host, dtype="V8")[0]
-    head["store_timestamp"] = store_timestamp
-    head["store_host"] = np.frombuffer(store_host, dtype="V8")[0]
     head["reconsume_times"] = batch.reconsume_times
-    head["prepared_transaction_offset"] = 0
-    head["body_length"] = np.fromiter(map(len, batch.bodies), dtype=np.int64, count=n)
+    head["body_length"] = sizes - (MIN_UNIT_SIZE + len(topic)) - props_len
 
     tail_type = np.dtype([("topic_length", "u1"), ("topic", f"V{len(topic)}"), ("props_length", ">u2")])
-    tail = np.empty(n, dtype=tail_type)
-    tail["topic_length"] = len(topic)
-    tail["topic"] = np.frombuffer(topic, dtype=f"V{len(topic)}")[0]
-    tail["props_length"] = np.fromiter(map(len, batch.properties), dtype=np.int64, count=n)
+    tail_template = np.zeros(1, dtype=tail_type)
+    tail_template["topic_length"] = len(topic)
+    tail_template["topic"] = np.frombuffer(topic, dtype=f"V{len(topic)}")[0]
+    tail = np.repeat(tail_template, n)
+    tail["props_length"] = props_len
 
     pieces = zip(
         head.view(f"V{HEADER_SIZE}").tolist(),

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spark_mq.common.byte_ranges import positions_in_ranges
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 _NV = ord(NAME_VALUE_SEPARATOR)
@@ -80,29 +82,24 @@ class PropertyScan:
 
 
 def scan_properties(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> PropertyScan:
-    """Locate every pair in ``buf[starts[i]:ends[i]]`` for all messages i, without a Python loop."""
+    """Locate every pair in ``buf[starts[i]:ends[i]]`` for all messages i, without a Python loop.
+
+    Ranges must be disjoint and in buffer order.
+    """
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     rows = starts.size
     if rows > 1 and np.any(np.diff(starts) < 0):
         raise ValueError("property ranges must be given in buffer order")
-    # restrict to the bytes that belong to some message's property string
-    lengths = ends - starts
-    if rows == 0 or int(lengths.sum()) == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return PropertyScan(buf, empty, empty, empty, empty, empty, rows)
-    seg = np.zeros(rows, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=seg[1:])
-    idx = np.repeat(starts - seg, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
-    window = buf[idx]
-    nv = idx[window == _NV]
-    ps = idx[window == _PS]
-    row = np.searchsorted(starts, nv, side="right") - 1
-    # name starts after the previous property separator, but never before its message starts
+    nv, row = positions_in_ranges(buf, starts, ends, _NV)
+    ps, _ = positions_in_ranges(buf, starts, ends, _PS)
+    # a name starts after the previous property separator, but never before its message
     prev = np.searchsorted(ps, nv, side="left") - 1
-    name_start = np.where(prev >= 0, ps[np.maximum(prev, 0)] + 1, 0)
+    ps_at = ps if ps.size else np.zeros(1, dtype=np.int64)  # no separator at all: never selected below
+    name_start = np.where(prev >= 0, ps_at[np.maximum(prev, 0)] + 1, 0)
     name_start = np.maximum(name_start, starts[row])
+    # a value ends at the next property separator, or at its message's end
     nxt = np.searchsorted(ps, nv, side="right")
-    value_end = np.where(nxt < ps.size, ps[np.minimum(nxt, ps.size - 1)], ends[row])
+    value_end = np.where(nxt < ps.size, ps_at[np.minimum(nxt, ps.size - 1)], ends[row])
     value_end = np.minimum(value_end, ends[row])
     return PropertyScan(buf, row, name_start, nv, nv + 1, value_end, rows)

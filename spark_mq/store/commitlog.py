@@ -35,6 +35,7 @@ class AppendResult:
     physical_offsets: np.ndarray  # int64, start of each unit
     sizes: np.ndarray  # int64, size of each unit
     end_offset: int  # commitlog offset just past the last unit
+    data: bytes  # the units back to back, as written (blank tails excluded)
 
 
 class CommitLog:
@@ -64,6 +65,7 @@ class CommitLog:
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise ValueError(f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file")
         phys_parts = []
+        data_parts = []
         done = 0
         n = len(batch)
         while done < n:
@@ -80,9 +82,12 @@ class CommitLog:
             )
             mf.append(encoded.data)
             phys_parts.append(encoded.physical_offsets)
+            data_parts.append(encoded.data)
             done += fit
-        phys = phys_parts[0] if len(phys_parts) == 1 else np.concatenate(phys_parts)
-        return AppendResult(phys, sizes, int(phys[-1] + sizes[-1]))
+        if len(phys_parts) == 1:
+            return AppendResult(phys_parts[0], sizes, int(phys_parts[0][-1] + sizes[-1]), data_parts[0])
+        phys = np.concatenate(phys_parts)
+        return AppendResult(phys, sizes, int(phys[-1] + sizes[-1]), b"".join(data_parts))
 
     def read(self, offset: int, size: int) -> memoryview | None:
         """Zero-copy view of ``size`` bytes at ``offset``, or None if not (or no longer) stored."""

@@ -1,22 +1,57 @@
-"""What dispatch derives from messages: consume queue tag codes and index keys.
+"""Dispatch: building consume queue and index entries for units appended to the commitlog.
 
-Computed for a whole batch at once from the property strings (one buffer, many ranges):
-the tag code is ``TAGS.hashCode()`` (0 without tags) and the index keys are ``topic#key``
-for every space-separated key in KEYS and for UNIQ_KEY.
+An append only records what it wrote (an ``AppendRecord``: topic queue, offsets, sizes and
+the property strings it already has in hand). The ``Dispatcher`` turns every pending record
+into entries in one vectorised pass: the tag code is ``TAGS.hashCode()`` (0 without tags) and
+the index keys are ``topic#key`` for every space-separated key in KEYS and for UNIQ_KEY.
+
+It runs on a background thread, like RocketMQ's ReputMessageService, and also on demand:
+every read calls ``catch_up()`` first, so a message is visible to gets and key queries as
+soon as its put returns. Batching the dispatch of many appends into one pass is what keeps
+its per-message cost low; recovery feeds the same ``build_entries`` from decoded units.
+
+Thread-safety: ``enqueue`` is called under the store's put lock; ``catch_up`` may be called
+from any thread and serialises itself.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from spark_mq.common.byte_ranges import split_ranges
 from spark_mq.common.java_hash import java_hash, java_hashes
-from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY, scan_properties
+from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.index_file import positive_hashes
+from spark_mq.store.index_service import IndexService
 
 _SPACE = ord(KEY_SEPARATOR)
+
+QueueFor = Callable[[str, int], ConsumeQueue]
+
+
+@dataclass(frozen=True)
+class AppendRecord:
+    """What one append wrote: consecutive queue offsets from ``queue_offset``; ``data`` is the
+    units as encoded, whose property strings end each unit."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    physical_offsets: np.ndarray
+    sizes: np.ndarray
+    data: bytes
+    property_lengths: np.ndarray
+    store_timestamp: int
+
+    @property
+    def end_offset(self) -> int:
+        return int(self.physical_offsets[-1] + self.sizes[-1])
 
 
 @dataclass(frozen=True)
@@ -24,30 +59,6 @@ class DispatchInfo:
     tag_codes: np.ndarray  # int64 per message
     key_rows: np.ndarray  # message index of each index key
     key_hashes: np.ndarray  # positive int32 hash of "topic#key" per index key
-
-
-def split_ranges(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, sep: int) -> tuple[np.ndarray, ...]:
-    """Split byte ranges on ``sep``; returns (row, token start, token end) of non-empty tokens.
-
-    Rows with ``start < 0`` are absent and yield nothing.
-    """
-    present = np.flatnonzero(starts >= 0)
-    s, e = starts[present], ends[present]
-    lengths = e - s
-    total = int(lengths.sum())
-    if total == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    seg = np.zeros(s.size, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=seg[1:])
-    idx = np.repeat(s - seg, lengths) + np.arange(total, dtype=np.int64)
-    cuts = idx[buf[idx] == sep]
-    tok_start = np.sort(np.concatenate((s, cuts + 1)))
-    tok_end = np.sort(np.concatenate((cuts, e)))
-    keep = tok_end > tok_start
-    tok_start, tok_end = tok_start[keep], tok_end[keep]
-    rows = present[np.searchsorted(s, tok_start, side="right") - 1]
-    return rows, tok_start, tok_end
 
 
 def dispatch_info(
@@ -78,14 +89,89 @@ def dispatch_info(
     return DispatchInfo(tag_codes, rows, hashes)
 
 
-def topic_prefix_hash(topic: str) -> int:
-    return java_hash(topic + "#")
+@dataclass(frozen=True)
+class QueueRun:
+    """Rows ``rows`` of a dispatch pass belong to one topic queue, from ``queue_offset``."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    rows: slice | np.ndarray
 
 
-def batch_dispatch_info(batch: MessageBatch) -> DispatchInfo:
-    """Dispatch info of a batch about to be appended (all one topic)."""
-    n = len(batch)
-    lengths = np.fromiter(map(len, batch.properties), dtype=np.int64, count=n)
-    ends = np.cumsum(lengths)
-    buf = np.frombuffer(b"".join(batch.properties), dtype=np.uint8)
-    return dispatch_info(buf, ends - lengths, ends, topic_prefix_hash(batch.topic))
+def build_entries(
+    runs: list[QueueRun],
+    phys: np.ndarray,
+    sizes: np.ndarray,
+    store_ts: np.ndarray,
+    info: DispatchInfo,
+    queue_for: QueueFor,
+    index: IndexService | None,
+    index_done: int = -1,
+) -> None:
+    """Write consume queue entries per run and index entries for every key (those of units
+    at or below ``index_done`` are already indexed and skipped)."""
+    for run in runs:
+        queue_for(run.topic, run.queue_id).put_batch(
+            run.queue_offset, phys[run.rows], sizes[run.rows], info.tag_codes[run.rows]
+        )
+    if index is not None and info.key_rows.size:
+        key_phys = phys[info.key_rows]
+        todo = key_phys > index_done
+        if todo.all():
+            index.put_batch(info.key_hashes, key_phys, store_ts[info.key_rows])
+        elif todo.any():
+            index.put_batch(info.key_hashes[todo], key_phys[todo], store_ts[info.key_rows][todo])
+
+
+class Dispatcher:
+    def __init__(self, queue_for: QueueFor, index: IndexService | None, dispatched: int) -> None:
+        self._queue_for = queue_for
+        self._index = index
+        self._pending: deque[AppendRecord] = deque()
+        self._lock = threading.Lock()
+        self._prefix_cache: dict[str, int] = {}
+        self.dispatched_offset = dispatched
+        self.last_store_timestamp = 0
+
+    def enqueue(self, record: AppendRecord) -> None:
+        self._pending.append(record)
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def _prefix(self, topic: str) -> int:
+        h = self._prefix_cache.get(topic)
+        if h is None:
+            h = self._prefix_cache[topic] = java_hash(topic + "#")
+        return h
+
+    def catch_up(self) -> int:
+        """Build entries for every pending append; returns the dispatched commitlog offset."""
+        if not self._pending:
+            return self.dispatched_offset
+        with self._lock:
+            records = []
+            while self._pending:
+                records.append(self._pending.popleft())
+            if records:
+                self._dispatch(records)
+            return self.dispatched_offset
+
+    def _dispatch(self, records: list[AppendRecord]) -> None:
+        counts = np.fromiter((r.sizes.size for r in records), dtype=np.int64, count=len(records))
+        bounds = np.zeros(len(records) + 1, dtype=np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        buf = np.frombuffer(b"".join([r.data for r in records]), dtype=np.uint8)
+        phys = np.concatenate([r.physical_offsets for r in records])
+        sizes = np.concatenate([r.sizes for r in records])
+        unit_ends = np.cumsum(sizes)  # properties are the last bytes of every unit
+        props_start = unit_ends - np.concatenate([r.property_lengths for r in records])
+        prefix = np.repeat(np.fromiter((self._prefix(r.topic) for r in records), dtype=np.int64), counts)
+        info = dispatch_info(buf, props_start, unit_ends, prefix)
+        ts = np.repeat(np.fromiter((r.store_timestamp for r in records), dtype=np.int64), counts)
+        b = bounds.tolist()
+        runs = [QueueRun(r.topic, r.queue_id, r.queue_offset, slice(b[i], b[i + 1])) for i, r in enumerate(records)]
+        build_entries(runs, phys, sizes, ts, info, self._queue_for, self._index)
+        self.dispatched_offset = records[-1].end_offset
+        self.last_store_timestamp = records[-1].store_timestamp

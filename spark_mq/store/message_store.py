@@ -33,7 +33,7 @@ from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile
 from spark_mq.store.consume_queue import ConsumeQueue
-from spark_mq.store.dispatch import batch_dispatch_info
+from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
@@ -43,6 +43,7 @@ from spark_mq.store.retention import RetentionService, disk_used_ratio
 
 log = logging.getLogger(__name__)
 
+DISPATCH_INTERVAL_S = 0.001  # background dispatch; reads also catch up on demand
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
 _QUEUE_DIR = re.compile(r"^\d+$")
@@ -70,7 +71,8 @@ class MessageStore:
         self._lock = StoreLock(self.root / "lock")
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
-        self._dispatched = 0
+        self._dispatcher: Dispatcher | None = None
+        self._next_queue_offset: dict[tuple[str, int], int] = {}
         self._last_store_ts = 0
         self._checkpoint: Checkpoint | None = None
         self._group_commit: GroupCommit | None = None
@@ -103,10 +105,11 @@ class MessageStore:
                 abnormal,
                 self.config.check_crc_on_recover,
             )
-            self._dispatched = self.commitlog.max_offset()
-            self._last_store_ts = max(self._checkpoint.physic_msg_timestamp, 0)
-            for cq in self.queues.values():
+            self._dispatcher = Dispatcher(self._queue_for_write, self.index, self.commitlog.max_offset())
+            self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
+            for key, cq in self.queues.items():
                 cq.correct_min_offset(self.commitlog.min_offset())
+                self._next_queue_offset[key] = cq.max_offset
             self._checkpoint_now()
             self.abort_path.touch()
         except BaseException:
@@ -120,6 +123,7 @@ class MessageStore:
         else:
             self._tasks.append(PeriodicTask("flush-commitlog", cfg.flush_interval_commit_log / 1000,
                                             self.commitlog.flush))
+        self._tasks.append(PeriodicTask("dispatch", DISPATCH_INTERVAL_S, self._dispatcher.catch_up))
         self._tasks.append(PeriodicTask("flush-logic", cfg.flush_interval_consume_queue / 1000,
                                         self._checkpoint_now))
         self._tasks.append(PeriodicTask("retention", cfg.clean_resource_interval / 1000, self.retention.run_once))
@@ -165,7 +169,10 @@ class MessageStore:
 
     def _checkpoint_now(self) -> None:
         """Flush commitlog, queues and index, then record the dispatched offset as safe."""
-        safe, ts = self._dispatched, self._last_store_ts
+        if self._dispatcher is None:
+            return
+        safe = self._dispatcher.catch_up()
+        ts = self._dispatcher.last_store_timestamp
         self.commitlog.flush()
         with self._queues_lock:
             queues = list(self.queues.values())
@@ -229,18 +236,17 @@ class MessageStore:
                 " writes are refused until retention or an operator frees space"
             )
         batch.validate(self.config.max_message_size)
-        info = batch_dispatch_info(batch)
+        key = (batch.topic, batch.queue_id)
+        assert self._dispatcher is not None
         with self._put_lock:
             now = max(int(self.clock() * 1000), self._last_store_ts)
-            cq = self._queue_for_write(batch.topic, batch.queue_id)
-            queue_offset = cq.max_offset
+            queue_offset = self._next_queue_offset.get(key, 0)
             res = self.commitlog.append_batch(batch, queue_offset, now, self.store_host)
-            cq.put_batch(queue_offset, res.physical_offsets, res.sizes, info.tag_codes)
-            if self.index is not None and info.key_rows.size:
-                self.index.put_batch(
-                    info.key_hashes, res.physical_offsets[info.key_rows], np.full(info.key_rows.size, now)
-                )
-            self._dispatched = res.end_offset
+            self._next_queue_offset[key] = queue_offset + len(batch)
+            self._dispatcher.enqueue(
+                AppendRecord(batch.topic, batch.queue_id, queue_offset, res.physical_offsets, res.sizes,
+                             res.data, batch.property_lengths, now)
+            )
             self._last_store_ts = now
         status = PutStatus.PUT_OK
         if self._group_commit is not None and not self._group_commit.wait(
@@ -250,15 +256,23 @@ class MessageStore:
         return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
 
     # -- reads ----------------------------------------------------------------------------
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The consume queue for a read, with every append so far dispatched into it."""
+        if self._dispatcher is not None:
+            self._dispatcher.catch_up()
+        return self.queues.get((topic, queue_id))
+
     def get_max_offset(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
+        cq = self._queue(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
+        cq = self._queue(topic, queue_id)
         return cq.min_offset if cq else 0
 
     def queue_ids(self, topic: str) -> list[int]:
+        if self._dispatcher is not None:
+            self._dispatcher.catch_up()
         return sorted(q for (t, q) in self.queues if t == topic)
 
     def get_messages(
@@ -272,7 +286,7 @@ class MessageStore:
     ) -> GetResult:
         """Up to ``max_count`` units from ``offset`` (only those whose tag code is in
         ``tag_codes`` if given), back to back in one buffer, with the offset to ask next."""
-        cq = self.queues.get((topic, queue_id))
+        cq = self._queue(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         lo, hi = cq.min_offset, cq.max_offset
@@ -311,11 +325,11 @@ class MessageStore:
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """First queue offset stored at or after ``timestamp`` ms (max offset if none)."""
-        cq = self.queues.get((topic, queue_id))
+        cq = self._queue(topic, queue_id)
         return cq.offset_by_time(timestamp, self._store_time_of) if cq else 0
 
     def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
-        cq = self.queues.get((topic, queue_id))
+        cq = self._queue(topic, queue_id)
         if cq is None or cq.max_offset <= cq.min_offset:
             return -1
         ts = self._store_time_of(int(cq.get(cq.min_offset, 1)["phys"][0]))
@@ -341,6 +355,8 @@ class MessageStore:
         ``[begin, end]`` ms, newest first. Hash hits are verified against the unit itself."""
         if self.index is None:
             raise StoreError("the message index is disabled (messageIndexEnable=false)")
+        if self._dispatcher is not None:
+            self._dispatcher.catch_up()
         out = []
         for phys in self.index.query(topic, key, max_num * 2, begin, end):
             unit = self.look_message_by_offset(phys)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +29,7 @@ from spark_mq.common.message_unit import decode_units, walk_units
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
-from spark_mq.store.dispatch import dispatch_info
+from spark_mq.store.dispatch import QueueFor, QueueRun, build_entries, dispatch_info
 from spark_mq.store.index_service import IndexService
 
 log = logging.getLogger(__name__)
@@ -45,12 +45,13 @@ class RecoveryReport:
     units_replayed: int
     stop_reason: str
     seconds: float
+    last_store_timestamp: int  # newest store time seen (keeps store times monotonic)
 
 
 def recover(
     commitlog: CommitLog,
     queues: Iterable[ConsumeQueue],
-    queue_for: Callable[[str, int], ConsumeQueue],
+    queue_for: QueueFor,
     index: IndexService | None,
     checkpoint: Checkpoint,
     abnormal: bool,
@@ -62,14 +63,15 @@ def recover(
         _cut_queue(cq, start)
     index_done = index.end_phys() if index is not None else -1
 
-    end, replayed, reason = start, 0, "empty"
+    end, replayed, reason, last_ts = start, 0, "empty", checkpoint.physic_msg_timestamp
     mf = commitlog.files.find(start)
     while mf is not None:
         pos = start - mf.file_from_offset if mf.file_from_offset <= start else 0
         while True:
             walk = walk_units(mf.mv, pos, mf.size, check_crc, max_units=WALK_CHUNK_UNITS)
             if walk.starts.size:
-                _replay(mf.buf, walk.starts, mf.file_from_offset, queue_for, index, index_done)
+                ts = _replay(mf.buf, walk.starts, mf.file_from_offset, queue_for, index, index_done)
+                last_ts = max(last_ts, ts)
                 replayed += int(walk.starts.size)
             pos = walk.end
             if walk.reason != "max":
@@ -85,7 +87,7 @@ def recover(
     commitlog.files.truncate(end)
     for cq in queues:
         cq.truncate_past(end)
-    report = RecoveryReport(abnormal, start, end, replayed, reason, time.perf_counter() - t0)
+    report = RecoveryReport(abnormal, start, end, replayed, reason, time.perf_counter() - t0, last_ts)
     log.info("recovery %s", report)
     return report
 
@@ -124,23 +126,23 @@ def _replay(
     buf: np.ndarray,
     starts: np.ndarray,
     file_from: int,
-    queue_for: Callable[[str, int], ConsumeQueue],
+    queue_for: QueueFor,
     index: IndexService | None,
     index_done: int,
-) -> None:
-    """Rebuild consume queue and index entries for the units at ``starts`` of one file."""
+) -> int:
+    """Rebuild consume queue and index entries for the units at ``starts`` of one file;
+    returns the newest store timestamp among them."""
     cols = decode_units(buf, starts)
     head = cols.header
     phys = starts + file_from
-    sizes = head["total_size"].astype(np.int64)
     qids = head["queue_id"].astype(np.int64)
     topic_hash = java_hashes(buf, cols.topic_start, cols.topic_end).astype(np.int64)
-    group_key = (topic_hash << 32) | qids
-    _, first, inverse = np.unique(group_key, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique((topic_hash << 32) | qids, return_index=True, return_inverse=True)
     topics = [bytes(buf[cols.topic_start[i] : cols.topic_end[i]]).decode() for i in first.tolist()]
     _check_no_collision(buf, cols, first, inverse)
     prefix = np.array([java_hash(t + "#") for t in topics], dtype=np.int64)[inverse]
     info = dispatch_info(buf, cols.props_start, cols.props_end, prefix)
+    runs = []
     for g, topic in enumerate(topics):
         rows = np.flatnonzero(inverse == g)
         qoff = head["queue_offset"][rows].astype(np.int64)
@@ -149,14 +151,10 @@ def _replay(
             raise CorruptFileError(
                 "commitlog", int(phys[rows[bad]]), f"queue offsets of {topic}:{int(qids[rows[0]])} jump"
             )
-        cq = queue_for(topic, int(qids[rows[0]]))
-        cq.put_batch(int(qoff[0]), phys[rows], sizes[rows], info.tag_codes[rows])
-    if index is not None and info.key_rows.size:
-        key_phys = phys[info.key_rows]
-        todo = key_phys > index_done
-        if todo.any():
-            ts = head["store_timestamp"].astype(np.int64)[info.key_rows]
-            index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
+        runs.append(QueueRun(topic, int(qids[rows[0]]), int(qoff[0]), rows))
+    store_ts = head["store_timestamp"].astype(np.int64)
+    build_entries(runs, phys, head["total_size"].astype(np.int64), store_ts, info, queue_for, index, index_done)
+    return int(store_ts.max())
 
 
 def _check_no_collision(buf: np.ndarray, cols, first: np.ndarray, inverse: np.ndarray) -> None:
