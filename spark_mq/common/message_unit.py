@@ -206,10 +206,10 @@ def walk_units(
     append = found.append
     unpack = SIZE_MAGIC.unpack_from
     pos = start
-    reason = "end"
-    while pos + 8 <= limit:
-        if len(found) >= max_units:
-            reason = "max"
+    last = limit - 8  # a unit's size and magic must fit before the limit
+    for _ in range(min(max_units, (limit - start) // MIN_UNIT_SIZE + 1)):
+        if pos > last:
+            reason = "end"
             break
         size, magic = unpack(mv, pos)
         if magic != MESSAGE_MAGIC:
@@ -220,6 +220,8 @@ def walk_units(
             break
         append(pos)
         pos += size
+    else:
+        reason = "max" if pos <= last else "end"
     starts = np.array(found, dtype=np.int64)
     if not found:
         return WalkResult(starts, start, reason)

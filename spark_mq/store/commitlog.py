@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_unit import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -63,7 +64,10 @@ class CommitLog:
         sizes = unit_sizes(batch)
         largest = int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            raise ValueError(f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file")
+            raise MessageValidationError(
+                f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file: "
+                "shorten its body or properties, or raise mapedFileSizeCommitLog"
+            )
         phys_parts = []
         data_parts = []
         done = 0
@@ -97,7 +101,8 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos + size > mf.wrote_position:
             return None
-        return mf.mv[pos : pos + size]
+        view = mf.mv[pos : pos + size]
+        return view if len(view) == size else None  # None if deleted meanwhile
 
     def read_unit(self, offset: int) -> bytes | None:
         """The whole unit starting at ``offset`` (its size read from the unit itself)."""
@@ -130,7 +135,10 @@ class CommitLog:
                 stop = min(b - mf.file_from_offset, mf.wrote_position)
                 if stop <= pos:
                     raise LookupError(f"commitlog offset {a} is past the written end")
-                views.append(mf.mv[pos:stop])
+                view = mf.mv[pos:stop]
+                if len(view) != stop - pos:  # deleted by retention while we were reading
+                    raise LookupError(f"commitlog offset {a} is no longer stored")
+                views.append(view)
                 a = mf.file_from_offset + stop
         return b"".join(views)
 

@@ -153,7 +153,9 @@ class ConsumeQueue:
             take = min(stop - pos, self.entries_per_file - slot)
             parts.append(_entries(mf)[slot : slot + take])
             pos += take
-        return np.concatenate(parts) if len(parts) != 1 else parts[0].copy()
+        if not parts:
+            return np.zeros(0, dtype=ENTRY)
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
 
     def offset_by_time(self, timestamp: int, store_time_of: Callable[[int], int | None]) -> int:
         """First queue offset whose message was stored at or after ``timestamp`` (ms);
@@ -180,17 +182,20 @@ class ConsumeQueue:
     # -- retention -------------------------------------------------------------------------
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Move ``min_offset`` past entries whose unit was deleted from the commitlog."""
-        first = self.files.first
-        if first is None:
-            return
-        ent = _entries(first)
-        base = first.file_from_offset // ENTRY_SIZE
-        used = min(self.max_offset - base, ent.size)
-        if used <= 0:
-            return
-        phys = ent["phys"][:used]
-        k = int(np.searchsorted(phys.astype(np.int64), commitlog_min, side="left"))
-        self.min_offset = max(self.min_offset, base + k)
+        self.min_offset = self.first_offset_at_or_after(commitlog_min)
+
+    def first_offset_at_or_after(self, phys: int) -> int:
+        """First queue offset whose unit starts at or after commitlog offset ``phys`` (entries'
+        commitlog offsets grow with queue offset, so this is a binary search)."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entry = self.get(mid, 1)
+            if entry.size == 0 or int(entry["phys"][0]) < phys:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def delete_files_below(self, commitlog_min: int) -> int:
         """Delete leading files whose every entry points below ``commitlog_min``."""
@@ -203,6 +208,9 @@ class ConsumeQueue:
             else:
                 break
         self.files.delete_first(count)
+        first = self.files.first
+        if first is not None:
+            self.min_offset = max(self.min_offset, first.file_from_offset // ENTRY_SIZE)
         self.correct_min_offset(commitlog_min)
         return count
 

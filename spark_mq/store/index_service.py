@@ -3,12 +3,14 @@
 Files are named by creation time (``yyyyMMddHHmmssSSS``, as RocketMQ names them) and a new
 one starts when the newest is full.
 
-Thread-safety: one writer; queries may run concurrently.
+Thread-safety: one writer; queries may run concurrently; a lock orders file-list changes
+(the writer adds files, retention deletes them).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +33,7 @@ class IndexService:
         self.index_num = index_num
         self.files: list[IndexFile] = []
         self._last_name = ""
+        self._lock = threading.Lock()
 
     def load(self) -> None:
         if not self.directory.exists():
@@ -55,7 +58,8 @@ class IndexService:
             name = str(int(self._last_name) + 1)
         self._last_name = name
         f = IndexFile(self.directory / name, self.slot_num, self.index_num)
-        self.files = [*self.files, f]
+        with self._lock:
+            self.files = [*self.files, f]
         return f
 
     def put_batch(self, key_hashes: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> None:
@@ -83,10 +87,11 @@ class IndexService:
     def delete_files_below(self, commitlog_min: int) -> int:
         """Delete old files whose every entry points below ``commitlog_min`` (never the newest)."""
         gone = 0
-        while len(self.files) > 1 and self.files[0].end_phys < commitlog_min:
-            self.files[0].destroy()
-            self.files = self.files[1:]
-            gone += 1
+        with self._lock:
+            while len(self.files) > 1 and self.files[0].end_phys < commitlog_min:
+                self.files[0].destroy()
+                self.files = self.files[1:]
+                gone += 1
         return gone
 
     def flush(self) -> None:

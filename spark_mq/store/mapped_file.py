@@ -122,9 +122,10 @@ class MappedFile:
         return os.stat(self.path).st_mtime
 
     def close(self) -> None:
-        """Unmap; if a reader still holds a view, the mapping goes when the view does."""
+        """Unmap. A reader still holding a view keeps reading valid memory: the mapping then
+        goes when the last view does (reference counting, as RocketMQ's ReferenceResource)."""
         self.buf = np.zeros(0, dtype=np.uint8)
-        self.mv.release()
+        self.mv = memoryview(b"")
         try:
             self._mm.close()
         except BufferError:

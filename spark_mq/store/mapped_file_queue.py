@@ -4,7 +4,8 @@ File ``i`` covers ``[start_i, start_i + size)`` and is named by ``start_i``. Use
 commitlog and by each consume queue.
 
 Thread-safety: as ``MappedFile``: one writer, concurrent readers. ``files`` is replaced, never
-mutated in place, so a reader iterating an old list never sees a half-updated one.
+mutated in place, so a reader iterating an old list never sees a half-updated one; a lock
+orders replacements, since the writer adds files while retention deletes them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ class MappedFileQueue:
         self.directory = directory
         self.file_size = file_size
         self.files: list[MappedFile] = []
+        self._lock = threading.Lock()
 
     def load(self) -> None:
         """Map every existing file, in offset order; positions are set by recovery."""
@@ -73,7 +76,8 @@ class MappedFileQueue:
             raise ValueError(f"new file at {start} does not follow {self.files[-1].path.name}")
         self.directory.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.directory / file_name(start), self.file_size)
-        self.files = [*self.files, mf]
+        with self._lock:
+            self.files = [*self.files, mf]
         return mf
 
     def last_writable(self) -> MappedFile:
@@ -105,14 +109,15 @@ class MappedFileQueue:
     def truncate(self, offset: int) -> None:
         """Drop everything at and after ``offset``: later files are deleted, the file
         holding it is cut back and its stale tail zeroed."""
-        keep = []
-        for f in self.files:
-            if f.file_from_offset > offset:
-                log.debug("truncate: deleting %s (starts past %d)", f.path, offset)
-                f.destroy()
-            else:
-                keep.append(f)
-        self.files = keep
+        with self._lock:
+            keep = []
+            for f in self.files:
+                if f.file_from_offset > offset:
+                    log.debug("truncate: deleting %s (starts past %d)", f.path, offset)
+                    f.destroy()
+                else:
+                    keep.append(f)
+            self.files = keep
         last = self.last
         if last is not None and offset < last.file_from_offset + last.size:
             pos = offset - last.file_from_offset
@@ -121,10 +126,11 @@ class MappedFileQueue:
 
     def delete_first(self, count: int) -> list[MappedFile]:
         """Delete the ``count`` oldest files (never the last one); returns them."""
-        count = min(count, len(self.files) - 1)
-        if count <= 0:
-            return []
-        gone, self.files = self.files[:count], self.files[count:]
+        with self._lock:
+            count = min(count, len(self.files) - 1)
+            if count <= 0:
+                return []
+            gone, self.files = self.files[:count], self.files[count:]
         for f in gone:
             f.destroy()
         return gone

@@ -211,6 +211,8 @@ class MessageStore:
         return cq
 
     def _delete_logic_files_below(self, commitlog_min: int) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.catch_up()  # entries still pending must be judged too
         for cq in list(self.queues.values()):
             cq.delete_files_below(commitlog_min)
         if self.index is not None:
@@ -316,7 +318,10 @@ class MessageStore:
         if picked.size == 0:
             status = GetStatus.NO_MATCHED_MESSAGE if tag_codes else GetStatus.OFFSET_FOUND_NULL
             return GetResult(status, scanned_to, lo, hi)
-        data = self.commitlog.read_units(phys[picked], sizes[picked])
+        try:
+            data = self.commitlog.read_units(phys[picked], sizes[picked])
+        except LookupError:  # retention removed the file under us: the queue minimum has moved
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
         return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offset + picked, sizes[picked])
 
     def _store_time_of(self, phys: int) -> int | None:
@@ -358,7 +363,9 @@ class MessageStore:
         if self._dispatcher is not None:
             self._dispatcher.catch_up()
         out = []
-        for phys in self.index.query(topic, key, max_num * 2, begin, end):
+        # index entries keep whole seconds since their file's begin time (a stored time reads
+        # back up to 999 ms early): widen the lookup, the exact check against the unit follows
+        for phys in self.index.query(topic, key, max_num * 2, begin - 999, end):
             unit = self.look_message_by_offset(phys)
             if unit is None:
                 continue

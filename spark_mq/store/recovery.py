@@ -109,17 +109,8 @@ def _start_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
 
 def _cut_queue(cq: ConsumeQueue, safe: int) -> None:
     """Drop entries whose unit is at or past ``safe``: they are rebuilt from the commitlog."""
-    lo, hi = cq.min_offset, cq.max_offset
-    if hi <= lo or cq.last_phys() < safe:
-        return
-    # entries' commitlog offsets grow with queue offset: binary search the cut point
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if int(cq.get(mid, 1)["phys"][0]) < safe:
-            lo = mid + 1
-        else:
-            hi = mid
-    cq.truncate(lo)
+    if cq.last_phys() >= safe:
+        cq.truncate(cq.first_offset_at_or_after(safe))
 
 
 def _replay(
