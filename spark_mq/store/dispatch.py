@@ -148,9 +148,9 @@ class Dispatcher:
 
     def catch_up(self) -> int:
         """Build entries for every pending append; returns the dispatched commitlog offset."""
-        if not self._pending:
-            return self.dispatched_offset
-        with self._lock:
+        with self._lock:  # even with nothing pending, wait out a dispatch in flight on another thread
+            if not self._pending:
+                return self.dispatched_offset
             records = []
             while self._pending:
                 records.append(self._pending.popleft())

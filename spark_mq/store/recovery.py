@@ -58,7 +58,7 @@ def recover(
     check_crc: bool,
 ) -> RecoveryReport:
     t0 = time.perf_counter()
-    start = _start_offset(commitlog, checkpoint)
+    start = _start_offset(commitlog, checkpoint, abnormal)
     for cq in queues:
         _cut_queue(cq, start)
     index_done = index.end_phys() if index is not None else -1
@@ -92,7 +92,7 @@ def recover(
     return report
 
 
-def _start_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
+def _start_offset(commitlog: CommitLog, checkpoint: Checkpoint, abnormal: bool) -> int:
     lo, hi = commitlog.min_offset(), commitlog.max_offset()
     if not checkpoint.valid:
         if hi > lo:
@@ -104,6 +104,12 @@ def _start_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
     if start > hi:
         log.error("recovery: checkpoint offset %d is past the commitlog end %d (files missing?)", start, hi)
         return lo
+    if abnormal and start > lo:
+        # after a crash, re-check the whole last safe file (the one holding the last byte
+        # below the safe offset), as RocketMQ does: a damaged unit there is never served
+        last_safe = commitlog.files.find(start - 1)
+        if last_safe is not None:
+            return last_safe.file_from_offset
     return start
 
 
