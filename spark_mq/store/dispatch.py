@@ -5,10 +5,13 @@ the property strings it already has in hand). The ``Dispatcher`` turns every pen
 into entries in one vectorised pass: the tag code is ``TAGS.hashCode()`` (0 without tags) and
 the index keys are ``topic#key`` for every space-separated key in KEYS and for UNIQ_KEY.
 
-It runs on a background thread, like RocketMQ's ReputMessageService, and also on demand:
-every read calls ``catch_up()`` first, so a message is visible to gets and key queries as
-soon as its put returns. Batching the dispatch of many appends into one pass is what keeps
-its per-message cost low; recovery feeds the same ``build_entries`` from decoded units.
+Passes run on demand and in large batches, since each pass has a fixed cost of a few hundred
+microseconds of numpy calls: every read calls ``catch_up()`` first (a message is visible to
+gets and key queries as soon as its put returns); a put that finds the backlog past a bound
+dispatches it itself; and a background thread, like RocketMQ's ReputMessageService, catches up
+once appends pause. (With the GIL a background thread cannot run beside a busy appender, and
+tiny passes from it would only steal the appender's time.) Recovery feeds the same
+``build_entries`` from decoded units.
 
 Thread-safety: ``enqueue`` is called under the store's put lock; ``catch_up`` may be called
 from any thread and serialises itself.
@@ -17,6 +20,7 @@ from any thread and serialises itself.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +35,8 @@ from spark_mq.store.index_file import positive_hashes
 from spark_mq.store.index_service import IndexService
 
 _SPACE = ord(KEY_SEPARATOR)
+MAX_PASS_MESSAGES = 65_536  # bounds the memory of one dispatch pass
+IDLE_BEFORE_DISPATCH_S = 0.001  # the background pass waits for appends to pause this long
 
 QueueFor = Callable[[str, int], ConsumeQueue]
 
@@ -62,9 +68,14 @@ class DispatchInfo:
 
 
 def dispatch_info(
-    buf: np.ndarray, props_start: np.ndarray, props_end: np.ndarray, topic_prefix_hashes: int | np.ndarray
+    buf: np.ndarray,
+    props_start: np.ndarray,
+    props_end: np.ndarray,
+    topic_prefix_hashes: int | np.ndarray,
+    with_keys: bool = True,
 ) -> DispatchInfo:
-    """Tag codes and index keys of messages whose property strings are ranges of ``buf``.
+    """Tag codes and (unless ``with_keys`` is false) index keys of messages whose property
+    strings are ranges of ``buf``.
 
     ``topic_prefix_hashes`` is ``hash(topic + "#")``, one for all or one per message.
     """
@@ -74,6 +85,9 @@ def dispatch_info(
     tag_codes = np.zeros(props_start.size, dtype=np.int64)
     if has_tag.size:
         tag_codes[has_tag] = java_hashes(buf, tag_s[has_tag], tag_e[has_tag]).astype(np.int64)
+    if not with_keys:
+        none = np.zeros(0, dtype=np.int64)
+        return DispatchInfo(tag_codes, none, none.astype(np.int32))
 
     uniq_s, uniq_e = scan.find(UNIQ_KEY)
     keys_s, keys_e = scan.find(KEYS)
@@ -131,14 +145,26 @@ class Dispatcher:
         self._pending: deque[AppendRecord] = deque()
         self._lock = threading.Lock()
         self._prefix_cache: dict[str, int] = {}
+        self._enqueued = 0  # messages, written by enqueue only
+        self._done = 0  # messages, written by the dispatch pass only
+        self._last_enqueue = 0.0
         self.dispatched_offset = dispatched
         self.last_store_timestamp = 0
 
     def enqueue(self, record: AppendRecord) -> None:
         self._pending.append(record)
+        self._enqueued += int(record.sizes.size)
+        self._last_enqueue = time.monotonic()
 
-    def has_pending(self) -> bool:
-        return bool(self._pending)
+    def catch_up_when_idle(self) -> None:
+        """Background duty: dispatch the backlog once appends have paused for a moment."""
+        if self._pending and time.monotonic() - self._last_enqueue >= IDLE_BEFORE_DISPATCH_S:
+            self.catch_up()
+
+    @property
+    def backlog(self) -> int:
+        """Messages appended but not yet dispatched."""
+        return self._enqueued - self._done
 
     def _prefix(self, topic: str) -> int:
         h = self._prefix_cache.get(topic)
@@ -149,13 +175,14 @@ class Dispatcher:
     def catch_up(self) -> int:
         """Build entries for every pending append; returns the dispatched commitlog offset."""
         with self._lock:  # even with nothing pending, wait out a dispatch in flight on another thread
-            if not self._pending:
-                return self.dispatched_offset
-            records = []
             while self._pending:
-                records.append(self._pending.popleft())
-            if records:
+                records = []
+                count = 0
+                while self._pending and count < MAX_PASS_MESSAGES:
+                    records.append(self._pending.popleft())
+                    count += int(records[-1].sizes.size)
                 self._dispatch(records)
+                self._done += count
             return self.dispatched_offset
 
     def _dispatch(self, records: list[AppendRecord]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,7 @@ from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.dispatch import QueueFor, QueueRun, build_entries, dispatch_info
 from spark_mq.store.index_service import IndexService
+from spark_mq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
@@ -58,59 +59,93 @@ def recover(
     check_crc: bool,
 ) -> RecoveryReport:
     t0 = time.perf_counter()
-    start = _start_offset(commitlog, checkpoint, abnormal)
-    for cq in queues:
-        _cut_queue(cq, start)
+    queues = list(queues)
+    safe = _safe_offset(commitlog, checkpoint)
+    verify_from = _verify_from(commitlog, safe) if abnormal else safe
     index_done = index.end_phys() if index is not None else -1
+    last_ts = checkpoint.physic_msg_timestamp
 
-    end, replayed, reason, last_ts = start, 0, "empty", checkpoint.physic_msg_timestamp
-    mf = commitlog.files.find(start)
-    while mf is not None:
-        pos = start - mf.file_from_offset if mf.file_from_offset <= start else 0
-        while True:
-            walk = walk_units(mf.mv, pos, mf.size, check_crc, max_units=WALK_CHUNK_UNITS)
-            if walk.starts.size:
-                ts = _replay(mf.buf, walk.starts, mf.file_from_offset, queue_for, index, index_done)
-                last_ts = max(last_ts, ts)
-                replayed += int(walk.starts.size)
-            pos = walk.end
-            if walk.reason != "max":
-                break
-        end, reason = mf.file_from_offset + pos, walk.reason
-        if walk.reason not in ("blank", "end"):
-            break
-        mf.reset_to(mf.size)  # full: continue in the next file
-        end = mf.file_from_offset + mf.size
-        mf = commitlog.files.find(end)
+    # phase 1, after a crash: re-check the units of the last safe file below the safe offset
+    # (their queue and index entries exist already, so nothing is rebuilt unless one is bad)
+    end, replayed, reason = safe, 0, "empty"
+    if verify_from < safe:
+        end, _, reason, _ = _walk(commitlog, verify_from, safe, check_crc, None)
+    # phase 2: replay what lies past the safe offset, rebuilding queue and index entries
+    if end == safe:
+        for cq in queues:
+            _cut_queue(cq, safe)
+
+        def rebuild(mf: MappedFile, starts: np.ndarray) -> int:
+            return _replay(mf.buf, starts, mf.file_from_offset, queue_for, index, index_done)
+
+        end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, rebuild)
+        last_ts = max(last_ts, ts)
     if reason not in ("blank", "end", "zero", "empty"):
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
     commitlog.files.truncate(end)
     for cq in queues:
         cq.truncate_past(end)
-    report = RecoveryReport(abnormal, start, end, replayed, reason, time.perf_counter() - t0, last_ts)
+    report = RecoveryReport(abnormal, verify_from, end, replayed, reason, time.perf_counter() - t0, last_ts)
     log.info("recovery %s", report)
     return report
 
 
-def _start_offset(commitlog: CommitLog, checkpoint: Checkpoint, abnormal: bool) -> int:
+def _walk(
+    commitlog: CommitLog,
+    start: int,
+    stop: int | None,
+    check_crc: bool,
+    on_units: Callable[[MappedFile, np.ndarray], int] | None,
+) -> tuple[int, int, str, int]:
+    """Walk valid units from ``start`` up to ``stop`` (or the first invalid one), file by file,
+    handing each run of units to ``on_units``; returns (end, units, stop reason, newest store
+    time reported by ``on_units``)."""
+    end, count, reason, last_ts = start, 0, "empty", 0
+    mf = commitlog.files.find(start)
+    while mf is not None:
+        pos = max(start - mf.file_from_offset, 0)
+        limit = mf.size if stop is None else min(mf.size, stop - mf.file_from_offset)
+        while True:
+            walk = walk_units(mf.mv, pos, limit, check_crc, max_units=WALK_CHUNK_UNITS)
+            if walk.starts.size:
+                count += int(walk.starts.size)
+                if on_units is not None:
+                    last_ts = max(last_ts, on_units(mf, walk.starts))
+            pos = walk.end
+            if walk.reason != "max":
+                break
+        end, reason = mf.file_from_offset + pos, walk.reason
+        if stop is not None and end >= stop:
+            return stop, count, "end", last_ts
+        if walk.reason not in ("blank", "end"):
+            break
+        mf.reset_to(mf.size)  # full: continue in the next file
+        end = mf.file_from_offset + mf.size
+        mf = commitlog.files.find(end)
+    return end, count, reason, last_ts
+
+
+def _safe_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
+    """Where the checkpoint says everything below is durable and dispatched."""
     lo, hi = commitlog.min_offset(), commitlog.max_offset()
     if not checkpoint.valid:
         if hi > lo:
             log.warning("recovery: no valid checkpoint, scanning the whole commitlog from %d", lo)
         return lo
-    start = checkpoint.safe_offset
-    if start < lo:
+    safe = checkpoint.safe_offset
+    if safe < lo:
         return lo
-    if start > hi:
-        log.error("recovery: checkpoint offset %d is past the commitlog end %d (files missing?)", start, hi)
+    if safe > hi:
+        log.error("recovery: checkpoint offset %d is past the commitlog end %d (files missing?)", safe, hi)
         return lo
-    if abnormal and start > lo:
-        # after a crash, re-check the whole last safe file (the one holding the last byte
-        # below the safe offset), as RocketMQ does: a damaged unit there is never served
-        last_safe = commitlog.files.find(start - 1)
-        if last_safe is not None:
-            return last_safe.file_from_offset
-    return start
+    return safe
+
+
+def _verify_from(commitlog: CommitLog, safe: int) -> int:
+    """After a crash, re-check the whole last safe file (the one holding the last byte below
+    the safe offset), as RocketMQ does: a damaged unit there is never served."""
+    last_safe = commitlog.files.find(safe - 1) if safe > commitlog.min_offset() else None
+    return last_safe.file_from_offset if last_safe is not None else safe
 
 
 def _cut_queue(cq: ConsumeQueue, safe: int) -> None:
@@ -138,7 +173,8 @@ def _replay(
     topics = [bytes(buf[cols.topic_start[i] : cols.topic_end[i]]).decode() for i in first.tolist()]
     _check_no_collision(buf, cols, first, inverse)
     prefix = np.array([java_hash(t + "#") for t in topics], dtype=np.int64)[inverse]
-    info = dispatch_info(buf, cols.props_start, cols.props_end, prefix)
+    need_keys = index is not None and int(phys[-1]) > index_done  # else all already indexed
+    info = dispatch_info(buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
     runs = []
     for g, topic in enumerate(topics):
         rows = np.flatnonzero(inverse == g)
