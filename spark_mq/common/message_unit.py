@@ -226,21 +226,20 @@ def walk_units(
     if not found:
         return WalkResult(starts, start, reason)
     buf = np.frombuffer(mv, dtype=np.uint8)
-    cols = decode_units(buf, starts)
-    sizes = cols.header["total_size"].astype(np.int64)
-    consistent = (cols.props_end - starts) == sizes
-    consistent &= cols.header["body_length"] >= 0
+    ends = np.append(starts[1:], pos)
+    body_start, body_end, consistent = _check_lengths(buf, starts, ends)
     bad = np.flatnonzero(~consistent)
     first_bad = int(bad[0]) if bad.size else starts.size
     why = f"unit at {int(starts[first_bad])} has inconsistent lengths" if bad.size else reason
     if check_crc and first_bad:
         crcs = np.fromiter(
-            map(zlib.crc32, map(mv.__getitem__, map(slice, cols.body_start[:first_bad].tolist(),
-                                                    cols.body_end[:first_bad].tolist()))),
+            map(zlib.crc32, map(mv.__getitem__, map(slice, body_start[:first_bad].tolist(),
+                                                    body_end[:first_bad].tolist()))),
             dtype=np.int64,
             count=first_bad,
         ) & CRC_MASK
-        wrong = np.flatnonzero(crcs != cols.header["body_crc"][:first_bad])
+        stored = _be_int(buf, starts[:first_bad] + HEADER.fields["body_crc"][1], 4)
+        wrong = np.flatnonzero(crcs != stored)
         if wrong.size:
             first_bad = int(wrong[0])
             why = f"unit at {int(starts[first_bad])} fails its body CRC"
@@ -248,6 +247,28 @@ def walk_units(
         end = int(starts[first_bad])
         return WalkResult(starts[:first_bad], end, why)
     return WalkResult(starts, pos, reason)
+
+
+def _be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian unsigned ints of ``width`` bytes at each offset ``at``."""
+    out = np.zeros(at.size, dtype=np.int64)
+    for i in range(width):
+        out = (out << 8) | buf[at + i]
+    return out
+
+
+def _check_lengths(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Body ranges of units ``[starts, ends)`` and whether body, topic and properties lengths
+    add up to each unit's size (never reading outside the unit, whatever the bytes say)."""
+    body_start = starts + HEADER_SIZE
+    body_len = _be_int(buf, starts + HEADER.fields["body_length"][1], 4)
+    ok = body_len <= (ends - starts) - MIN_UNIT_SIZE  # also rejects negatives (read unsigned)
+    topic_at = np.where(ok, body_start + body_len, starts)
+    props_at = topic_at + 1 + buf[topic_at]
+    ok &= props_at + 2 <= ends
+    props_at = np.where(ok, props_at, starts)
+    ok &= props_at + 2 + _be_int(buf, props_at, 2) == ends
+    return body_start, np.where(ok, body_start + body_len, body_start), ok
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,11 @@ class CommitLog:
         """Concatenate many units into one buffer, copying each physically contiguous run once."""
         if offsets.size == 0:
             return b""
+        first, total = int(offsets[0]), int(sizes.sum())
+        if int(offsets[-1]) + int(sizes[-1]) - first == total:  # one contiguous run: the usual case
+            view = self.read(first, total)
+            if view is not None:
+                return bytes(view)
         ends = offsets + sizes
         breaks = np.flatnonzero(offsets[1:] != ends[:-1]) + 1
         run_starts = np.concatenate(([0], breaks))

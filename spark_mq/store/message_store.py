@@ -307,12 +307,16 @@ class MessageStore:
         ent = cq.get(offset, scan)
         phys = ent["phys"].astype(np.int64)
         sizes = ent["size"].astype(np.int64)
-        keep = phys >= self.commitlog.min_offset()
+        # a queue's units grow in commitlog offset: any deleted by retention lead the window
+        first = 0
+        if phys.size and phys[0] < self.commitlog.min_offset():
+            first = int(np.searchsorted(phys, self.commitlog.min_offset()))
         if tag_codes:
-            keep &= np.isin(ent["tag"], np.fromiter(tag_codes, dtype=np.int64))
-        candidates = np.flatnonzero(keep)
+            candidates = first + np.flatnonzero(np.isin(ent["tag"][first:], np.fromiter(tag_codes, dtype=np.int64)))
+        else:
+            candidates = np.arange(first, ent.size)
         picked = candidates[:max_count]
-        if picked.size:
+        if picked.size and int(sizes[picked].sum()) > max_bytes:
             within = np.cumsum(sizes[picked]) <= max_bytes
             within[0] = True  # always make progress, even past max_bytes
             picked = picked[within]
@@ -321,11 +325,12 @@ class MessageStore:
         if picked.size == 0:
             status = GetStatus.NO_MATCHED_MESSAGE if tag_codes else GetStatus.OFFSET_FOUND_NULL
             return GetResult(status, scanned_to, lo, hi)
+        phys, sizes = phys[picked], sizes[picked]
         try:
-            data = self.commitlog.read_units(phys[picked], sizes[picked])
+            data = self.commitlog.read_units(phys, sizes)
         except LookupError:  # retention removed the file under us: the queue minimum has moved
             return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
-        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offset + picked, sizes[picked])
+        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offset + picked, sizes)
 
     def _store_time_of(self, phys: int) -> int | None:
         view = self.commitlog.read(phys + STORE_TIMESTAMP_OFFSET, 8)
