@@ -36,7 +36,7 @@ from spark_mq.store.index_service import IndexService
 
 _SPACE = ord(KEY_SEPARATOR)
 MAX_PASS_MESSAGES = 65_536  # bounds the memory of one dispatch pass
-IDLE_BEFORE_DISPATCH_S = 0.001  # the background pass waits for appends to pause this long
+IDLE_BEFORE_DISPATCH_S = 0.010  # the background pass waits for appends to pause this long
 
 QueueFor = Callable[[str, int], ConsumeQueue]
 
