@@ -74,6 +74,29 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if read >= args.messages else 1
 
 
+def _namesrv(args: argparse.Namespace) -> int:
+    """Run a NameServer until SIGTERM/SIGINT; prints its listening address once bound."""
+
+    from spark_mq.common.config import NamesrvConfig, load_config
+    from spark_mq.namesrv.controller import serve
+    from spark_mq.remoting.loop import new_event_loop
+
+    overrides = {"listen_port": args.port} if args.port is not None else {}
+    config = load_config(NamesrvConfig, args.config, **overrides) if args.config else NamesrvConfig(**overrides)
+
+    def ready(addr: str) -> None:
+        print(f"spark-mq namesrv listening on {addr}", flush=True)
+
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(serve(config, ready))
+    except OSError as e:
+        raise SparkMQError(f"cannot listen on {config.listen_address}:{config.listen_port}: {e.strerror or e}") from e
+    finally:
+        loop.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark-mq", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -84,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--body-size", type=int, default=100, help="body bytes per message (default 100)")
     demo.add_argument("--store", help="store directory (default: a new temporary directory)")
     demo.set_defaults(func=_demo)
+    namesrv = sub.add_parser("namesrv", help="run a NameServer", description=_namesrv.__doc__)
+    namesrv.add_argument("-c", "--config", help="namesrv.conf properties file (default: built-in defaults)")
+    namesrv.add_argument("--port", type=int, help="listen port, overriding the file (0 picks a free port)")
+    namesrv.set_defaults(func=_namesrv)
     return parser
 
 

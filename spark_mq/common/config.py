@@ -29,6 +29,7 @@ class BrokerConfig:
     broker_cluster_name: str = "DefaultCluster"
     broker_id: int = 0
     broker_ip1: str = "127.0.0.1"
+    listen_address: str = "127.0.0.1"
     listen_port: int = 10911
     namesrv_addr: str = ""
     metrics_port: int = 9100
@@ -81,6 +82,31 @@ class BrokerConfig:
     @property
     def root(self) -> Path:
         return Path(self.store_path_root_dir)
+
+
+@dataclass(frozen=True)
+class NamesrvConfig:
+    """What a NameServer process reads from conf/namesrv.conf.
+
+    RocketMQ 4.x hard-codes the scan (10 s) and the expiry (120 s); they are keys here so tests
+    can watch an eviction in seconds.
+    """
+
+    listen_address: str = "127.0.0.1"
+    listen_port: int = 9876
+    scan_not_active_broker_interval: int = 10_000  # ms between scans of the broker live table
+    broker_channel_expired_time: int = 120_000  # ms of silence after which a broker is evicted
+    order_message_enable: bool = False  # attach ORDER_TOPIC_CONFIG KV entries to routes, as RocketMQ does
+    max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a peer
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
+        if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive (ms)")
+        if self.max_frame_size < 1024:
+            raise ConfigError(f"maxFrameSize={self.max_frame_size}: give at least 1024 bytes")
 
 
 C = TypeVar("C")

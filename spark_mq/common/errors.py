@@ -39,3 +39,47 @@ class CorruptFileError(StoreError):
         super().__init__(f"{path}: corrupt at offset {offset}: {why}")
         self.path = path
         self.offset = offset
+
+
+class RemotingError(SparkMQError):
+    """The remoting layer (frames, connections, request/response) failed."""
+
+
+class FrameError(RemotingError):
+    """Bytes on a connection are not a valid RocketMQ remoting frame; the connection must close."""
+
+
+class RemotingConnectError(RemotingError):
+    """A connection could not be opened, or was lost while requests were pending."""
+
+
+class RemotingTimeoutError(RemotingError):
+    """No response arrived within the request's timeout."""
+
+
+class RemotingCommandError(RemotingError):
+    """A request lacks a header field its code requires, or carries one that does not parse."""
+
+
+class HeaderError(RemotingCommandError):
+    """A remoting command's extFields miss a required field or hold a value of the wrong type.
+
+    ``header`` names the header class and the request it belongs to, ``field`` the wire name.
+    """
+
+    def __init__(self, header: str, field: str, why: str) -> None:
+        super().__init__(f"{header}: field {field!r} {why}")
+        self.header = header
+        self.field = field
+
+
+class BodyError(RemotingCommandError):
+    """A remoting command's body (JSON or binary) cannot be decoded; says where and why."""
+
+
+class BatchBodyError(BodyError):
+    """A message-batch or pull-response body breaks its binary layout; names the byte offset."""
+
+    def __init__(self, offset: int, why: str) -> None:
+        super().__init__(f"message body corrupt at byte {offset}: {why}")
+        self.offset = offset

@@ -1,0 +1,1 @@
+"""RocketMQ's remoting protocol: frames, request/response codes, asyncio server and client."""

@@ -1,0 +1,778 @@
+"""JSON bodies of RocketMQ remoting commands, as the Java broker/NameServer write them.
+
+Every body is a dataclass with ``to_json() -> bytes`` (fastjson's form, see
+:mod:`spark_mq.remoting.fastjson`) and ``from_json(bytes)`` (fastjson's form, standard JSON,
+and what the C++ client's jsoncpp writes). Property names are the Java classes' own
+(``common/.../protocol/{body,heartbeat,route}/*.java``, ``common/.../admin/*.java``).
+
+What the C++ client (apache/rocketmq-client-cpp) sends and parses — checked for 1.0.1, the
+``librocketmq.so`` bundled in PyPI ``rocketmq==0.4.4`` ("VERSION: 1.0.1, BUILD DATE:
+03-14-2018"; source = the repo's commit 461425c), and for tag 2.0.0:
+
+- HEART_BEAT body (``src/protocol/HeartbeatData.h``, ``src/consumer/SubscriptionData.cpp``):
+  jsoncpp ``FastWriter`` output, keys sorted, trailing newline. ``consumeType``,
+  ``messageModel`` and ``consumeFromWhere`` are the enums' *ordinals* (ints), not names;
+  ``subVersion`` is a *string* of digits; ``unitMode``, ``classFilterMode`` and
+  ``expressionType`` are never sent; ``tagsSet``/``codeSet`` and ``producerDataSet``/
+  ``consumerDataSet``/``subscriptionDataSet`` are absent (not ``[]``) when empty.
+  :class:`HeartbeatData` reads all of that.
+- GET_ROUTEINFO_BY_TOPIC response (``src/protocol/TopicRouteData.h`` ``Decode``): parsed with a
+  jsoncpp ``CharReaderBuilder`` with ``allowNumericKeys = true``, so both ``{0:"addr"}``
+  (fastjson's form) and ``{"0":"addr"}`` parse; each key goes through ``atoi``, each address
+  through ``asString()``. It reads only ``orderTopicConf`` (``asString``, absent is fine),
+  ``queueDatas[].brokerName/readQueueNums/writeQueueNums/perm`` (``asInt``) and
+  ``brokerDatas[].brokerName/brokerAddrs``. A Java 4.9.7 NameServer sends the unquoted
+  form to clients whose request ``version`` is below V4_9_4 (ordinal 401): C++ 1.0.1 sends 63
+  (V3_1_8), 2.0.0 sends 333 (V4_6_0), so both get — and accept — unquoted keys.
+- GET_CONSUMER_LIST_BY_GROUP and LOCK_BATCH_MQ responses (``CommandHeader.cpp``,
+  ``LockBatchBody.cpp``): parsed with the old ``Json::Reader`` from the body's bytes as a C
+  string; ``consumerIdList`` items must be strings; ``lockOKMQSet`` items need ``topic``,
+  ``brokerName`` (strings) and ``queueId`` (int). Both are plain JSON.
+- LOCK/UNLOCK_BATCH_MQ request bodies: ``{"clientId":..,"consumerGroup":..,"mqSet":[{"brokerName":..,
+  "queueId":0,"topic":..}]}`` (``mqSet`` absent when empty).
+
+Enum-valued properties are kept as their Java names (``"CONSUME_PASSIVELY"``); ordinals are
+mapped to names on reading. Thread-safety: bodies are plain data; nothing here is shared.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from spark_mq.common.errors import BodyError
+from spark_mq.remoting.fastjson import Bean, JsonKey, ObjectKey, dumps, loads
+
+T = TypeVar("T")
+
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")  # PULL, PUSH
+MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+CONSUME_FROM_WHERE = (
+    "CONSUME_FROM_LAST_OFFSET",
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+    "CONSUME_FROM_MIN_OFFSET",
+    "CONSUME_FROM_MAX_OFFSET",
+    "CONSUME_FROM_FIRST_OFFSET",
+    "CONSUME_FROM_TIMESTAMP",
+)
+TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+EXPRESSION_TAG = "TAG"
+SUB_ALL = "*"
+
+
+class _Bad(Exception):
+    """A body property is missing or of the wrong type; turned into BodyError at the top."""
+
+
+# --- typed getters over a parsed JSON object ------------------------------------------------
+
+_MISSING: Any = object()
+
+
+def _obj(v: Any, name: str) -> Mapping[Any, Any]:
+    if not isinstance(v, Mapping):
+        raise _Bad(f"{name} must be an object, got {type(v).__name__}")
+    return v
+
+
+def _str(o: Mapping[Any, Any], name: str, default: Any = _MISSING) -> Any:
+    v = o.get(name)
+    if v is None:
+        if default is _MISSING:
+            raise _Bad(f"{name} is missing")
+        return default
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    raise _Bad(f"{name} must be a string, got {v!r}")
+
+
+def _as_int(v: Any, name: str) -> int:
+    if isinstance(v, bool):
+        raise _Bad(f"{name} must be an integer, got {v!r}")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    raise _Bad(f"{name} must be an integer, got {v!r}")
+
+
+def _int(o: Mapping[Any, Any], name: str, default: Any = _MISSING) -> Any:
+    v = o.get(name)
+    if v is None:
+        if default is _MISSING:
+            raise _Bad(f"{name} is missing")
+        return default
+    return _as_int(v, name)
+
+
+def _float(o: Mapping[Any, Any], name: str, default: float = 0.0) -> float:
+    v = o.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        raise _Bad(f"{name} must be a number, got {v!r}")
+    try:
+        return float(v)
+    except ValueError:
+        raise _Bad(f"{name} must be a number, got {v!r}") from None
+
+
+def _bool(o: Mapping[Any, Any], name: str, default: bool = False) -> bool:
+    v = o.get(name)
+    if v is None:
+        return default
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "false", "1", "0"):
+        return v.lower() in ("true", "1")
+    raise _Bad(f"{name} must be a boolean, got {v!r}")
+
+
+def _enum(o: Mapping[Any, Any], name: str, names: tuple[str, ...], default: Any = _MISSING) -> Any:
+    v = o.get(name)
+    if v is None:
+        if default is _MISSING:
+            raise _Bad(f"{name} is missing")
+        return default
+    if isinstance(v, str) and v in names:
+        return v
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(names):
+        return names[v]  # the C++ client writes ordinals
+    raise _Bad(f"{name} must be one of {', '.join(names)}, got {v!r}")
+
+
+def _list(o: Mapping[Any, Any], name: str, item: Callable[[Any, str], T]) -> list[T]:
+    v = o.get(name)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _Bad(f"{name} must be an array, got {type(v).__name__}")
+    return [item(x, f"{name}[{i}]") for i, x in enumerate(v)]
+
+
+def _str_list(v: Any, name: str) -> list[str]:
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise _Bad(f"{name} must be an array, got {type(v).__name__}")
+    return [_item_str(x, name) for x in v]
+
+
+def _map(o: Mapping[Any, Any], name: str) -> Mapping[Any, Any]:
+    v = o.get(name)
+    if v is None:
+        return {}
+    return _obj(v, name)
+
+
+def _item_str(v: Any, name: str) -> str:
+    if not isinstance(v, str):
+        raise _Bad(f"{name} must be a string, got {v!r}")
+    return v
+
+
+def _int_key(k: Any, name: str) -> int:
+    return _as_int(k, f"key {k!r} of {name}")
+
+
+def _mq_key(k: Any, name: str) -> MessageQueue:
+    """A MessageQueue map key in either form: fastjson's object key, or its JSON as a string."""
+    if isinstance(k, ObjectKey):
+        return MessageQueue.from_obj(k.as_dict(), f"key of {name}")
+    if isinstance(k, str) and k.startswith("{"):
+        try:
+            return MessageQueue.from_obj(_obj(loads(k, name), name), f"key of {name}")
+        except BodyError as e:
+            raise _Bad(str(e)) from None
+    raise _Bad(f"key {k!r} of {name} is not a message queue")
+
+
+class Body:
+    """Base of the JSON bodies: ``to_obj``/``from_obj`` per class, bytes at the edge."""
+
+    def to_obj(self) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def to_json(self, standard: bool = False) -> bytes:
+        return dumps(self.to_obj(), standard)
+
+    @classmethod
+    def from_json(cls: type[T], data: bytes | str) -> T:
+        name = cls.__name__
+        obj = loads(data, name)
+        try:
+            return cls.from_obj(obj, name)  # type: ignore[attr-defined]
+        except _Bad as e:
+            raise BodyError(f"{name}: {e}") from None
+        except (TypeError, ValueError, AttributeError, KeyError) as e:  # a shape no check above foresaw
+            raise BodyError(f"{name}: malformed ({type(e).__name__}: {e})") from None
+
+
+# --- shared pieces --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class MessageQueue(JsonKey):
+    """``org.apache.rocketmq.common.message.MessageQueue``; hashable, usable as a map key."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_obj(self) -> Bean:
+        return Bean(topic=self.topic, brokerName=self.broker_name, queueId=self.queue_id)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> MessageQueue:
+        o = _obj(o, name)
+        return cls(_str(o, "topic"), _str(o, "brokerName"), _int(o, "queueId"))
+
+
+@dataclass
+class DataVersion(Body):
+    timestamp: int = 0
+    counter: int = 0
+
+    def to_obj(self) -> Bean:
+        return Bean(timestamp=self.timestamp, counter=self.counter)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> DataVersion:
+        o = _obj(o, name)
+        return cls(_int(o, "timestamp", 0), _int(o, "counter", 0))
+
+
+@dataclass
+class KVTable(Body):
+    """``KVTable``: ``{"table":{k:v}}``; also the GET_BROKER_RUNTIME_INFO body (all values strings)."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(table={str(k): str(v) for k, v in self.table.items()})
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> KVTable:
+        o = _obj(o, name)
+        return cls({str(k): _item_str(v, f"table[{k}]") for k, v in _map(o, "table").items()})
+
+
+BrokerRuntimeInfo = KVTable
+
+
+# --- heartbeat ------------------------------------------------------------------------------
+
+
+@dataclass
+class SubscriptionData(Body):
+    topic: str
+    sub_string: str = SUB_ALL
+    tags_set: list[str] = field(default_factory=list)
+    code_set: list[int] = field(default_factory=list)
+    sub_version: int = 0
+    class_filter_mode: bool = False
+    expression_type: str = EXPRESSION_TAG
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            classFilterMode=self.class_filter_mode,
+            topic=self.topic,
+            subString=self.sub_string,
+            tagsSet=list(self.tags_set),
+            codeSet=list(self.code_set),
+            subVersion=self.sub_version,
+            expressionType=self.expression_type,
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> SubscriptionData:
+        o = _obj(o, name)
+        return cls(
+            topic=_str(o, "topic"),
+            sub_string=_str(o, "subString", SUB_ALL),
+            tags_set=_list(o, "tagsSet", _item_str),
+            code_set=_list(o, "codeSet", _as_int),
+            sub_version=_int(o, "subVersion", 0),
+            class_filter_mode=_bool(o, "classFilterMode"),
+            expression_type=_str(o, "expressionType", EXPRESSION_TAG) or EXPRESSION_TAG,
+        )
+
+
+@dataclass
+class ProducerData(Body):
+    group_name: str
+
+    def to_obj(self) -> Bean:
+        return Bean(groupName=self.group_name)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ProducerData:
+        return cls(_str(_obj(o, name), "groupName"))
+
+
+@dataclass
+class ConsumerData(Body):
+    group_name: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscription_data_set: list[SubscriptionData] = field(default_factory=list)
+    unit_mode: bool = False
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            groupName=self.group_name,
+            consumeType=self.consume_type,
+            messageModel=self.message_model,
+            consumeFromWhere=self.consume_from_where,
+            subscriptionDataSet=[s.to_obj() for s in self.subscription_data_set],
+            unitMode=self.unit_mode,
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ConsumerData:
+        o = _obj(o, name)
+        return cls(
+            group_name=_str(o, "groupName"),
+            consume_type=_enum(o, "consumeType", CONSUME_TYPES, "CONSUME_PASSIVELY"),
+            message_model=_enum(o, "messageModel", MESSAGE_MODELS, "CLUSTERING"),
+            consume_from_where=_enum(o, "consumeFromWhere", CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"),
+            subscription_data_set=_list(o, "subscriptionDataSet", SubscriptionData.from_obj),
+            unit_mode=_bool(o, "unitMode"),
+        )
+
+
+@dataclass
+class HeartbeatData(Body):
+    """HEART_BEAT request body."""
+
+    client_id: str
+    producer_data_set: list[ProducerData] = field(default_factory=list)
+    consumer_data_set: list[ConsumerData] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            clientID=self.client_id,
+            producerDataSet=[p.to_obj() for p in self.producer_data_set],
+            consumerDataSet=[c.to_obj() for c in self.consumer_data_set],
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> HeartbeatData:
+        o = _obj(o, name)
+        return cls(
+            client_id=_str(o, "clientID"),
+            producer_data_set=_list(o, "producerDataSet", ProducerData.from_obj),
+            consumer_data_set=_list(o, "consumerDataSet", ConsumerData.from_obj),
+        )
+
+
+# --- consumer group -------------------------------------------------------------------------
+
+
+@dataclass
+class GetConsumerListByGroupResponseBody(Body):
+    consumer_id_list: list[str] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(consumerIdList=list(self.consumer_id_list))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> GetConsumerListByGroupResponseBody:
+        return cls(_list(_obj(o, name), "consumerIdList", _item_str))
+
+
+@dataclass
+class LockBatchRequestBody(Body):
+    """LOCK_BATCH_MQ request body; UNLOCK_BATCH_MQ's has the same properties."""
+
+    consumer_group: str
+    client_id: str
+    mq_set: list[MessageQueue] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(consumerGroup=self.consumer_group, clientId=self.client_id, mqSet=list(self.mq_set))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> Any:
+        o = _obj(o, name)
+        return cls(_str(o, "consumerGroup"), _str(o, "clientId"), _list(o, "mqSet", MessageQueue.from_obj))
+
+
+class UnlockBatchRequestBody(LockBatchRequestBody):
+    """UNLOCK_BATCH_MQ request body."""
+
+
+@dataclass
+class LockBatchResponseBody(Body):
+    lock_ok_mq_set: list[MessageQueue] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(lockOKMQSet=list(self.lock_ok_mq_set))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> LockBatchResponseBody:
+        return cls(_list(_obj(o, name), "lockOKMQSet", MessageQueue.from_obj))
+
+
+# --- topics and routes ----------------------------------------------------------------------
+
+
+@dataclass
+class TopicConfig(Body):
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6  # PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            topicName=self.topic_name,
+            readQueueNums=self.read_queue_nums,
+            writeQueueNums=self.write_queue_nums,
+            perm=self.perm,
+            topicFilterType=self.topic_filter_type,
+            topicSysFlag=self.topic_sys_flag,
+            order=self.order,
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> TopicConfig:
+        o = _obj(o, name)
+        return cls(
+            topic_name=_str(o, "topicName"),
+            read_queue_nums=_int(o, "readQueueNums", 16),
+            write_queue_nums=_int(o, "writeQueueNums", 16),
+            perm=_int(o, "perm", 6),
+            topic_filter_type=_enum(o, "topicFilterType", TOPIC_FILTER_TYPES, "SINGLE_TAG"),
+            topic_sys_flag=_int(o, "topicSysFlag", 0),
+            order=_bool(o, "order"),
+        )
+
+
+@dataclass
+class TopicConfigSerializeWrapper(Body):
+    """GET_ALL_TOPIC_CONFIG response body; also inside RegisterBrokerBody."""
+
+    topic_config_table: dict[str, TopicConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            topicConfigTable={k: v.to_obj() for k, v in self.topic_config_table.items()},
+            dataVersion=self.data_version.to_obj(),
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> TopicConfigSerializeWrapper:
+        o = _obj(o, name)
+        table = {
+            str(k): TopicConfig.from_obj(v, f"topicConfigTable[{k}]") for k, v in _map(o, "topicConfigTable").items()
+        }
+        return cls(table, DataVersion.from_obj(o.get("dataVersion") or {}, "dataVersion"))
+
+
+@dataclass
+class RegisterBrokerBody(Body):
+    """REGISTER_BROKER request body (JSON; ``decode_compressed`` for ``compressed=true``)."""
+
+    topic_config_serialize_wrapper: TopicConfigSerializeWrapper = field(default_factory=TopicConfigSerializeWrapper)
+    filter_server_list: list[str] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            topicConfigSerializeWrapper=self.topic_config_serialize_wrapper.to_obj(),
+            filterServerList=list(self.filter_server_list),
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> RegisterBrokerBody:
+        o = _obj(o, name)
+        wrapper = o.get("topicConfigSerializeWrapper")
+        return cls(
+            TopicConfigSerializeWrapper.from_obj(wrapper or {}, "topicConfigSerializeWrapper"),
+            _list(o, "filterServerList", _item_str),
+        )
+
+    def encode_compressed(self) -> bytes:
+        """``RegisterBrokerBody.encode(true)``: deflate of length-prefixed pieces; a topic
+        config travels as ``"name read write perm filterType"`` (sys flag and order are lost)."""
+        out = [_pack_piece(self.topic_config_serialize_wrapper.data_version.to_json())]
+        table = self.topic_config_serialize_wrapper.topic_config_table
+        out.append(_INT32.pack(len(table)))
+        for tc in table.values():
+            text = f"{tc.topic_name} {tc.read_queue_nums} {tc.write_queue_nums} {tc.perm} {tc.topic_filter_type}"
+            out.append(_pack_piece(text.encode()))
+        out.append(_pack_piece(dumps(list(self.filter_server_list))))
+        c = zlib.compressobj(9)
+        return c.compress(b"".join(out)) + c.flush()
+
+    @classmethod
+    def decode_compressed(cls, data: bytes, max_size: int = 64 << 20) -> RegisterBrokerBody:
+        name = "RegisterBrokerBody (compressed)"
+        try:
+            d = zlib.decompressobj()
+            raw = d.decompress(data, max_size)
+            if d.unconsumed_tail:
+                raise BodyError(f"{name}: inflates to more than {max_size} bytes")
+            if not d.eof:
+                raise BodyError(f"{name}: the deflate stream is truncated")
+        except zlib.error as e:
+            raise BodyError(f"{name}: {e}") from None
+        pos = 0
+
+        def piece() -> bytes:
+            nonlocal pos
+            if pos + 4 > len(raw):
+                raise BodyError(f"{name}: truncated at byte {pos}")
+            (n,) = _INT32.unpack_from(raw, pos)
+            if n < 0 or pos + 4 + n > len(raw):
+                raise BodyError(f"{name}: piece of {n} bytes at byte {pos} does not fit")
+            pos += 4 + n
+            return raw[pos - n : pos]
+
+        version = DataVersion.from_json(piece())
+        if pos + 4 > len(raw):
+            raise BodyError(f"{name}: truncated at byte {pos}")
+        (count,) = _INT32.unpack_from(raw, pos)
+        pos += 4
+        if count < 0:
+            raise BodyError(f"{name}: negative topic count {count}")
+        table: dict[str, TopicConfig] = {}
+        for _ in range(count):
+            at = pos
+            parts = piece().decode(errors="replace").split(" ")
+            if len(parts) != 5 or parts[4] not in TOPIC_FILTER_TYPES:
+                raise BodyError(f"{name}: bad topic config at byte {at}")
+            try:
+                nums = [int(p) for p in parts[1:4]]
+            except ValueError:
+                raise BodyError(f"{name}: bad topic config at byte {at}") from None
+            table[parts[0]] = TopicConfig(parts[0], nums[0], nums[1], nums[2], parts[4])
+        servers = loads(piece(), name)
+        if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
+            raise BodyError(f"{name}: filter server list is not an array of strings")
+        return cls(TopicConfigSerializeWrapper(table, version), servers)
+
+
+_INT32 = struct.Struct(">i")
+
+
+def _pack_piece(b: bytes) -> bytes:
+    return _INT32.pack(len(b)) + b
+
+
+def body_crc32(body: bytes) -> int:
+    """``UtilAll.crc32``: what RegisterBrokerRequestHeader.bodyCrc32 carries."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+@dataclass
+class QueueData(Body):
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_syn_flag: int = 0
+
+    def to_obj(self) -> Bean:
+        # "topicSynFlag" through 4.8; 4.9 renamed it "topicSysFlag" (clients ignore both)
+        return Bean(
+            brokerName=self.broker_name,
+            readQueueNums=self.read_queue_nums,
+            writeQueueNums=self.write_queue_nums,
+            perm=self.perm,
+            topicSynFlag=self.topic_syn_flag,
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> QueueData:
+        o = _obj(o, name)
+        return cls(
+            _str(o, "brokerName"),
+            _int(o, "readQueueNums"),
+            _int(o, "writeQueueNums"),
+            _int(o, "perm"),
+            _int(o, "topicSynFlag", None) or _int(o, "topicSysFlag", 0),
+        )
+
+
+@dataclass
+class BrokerData(Body):
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)  # broker id (0 = master) -> "ip:port"
+
+    def to_obj(self) -> Bean:
+        return Bean(cluster=self.cluster, brokerName=self.broker_name, brokerAddrs=dict(self.broker_addrs))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> BrokerData:
+        o = _obj(o, name)
+        addrs = _map(o, "brokerAddrs")
+        return cls(
+            _str(o, "cluster", ""),
+            _str(o, "brokerName"),
+            {_int_key(k, "brokerAddrs"): _item_str(v, f"brokerAddrs[{k}]") for k, v in addrs.items()},
+        )
+
+
+@dataclass
+class TopicRouteData(Body):
+    """GET_ROUTEINFO_BY_TOPIC response body."""
+
+    queue_datas: list[QueueData] = field(default_factory=list)
+    broker_datas: list[BrokerData] = field(default_factory=list)
+    order_topic_conf: str | None = None
+    filter_server_table: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            orderTopicConf=self.order_topic_conf,
+            queueDatas=[q.to_obj() for q in self.queue_datas],
+            brokerDatas=[b.to_obj() for b in self.broker_datas],
+            filterServerTable={k: list(v) for k, v in self.filter_server_table.items()},
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> TopicRouteData:
+        o = _obj(o, name)
+        fst = {str(k): _str_list(v, f"filterServerTable[{k}]") for k, v in _map(o, "filterServerTable").items()}
+        return cls(
+            _list(o, "queueDatas", QueueData.from_obj),
+            _list(o, "brokerDatas", BrokerData.from_obj),
+            _str(o, "orderTopicConf", None),
+            fst,
+        )
+
+
+@dataclass
+class ClusterInfo(Body):
+    """GET_BROKER_CLUSTER_INFO response body."""
+
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            brokerAddrTable={k: v.to_obj() for k, v in self.broker_addr_table.items()},
+            clusterAddrTable={k: list(v) for k, v in self.cluster_addr_table.items()},
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ClusterInfo:
+        o = _obj(o, name)
+        brokers = {
+            str(k): BrokerData.from_obj(v, f"brokerAddrTable[{k}]") for k, v in _map(o, "brokerAddrTable").items()
+        }
+        clusters = {str(k): _str_list(v, f"clusterAddrTable[{k}]") for k, v in _map(o, "clusterAddrTable").items()}
+        return cls(brokers, clusters)
+
+
+@dataclass
+class TopicList(Body):
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER response body."""
+
+    topic_list: list[str] = field(default_factory=list)
+    broker_addr: str | None = None
+
+    def to_obj(self) -> Bean:
+        return Bean(topicList=list(self.topic_list), brokerAddr=self.broker_addr)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> TopicList:
+        o = _obj(o, name)
+        return cls(_list(o, "topicList", _item_str), _str(o, "brokerAddr", None))
+
+
+# --- admin statistics -----------------------------------------------------------------------
+
+
+@dataclass
+class TopicOffset(Body):
+    min_offset: int = 0
+    max_offset: int = 0
+    last_update_timestamp: int = 0
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            minOffset=self.min_offset, maxOffset=self.max_offset, lastUpdateTimestamp=self.last_update_timestamp
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> TopicOffset:
+        o = _obj(o, name)
+        return cls(_int(o, "minOffset", 0), _int(o, "maxOffset", 0), _int(o, "lastUpdateTimestamp", 0))
+
+
+@dataclass
+class TopicStatsTable(Body):
+    """GET_TOPIC_STATS_INFO response body: ``offsetTable`` keyed by MessageQueue objects."""
+
+    offset_table: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(offsetTable={mq: v.to_obj() for mq, v in self.offset_table.items()})
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> TopicStatsTable:
+        table = _map(_obj(o, name), "offsetTable")
+        return cls({_mq_key(k, "offsetTable"): TopicOffset.from_obj(v, "offsetTable value") for k, v in table.items()})
+
+
+@dataclass
+class OffsetWrapper(Body):
+    broker_offset: int = 0
+    consumer_offset: int = 0
+    last_timestamp: int = 0
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            brokerOffset=self.broker_offset, consumerOffset=self.consumer_offset, lastTimestamp=self.last_timestamp
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> OffsetWrapper:
+        o = _obj(o, name)
+        return cls(_int(o, "brokerOffset", 0), _int(o, "consumerOffset", 0), _int(o, "lastTimestamp", 0))
+
+
+@dataclass
+class ConsumeStats(Body):
+    """GET_CONSUME_STATS response body."""
+
+    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
+    consume_tps: float = 0.0
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            offsetTable={mq: v.to_obj() for mq, v in self.offset_table.items()}, consumeTps=float(self.consume_tps)
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ConsumeStats:
+        o = _obj(o, name)
+        table = {
+            _mq_key(k, "offsetTable"): OffsetWrapper.from_obj(v, "offsetTable value")
+            for k, v in _map(o, "offsetTable").items()
+        }
+        return cls(table, _float(o, "consumeTps"))

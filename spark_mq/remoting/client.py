@@ -1,0 +1,147 @@
+"""asyncio RocketMQ remoting client: one lazily opened connection per ``host:port``.
+
+A lost connection fails every request pending on it (``RemotingConnectError`` chained to the
+cause) and is dropped; the next call to that address dials again. Requests the server sends
+us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE...) go to handlers registered as on
+the server.
+
+``SyncRemotingClient`` runs the same client on a private event-loop thread, for code that is
+not async (CLI, tests, Spark drivers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future
+from typing import TypeVar
+
+from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
+from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection, Handler
+from spark_mq.remoting.loop import new_event_loop
+
+T = TypeVar("T")
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``"host:port"`` → (host, port), with a message that says what was expected."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise RemotingConnectError(f"bad address {addr!r}: expected host:port")
+    return host, int(port)
+
+
+class RemotingClient:
+    """Connections keyed by address; all coroutines run on one event loop and may interleave."""
+
+    def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.connect_timeout = connect_timeout
+        self.max_frame = max_frame
+        self._handlers: dict[int, Handler] = {}
+        self._conns: dict[str, Connection] = {}
+        self._dialing: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    def register(self, code: int, handler: Handler) -> None:
+        """Serve server-initiated request ``code`` with ``async handler(cmd, conn)``."""
+        self._handlers[int(code)] = handler
+
+    async def connection(self, addr: str, timeout: float | None = None) -> Connection:
+        """The live connection to ``addr``, dialled if there is none."""
+        if self._closed:
+            raise RemotingConnectError("client is closed")
+        conn = self._conns.get(addr)
+        if conn is not None and not conn.closed:
+            return conn
+        lock = self._dialing.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(addr)
+            if conn is not None and not conn.closed:
+                return conn
+            host, port = split_addr(addr)
+            limit = self.connect_timeout if timeout is None else min(timeout, self.connect_timeout)
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), limit)
+            except asyncio.TimeoutError:
+                raise RemotingConnectError(f"cannot connect to {addr}: no answer within {limit:g}s") from None
+            except OSError as e:
+                raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
+            conn = Connection(reader, writer, self._handlers, self.max_frame, role="client")
+            conn.on_close(lambda c, a=addr: self._conns.pop(a, None) if self._conns.get(a) is c else None)
+            self._conns[addr] = conn
+            return conn
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and return its response; raises RemotingTimeoutError/ConnectError."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        conn = await self.connection(addr, timeout)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise RemotingTimeoutError(f"connecting to {addr} used up the {timeout:g}s timeout")
+        return await conn.request(cmd, remaining)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> None:
+        """Send ``cmd`` flagged oneway; returns once it is handed to the socket."""
+        conn = await self.connection(addr, timeout)
+        conn.send_oneway(cmd)
+        await conn.drain()
+
+    async def close(self) -> None:
+        """Close every connection, failing what is pending on them."""
+        self._closed = True
+        conns = list(self._conns.values())
+        self._conns.clear()
+        await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)
+
+
+class SyncRemotingClient:
+    """A ``RemotingClient`` on its own event-loop thread; methods block the caller.
+
+    Thread-safe: any thread may call ``invoke`` concurrently. Handlers registered here run on
+    the private loop's thread.
+    """
+
+    def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._loop = new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="spark-mq-remoting", daemon=True)
+        self._thread.start()
+        self.client: RemotingClient = self._call(self._make(connect_timeout, max_frame))
+
+    @staticmethod
+    async def _make(connect_timeout: float, max_frame: int) -> RemotingClient:
+        return RemotingClient(connect_timeout, max_frame)
+
+    def _call(self, coro: Awaitable[T]) -> T:
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        return fut.result()
+
+    def register(self, code: int, handler: Callable[[RemotingCommand, Connection],
+                                                     Awaitable[RemotingCommand | None]]) -> None:
+        self.client.register(code, handler)  # a dict store: atomic under the GIL
+
+    def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        return self._call(self.client.invoke(addr, cmd, timeout))
+
+    def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> None:
+        self._call(self.client.invoke_oneway(addr, cmd, timeout))
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self._call(self.client.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+            self._loop.close()
+
+    def __enter__(self) -> SyncRemotingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,612 @@
+"""Typed custom headers of RocketMQ remoting commands: what travels in ``extFields``.
+
+One frozen dataclass per RocketMQ ``*RequestHeader`` / ``*ResponseHeader`` class we serve or
+send (``common/.../protocol/header/*.java``, ``header/namesrv/*.java``). Attribute names are
+Python's; the wire name of every field is RocketMQ's Java field name (camelCase, derived
+automatically; ``clientID`` and the single letters of ``SendMessageRequestHeaderV2`` are
+given explicitly). Values on the wire are strings, as Java's ``RemotingCommand`` writes them:
+ints and longs in decimal, booleans ``"true"``/``"false"``; ``None`` fields are left out.
+
+Decoding (``from_ext_fields``) checks that every field Java marks ``@CFNotNull`` is present
+and that every value parses as its Java type (``Integer.parseInt`` rules: optional sign,
+ASCII digits, no blanks, in range), and raises :class:`HeaderError` naming the header, its
+request and the field. Unknown fields are ignored: clients add their own (the C++ client
+always sends ``Signature``, ``AccessKey`` and ``OnsChannel``; Java 4.9 sends ``bname``...).
+
+Leniencies, each for a client we must accept (verified in apache/rocketmq-client-cpp):
+
+- C++ client 1.0.1 (the ``librocketmq.so`` inside PyPI ``rocketmq==0.4.4``) and 2.0.x build
+  ``extFields`` with jsoncpp and put ints as JSON *numbers* (``"queueId": 3``, ``"sysFlag": 6``,
+  ``"maxMsgNums": 32``) next to longs as strings (``src/protocol/CommandHeader.cpp`` ``Encode``).
+  Java's fastjson turns them into strings on parse; we accept ``int`` values as well.
+- C++ 2.0.x writes booleans with ``ostringstream << bool``, i.e. ``"1"``/``"0"`` (``unitMode``,
+  ``batch``; the V2 ``k`` and ``m``). Java's ``Boolean.parseBoolean("1")`` is ``false`` (so a
+  Java broker stores a C++ 2.0 batch as one message); we read ``"1"``/``"0"`` as true/false.
+- ``CreateTopicRequestHeader.order`` is ``@CFNotNull`` in Java but no C++ client sends it:
+  it defaults to false here.
+
+Thread-safety: instances are immutable; every function here is pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar, TypeVar
+
+from spark_mq.common.errors import HeaderError
+
+Int32 = Annotated[int, "int32"]  # Java Integer / int
+Int64 = Annotated[int, "int64"]  # Java Long / long
+
+_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
+_TRUE = frozenset({"true", "1"})
+_FALSE = frozenset({"false", "0", ""})
+
+H = TypeVar("H", bound="Header")
+
+
+# --- flags shared by the headers ----------------------------------------------------------
+
+# PullSysFlag (common/.../sysflag/PullSysFlag.java; C++ src/common/PullSysFlag.cpp)
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x1 << 1
+FLAG_SUBSCRIPTION = 0x1 << 2
+FLAG_CLASS_FILTER = 0x1 << 3
+FLAG_LITE_PULL_MESSAGE = 0x1 << 4  # 4.9 Java lite pull consumer; carries no meaning for the broker
+
+
+def build_pull_sys_flag(
+    commit_offset: bool = False, suspend: bool = False, subscription: bool = False, class_filter: bool = False
+) -> int:
+    return (
+        (FLAG_COMMIT_OFFSET if commit_offset else 0)
+        | (FLAG_SUSPEND if suspend else 0)
+        | (FLAG_SUBSCRIPTION if subscription else 0)
+        | (FLAG_CLASS_FILTER if class_filter else 0)
+    )
+
+
+def clear_commit_offset_flag(sys_flag: int) -> int:
+    """What a client does when it pulls from a slave."""
+    return sys_flag & ~FLAG_COMMIT_OFFSET
+
+
+# PermName (common/.../constant/PermName.java)
+PERM_PRIORITY = 0x1 << 3
+PERM_READ = 0x1 << 2
+PERM_WRITE = 0x1 << 1
+PERM_INHERIT = 0x1
+
+
+def perm_readable(perm: int) -> bool:
+    return perm & PERM_READ == PERM_READ
+
+
+def perm_writeable(perm: int) -> bool:
+    return perm & PERM_WRITE == PERM_WRITE
+
+
+# MessageSysFlag (common/.../sysflag/MessageSysFlag.java): the SEND header's sysFlag
+SYS_FLAG_COMPRESSED = 0x1
+SYS_FLAG_MULTI_TAGS = 0x1 << 1
+TRANSACTION_NOT_TYPE = 0
+TRANSACTION_PREPARED_TYPE = 0x1 << 2
+TRANSACTION_COMMIT_TYPE = 0x2 << 2
+TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+SYS_FLAG_BORNHOST_V6 = 0x1 << 4
+SYS_FLAG_STOREHOST_V6 = 0x1 << 5
+
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & TRANSACTION_ROLLBACK_TYPE
+
+
+# --- the machinery --------------------------------------------------------------------------
+
+
+def wire(name: str, **kwargs: Any) -> Any:
+    """A dataclass field whose wire name is not the camelCase of its attribute name."""
+    return field(metadata={"wire": name}, **kwargs)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+@dataclass(frozen=True)
+class _Spec:
+    attr: str
+    wire: str
+    kind: str  # "str", "int32", "int64" or "bool"
+    required: bool
+
+
+def _kind(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
+    if typing.get_origin(hint) is Annotated:
+        return hint.__metadata__[0]
+    return {str: "str", bool: "bool", int: "int64"}[hint]
+
+
+class Header:
+    """Base of every header: ``to_ext_fields`` / ``from_ext_fields`` driven by the fields.
+
+    ``REQUEST`` names the request the header belongs to, for error messages.
+    """
+
+    REQUEST: ClassVar[str] = ""
+    _specs: ClassVar[tuple[_Spec, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._specs = ()  # filled lazily: the dataclass decorator runs after this hook
+
+    @classmethod
+    def specs(cls) -> tuple[_Spec, ...]:
+        if not cls.__dict__.get("_specs"):
+            hints = typing.get_type_hints(cls, include_extras=True)
+            cls._specs = tuple(
+                _Spec(
+                    f.name,
+                    f.metadata.get("wire", _camel(f.name)),
+                    _kind(hints[f.name]),
+                    f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                )
+                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            )
+        return cls._specs
+
+    @classmethod
+    def label(cls) -> str:
+        return f"{cls.__name__} ({cls.REQUEST})" if cls.REQUEST else cls.__name__
+
+    def to_ext_fields(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for s in self.specs():
+            value = getattr(self, s.attr)
+            if value is None:
+                continue
+            if s.kind == "bool":
+                out[s.wire] = "true" if value else "false"
+            else:
+                out[s.wire] = str(value)
+        return out
+
+    @classmethod
+    def from_ext_fields(cls: type[H], ext: typing.Mapping[str, Any] | None) -> H:
+        ext = ext or {}
+        kwargs: dict[str, Any] = {}
+        for s in cls.specs():
+            raw = ext.get(s.wire)
+            if raw is None:
+                if s.required:
+                    raise HeaderError(cls.label(), s.wire, f"{cls._alias(s)}is missing")
+                continue
+            kwargs[s.attr] = cls._parse(s, raw)
+        return cls(**kwargs)
+
+    @classmethod
+    def _alias(cls, s: _Spec) -> str:
+        return f"({_camel(s.attr)}) " if s.wire != _camel(s.attr) and len(s.wire) == 1 else ""
+
+    @classmethod
+    def _parse(cls, s: _Spec, raw: Any) -> Any:
+        def bad(why: str) -> HeaderError:
+            return HeaderError(cls.label(), s.wire, f"{cls._alias(s)}{why}, got {raw!r}")
+
+        if s.kind == "str":
+            if isinstance(raw, str):
+                return raw
+            if isinstance(raw, bool):
+                return "true" if raw else "false"
+            if isinstance(raw, int):
+                return str(raw)
+            raise bad("must be a string")
+        if s.kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            if isinstance(raw, int) and raw in (0, 1):
+                return bool(raw)
+            if isinstance(raw, str):
+                low = raw.lower()
+                if low in _TRUE:
+                    return True
+                if low in _FALSE:
+                    return False
+            raise bad('must be "true" or "false"')
+        lo, hi = _RANGES[s.kind]
+        if isinstance(raw, bool):
+            raise bad(f"must be an {s.kind}")
+        if isinstance(raw, str):
+            if not _JAVA_INT.match(raw):
+                raise bad(f"must be a decimal {s.kind}")
+            value = int(raw)
+        elif isinstance(raw, int):
+            value = raw
+        else:
+            raise bad(f"must be a decimal {s.kind}")
+        if not lo <= value <= hi:
+            raise bad(f"is out of {s.kind} range")
+        return value
+
+
+def header(request: str) -> Any:
+    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``."""
+
+    def wrap(cls: type[H]) -> type[H]:
+        cls.REQUEST = request
+        return dataclass(frozen=True, kw_only=True)(cls)
+
+    return wrap
+
+
+# --- producer -------------------------------------------------------------------------------
+
+
+@header("SEND_MESSAGE")
+class SendMessageRequestHeader(Header):
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int32
+    queue_id: Int32
+    sys_flag: Int32
+    born_timestamp: Int64
+    flag: Int32
+    properties: str | None = None
+    reconsume_times: Int32 | None = None
+    unit_mode: bool = False
+    batch: bool = False
+    max_reconsume_times: Int32 | None = None
+    bname: str | None = None  # 4.9.7+ RpcRequestHeader: the broker name the client targeted
+
+    def to_v2(self) -> SendMessageRequestHeaderV2:
+        return SendMessageRequestHeaderV2(**{s.attr: getattr(self, s.attr) for s in self.specs()})
+
+
+@header("SEND_MESSAGE_V2")
+class SendMessageRequestHeaderV2(Header):
+    """SendMessageRequestHeader with one-letter wire names (faster for fastjson), same fields."""
+
+    producer_group: str = wire("a")
+    topic: str = wire("b")
+    default_topic: str = wire("c")
+    default_topic_queue_nums: Int32 = wire("d")
+    queue_id: Int32 = wire("e")
+    sys_flag: Int32 = wire("f")
+    born_timestamp: Int64 = wire("g")
+    flag: Int32 = wire("h")
+    properties: str | None = wire("i", default=None)
+    reconsume_times: Int32 | None = wire("j", default=None)
+    unit_mode: bool = wire("k", default=False)
+    max_reconsume_times: Int32 | None = wire("l", default=None)
+    batch: bool = wire("m", default=False)
+    bname: str | None = wire("n", default=None)
+
+    def to_v1(self) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(**{s.attr: getattr(self, s.attr) for s in self.specs()})
+
+
+def parse_send_request_header(code: int, ext: typing.Mapping[str, Any] | None) -> SendMessageRequestHeader:
+    """The V1 header of any send request, as ``AbstractSendMessageProcessor.parseRequestHeader``:
+    SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) carry V2 names, SEND_MESSAGE (10) V1 names.
+    A SEND_BATCH_MESSAGE is a batch whatever its ``batch`` field says."""
+    if code == 10:
+        return SendMessageRequestHeader.from_ext_fields(ext)
+    if code not in (310, 320):
+        raise ValueError(f"request code {code} is not a send request")
+    v1 = SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+    return dataclasses.replace(v1, batch=True) if code == 320 and not v1.batch else v1
+
+
+@header("response to SEND_MESSAGE")
+class SendMessageResponseHeader(Header):
+    msg_id: str
+    queue_id: Int32
+    queue_offset: Int64
+    transaction_id: str | None = None
+
+
+@header("CONSUMER_SEND_MSG_BACK")
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: Int64
+    group: str
+    delay_level: Int32
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool = False
+    max_reconsume_times: Int32 | None = None
+
+
+# --- consumer -------------------------------------------------------------------------------
+
+
+@header("PULL_MESSAGE")
+class PullMessageRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: Int32
+    queue_offset: Int64
+    max_msg_nums: Int32
+    sys_flag: Int32
+    commit_offset: Int64
+    suspend_timeout_millis: Int64
+    sub_version: Int64
+    subscription: str | None = None
+    expression_type: str | None = None  # None means TAG (C++ clients never send it)
+
+    @property
+    def has_commit_offset(self) -> bool:
+        return bool(self.sys_flag & FLAG_COMMIT_OFFSET)
+
+    @property
+    def has_suspend(self) -> bool:
+        return bool(self.sys_flag & FLAG_SUSPEND)
+
+    @property
+    def has_subscription(self) -> bool:
+        return bool(self.sys_flag & FLAG_SUBSCRIPTION)
+
+    @property
+    def has_class_filter(self) -> bool:
+        return bool(self.sys_flag & FLAG_CLASS_FILTER)
+
+
+@header("response to PULL_MESSAGE")
+class PullMessageResponseHeader(Header):
+    """All four are required by the C++ client, as strings: a missing one reads as 0."""
+
+    suggest_which_broker_id: Int64
+    next_begin_offset: Int64
+    min_offset: Int64
+    max_offset: Int64
+
+
+@header("QUERY_CONSUMER_OFFSET")
+class QueryConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: Int32
+
+
+@header("response to QUERY_CONSUMER_OFFSET")
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: Int64
+
+
+@header("UPDATE_CONSUMER_OFFSET")
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: Int32
+    commit_offset: Int64
+
+
+@header("response to UPDATE_CONSUMER_OFFSET")
+class UpdateConsumerOffsetResponseHeader(Header):
+    pass
+
+
+@header("GET_CONSUMER_LIST_BY_GROUP")
+class GetConsumerListByGroupRequestHeader(Header):
+    consumer_group: str
+
+
+@header("NOTIFY_CONSUMER_IDS_CHANGED")
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumer_group: str
+
+
+@header("UNREGISTER_CLIENT")
+class UnregisterClientRequestHeader(Header):
+    client_id: str = wire("clientID")
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+
+# --- offsets and lookups --------------------------------------------------------------------
+
+
+@header("GET_MAX_OFFSET")
+class GetMaxOffsetRequestHeader(Header):
+    topic: str
+    queue_id: Int32
+
+
+@header("response to GET_MAX_OFFSET")
+class GetMaxOffsetResponseHeader(Header):
+    offset: Int64
+
+
+@header("GET_MIN_OFFSET")
+class GetMinOffsetRequestHeader(Header):
+    topic: str
+    queue_id: Int32
+
+
+@header("response to GET_MIN_OFFSET")
+class GetMinOffsetResponseHeader(Header):
+    offset: Int64
+
+
+@header("SEARCH_OFFSET_BY_TIMESTAMP")
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queue_id: Int32
+    timestamp: Int64
+
+
+@header("response to SEARCH_OFFSET_BY_TIMESTAMP")
+class SearchOffsetResponseHeader(Header):
+    offset: Int64
+
+
+@header("GET_EARLIEST_MSG_STORETIME")
+class GetEarliestMsgStoretimeRequestHeader(Header):
+    topic: str
+    queue_id: Int32
+
+
+@header("response to GET_EARLIEST_MSG_STORETIME")
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: Int64
+
+
+@header("QUERY_MESSAGE")
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    max_num: Int32
+    begin_timestamp: Int64
+    end_timestamp: Int64
+
+
+@header("response to QUERY_MESSAGE")
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: Int64
+    index_last_update_phyoffset: Int64
+
+
+@header("VIEW_MESSAGE_BY_ID")
+class ViewMessageRequestHeader(Header):
+    offset: Int64  # commitlog offset, from the message id
+
+
+# --- admin ----------------------------------------------------------------------------------
+
+
+@header("GET_TOPIC_STATS_INFO")
+class GetTopicStatsInfoRequestHeader(Header):
+    topic: str
+
+
+@header("GET_CONSUME_STATS")
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: str
+    topic: str | None = None
+
+
+@header("GET_CONSUMER_CONNECTION_LIST")
+class GetConsumerConnectionListRequestHeader(Header):
+    consumer_group: str
+
+
+@header("UPDATE_AND_CREATE_TOPIC")
+class CreateTopicRequestHeader(Header):
+    topic: str
+    default_topic: str
+    read_queue_nums: Int32
+    write_queue_nums: Int32
+    perm: Int32
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: Int32 | None = None
+    order: bool = False
+
+
+@header("DELETE_TOPIC_IN_BROKER")
+class DeleteTopicRequestHeader(Header):
+    topic: str
+
+
+# --- name server ----------------------------------------------------------------------------
+
+
+@header("GET_ROUTEINFO_BY_TOPIC")
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+    accept_standard_json_only: bool | None = None  # 4.9.4+: ask for quoted map keys
+
+
+@header("REGISTER_BROKER")
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: Int64
+    compressed: bool = False
+    body_crc32: Int32 = 0  # crc32(body) & 0x7FFFFFFF; 0 means "not checked"
+
+
+@header("response to REGISTER_BROKER")
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@header("UNREGISTER_BROKER")
+class UnRegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: Int64
+
+
+@header("QUERY_DATA_VERSION")
+class QueryDataVersionRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: Int64
+
+
+@header("response to QUERY_DATA_VERSION")
+class QueryDataVersionResponseHeader(Header):
+    changed: bool
+
+
+@header("DELETE_TOPIC_IN_NAMESRV")
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    topic: str
+    cluster_name: str | None = None
+
+
+@header("WIPE_WRITE_PERM_OF_BROKER")
+class WipeWritePermOfBrokerRequestHeader(Header):
+    broker_name: str
+
+
+@header("response to WIPE_WRITE_PERM_OF_BROKER")
+class WipeWritePermOfBrokerResponseHeader(Header):
+    wipe_topic_count: Int32
+
+
+@header("GET_TOPICS_BY_CLUSTER")
+class GetTopicsByClusterRequestHeader(Header):
+    cluster: str
+
+
+@header("PUT_KV_CONFIG")
+class PutKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+    value: str
+
+
+@header("GET_KV_CONFIG")
+class GetKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+
+
+@header("response to GET_KV_CONFIG")
+class GetKVConfigResponseHeader(Header):
+    value: str | None = None
+
+
+@header("DELETE_KV_CONFIG")
+class DeleteKVConfigRequestHeader(Header):
+    namespace: str
+    key: str
+
+
+@header("GET_KVLIST_BY_NAMESPACE")
+class GetKVListByNamespaceRequestHeader(Header):
+    namespace: str

@@ -1,0 +1,143 @@
+"""Binary bodies of the send and pull commands.
+
+SEND_BATCH_MESSAGE body (RocketMQ ``MessageDecoder.encodeMessages``; the C++ client 2.0's
+``BatchMessage::encode`` writes the same): one record per message, big-endian::
+
+    off  size  field
+      0     4  TOTALSIZE     20 + BODYLEN + 2 + PROPERTIESLEN
+      4     4  MAGICCODE     written as 0, never checked
+      8     4  BODYCRC       written as 0, never checked
+     12     4  FLAG          the message's flag
+     16     4  BODYLEN, then BODY
+      .     2  PROPERTIESLEN (Java short: at most 32767), then PROPERTIES (name\\x01value\\x02...)
+
+Everything else of a stored message (topic, queue, born timestamp, sys flag, reconsume times)
+comes from the request header and is the same for the whole batch.
+
+PULL_MESSAGE response body: whole commitlog units back to back, exactly as stored (layout in
+:mod:`spark_mq.common.message_unit`), no padding, no blank units. The C++ client decodes it in
+a loop "while bytes remain" assuming IPv4 hosts (``src/message/MQDecoder.cpp``), so a body
+must end exactly at a unit boundary and hold no IPv6-flagged units.
+
+Decoding never trusts a length: every record is checked against the bytes left and against
+its own TOTALSIZE before anything is sliced, and any mismatch raises :class:`BatchBodyError`
+naming the byte offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from itertools import chain
+
+import numpy as np
+
+from spark_mq.common.errors import BatchBodyError
+from spark_mq.common.message import MessageBatch, pack_host
+from spark_mq.common.message_unit import MIN_UNIT_SIZE, walk_units
+from spark_mq.common.properties import MAX_PROPERTIES_LENGTH
+
+RECORD_HEAD = struct.Struct(">iiiii")  # total size, magic, body crc, flag, body length
+RECORD_HEAD_SIZE = RECORD_HEAD.size  # 20
+PROPS_LEN = struct.Struct(">h")
+MIN_RECORD_SIZE = RECORD_HEAD_SIZE + PROPS_LEN.size  # empty body, no properties
+
+_HEAD_DTYPE = np.dtype(
+    [("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("flag", ">i4"), ("body_length", ">i4")]
+)
+
+
+def decode_batch_body(
+    body: bytes | bytearray | memoryview,
+    topic: str,
+    queue_id: int,
+    born_timestamp: int,
+    sys_flag: int = 0,
+    reconsume_times: int = 0,
+    born_host: bytes | None = None,
+) -> MessageBatch:
+    """The messages of a SEND_BATCH_MESSAGE body as one columnar batch for ``topic``/``queue_id``."""
+    data = bytes(body)
+    n = len(data)
+    if n == 0:
+        raise BatchBodyError(0, "a batch body holds no message")
+    unpack_head = RECORD_HEAD.unpack_from
+    unpack_props = PROPS_LEN.unpack_from
+    bodies: list[bytes] = []
+    props: list[bytes] = []
+    flags: list[int] = []
+    pos = 0
+    while pos < n:
+        if pos + MIN_RECORD_SIZE > n:
+            raise BatchBodyError(pos, f"{n - pos} bytes left, a record needs at least {MIN_RECORD_SIZE}")
+        total, _magic, _crc, flag, body_len = unpack_head(data, pos)
+        if body_len < 0 or total < MIN_RECORD_SIZE + body_len:
+            raise BatchBodyError(pos, f"record size {total} and body length {body_len} are inconsistent")
+        if total > n - pos:
+            raise BatchBodyError(pos, f"record of {total} bytes runs past the body's end ({n - pos} bytes left)")
+        body_end = pos + RECORD_HEAD_SIZE + body_len
+        (props_len,) = unpack_props(data, body_end)
+        if props_len < 0 or total != MIN_RECORD_SIZE + body_len + props_len:
+            raise BatchBodyError(pos, f"record size {total} != 22 + body {body_len} + properties {props_len} bytes")
+        bodies.append(data[pos + RECORD_HEAD_SIZE : body_end])
+        props.append(data[body_end + 2 : pos + total])
+        flags.append(flag)
+        pos += total
+    count = len(bodies)
+    return MessageBatch(
+        topic=topic,
+        queue_id=queue_id,
+        bodies=bodies,
+        properties=props,
+        flags=np.array(flags, dtype=np.int32),
+        born_timestamps=np.full(count, born_timestamp, dtype=np.int64),
+        sys_flags=np.full(count, sys_flag, dtype=np.int32),
+        reconsume_times=np.full(count, reconsume_times, dtype=np.int32),
+        born_host=born_host or pack_host("127.0.0.1", 0),
+    )
+
+
+def encode_batch_body(batch: MessageBatch) -> bytes:
+    """A SEND_BATCH_MESSAGE body for ``batch``, byte for byte as ``MessageDecoder.encodeMessages``."""
+    n = len(batch)
+    if n == 0:
+        raise ValueError("a batch body needs at least one message")
+    body_len = batch.body_lengths
+    props_len = batch.property_lengths
+    if int(props_len.max()) > MAX_PROPERTIES_LENGTH:
+        i = int(np.argmax(props_len > MAX_PROPERTIES_LENGTH))
+        raise ValueError(f"message {i} properties are {int(props_len[i])} bytes, over {MAX_PROPERTIES_LENGTH}")
+    head = np.zeros(n, dtype=_HEAD_DTYPE)
+    head["total_size"] = MIN_RECORD_SIZE + body_len + props_len
+    head["flag"] = batch.flags
+    head["body_length"] = body_len
+    tail = props_len.astype(">u2")
+    pieces = zip(
+        head.view(f"V{RECORD_HEAD_SIZE}").tolist(),
+        batch.bodies,
+        tail.view("V2").tolist(),
+        batch.properties,
+        strict=True,
+    )
+    return b"".join(chain.from_iterable(pieces))
+
+
+def split_pull_body(body: bytes | bytearray | memoryview, check_crc: bool = False) -> np.ndarray:
+    """Start offsets (int64) of the commitlog units that make up a PULL_MESSAGE response body.
+
+    Every unit must be whole and self-consistent and the last must end exactly at the end of
+    the body; ``check_crc`` also checks every body CRC. An empty body has no units.
+    """
+    mv = memoryview(body).cast("B")
+    n = len(mv)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    walk = walk_units(mv, 0, n, check_crc=check_crc)
+    if walk.end != n:
+        why = {
+            "end": f"{n - walk.end} trailing bytes are not a whole unit (a unit is at least {MIN_UNIT_SIZE} bytes)",
+            "blank": "a blank (end-of-file) unit has no place in a pull body",
+            "zero": "zeros where a unit should start",
+            "bad magic": "no message magic code where a unit should start",
+        }.get(walk.reason, walk.reason)
+        raise BatchBodyError(walk.end, why)
+    return walk.starts

@@ -1,0 +1,288 @@
+"""RemotingServer and RemotingClient over real loopback sockets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
+from spark_mq.remoting.client import RemotingClient, SyncRemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand, SerializeType
+from spark_mq.remoting.server import RemotingServer
+
+ECHO, SLOW, BOOM, ASK_BACK, NOTE = 9001, 9002, 9003, 9004, 9005
+
+
+def run(coro, timeout: float = 20):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def start_server(max_frame: int = 1 << 20, port: int = 0) -> tuple[RemotingServer, str, list]:
+    server = RemotingServer("127.0.0.1", port, max_frame=max_frame, name="test")
+    notes: list[RemotingCommand] = []
+
+    async def echo(cmd, conn):
+        return cmd.make_response(ResponseCode.SUCCESS, cmd.ext_fields.get("say"), cmd.ext_fields, cmd.body)
+
+    async def slow(cmd, conn):
+        await asyncio.sleep(float(cmd.ext_fields["delay"]))
+        return cmd.make_response(ResponseCode.SUCCESS, cmd.ext_fields["delay"])
+
+    async def boom(cmd, conn):
+        raise ValueError("handler blew up on purpose")
+
+    async def ask_back(cmd, conn):
+        answer = await conn.request(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                            {"consumerGroup": "g"}), timeout=2)
+        return cmd.make_response(ResponseCode.SUCCESS, f"client said {answer.remark}")
+
+    async def note(cmd, conn):
+        notes.append(cmd)
+        return None
+
+    for code, handler in [(ECHO, echo), (SLOW, slow), (BOOM, boom), (ASK_BACK, ask_back), (NOTE, note)]:
+        server.register(code, handler)
+    port = await server.start()
+    return server, f"127.0.0.1:{port}", notes
+
+
+def test_concurrent_requests_complete_out_of_order():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        try:
+            done: list[str] = []
+
+            async def call(delay: str):
+                resp = await client.invoke(addr, RemotingCommand.request(SLOW, {"delay": delay}), timeout=5)
+                done.append(resp.remark)
+                return resp.remark
+
+            t0 = time.monotonic()
+            results = await asyncio.gather(call("0.6"), call("0.3"), call("0"))
+            elapsed = time.monotonic() - t0
+            assert results == ["0.6", "0.3", "0"]
+            assert done == ["0", "0.3", "0.6"]  # the slow request did not hold the others back
+            assert elapsed < 1.0
+            assert len(server.connections) == 1  # all on one connection
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_echo_body_and_rocketmq_serialize_type():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        try:
+            req = RemotingCommand.request(ECHO, {"say": "héllo", "n": 1}, body=b"\x00\x01body")
+            req.serialize_type = SerializeType.ROCKETMQ
+            resp = await client.invoke(addr, req)
+            assert (resp.code, resp.remark, resp.body, resp.opaque) == (0, "héllo", b"\x00\x01body", req.opaque)
+            assert resp.serialize_type == SerializeType.ROCKETMQ and resp.ext_fields == {"say": "héllo", "n": "1"}
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_oneway_gets_no_response():
+    async def main():
+        server, addr, notes = await start_server()
+        client = RemotingClient()
+        try:
+            await client.invoke_oneway(addr, RemotingCommand.request(NOTE, {"k": "v"}))
+            await client.invoke_oneway(addr, RemotingCommand.request(ECHO, {"say": "x"}))  # answered by no one
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "after"}))
+            assert resp.remark == "after"
+            assert [n.ext_fields for n in notes] == [{"k": "v"}] and notes[0].is_oneway
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_server_initiated_request_reaches_client_handler():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+
+        async def on_notify(cmd, conn):
+            return cmd.make_response(ResponseCode.SUCCESS, f"ok {cmd.ext_fields['consumerGroup']}")
+
+        client.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, on_notify)
+        try:
+            resp = await client.invoke(addr, RemotingCommand.request(ASK_BACK))
+            assert resp.remark == "client said ok g"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_timeout_then_connection_still_usable():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        try:
+            with pytest.raises(RemotingTimeoutError, match=r"within 0\.[12]\d*s"):
+                await client.invoke(addr, RemotingCommand.request(SLOW, {"delay": "1"}), timeout=0.2)
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "still here"}))
+            assert resp.remark == "still here"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_handler_exception_answers_system_error():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        try:
+            resp = await client.invoke(addr, RemotingCommand.request(BOOM))
+            assert resp.code == ResponseCode.SYSTEM_ERROR
+            assert "handler blew up on purpose" in resp.remark
+            assert (await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "alive"}))).remark == "alive"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_unknown_code_answers_not_supported():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        try:
+            resp = await client.invoke(addr, RemotingCommand.request(4242))
+            assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            assert "4242" in resp.remark
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_pending_requests_fail_when_server_goes_and_client_reconnects_after_restart():
+    async def main():
+        server, addr, _ = await start_server()
+        port = int(addr.rsplit(":", 1)[1])
+        client = RemotingClient(connect_timeout=1)
+        try:
+            assert (await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "1"}))).remark == "1"
+            pending = asyncio.ensure_future(client.invoke(addr, RemotingCommand.request(SLOW, {"delay": "30"}),
+                                                          timeout=30))
+            await asyncio.sleep(0.1)
+            t0 = time.monotonic()
+            await server.stop()
+            with pytest.raises(RemotingConnectError) as err:
+                await pending
+            assert time.monotonic() - t0 < 2 and err.value.__cause__ is not None
+            with pytest.raises(RemotingConnectError, match="cannot connect"):
+                await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "2"}))
+            server, _, _ = await start_server(port=port)
+            assert (await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "3"}))).remark == "3"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_oversized_frame_closes_only_that_connection():
+    async def main():
+        server, addr, _ = await start_server(max_frame=1024)
+        big, other = RemotingClient(), RemotingClient()
+        try:
+            await other.invoke(addr, RemotingCommand.request(ECHO, {"say": "before"}))
+            with pytest.raises(RemotingConnectError):
+                await big.invoke(addr, RemotingCommand.request(ECHO, body=b"x" * 4096), timeout=5)
+            assert (await other.invoke(addr, RemotingCommand.request(ECHO, {"say": "fine"}))).remark == "fine"
+            # the offender's next call dials again and works
+            assert (await big.invoke(addr, RemotingCommand.request(ECHO, {"say": "again"}))).remark == "again"
+        finally:
+            await big.close()
+            await other.close()
+            await server.stop()
+
+    run(main())
+
+
+@pytest.mark.parametrize("garbage", [b"\x00\x00\x00\x08garbage!", b"GET / HTTP/1.1\r\n\r\n", b"\xff" * 64])
+def test_garbage_bytes_close_only_that_connection(garbage):
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        host, port = addr.rsplit(":", 1)
+        try:
+            await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "x"}))
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(garbage)
+            await writer.drain()
+            assert await asyncio.wait_for(reader.read(100), 5) == b""  # the server hung up on us
+            writer.close()
+            assert (await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "ok"}))).remark == "ok"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_close_callback_runs_when_client_leaves():
+    async def main():
+        server, addr, _ = await start_server()
+        closed = asyncio.Event()
+        server.on_connect(lambda conn: conn.on_close(lambda c: closed.set()))
+        client = RemotingClient()
+        try:
+            await client.invoke(addr, RemotingCommand.request(ECHO))
+            await client.close()
+            await asyncio.wait_for(closed.wait(), 5)
+            assert not server.connections
+        finally:
+            await server.stop()
+
+    run(main())
+
+
+def test_sync_client_from_plain_threads():
+    async def serve(ready, stop):
+        server, addr, _ = await start_server()
+        ready.append(addr)
+        await stop.wait()
+        await server.stop()
+
+    import threading
+
+    ready: list[str] = []
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    t = threading.Thread(target=lambda: loop.run_until_complete(serve(ready, stop)))
+    t.start()
+    try:
+        deadline = time.monotonic() + 5
+        while not ready and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with SyncRemotingClient() as client:
+            assert client.invoke(ready[0], RemotingCommand.request(ECHO, {"say": "sync"})).remark == "sync"
+            with pytest.raises(RemotingTimeoutError):
+                client.invoke(ready[0], RemotingCommand.request(SLOW, {"delay": "1"}), timeout=0.1)
+            with pytest.raises(RemotingConnectError):
+                client.invoke("127.0.0.1:1", RemotingCommand.request(ECHO))
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        t.join(5)
+        loop.close()

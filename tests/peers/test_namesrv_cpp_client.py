@@ -1,0 +1,139 @@
+"""The official RocketMQ C++ client (PyPI ``rocketmq``, bundling librocketmq) against our NameServer.
+
+The producer runs in a subprocess (its own HOME, so its ~/logs/rocketmq-cpp lands in tmp_path,
+and a crash of the C library cannot take pytest down). A fake broker is registered through our
+own client; the producer must fetch the route from us, parse it and dial that broker address.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from spark_mq.namesrv.wire import DataVersion, RegisterBrokerBody, TopicConfig, encode_register_broker_body
+from spark_mq.remoting.client import SyncRemotingClient
+from spark_mq.remoting.codec import FrameDecoder, encode
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+
+try:
+    import rocketmq.client  # noqa: F401
+except Exception as e:  # ImportError, or OSError when librocketmq cannot load
+    pytest.skip(f"the rocketmq C++ client bindings cannot be imported ({e}); pip install rocketmq==0.4.4",
+                allow_module_level=True)
+
+PRODUCER = """
+import sys
+from rocketmq.client import Producer, Message
+p = Producer("PG")
+p.set_namesrv_addr(sys.argv[1])
+p.start()
+m = Message(sys.argv[2]); m.set_keys("k1"); m.set_tags("tagA"); m.set_body("hello")
+try:
+    print("SENT", p.send_sync(m))
+except Exception as e:
+    print("SENDFAIL", e)
+p.shutdown()
+"""
+
+
+def run_producer(tmp: Path, namesrv: str, topic: str) -> str:
+    env = dict(os.environ, HOME=str(tmp))
+    out = subprocess.run([sys.executable, "-c", PRODUCER, namesrv, topic], env=env, capture_output=True, text=True,
+                         timeout=60)
+    return out.stdout + out.stderr
+
+
+def cpp_log(tmp: Path) -> str:
+    return "".join(p.read_text(errors="replace") for p in (tmp / "logs" / "rocketmq-cpp").glob("*rocketmq-cpp.log*"))
+
+
+def free_addr() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def namesrv(tmp_path):
+    log = open(tmp_path / "namesrv.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "spark_mq.cli", "-v", "namesrv", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    addr = proc.stdout.readline().split()[-1]
+    yield addr
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(10)
+    log.close()
+
+
+def register_fake_broker(client: SyncRemotingClient, namesrv: str, broker_addr: str, topic: str) -> None:
+    body = encode_register_broker_body(RegisterBrokerBody(DataVersion(1, 1), {topic: TopicConfig(topic, 4, 4, 6)}, []))
+    header = {"brokerName": "broker-cpp", "brokerAddr": broker_addr, "clusterName": "CppCluster",
+              "haServerAddr": "", "brokerId": 0}
+    resp = client.invoke(namesrv, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body))
+    assert resp.code == ResponseCode.SUCCESS
+
+
+def test_cpp_producer_fetches_and_parses_our_route(tmp_path, namesrv):
+    fake = free_addr()  # nothing listens here
+    with SyncRemotingClient() as client:  # keep the registering connection open: closing it evicts the broker
+        register_fake_broker(client, namesrv, fake, "CppTopic")
+        out = run_producer(tmp_path, namesrv, "CppTopic")
+    assert "SENDFAIL" in out, out
+    server_log = (tmp_path / "namesrv.log").read_text()
+    asked = [line for line in server_log.splitlines() if "code=105" in line and "lang=CPP" in line]
+    assert asked and "'topic': 'CppTopic'" in asked[0], server_log
+    log = cpp_log(tmp_path)
+    assert "changed with broker name:broker-cpp" in log, log  # our route was parsed
+    assert f"can not connect to server:{fake}" in log, log  # and the broker address from it dialled
+
+
+def test_cpp_producer_sends_to_the_broker_in_our_route(tmp_path, namesrv):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    listener.settimeout(30)
+    broker = f"127.0.0.1:{listener.getsockname()[1]}"
+    got: list[RemotingCommand] = []
+
+    def record() -> None:
+        """Decode what the producer sends to the 'broker'; answer every request SYSTEM_ERROR."""
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return
+        with conn:
+            decoder = FrameDecoder()
+            while data := conn.recv(65536):
+                for cmd in decoder.feed(data):
+                    got.append(cmd)
+                    if not cmd.is_oneway:
+                        conn.sendall(encode(cmd.make_response(ResponseCode.SYSTEM_ERROR, "recorder")))
+
+    t = threading.Thread(target=record, daemon=True)
+    t.start()
+    with SyncRemotingClient() as client:
+        register_fake_broker(client, namesrv, broker, "CppTopic2")
+        run_producer(tmp_path, namesrv, "CppTopic2")
+    listener.close()
+    t.join(5)
+    assert got, cpp_log(tmp_path)
+    send = got[0]
+    assert send.code == RequestCode.SEND_MESSAGE and send.language == "CPP"
+    assert send.ext_fields["topic"] == "CppTopic2" and send.ext_fields["producerGroup"] == "PG"
+    assert send.body == b"hello"
+    assert "TAGS\x01tagA\x02" in send.ext_fields["properties"]
+
+
+def test_cpp_producer_unknown_topic_falls_back_to_default_topic(tmp_path, namesrv):
+    out = run_producer(tmp_path, namesrv, "NoSuchTopicCpp")
+    assert "No route info of this topic: NoSuchTopicCpp" in out, out
+    server_log = (tmp_path / "namesrv.log").read_text()
+    assert "'topic': 'TBW102'" in server_log  # the C++ client asks for the auto-create topic next
