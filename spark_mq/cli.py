@@ -8,6 +8,7 @@ import logging
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from spark_mq.common.errors import SparkMQError
@@ -76,25 +77,86 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _namesrv(args: argparse.Namespace) -> int:
     """Run a NameServer until SIGTERM/SIGINT; prints its listening address once bound."""
-
     from spark_mq.common.config import NamesrvConfig, load_config
     from spark_mq.namesrv.controller import serve
-    from spark_mq.remoting.loop import new_event_loop
 
     overrides = {"listen_port": args.port} if args.port is not None else {}
     config = load_config(NamesrvConfig, args.config, **overrides) if args.config else NamesrvConfig(**overrides)
+    return _run_until_signal(
+        lambda: serve(config, lambda addr: print(f"spark-mq namesrv listening on {addr}", flush=True)),
+        f"the NameServer on {config.listen_address}:{config.listen_port}")
 
-    def ready(addr: str) -> None:
-        print(f"spark-mq namesrv listening on {addr}", flush=True)
+
+def _run_until_signal(main: Callable[[], Awaitable[None]], what: str) -> int:
+    from spark_mq.remoting.loop import new_event_loop
 
     loop = new_event_loop()
     try:
-        loop.run_until_complete(serve(config, ready))
+        loop.run_until_complete(main())
     except OSError as e:
-        raise SparkMQError(f"cannot listen on {config.listen_address}:{config.listen_port}: {e.strerror or e}") from e
+        raise SparkMQError(f"cannot start {what}: {e.strerror or e}") from e
     finally:
         loop.close()
     return 0
+
+
+def _broker_config(args: argparse.Namespace, **overrides: object):
+    from spark_mq.common.config import BrokerConfig, load_config
+
+    if getattr(args, "namesrv", None) is not None:
+        overrides["namesrv_addr"] = args.namesrv
+    if getattr(args, "port", None) is not None:
+        overrides["listen_port"] = args.port
+    if getattr(args, "store", None) is not None:
+        overrides["store_path_root_dir"] = args.store
+    if getattr(args, "metrics_port", None) is not None:
+        overrides["metrics_port"] = args.metrics_port
+    if getattr(args, "config", None):
+        return load_config(BrokerConfig, args.config, **overrides)
+    return BrokerConfig(**overrides)
+
+
+def _broker(args: argparse.Namespace) -> int:
+    """Run a broker until SIGTERM/SIGINT; prints its address once it serves."""
+    from spark_mq.broker.controller import serve
+
+    config = _broker_config(args)
+    return _run_until_signal(
+        lambda: serve(config, lambda addr: print(f"spark-mq broker serving at {addr}", flush=True)), "the broker")
+
+
+def _dev(args: argparse.Namespace) -> int:
+    """Run a NameServer and a broker in one process, the store under ./data (the embedded
+    broker the demo uses). Stops on SIGTERM/SIGINT."""
+    import asyncio
+    import signal
+
+    from spark_mq.broker.controller import BrokerController
+    from spark_mq.common.config import NamesrvConfig
+    from spark_mq.namesrv.controller import NamesrvController
+
+    async def main() -> None:
+        namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port))
+        await namesrv.start()
+        broker = BrokerController(_broker_config(args, namesrv_addr=namesrv.address))
+        try:
+            await broker.start()
+        except BaseException:
+            await namesrv.stop()
+            raise
+        print(f"spark-mq dev: namesrv {namesrv.address}, broker {broker.address}, store {broker.config.root}",
+              flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await broker.stop()
+            await namesrv.stop()
+
+    return _run_until_signal(main, "the dev servers")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
     namesrv.add_argument("-c", "--config", help="namesrv.conf properties file (default: built-in defaults)")
     namesrv.add_argument("--port", type=int, help="listen port, overriding the file (0 picks a free port)")
     namesrv.set_defaults(func=_namesrv)
+    broker = sub.add_parser("broker", help="run a broker", description=_broker.__doc__)
+    broker.add_argument("-c", "--config", help="broker.conf properties file (default: built-in defaults)")
+    broker.add_argument("--namesrv", help="NameServer address(es), ';'-separated, overriding namesrvAddr")
+    broker.add_argument("--port", type=int, help="listen port, overriding listenPort (0 picks a free port)")
+    broker.add_argument("--store", help="store directory, overriding storePathRootDir")
+    broker.add_argument("--metrics-port", type=int, help="Prometheus port, overriding metricsPort (0 = off)")
+    broker.set_defaults(func=_broker)
+    dev = sub.add_parser("dev", help="run a NameServer and a broker in one process", description=_dev.__doc__)
+    dev.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
+    dev.add_argument("--port", type=int, default=10911, help="broker port (default 10911)")
+    dev.add_argument("--store", default="./data/store", help="store directory (default ./data/store)")
+    dev.add_argument("--metrics-port", type=int, default=9100, help="Prometheus port (default 9100, 0 = off)")
+    dev.set_defaults(func=_dev)
     return parser
 
 

@@ -83,3 +83,27 @@ class BatchBodyError(BodyError):
     def __init__(self, offset: int, why: str) -> None:
         super().__init__(f"message body corrupt at byte {offset}: {why}")
         self.offset = offset
+
+
+class MQClientError(SparkMQError):
+    """A broker or NameServer answered a request with a non-success response code.
+
+    ``code`` is the response code (a ``ResponseCode`` member when the code is known, else the
+    int), ``remark`` the server's text, ``addr`` the server's ``host:port`` and ``request`` the
+    name of the request (``"PULL_MESSAGE"``). ``hint`` says what to do about it, where that is
+    obvious from the code.
+    """
+
+    def __init__(self, code: int, remark: str | None, addr: str, request: str, hint: str | None = None) -> None:
+        name = getattr(code, "name", None) or f"code {int(code)}"
+        text = f"{request} to {addr} failed: {name} ({int(code)})"
+        if remark:
+            text += f": {remark.strip()}"
+        if hint:
+            text += f" -- {hint}"
+        super().__init__(text)
+        self.code = int(code)
+        self.remark = remark
+        self.addr = addr
+        self.request = request
+        self.hint = hint

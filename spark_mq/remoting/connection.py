@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from spark_mq.common.errors import FrameError, RemotingConnectError, RemotingTimeoutError
+from spark_mq.common.errors import FrameError, RemotingCommandError, RemotingConnectError, RemotingTimeoutError
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, encode
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
@@ -171,6 +171,9 @@ class Connection:
                 response = await handler(cmd, self)
             except asyncio.CancelledError:
                 raise
+            except RemotingCommandError as e:  # the client's mistake: one line, no traceback
+                log.warning("%s: bad %s: %s", self.peer, cmd.describe(), e)
+                response = cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
             except Exception as e:
                 log.exception("%s: handler for %s failed", self.peer, cmd.describe())
                 response = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")

@@ -11,17 +11,23 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+from spark_mq.common.errors import StoreNotWritableError
 
 log = logging.getLogger(__name__)
 
 
 class GroupCommit:
-    """Waiters block until ``flushed >= their offset``; one thread flushes for all of them."""
+    """Waiters block (or hold a future) until ``flushed >= their offset``; one thread flushes
+    for all of them."""
 
     def __init__(self, flush: Callable[[], int]) -> None:
         self._flush = flush
         self._cond = threading.Condition()
         self._wanted = 0
+        self._waiters: list[tuple[int, Future[None]]] = []
         self.flushed = 0
         self.flush_count = 0
         self._stop = False
@@ -31,17 +37,29 @@ class GroupCommit:
         self.flushed = flushed
         self._thread.start()
 
-    def wait(self, offset: int, timeout: float) -> bool:
-        """Block until ``offset`` is durable; False if ``timeout`` seconds pass first."""
+    def future(self, offset: int) -> Future[None]:
+        """A future that completes once ``offset`` is durable (for asyncio callers)."""
+        fut: Future[None] = Future()
         with self._cond:
             if self.flushed >= offset:
-                return True
+                fut.set_result(None)
+                return fut
+            if self._stop:
+                fut.set_exception(StoreNotWritableError("store shut down before the flush"))
+                return fut
+            self._waiters.append((offset, fut))
             if offset > self._wanted:
                 self._wanted = offset
                 self._cond.notify_all()
-            return self._cond.wait_for(lambda: self.flushed >= offset or self._stop, timeout) and (
-                self.flushed >= offset
-            )
+        return fut
+
+    def wait(self, offset: int, timeout: float) -> bool:
+        """Block until ``offset`` is durable; False if ``timeout`` seconds pass first."""
+        try:
+            self.future(offset).result(timeout)
+        except (FutureTimeout, StoreNotWritableError):
+            return False
+        return True
 
     def _run(self) -> None:
         while True:
@@ -57,12 +75,18 @@ class GroupCommit:
             with self._cond:
                 self.flushed = max(self.flushed, done)
                 self.flush_count += 1
-                self._cond.notify_all()
+                ready = [f for o, f in self._waiters if o <= self.flushed]
+                self._waiters = [(o, f) for o, f in self._waiters if o > self.flushed]
+            for f in ready:
+                f.set_result(None)
 
     def stop(self) -> None:
         with self._cond:
             self._stop = True
+            left, self._waiters = self._waiters, []
             self._cond.notify_all()
+        for _, f in left:
+            f.set_exception(StoreNotWritableError("store shut down before the flush"))
         if self._thread.is_alive():
             self._thread.join()
 

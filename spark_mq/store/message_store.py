@@ -20,6 +20,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -225,11 +226,13 @@ class MessageStore:
         batch = MessageBatch.from_messages([message], queue_id, [uniq_key] if uniq_key else None)
         return self.put_messages(batch)
 
-    def put_messages(self, batch: MessageBatch) -> PutResult:
+    def put_messages(self, batch: MessageBatch, wait_flush: bool = True) -> PutResult:
         """Store a batch for one topic queue. Invalid input raises before anything is written.
 
         Under SYNC_FLUSH returns once the batch is on disk (FLUSH_DISK_TIMEOUT if that takes
-        longer than ``syncFlushTimeout``; the messages are stored either way).
+        longer than ``syncFlushTimeout``; the messages are stored either way). With
+        ``wait_flush=False`` it returns at once and ``durable(result.end_offset)`` gives a future
+        (how the broker waits without blocking its event loop).
         """
         if not self._running:
             raise StoreNotWritableError("store is not running: start() it first")
@@ -254,11 +257,20 @@ class MessageStore:
         if self._dispatcher.backlog >= DISPATCH_BACKLOG:
             self._dispatcher.catch_up()
         status = PutStatus.PUT_OK
-        if self._group_commit is not None and not self._group_commit.wait(
+        if wait_flush and self._group_commit is not None and not self._group_commit.wait(
             res.end_offset, self.config.sync_flush_timeout / 1000
         ):
             status = PutStatus.FLUSH_DISK_TIMEOUT
         return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
+
+    def dispatch_backlog(self) -> int:
+        """Messages stored but not yet in their consume queue and the index."""
+        return self._dispatcher.backlog if self._dispatcher is not None else 0
+
+    def durable(self, offset: int) -> Future[None] | None:
+        """Under SYNC_FLUSH, a future done once the commitlog is flushed past ``offset``;
+        None under ASYNC_FLUSH (nothing to wait for)."""
+        return self._group_commit.future(offset) if self._group_commit is not None else None
 
     # -- reads ----------------------------------------------------------------------------
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:

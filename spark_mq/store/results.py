@@ -40,6 +40,11 @@ class PutResult:
     def count(self) -> int:
         return int(self.physical_offsets.size)
 
+    @property
+    def end_offset(self) -> int:
+        """Commitlog offset just past the last stored unit."""
+        return int(self.physical_offsets[-1] + self.sizes[-1])
+
     def msg_ids(self) -> list[str]:
         """offsetMsgIds of the stored messages, in order."""
         return [b.decode() for b in offset_msg_ids(self.store_host, self.physical_offsets).tolist()]

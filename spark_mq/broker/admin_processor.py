@@ -1,0 +1,192 @@
+"""Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, UPDATE_AND_CREATE_TOPIC,
+DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and
+GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from spark_mq import __version__
+from spark_mq.common.message import validate_topic
+from spark_mq.common.message_unit import STORE_TIMESTAMP_OFFSET
+from spark_mq.remoting.bodies import (
+    ConsumeStats,
+    KVTable,
+    MessageQueue,
+    OffsetWrapper,
+    TopicConfig,
+    TopicOffset,
+    TopicStatsTable,
+)
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.headers import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryMessageRequestHeader,
+    SearchOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+from spark_mq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from spark_mq.broker.controller import BrokerController
+
+ROCKETMQ_VERSION_DESC = "V4_9_7"  # the protocol level we speak
+
+
+def last_store_time(store: MessageStore, topic: str, queue_id: int, offset: int) -> int:
+    """Store time of the message just before queue offset ``offset`` (0 if none)."""
+    if offset <= store.get_min_offset(topic, queue_id):
+        return 0
+    got = store.get_messages(topic, queue_id, offset - 1, 1)
+    if got.count == 0:
+        return 0
+    return int.from_bytes(got.data[STORE_TIMESTAMP_OFFSET : STORE_TIMESTAMP_OFFSET + 8], "big")
+
+
+class AdminProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.started_ms = int(time.time() * 1000)
+
+    def register_on(self, server) -> None:
+        for code, handler in {
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics,
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+        }.items():
+            server.register(code, handler)
+
+    async def max_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        return cmd.make_response(ResponseCode.SUCCESS,
+                                 ext_fields={"offset": self.broker.store.get_max_offset(h.topic, h.queue_id)})
+
+    async def min_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = GetMinOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        return cmd.make_response(ResponseCode.SUCCESS,
+                                 ext_fields={"offset": self.broker.store.get_min_offset(h.topic, h.queue_id)})
+
+    async def search_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        offset = self.broker.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
+
+    async def earliest_time(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(cmd.ext_fields)
+        ts = self.broker.store.get_earliest_store_time(h.topic, h.queue_id)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": max(ts, 0)})
+
+    async def query_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        store = self.broker.store
+        units = store.query_by_key(h.topic, h.key, max(1, h.max_num), h.begin_timestamp, h.end_timestamp)
+        if not units:
+            return cmd.make_response(ResponseCode.QUERY_NOT_FOUND,
+                                     f"can not find message, maybe time range not correct: key {h.key}")
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={
+            "indexLastUpdateTimestamp": int(time.time() * 1000),
+            "indexLastUpdatePhyoffset": store.commitlog.max_offset(),
+        }, body=b"".join(units))
+
+    async def view_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        unit = self.broker.store.look_message_by_offset(h.offset)
+        if unit is None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
+        return cmd.make_response(ResponseCode.SUCCESS, body=unit)
+
+    async def create_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        validate_topic(h.topic)
+        if h.read_queue_nums <= 0 or h.write_queue_nums <= 0:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be positive")
+        self.broker.topics.upsert(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                                              h.topic_filter_type, h.topic_sys_flag or 0, h.order))
+        self.broker.request_registration()
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
+        if self.broker.topics.delete(h.topic):
+            self.broker.offsets.drop_topic(h.topic)
+            self.broker.request_registration()
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def all_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=self.broker.topics.wrapper().to_json())
+
+    async def topic_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        b = self.broker
+        topic = b.topics.get(h.topic)
+        if topic is None:
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        table = {}
+        for q in range(topic.write_queue_nums):
+            hi = b.store.get_max_offset(h.topic, q)
+            table[MessageQueue(h.topic, b.config.broker_name, q)] = TopicOffset(
+                b.store.get_min_offset(h.topic, q), hi, last_store_time(b.store, h.topic, q, hi))
+        return cmd.make_response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
+
+    async def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
+        b = self.broker
+        info = b.clients.consumer_group(h.consumer_group)
+        topics = {h.topic} if h.topic else {
+            t for t in b.topics.topics if b.offsets.offsets(h.consumer_group, t)
+        } | set(info.subscriptions if info else ())
+        table = {}
+        for t in sorted(topics):
+            topic = b.topics.get(t)
+            if topic is None:
+                continue
+            for q in range(topic.write_queue_nums):
+                committed = b.offsets.query(h.consumer_group, t, q)
+                table[MessageQueue(t, b.config.broker_name, q)] = OffsetWrapper(
+                    b.store.get_max_offset(t, q), max(committed, 0),
+                    last_store_time(b.store, t, q, committed) if committed > 0 else 0)
+        if not table:
+            return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                     f"the consumer group[{h.consumer_group}] not online and has no offsets")
+        tps = b.metrics.consume_tps(h.consumer_group, time.monotonic())
+        return cmd.make_response(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).to_json())
+
+    async def runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        b = self.broker
+        store = b.store
+        table = {
+            "brokerVersionDesc": ROCKETMQ_VERSION_DESC,
+            "sparkMqVersion": __version__,
+            "msgPutTotalTodayNow": str(b.metrics.put_total()),
+            "msgGetTotalTodayNow": str(b.metrics.get_total()),
+            "commitLogMinOffset": str(store.commitlog.min_offset()),
+            "commitLogMaxOffset": str(store.commitlog.max_offset()),
+            "commitLogDiskRatio": f"{store.retention.disk_ratio(store.root):.4f}",
+            "dispatchBehindMessages": str(store.dispatch_backlog()),
+            "pullHoldWaiters": str(b.hold.waiting),
+            "topicCount": str(len(b.topics.topics)),
+            "bootTimestamp": str(self.started_ms),
+            "flushDiskType": b.config.flush_disk_type,
+            "storeWritable": str(store.retention.writable).lower(),
+        }
+        return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

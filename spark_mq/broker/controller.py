@@ -1,0 +1,193 @@
+"""The broker process: a ``MessageStore`` behind a RemotingServer, plus the background duties
+(registration with every NameServer every 30 s and on topic changes, offset persistence,
+expiry of silent clients, metrics).
+
+``serve`` runs one until SIGTERM/SIGINT and shuts down cleanly: unregister from the
+NameServers, release held pulls, persist offsets and topics, flush and checkpoint the store,
+remove the abort file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+from collections.abc import Callable, Iterable
+
+from spark_mq.broker.admin_processor import AdminProcessor
+from spark_mq.broker.client_processor import ClientProcessor
+from spark_mq.broker.client_registry import ClientRegistry
+from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.pull_processor import PullProcessor
+from spark_mq.broker.queue_locks import QueueLockManager
+from spark_mq.broker.send_processor import SendProcessor
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.common.config import BrokerConfig
+from spark_mq.common.errors import RemotingError
+from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
+from spark_mq.remoting.client import RemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.server import RemotingServer
+from spark_mq.store.config_file import CONSUMER_OFFSETS, TOPICS
+from spark_mq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+REGISTER_INTERVAL_S = 30.0
+PERSIST_INTERVAL_S = 5.0
+CLIENT_SCAN_INTERVAL_S = 10.0
+NAMESRV_TIMEOUT_S = 6.0
+
+
+class BrokerController:
+    """Owns the broker's parts; ``start``/``stop`` and every handler run on one event loop."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.server = RemotingServer(config.listen_address, config.listen_port, name="broker")
+        self.clients = ClientRegistry()
+        self.hold = PullHoldService()
+        self.locks = QueueLockManager()
+        self.metrics = BrokerMetrics(config.root)
+        self.namesrv_client = RemotingClient()
+        self.store: MessageStore
+        self.topics: TopicConfigManager
+        self.offsets: ConsumerOffsetManager
+        self._register_now = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.broker_ip1}:{self.server.port}"
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.config.namesrv_addr.split(";") if a.strip()]
+
+    async def start(self) -> int:
+        """Listen, open (and recover) the store, register with the NameServers; returns the port."""
+        port = await self.server.start()
+        # message ids carry the store host, so the store learns the port actually bound
+        self.config = dataclasses.replace(self.config, listen_port=port)
+        self.store = MessageStore(self.config)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.store.start)
+        except BaseException:
+            await self.server.stop()
+            raise
+        self.topics = TopicConfigManager(self.config, self.store.config_file(TOPICS))
+        self.topics.load()
+        self.offsets = ConsumerOffsetManager(self.store.config_file(CONSUMER_OFFSETS))
+        self.offsets.load()
+        for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self)):
+            processor.register_on(self.server)
+        self.metrics.serve(self.config.listen_address, self.config.metrics_port)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._register_loop(), name="broker-register"),
+            loop.create_task(self._every(PERSIST_INTERVAL_S, self.offsets.persist), name="broker-persist"),
+            loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients), name="broker-clients"),
+        ]
+        await self.register_all()
+        log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
+                 self.address)
+        return port
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._unregister_all()
+        self.hold.wake_all()
+        await self.server.stop()
+        await self.namesrv_client.close()
+        self.offsets.persist()
+        self.topics.persist()
+        self.store.shutdown()
+        log.info("broker %s stopped cleanly", self.config.broker_name)
+
+    # -- duties -----------------------------------------------------------------------------
+    def request_registration(self) -> None:
+        """Re-register soon (a topic was created or changed)."""
+        self._register_now.set()
+
+    async def _register_loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._register_now.wait(), REGISTER_INTERVAL_S)
+            self._register_now.clear()
+            await self.register_all()
+
+    async def register_all(self) -> None:
+        """REGISTER_BROKER with every NameServer; a failing one is logged and retried later."""
+        body = RegisterBrokerBody(self.topics.wrapper()).to_json()
+        fields = {
+            "brokerName": self.config.broker_name, "brokerAddr": self.address,
+            "clusterName": self.config.broker_cluster_name, "haServerAddr": f"{self.config.broker_ip1}:0",
+            "brokerId": self.config.broker_id, "compressed": "false", "bodyCrc32": body_crc32(body),
+        }
+        for addr in self.namesrv_addrs:
+            try:
+                resp = await self.namesrv_client.invoke(
+                    addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body), NAMESRV_TIMEOUT_S)
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("namesrv %s refused registration: %s %s", addr, resp.code, resp.remark)
+            except RemotingError as e:
+                log.warning("cannot register with namesrv %s (retrying in %.0f s): %s", addr, REGISTER_INTERVAL_S, e)
+
+    async def _unregister_all(self) -> None:
+        fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,
+                  "clusterName": self.config.broker_cluster_name, "brokerId": self.config.broker_id}
+        for addr in self.namesrv_addrs:
+            with contextlib.suppress(RemotingError):
+                await self.namesrv_client.invoke(
+                    addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields), NAMESRV_TIMEOUT_S)
+
+    @staticmethod
+    async def _every(interval: float, duty: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                duty()
+            except Exception:  # a failing duty is retried next interval; the broker keeps serving
+                log.exception("broker duty %s failed", getattr(duty, "__name__", duty))
+
+    def _expire_clients(self) -> None:
+        self.notify_group_changes(self.clients.expire())
+
+    def notify_group_changes(self, groups: Iterable[str]) -> None:
+        """Tell every member of each group that the member list changed (they rebalance)."""
+        for group in groups:
+            info = self.clients.consumer_group(group)
+            if info is None:
+                continue
+            for conn in list(info.channels):
+                with contextlib.suppress(RemotingError):
+                    conn.send_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                             {"consumerGroup": group}))
+
+
+async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
+    """Run a broker until SIGTERM or SIGINT."""
+    broker = BrokerController(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await broker.start()
+    try:
+        if on_ready is not None:
+            on_ready(broker.address)
+        await stop.wait()
+        log.info("broker stopping on signal")
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await broker.stop()

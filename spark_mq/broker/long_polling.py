@@ -1,0 +1,55 @@
+"""Long polling: a pull that finds nothing new waits until a message arrives or its suspend
+timeout passes (RocketMQ's PullRequestHoldService, driven by arrival notifications instead
+of a 5 s re-check loop).
+
+Thread-safety: used from the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class PullHoldService:
+    def __init__(self) -> None:
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(w) for w in self._waiters.values())
+
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
+        """Hold until a message at or past ``offset`` arrives in the queue; False on timeout."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        key = (topic, queue_id)
+        entry = (offset, fut)
+        self._waiters.setdefault(key, []).append(entry)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                with contextlib.suppress(ValueError):
+                    waiters.remove(entry)
+                if not waiters:
+                    del self._waiters[key]
+
+    def has_waiters(self, topic: str, queue_id: int) -> bool:
+        return (topic, queue_id) in self._waiters
+
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """Messages up to ``max_offset`` (exclusive) exist now: wake the pulls they satisfy."""
+        for offset, fut in self._waiters.get((topic, queue_id), ()):
+            if offset < max_offset and not fut.done():
+                fut.set_result(None)
+
+    def wake_all(self) -> None:
+        """Release every held pull (shutdown)."""
+        for waiters in self._waiters.values():
+            for _, fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)

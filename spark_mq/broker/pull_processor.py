@@ -1,0 +1,98 @@
+"""PULL_MESSAGE with long polling (RocketMQ's PullMessageProcessor + PullRequestHoldService).
+
+The store's statuses map to response codes as RocketMQ maps them; the response header always
+carries nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId (clients read a missing
+one as 0). A pull that finds nothing new and carries the suspend flag is held until a message
+arrives on its queue or the suspend timeout passes, then answered from a second look.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from spark_mq.common.java_hash import java_hash
+from spark_mq.remoting.bodies import SUB_ALL
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.headers import PERM_READ, PullMessageRequestHeader
+from spark_mq.store.results import GetResult, GetStatus
+
+if TYPE_CHECKING:
+    from spark_mq.broker.controller import BrokerController
+
+MAX_SUSPEND_S = 30.0  # never hold a pull longer than this, whatever the client asks
+
+_STATUS_CODE = {
+    GetStatus.FOUND: ResponseCode.SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def tag_codes(subscription: str | None) -> set[int] | None:
+    """Tag hash codes of ``"a || b"``; None (no filter) for ``*`` or nothing."""
+    if not subscription or subscription.strip() == SUB_ALL:
+        return None
+    tags = {t.strip() for t in subscription.split("||") if t.strip()}
+    return {java_hash(t) for t in tags} or None
+
+
+def response_code(result: GetResult, offset: int) -> ResponseCode:
+    if result.status in (GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE):
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return _STATUS_CODE[result.status]
+
+
+class PullProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register_on(self, server) -> None:
+        server.register(RequestCode.PULL_MESSAGE, self.pull)
+
+    async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        b = self.broker
+        h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        topic = b.topics.get(h.topic)
+        if topic is None:
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST,
+                                     f"topic[{h.topic}] not exist, apply first please!")
+        if not topic.perm & PERM_READ:
+            return cmd.make_response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling is forbidden")
+        if not 0 <= h.queue_id < max(topic.read_queue_nums, topic.write_queue_nums):
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                f"[{topic.read_queue_nums}]")
+        if h.has_subscription:
+            codes = tag_codes(h.subscription)
+        else:
+            sub = b.clients.subscription(h.consumer_group, h.topic)
+            codes = tag_codes(sub.sub_string) if sub else None
+        if h.has_commit_offset and h.commit_offset >= 0:
+            b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+
+        result = b.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+        code = response_code(result, h.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0:
+            b.metrics.long_poll_waiters.inc()
+            try:
+                await b.hold.wait(h.topic, h.queue_id, h.queue_offset,
+                                  min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S))
+            finally:
+                b.metrics.long_poll_waiters.dec()
+            result = b.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+            code = response_code(result, h.queue_offset)
+        if code == ResponseCode.SUCCESS:
+            b.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
+        return cmd.make_response(code, ext_fields={
+            "suggestWhichBrokerId": 0,
+            "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset,
+            "maxOffset": result.max_offset,
+        }, body=result.data if code == ResponseCode.SUCCESS else b"")

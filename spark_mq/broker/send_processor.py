@@ -1,0 +1,100 @@
+"""SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
+
+Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a
+negative queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is
+stored. Under SYNC_FLUSH the response waits for the group commit without blocking the event
+loop. A stored message wakes the pulls held on its queue at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import TYPE_CHECKING
+
+from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
+from spark_mq.common.message import MessageBatch, pack_host
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.headers import PERM_WRITE, SendMessageRequestHeader, parse_send_request_header
+from spark_mq.remoting.message_batch_codec import decode_batch_body
+from spark_mq.store.results import PutStatus
+
+if TYPE_CHECKING:
+    from spark_mq.broker.controller import BrokerController
+
+SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+
+
+def born_host(conn: Connection) -> bytes:
+    host, _, port = conn.peer.rpartition(":")
+    try:
+        return pack_host(host, int(port))
+    except (OSError, ValueError):  # not IPv4 (we store IPv4 hosts only)
+        return pack_host("127.0.0.1", int(port) if port.isdigit() else 0)
+
+
+class SendProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register_on(self, server) -> None:
+        for code in SEND_CODES:
+            server.register(code, self.send)
+
+    async def send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        b = self.broker
+        h = parse_send_request_header(cmd.code, cmd.ext_fields)
+        topic = b.topics.get(h.topic)
+        if topic is None:
+            topic = b.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+            if topic is None:
+                return cmd.make_response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{h.topic}] not exist, apply first please! (autoCreateTopicEnable is off)")
+            b.request_registration()
+        if not topic.perm & PERM_WRITE:
+            return cmd.make_response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending is forbidden")
+        queue_id = h.queue_id if h.queue_id >= 0 else random.randrange(topic.write_queue_nums)
+        if queue_id >= max(topic.write_queue_nums, topic.read_queue_nums):
+            return cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic {h.topic} has {topic.write_queue_nums} write queues")
+        try:
+            batch = self._batch(cmd, h, queue_id, conn)
+            started = time.perf_counter()
+            result = b.store.put_messages(batch, wait_flush=False)
+        except MessageValidationError as e:
+            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        except StoreNotWritableError as e:
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+        b.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        b.hold.notify(h.topic, queue_id, result.queue_offset + result.count)
+        code = ResponseCode.SUCCESS
+        durable = b.store.durable(result.end_offset)
+        if durable is not None:
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(durable), b.config.sync_flush_timeout / 1000)
+            except (asyncio.TimeoutError, StoreNotWritableError):
+                code = ResponseCode.FLUSH_DISK_TIMEOUT
+        if result.status == PutStatus.FLUSH_DISK_TIMEOUT:
+            code = ResponseCode.FLUSH_DISK_TIMEOUT
+        return cmd.make_response(code, ext_fields={
+            "msgId": ",".join(result.msg_ids()),
+            "queueId": queue_id,
+            "queueOffset": result.queue_offset,
+        })
+
+    @staticmethod
+    def _batch(cmd: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, conn: Connection) -> MessageBatch:
+        if h.batch:
+            return decode_batch_body(cmd.body, h.topic, queue_id, h.born_timestamp, h.sys_flag,
+                                     h.reconsume_times or 0, born_host(conn))
+        batch = MessageBatch.of(h.topic, queue_id, [cmd.body], [(h.properties or "").encode()],
+                                born_timestamp=h.born_timestamp, born_host=born_host(conn))
+        batch.flags[:] = h.flag
+        batch.sys_flags[:] = h.sys_flag
+        batch.reconsume_times[:] = h.reconsume_times or 0
+        return batch

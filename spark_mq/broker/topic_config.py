@@ -1,0 +1,98 @@
+"""Topic configs (``config/topics.json``, RocketMQ's TopicConfigManager layout).
+
+Topics are created explicitly (UPDATE_AND_CREATE_TOPIC) or on first send when
+``autoCreateTopicEnable`` is on; ``TBW102`` is the default topic RocketMQ clients route
+unknown topics through, so it is registered with the inherit permission when auto-create is on.
+
+Thread-safety: used from the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from spark_mq.common.config import BrokerConfig
+from spark_mq.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from spark_mq.remoting.headers import PERM_INHERIT, PERM_READ, PERM_WRITE
+from spark_mq.store.config_file import JsonConfigFile
+
+log = logging.getLogger(__name__)
+
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+PERM_READ_WRITE = PERM_READ | PERM_WRITE
+
+
+class TopicConfigManager:
+    def __init__(self, config: BrokerConfig, file: JsonConfigFile) -> None:
+        self.config = config
+        self.file = file
+        self.topics: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(int(time.time() * 1000), 0)
+
+    def load(self) -> None:
+        raw = self.file.load()
+        if raw is not None:
+            wrapper = TopicConfigSerializeWrapper.from_json(json.dumps(raw))
+            self.topics = dict(wrapper.topic_config_table)
+            self.data_version = wrapper.data_version
+        system = [self.config.broker_cluster_name, self.config.broker_name]
+        if self.config.auto_create_topic_enable:
+            self.topics.setdefault(
+                AUTO_CREATE_TOPIC_KEY,
+                TopicConfig(AUTO_CREATE_TOPIC_KEY, self.config.default_topic_queue_nums,
+                            self.config.default_topic_queue_nums, PERM_READ_WRITE | PERM_INHERIT),
+            )
+        for name in system:
+            self.topics.setdefault(name, TopicConfig(name, 1, 1, PERM_INHERIT))
+
+    def persist(self) -> None:
+        wrapper = TopicConfigSerializeWrapper(self.topics, self.data_version)
+        self.file.persist(json.loads(wrapper.to_json(standard=True)))
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
+        self.persist()
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def upsert(self, topic: TopicConfig) -> bool:
+        """Create or update; returns whether anything changed."""
+        if self.topics.get(topic.topic_name) == topic:
+            return False
+        self.topics[topic.topic_name] = topic
+        log.info("topic %s: %d read / %d write queues, perm %d", topic.topic_name, topic.read_queue_nums,
+                 topic.write_queue_nums, topic.perm)
+        self._changed()
+        return True
+
+    def delete(self, topic: str) -> bool:
+        if self.topics.pop(topic, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def create_on_send(self, topic: str, default_topic: str, queue_nums: int) -> TopicConfig | None:
+        """Auto-create ``topic`` on first send, as RocketMQ does through the default topic."""
+        if not self.config.auto_create_topic_enable:
+            return None
+        base = self.topics.get(default_topic or AUTO_CREATE_TOPIC_KEY)
+        if base is None or not base.perm & PERM_INHERIT:
+            return None
+        nums = max(1, min(queue_nums or self.config.default_topic_queue_nums, base.write_queue_nums))
+        created = TopicConfig(topic, nums, nums, PERM_READ_WRITE)
+        self.upsert(created)
+        return created
+
+    def ensure_retry_topic(self, group: str) -> bool:
+        """``%RETRY%<group>`` (one queue) for a clustering consumer group; True if created."""
+        name = RETRY_GROUP_TOPIC_PREFIX + group
+        if name in self.topics:
+            return False
+        return self.upsert(TopicConfig(name, 1, 1, PERM_READ_WRITE))
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(dict(self.topics), self.data_version)

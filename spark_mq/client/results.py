@@ -1,0 +1,122 @@
+"""What the client API returns for sends and pulls: statuses as enums, as RocketMQ's client does.
+
+Expected outcomes are values, never exceptions: a send the broker stored but could not flush in
+time is ``SendStatus.FLUSH_DISK_TIMEOUT``; a pull that found nothing is ``PullStatus.NO_NEW_MSG``.
+The mapping from response codes is RocketMQ's ``MQClientAPIImpl.processSendResponse`` and
+``processPullResponse``; any other code raises ``MQClientError``.
+
+Thread-safety: results are immutable values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from spark_mq.common.message_unit import StoredMessage, decode_message
+from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.message_batch_codec import split_pull_body
+
+
+class SendStatus(Enum):
+    """RocketMQ's SendStatus. All but SEND_OK mean: stored on the master, durability not confirmed."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+SEND_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """One SEND_MESSAGE(_V2) or SEND_BATCH_MESSAGE outcome.
+
+    ``msg_id`` is the client-side UNIQ_KEY (comma-joined for a batch, as Java's SendResult), or
+    None when the message carried none; ``offset_msg_id`` is the broker's id (store host +
+    commitlog offset; comma-joined for a batch); ``queue_offset`` is the first message's.
+    """
+
+    status: SendStatus
+    msg_id: str | None
+    offset_msg_id: str
+    topic: str
+    broker_name: str | None
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+    region_id: str | None = None
+
+    @property
+    def msg_ids(self) -> list[str]:
+        return self.msg_id.split(",") if self.msg_id else []
+
+    @property
+    def offset_msg_ids(self) -> list[str]:
+        return self.offset_msg_id.split(",") if self.offset_msg_id else []
+
+
+class PullStatus(Enum):
+    """RocketMQ's PullStatus."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"  # PULL_NOT_FOUND: nothing at or past the offset yet
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"  # PULL_RETRY_IMMEDIATELY: messages there, none matched the filter
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"  # PULL_OFFSET_MOVED: offset below min or past max; use next_begin_offset
+
+
+PULL_STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """A PULL_MESSAGE outcome; ``body`` holds whole commitlog units back to back (FOUND only)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    body: bytes = b""
+
+    def unit_starts(self, check_crc: bool = False) -> np.ndarray:
+        """Start offsets (int64) of the units in ``body``; raises BatchBodyError on a torn body."""
+        return split_pull_body(self.body, check_crc)
+
+    def messages(self, check_crc: bool = False) -> list[StoredMessage]:
+        """The units decoded one by one (for tools and tests; bulk readers decode ``body`` to Arrow)."""
+        return decode_units_list(self.body, check_crc)
+
+
+def decode_units_list(body: bytes, check_crc: bool = False) -> list[StoredMessage]:
+    """Every unit of a pull/query response body as a StoredMessage."""
+    starts = split_pull_body(body, check_crc)
+    if not starts.size:
+        return []
+    ends = np.append(starts[1:], len(body)).tolist()
+    mv = memoryview(body)
+    return [decode_message(mv[s:e]) for s, e in zip(starts.tolist(), ends, strict=True)]
+
+
+@dataclass(frozen=True)
+class RegisterBrokerResult:
+    """REGISTER_BROKER response: the master's HA address and master address (slaves only), and
+    the ORDER_TOPIC_CONFIG KV table when the NameServer has one."""
+
+    ha_server_addr: str | None
+    master_addr: str | None
+    kv_table: dict[str, str]
