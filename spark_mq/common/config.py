@@ -56,6 +56,7 @@ class BrokerConfig:
     disk_space_warning_level_ratio: float = 0.90  # above it, writes are refused
     clean_resource_interval: int = 10_000  # ms
     delete_files_batch_max: int = 10
+    max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a client
     # topics
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 4
@@ -98,6 +99,7 @@ class NamesrvConfig:
     broker_channel_expired_time: int = 120_000  # ms of silence after which a broker is evicted
     order_message_enable: bool = False  # attach ORDER_TOPIC_CONFIG KV entries to routes, as RocketMQ does
     max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a peer
+    kv_config_path: str = ""  # kvConfig.json; empty keeps KV config in memory only
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -12,9 +12,11 @@ import logging
 import signal
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from spark_mq.common.config import NamesrvConfig
 from spark_mq.common.errors import RemotingConnectError
+from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.namesrv.kv_config import KVConfigManager
 from spark_mq.namesrv.processor import NamesrvProcessor
 from spark_mq.namesrv.route_info import RouteInfoManager
@@ -30,7 +32,7 @@ class NamesrvController:
     def __init__(self, config: NamesrvConfig, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_time / 1000, on_evict=self._close_evicted)
-        self.kv = KVConfigManager()
+        self.kv = KVConfigManager(JsonConfigFile(Path(config.kv_config_path)) if config.kv_config_path else None)
         self.server = RemotingServer(config.listen_address, config.listen_port, config.max_frame_size, name="namesrv")
         NamesrvProcessor(self.routes, self.kv, config).register_on(self.server)
         self.server.on_connect(lambda conn: conn.on_close(self.routes.on_connection_closed))

@@ -1,0 +1,47 @@
+"""Small JSON state files (topics, offsets, KV config), written atomically.
+
+A write goes to a temporary file, is fsynced, renamed over the old one, and the directory is
+fsynced: a crash leaves either the old or the new content, never a torn file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from spark_mq.common.errors import CorruptFileError
+
+
+class JsonConfigFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self, default: Any = None) -> Any:
+        """The stored value, or ``default`` when the file does not exist yet."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return default
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CorruptFileError(str(self.path), e.pos, f"invalid JSON ({e.msg}); restore it or delete it") from None
+
+    def persist(self, value: Any) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        data = json.dumps(value, indent=2, sort_keys=True).encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        dfd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
