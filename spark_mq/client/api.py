@@ -157,7 +157,8 @@ class MQClientAPI:
     """Typed RocketMQ requests to NameServers and brokers over one ``RemotingClient``.
 
     ``async with MQClientAPI() as api:`` opens nothing until the first request and closes every
-    connection on exit. A ``remoting`` client passed in is shared and left open on ``close``.
+    connection on exit. A ``remoting`` client passed in is shared and left open on ``close``;
+    server-initiated requests on it go to the MQClientAPI constructed on it last.
     """
 
     def __init__(self, remoting: RemotingClient | None = None, *, timeout: float = 3.0,

@@ -100,7 +100,10 @@ class UniqKeyParts:
 
 def parse_uniq_key(key: str) -> UniqKeyParts:
     """Split a UNIQ_KEY into its fields; ValueError if it is not 32 hex characters."""
-    raw = bytes.fromhex(key) if len(key) == UNIQ_KEY_LENGTH else b""
+    try:
+        raw = bytes.fromhex(key) if len(key) == UNIQ_KEY_LENGTH else b""
+    except ValueError:
+        raw = b""
     if len(raw) != UNIQ_KEY_BYTES:
         raise ValueError(f"{key!r} is not a UNIQ_KEY: expected {UNIQ_KEY_LENGTH} hex characters")
     return UniqKeyParts(socket.inet_ntoa(raw[:4]), int.from_bytes(raw[4:6], "big"), int.from_bytes(raw[6:10], "big"),
