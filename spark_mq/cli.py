@@ -1,5 +1,7 @@
-"""The ``spark-mq`` command line. Each subcommand has ``--help``; errors exit non-zero with
-one line that says what to do."""
+"""spark-mq: a RocketMQ-compatible message store whose consumers are Spark drivers.
+
+Every command has --help. Errors exit non-zero with one line that says what to do.
+"""
 
 from __future__ import annotations
 
