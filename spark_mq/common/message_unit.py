@@ -66,6 +66,8 @@ STORE_TIMESTAMP_OFFSET = HEADER.fields["store_timestamp"][1]
 QUEUE_OFFSET_OFFSET = HEADER.fields["queue_offset"][1]
 
 SIZE_MAGIC = struct.Struct(">ii")
+_HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")  # HEADER as one struct, for a lone message
+assert _HEADER.size == HEADER.itemsize
 # HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
 _HEADER_TEMPLATE = struct.Struct(">4xi4xi4x8x8x4x8x8sq8s4x8x4x")
 assert _HEADER_TEMPLATE.size == HEADER.itemsize
@@ -114,6 +116,8 @@ def encode_batch(
     topic = batch.topic.encode()
     if sizes is None:
         sizes = unit_sizes(batch)
+    if n == 1:  # a lone message (most network sends): one struct.pack beats ~25 numpy calls
+        return _encode_one(batch, topic, int(sizes[0]), physical_offset, queue_offset, store_timestamp, store_host)
     phys = np.empty(n, dtype=np.int64)
     phys[0] = physical_offset
     np.cumsum(sizes[:-1], out=phys[1:])
@@ -148,6 +152,21 @@ def encode_batch(
         strict=True,
     )
     return EncodedBatch(b"".join(chain.from_iterable(pieces)), sizes, phys)
+
+
+def _encode_one(
+    batch: MessageBatch, topic: bytes, size: int, physical_offset: int, queue_offset: int,
+    store_timestamp: int, store_host: bytes,
+) -> EncodedBatch:
+    body, props = batch.bodies[0], batch.properties[0]
+    head = _HEADER.pack(
+        size, MESSAGE_MAGIC, zlib.crc32(body) & CRC_MASK, batch.queue_id, int(batch.flags[0]), queue_offset,
+        physical_offset, int(batch.sys_flags[0]) & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG),
+        int(batch.born_timestamps[0]), batch.born_host, store_timestamp, store_host, int(batch.reconsume_times[0]),
+        0, len(body),
+    )
+    data = b"".join((head, body, bytes((len(topic),)), topic, PROPS_LENGTH.pack(len(props)), props))
+    return EncodedBatch(data, np.array([size], dtype=np.int64), np.array([physical_offset], dtype=np.int64))
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,10 @@ class CommitLog:
             mf = self.files.last_writable()
             room = mf.remaining - END_FILE_MIN_BLANK_LENGTH
             rest = sizes[done:]
-            fit = int(np.searchsorted(np.cumsum(rest), room, side="right"))
+            if rest.size == 1:
+                fit = 1 if int(rest[0]) <= room else 0
+            else:
+                fit = int(np.searchsorted(np.cumsum(rest), room, side="right"))
             if fit == 0:
                 mf.close_tail(blank_unit(mf.remaining))
                 continue
