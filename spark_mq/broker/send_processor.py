@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
-from spark_mq.common.message import MessageBatch, pack_host
+from spark_mq.common.message import MessageBatch, pack_host, validate_topic
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -49,6 +49,10 @@ class SendProcessor:
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
         topic = b.topics.get(h.topic)
         if topic is None:
+            try:  # never auto-create (persist, register) a topic the store would refuse
+                validate_topic(h.topic)
+            except MessageValidationError as e:
+                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
             topic = b.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:
                 return cmd.make_response(

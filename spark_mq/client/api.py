@@ -56,6 +56,7 @@ from spark_mq.remoting.bodies import (
     LockBatchResponseBody,
     MessageQueue,
     RegisterBrokerBody,
+    TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
     TopicStatsTable,
@@ -522,6 +523,12 @@ class MQClientAPI:
                                           topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
                                           order=order)
         await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
+
+    async def get_all_topic_config(self, addr: str, *,
+                                   timeout: float | None = None) -> TopicConfigSerializeWrapper:
+        """GET_ALL_TOPIC_CONFIG: every topic config of the broker, with its data version."""
+        response = await self._invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout=timeout)
+        return TopicConfigSerializeWrapper.from_json(response.body)
 
     async def delete_topic_in_broker(self, addr: str, topic: str, *, timeout: float | None = None) -> None:
         """DELETE_TOPIC_IN_BROKER."""

@@ -1,7 +1,7 @@
 """``SyncMQClientAPI``: every ``MQClientAPI`` request as a blocking call, for code that is not async
 (the CLI, tests, Spark drivers and executors).
 
-The async API runs on a private :class:`~spark_mq.client.loop_thread.LoopThread`; each method
+The async API runs on a private :class:`~spark_mq.remoting.loop.LoopThread`; each method
 here has the async method's name, signature and docstring (they are generated from it, so the
 two never drift apart) and blocks until the response or the error.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_mq.client.api import ConsumerIdsChangedCallback, MQClientAPI
-from spark_mq.client.loop_thread import LoopThread
+from spark_mq.remoting.loop import LoopThread
 
 
 class SyncMQClientAPI:

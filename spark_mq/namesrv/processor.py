@@ -5,7 +5,8 @@ GET_BROKER_CLUSTER_INFO (106), PUT/GET/DELETE_KV_CONFIG (100-102), GET_KVLIST_BY
 (219), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), GET_TOPICS_BY_CLUSTER (224),
 DELETE_TOPIC_IN_NAMESRV (216), WIPE_WRITE_PERM_OF_BROKER (205), QUERY_DATA_VERSION (322).
 Anything else is answered REQUEST_CODE_NOT_SUPPORTED by the remoting server. A request missing
-a required header field is answered SYSTEM_ERROR naming the field, as RocketMQ does.
+a required header field, or with one that does not parse, is answered SYSTEM_ERROR naming the
+field, as RocketMQ does (the header classes of ``remoting/headers.py`` raise ``HeaderError``).
 
 REGISTER_BROKER header (RegisterBrokerRequestHeader, all strings on the wire): brokerName,
 brokerAddr, clusterName, haServerAddr, brokerId (required), compressed ("true" → the body is
@@ -29,37 +30,49 @@ against us, observed in tests/peers/test_namesrv_cpp_client.py and with a record
   unquoted ``{0:"host:port"}`` alike (jsoncpp ``allowNumericKeys``; ids read back with
   ``atoi``), then dials the master (id 0) address. It reads only queueDatas (brokerName,
   readQueueNums, writeQueueNums, perm), brokerDatas (brokerName, brokerAddrs) and
-  orderTopicConf; ``cluster``, ``topicSysFlag`` and ``filterServerTable`` are ignored. We
-  write standard JSON always (see ``wire.py``).
+  orderTopicConf; ``cluster``, ``topicSysFlag`` and ``filterServerTable`` are ignored.
 * To the broker it then sends SEND_MESSAGE (10, not SEND_MESSAGE_V2) with extFields
   producerGroup, topic, defaultTopic ("TBW102"), defaultTopicQueueNums ("4"), queueId, sysFlag,
   bornTimestamp, flag, properties (``KEYS\x01k\x02TAGS\x01t\x02UNIQ_KEY\x01<32 hex>\x02
   WAIT\x01true\x02``), reconsumeTimes, unitMode ("0"), batch ("0") — plus the three ACL
   fields — and the raw body; after a failed send it retries twice on other queues. On
   shutdown it sends UNREGISTER_CLIENT (35) with clientID, producerGroup, consumerGroup ("").
+
+What we write: route and cluster info always in standard JSON (broker ids quoted), as a 4.9.4+
+NameServer does for clients asking ``acceptStandardJsonOnly``: fastjson, Go's encoding/json
+and the C++ client (jsoncpp with ``allowNumericKeys``, keys read back with ``atoi``) all accept
+it — checked against the real C++ client in tests/peers. Queue data carries the topic sys flag
+as both ``topicSynFlag`` (Java clients before 4.9) and ``topicSysFlag`` (4.9 and later).
 """
 
 from __future__ import annotations
 
-import zlib
+import dataclasses
 
 from spark_mq.common.config import NamesrvConfig
-from spark_mq.common.errors import RemotingCommandError
 from spark_mq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from spark_mq.namesrv.route_info import RouteInfoManager, TopicRoute
-from spark_mq.namesrv.wire import (
-    DataVersion,
-    RegisterBrokerBody,
-    broker_data_json,
-    decode_json,
-    decode_register_broker_body,
-    dumps,
-    queue_data_json,
-    topic_list_json,
-)
+from spark_mq.namesrv.route_info import RouteInfoManager
+from spark_mq.remoting.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicList, body_crc32
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.headers import (
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
 from spark_mq.remoting.server import RemotingServer
 
 # FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL) in RocketMQ 4.x
@@ -69,34 +82,6 @@ _APPLY_TOPIC_HINT = "\nSee http://rocketmq.apache.org/docs/faq/ for further deta
 def topic_not_exist_remark(topic: str) -> str:
     """RocketMQ's remark for TOPIC_NOT_EXIST, word for word."""
     return f"No topic route info in name server for the topic: {topic}{_APPLY_TOPIC_HINT}"
-
-
-def _field(cmd: RemotingCommand, name: str) -> str:
-    value = cmd.ext_fields.get(name)
-    if value is None:
-        raise RemotingCommandError(f"the custom field <{name}> is null")
-    return value
-
-
-def _int(cmd: RemotingCommand, name: str) -> int:
-    value = _field(cmd, name)
-    try:
-        return int(value)
-    except ValueError:
-        raise RemotingCommandError(f"the custom field <{name}> is {value!r}, not an integer") from None
-
-
-def encode_topic_route(route: TopicRoute) -> bytes:
-    """TopicRouteData JSON in fastjson's field order (standard JSON: broker ids quoted)."""
-    doc: dict[str, object] = {
-        "brokerDatas": [broker_data_json(b.cluster, b.broker_name, b.broker_addrs) for b in route.broker_datas],
-        "filterServerTable": {},
-    }
-    if route.order_topic_conf is not None:
-        doc["orderTopicConf"] = route.order_topic_conf
-    doc["queueDatas"] = [queue_data_json(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm,
-                                         q.topic_sys_flag) for q in route.queue_datas]
-    return dumps(doc)
 
 
 class NamesrvProcessor:
@@ -129,94 +114,94 @@ class NamesrvProcessor:
     # -- KV config ----------------------------------------------------------------------------
 
     async def put_kv_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        self.kv.put(_field(cmd, "namespace"), _field(cmd, "key"), _field(cmd, "value"))
+        h = PutKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.kv.put(h.namespace, h.key, h.value)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def get_kv_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        ns, key = _field(cmd, "namespace"), _field(cmd, "key")
-        value = self.kv.get(ns, key)
+        h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        value = self.kv.get(h.namespace, h.key)
         if value is None:
-            return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"value": value})
+            return cmd.make_response(ResponseCode.QUERY_NOT_FOUND,
+                                     f"No config item, Namespace: {h.namespace} Key: {h.key}")
+        response = GetKVConfigResponseHeader(value=value)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields())
 
     async def delete_kv_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        self.kv.delete(_field(cmd, "namespace"), _field(cmd, "key"))
+        h = DeleteKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.kv.delete(h.namespace, h.key)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def get_kv_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        ns = _field(cmd, "namespace")
+        ns = GetKVListByNamespaceRequestHeader.from_ext_fields(cmd.ext_fields).namespace
         table = self.kv.namespace(ns)
         if table is None:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
-        return cmd.make_response(ResponseCode.SUCCESS, body=dumps({"table": table}))
+        return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
 
     # -- brokers ------------------------------------------------------------------------------
 
     async def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        name, addr, cluster = _field(cmd, "brokerName"), _field(cmd, "brokerAddr"), _field(cmd, "clusterName")
-        ha_addr, broker_id = _field(cmd, "haServerAddr"), _int(cmd, "brokerId")
-        crc = int(cmd.ext_fields.get("bodyCrc32") or 0)
-        if crc and crc != zlib.crc32(cmd.body) & 0x7FFFFFFF:
+        h = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        if h.body_crc32 and h.body_crc32 != body_crc32(cmd.body):
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-        if cmd.body:
-            compressed = cmd.ext_fields.get("compressed", "false").lower() == "true"
-            body = decode_register_broker_body(cmd.body, compressed)
+        if not cmd.body:
+            body = RegisterBrokerBody()
+        elif h.compressed:
+            body = RegisterBrokerBody.decode_compressed(cmd.body)
         else:
-            body = RegisterBrokerBody(DataVersion(0, 0), {}, [])
-        result = self.routes.register_broker(cluster, addr, name, broker_id, ha_addr, body.data_version,
-                                             body.topic_configs, conn)
+            body = RegisterBrokerBody.from_json(cmd.body)
+        wrapper = body.topic_config_serialize_wrapper
+        result = self.routes.register_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id,
+                                             h.ha_server_addr, wrapper.data_version, wrapper.topic_config_table, conn)
         order_conf = self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
-        return cmd.make_response(
-            ResponseCode.SUCCESS,
-            ext_fields={"haServerAddr": result.ha_server_addr or None, "masterAddr": result.master_addr or None},
-            body=dumps({"table": order_conf}) if order_conf is not None else b"")
+        response = RegisterBrokerResponseHeader(ha_server_addr=result.ha_server_addr or None,
+                                                master_addr=result.master_addr or None)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields(),
+                                 body=KVTable(order_conf).to_json() if order_conf is not None else b"")
 
     async def unregister_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        self.routes.unregister_broker(_field(cmd, "clusterName"), _field(cmd, "brokerAddr"),
-                                      _field(cmd, "brokerName"), _int(cmd, "brokerId"))
+        h = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.routes.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def query_data_version(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        addr = _field(cmd, "brokerAddr")
-        theirs = DataVersion.from_json(decode_json(cmd.body, "DataVersion") if cmd.body else None)
+        addr = QueryDataVersionRequestHeader.from_ext_fields(cmd.ext_fields).broker_addr
+        theirs = DataVersion.from_json(cmd.body) if cmd.body else DataVersion()
         changed = self.routes.topic_config_changed(addr, theirs)
         if not changed:
             self.routes.touch(addr)
         ours = self.routes.data_version_of(addr)
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"changed": changed},
-                                 body=dumps(ours.to_json()) if ours is not None else b"")
+        response = QueryDataVersionResponseHeader(changed=changed)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields(),
+                                 body=ours.to_json() if ours is not None else b"")
 
     async def wipe_write_perm(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        count = self.routes.wipe_write_perm(_field(cmd, "brokerName"))
-        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"wipeTopicCount": count})
+        h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        response = WipeWritePermOfBrokerResponseHeader(wipe_topic_count=self.routes.wipe_write_perm(h.broker_name))
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields=response.to_ext_fields())
 
     # -- routes and topics --------------------------------------------------------------------
 
     async def get_route_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        topic = _field(cmd, "topic")
+        topic = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields).topic
         route = self.routes.pickup_topic_route(topic)
         if route is None:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, topic_not_exist_remark(topic))
         if self.config.order_message_enable:
-            conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
-            route = TopicRoute(route.queue_datas, route.broker_datas, conf)
-        return cmd.make_response(ResponseCode.SUCCESS, body=encode_topic_route(route))
+            route = dataclasses.replace(route, order_topic_conf=self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic))
+        return cmd.make_response(ResponseCode.SUCCESS, body=route.to_json(standard=True, both_flag_names=True))
 
     async def get_cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        doc = {
-            "brokerAddrTable": {name: broker_data_json(b.cluster, b.broker_name, b.broker_addrs)
-                                for name, b in sorted(self.routes.broker_table.items())},
-            "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.routes.cluster_table.items())},
-        }
-        return cmd.make_response(ResponseCode.SUCCESS, body=dumps(doc))
+        return cmd.make_response(ResponseCode.SUCCESS, body=self.routes.cluster_info().to_json(standard=True))
 
     async def get_all_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.make_response(ResponseCode.SUCCESS, body=topic_list_json(self.routes.all_topics()))
+        return cmd.make_response(ResponseCode.SUCCESS, body=TopicList(self.routes.all_topics()).to_json())
 
     async def get_topics_by_cluster(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        topics = self.routes.topics_of_cluster(_field(cmd, "cluster"))
-        return cmd.make_response(ResponseCode.SUCCESS, body=topic_list_json(topics))
+        cluster = GetTopicsByClusterRequestHeader.from_ext_fields(cmd.ext_fields).cluster
+        return cmd.make_response(ResponseCode.SUCCESS, body=TopicList(self.routes.topics_of_cluster(cluster)).to_json())
 
     async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        self.routes.delete_topic(_field(cmd, "topic"))
+        self.routes.delete_topic(DeleteTopicFromNamesrvRequestHeader.from_ext_fields(cmd.ext_fields).topic)
         return cmd.make_response(ResponseCode.SUCCESS)

@@ -22,31 +22,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from spark_mq.namesrv.wire import DataVersion, TopicConfig
+from spark_mq.remoting.bodies import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
+from spark_mq.remoting.headers import PERM_WRITE
 
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
-PERM_WRITE = 1 << 1
-PERM_READ = 1 << 2
-
-
-@dataclass
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -63,13 +46,6 @@ class RegisterResult:
 
     ha_server_addr: str = ""
     master_addr: str = ""
-
-
-@dataclass(frozen=True)
-class TopicRoute:
-    queue_datas: list[QueueData]
-    broker_datas: list[BrokerData]
-    order_topic_conf: str | None = None
 
 
 class RouteInfoManager:
@@ -197,18 +173,22 @@ class RouteInfoManager:
 
     # -- queries ------------------------------------------------------------------------------
 
-    def pickup_topic_route(self, topic: str) -> TopicRoute | None:
-        """The topic's queues and the brokers that hold them; None if either is missing."""
+    def pickup_topic_route(self, topic: str) -> TopicRouteData | None:
+        """A copy of the topic's queues and the brokers that hold them; None if either is missing."""
         queues = self.topic_table.get(topic)
         if not queues:
             return None
-        brokers = [BrokerData(d.cluster, d.broker_name, dict(d.broker_addrs))
-                   for name in sorted(queues) if (d := self.broker_table.get(name)) is not None]
+        brokers = [_copy(d) for name in sorted(queues) if (d := self.broker_table.get(name)) is not None]
         if not brokers:
             return None
-        qds = [QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
+        qds = [QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_syn_flag)
                for _, q in sorted(queues.items())]
-        return TopicRoute(qds, brokers)
+        return TopicRouteData(qds, brokers)
+
+    def cluster_info(self) -> ClusterInfo:
+        """A copy of the broker and cluster tables, sorted by name."""
+        return ClusterInfo({name: _copy(d) for name, d in sorted(self.broker_table.items())},
+                           {c: sorted(names) for c, names in sorted(self.cluster_table.items())})
 
     def all_topics(self) -> list[str]:
         return sorted(self.topic_table)
@@ -229,3 +209,8 @@ class RouteInfoManager:
                 q.perm &= ~PERM_WRITE
                 count += 1
         return count
+
+
+def _copy(data: BrokerData) -> BrokerData:
+    """A snapshot of ``data`` with its addresses in broker-id order (master first)."""
+    return BrokerData(data.cluster, data.broker_name, dict(sorted(data.broker_addrs.items())))

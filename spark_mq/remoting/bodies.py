@@ -458,13 +458,14 @@ class TopicConfig(Body):
     @classmethod
     def from_obj(cls, o: Any, name: str) -> TopicConfig:
         o = _obj(o, name)
+        sys_flag = _int(o, "topicSysFlag", None)
         return cls(
             topic_name=_str(o, "topicName"),
             read_queue_nums=_int(o, "readQueueNums", 16),
             write_queue_nums=_int(o, "writeQueueNums", 16),
             perm=_int(o, "perm", 6),
             topic_filter_type=_enum(o, "topicFilterType", TOPIC_FILTER_TYPES, "SINGLE_TAG"),
-            topic_sys_flag=_int(o, "topicSysFlag", 0),
+            topic_sys_flag=_int(o, "topicSynFlag", 0) if sys_flag is None else sys_flag,  # QueueData's old name
             order=_bool(o, "order"),
         )
 
@@ -508,6 +509,8 @@ class RegisterBrokerBody(Body):
     def from_obj(cls, o: Any, name: str) -> RegisterBrokerBody:
         o = _obj(o, name)
         wrapper = o.get("topicConfigSerializeWrapper")
+        if wrapper is None and "topicConfigTable" in o:
+            wrapper = o  # brokers before V3_0_11 send a bare TopicConfigSerializeWrapper
         return cls(
             TopicConfigSerializeWrapper.from_obj(wrapper or {}, "topicConfigSerializeWrapper"),
             _list(o, "filterServerList", _item_str),
@@ -594,15 +597,19 @@ class QueueData(Body):
     perm: int
     topic_syn_flag: int = 0
 
-    def to_obj(self) -> Bean:
-        # "topicSynFlag" through 4.8; 4.9 renamed it "topicSysFlag" (clients ignore both)
-        return Bean(
+    def to_obj(self, both_flag_names: bool = False) -> Bean:
+        """The flag is "topicSynFlag" through 4.8, "topicSysFlag" since 4.9 (clients ignore both);
+        ``both_flag_names`` writes it under both names, for readers of either version."""
+        bean = Bean(
             brokerName=self.broker_name,
             readQueueNums=self.read_queue_nums,
             writeQueueNums=self.write_queue_nums,
             perm=self.perm,
             topicSynFlag=self.topic_syn_flag,
         )
+        if both_flag_names:
+            bean["topicSysFlag"] = self.topic_syn_flag
+        return bean
 
     @classmethod
     def from_obj(cls, o: Any, name: str) -> QueueData:
@@ -645,13 +652,17 @@ class TopicRouteData(Body):
     order_topic_conf: str | None = None
     filter_server_table: dict[str, list[str]] = field(default_factory=dict)
 
-    def to_obj(self) -> Bean:
+    def to_obj(self, both_flag_names: bool = False) -> Bean:
         return Bean(
             orderTopicConf=self.order_topic_conf,
-            queueDatas=[q.to_obj() for q in self.queue_datas],
+            queueDatas=[q.to_obj(both_flag_names) for q in self.queue_datas],
             brokerDatas=[b.to_obj() for b in self.broker_datas],
             filterServerTable={k: list(v) for k, v in self.filter_server_table.items()},
         )
+
+    def to_json(self, standard: bool = False, both_flag_names: bool = False) -> bytes:
+        """As :meth:`Body.to_json`; ``both_flag_names`` as in :meth:`QueueData.to_obj`."""
+        return dumps(self.to_obj(both_flag_names), standard)
 
     @classmethod
     def from_obj(cls, o: Any, name: str) -> TopicRouteData:

@@ -5,25 +5,21 @@ cause) and is dropped; the next call to that address dials again. Requests the s
 us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE...) go to handlers registered as on
 the server.
 
-``SyncRemotingClient`` runs the same client on a private event-loop thread, for code that is
-not async (CLI, tests, Spark drivers).
+``SyncRemotingClient`` runs the same client on a private event-loop thread (a
+:class:`~spark_mq.remoting.loop.LoopThread`), for code that is not async (CLI, tests, Spark drivers).
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Future
-from typing import TypeVar
+from dataclasses import dataclass, field
 
 from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, Handler
-from spark_mq.remoting.loop import new_event_loop
-
-T = TypeVar("T")
+from spark_mq.remoting.loop import LoopThread
 
 
 def split_addr(addr: str) -> tuple[str, int]:
@@ -34,6 +30,14 @@ def split_addr(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@dataclass
+class _Dialing:
+    """The lock serialising dials to one address, and how many callers hold or await it."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class RemotingClient:
     """Connections keyed by address; all coroutines run on one event loop and may interleave."""
 
@@ -42,7 +46,7 @@ class RemotingClient:
         self.max_frame = max_frame
         self._handlers: dict[int, Handler] = {}
         self._conns: dict[str, Connection] = {}
-        self._dialing: dict[str, asyncio.Lock] = {}
+        self._dialing: dict[str, _Dialing] = {}  # only while a dial to the address is under way or awaited
         self._closed = False
 
     def register(self, code: int, handler: Handler) -> None:
@@ -56,23 +60,34 @@ class RemotingClient:
         conn = self._conns.get(addr)
         if conn is not None and not conn.closed:
             return conn
-        lock = self._dialing.setdefault(addr, asyncio.Lock())
-        async with lock:
-            conn = self._conns.get(addr)
-            if conn is not None and not conn.closed:
-                return conn
-            host, port = split_addr(addr)
-            limit = self.connect_timeout if timeout is None else min(timeout, self.connect_timeout)
-            try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), limit)
-            except asyncio.TimeoutError:
-                raise RemotingConnectError(f"cannot connect to {addr}: no answer within {limit:g}s") from None
-            except OSError as e:
-                raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
-            conn = Connection(reader, writer, self._handlers, self.max_frame, role="client")
-            conn.on_close(lambda c, a=addr: self._conns.pop(a, None) if self._conns.get(a) is c else None)
-            self._conns[addr] = conn
-            return conn
+        dialing = self._dialing.get(addr)
+        if dialing is None:
+            dialing = self._dialing[addr] = _Dialing()
+        dialing.users += 1
+        try:
+            async with dialing.lock:  # one dial per address at a time; the others wait and reuse it
+                conn = self._conns.get(addr)
+                if conn is not None and not conn.closed:
+                    return conn
+                return await self._dial(addr, timeout)
+        finally:
+            dialing.users -= 1
+            if not dialing.users:  # connected or failed, and no one else waiting: forget the lock
+                del self._dialing[addr]
+
+    async def _dial(self, addr: str, timeout: float | None) -> Connection:
+        host, port = split_addr(addr)
+        limit = self.connect_timeout if timeout is None else min(timeout, self.connect_timeout)
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), limit)
+        except asyncio.TimeoutError:
+            raise RemotingConnectError(f"cannot connect to {addr}: no answer within {limit:g}s") from None
+        except OSError as e:
+            raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
+        conn = Connection(reader, writer, self._handlers, self.max_frame, role="client")
+        conn.on_close(lambda c, a=addr: self._conns.pop(a, None) if self._conns.get(a) is c else None)
+        self._conns[addr] = conn
+        return conn
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and return its response; raises RemotingTimeoutError/ConnectError."""
@@ -102,43 +117,35 @@ class SyncRemotingClient:
     """A ``RemotingClient`` on its own event-loop thread; methods block the caller.
 
     Thread-safe: any thread may call ``invoke`` concurrently. Handlers registered here run on
-    the private loop's thread.
+    the private loop's thread and must not call back into this object (that raises).
     """
 
     def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME) -> None:
-        self._loop = new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="spark-mq-remoting", daemon=True)
-        self._thread.start()
-        self.client: RemotingClient = self._call(self._make(connect_timeout, max_frame))
+        self._thread = LoopThread("spark-mq-remoting")
+        self.client: RemotingClient = self._thread.run(self._make(connect_timeout, max_frame))
 
     @staticmethod
     async def _make(connect_timeout: float, max_frame: int) -> RemotingClient:
         return RemotingClient(connect_timeout, max_frame)
-
-    def _call(self, coro: Awaitable[T]) -> T:
-        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
-        return fut.result()
 
     def register(self, code: int, handler: Callable[[RemotingCommand, Connection],
                                                      Awaitable[RemotingCommand | None]]) -> None:
         self.client.register(code, handler)  # a dict store: atomic under the GIL
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
-        return self._call(self.client.invoke(addr, cmd, timeout))
+        return self._thread.run(self.client.invoke(addr, cmd, timeout))
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> None:
-        self._call(self.client.invoke_oneway(addr, cmd, timeout))
+        self._thread.run(self.client.invoke_oneway(addr, cmd, timeout))
 
     def close(self) -> None:
-        """Close the connections and stop the loop thread."""
-        if not self._thread.is_alive():
+        """Close the connections and stop the loop thread (idempotent)."""
+        if not self._thread.alive:
             return
         try:
-            self._call(self.client.close())
+            self._thread.run(self.client.close())
         finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=5)
-            self._loop.close()
+            self._thread.stop()
 
     def __enter__(self) -> SyncRemotingClient:
         return self

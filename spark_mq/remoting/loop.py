@@ -1,9 +1,17 @@
-"""Event loop choice: uvloop when it is installed (faster sockets), asyncio's own otherwise."""
+"""Event loop choice: uvloop when it is installed (faster sockets), asyncio's own otherwise; and
+``LoopThread``, such a loop running on a private thread for blocking facades over async code."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -17,3 +25,49 @@ def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     return loop_factory()()
+
+
+class LoopThread:
+    """A running event loop on its own daemon thread; ``run`` blocks the caller until a coroutine ends.
+
+    The base of the blocking facades over async clients (``SyncRemotingClient``,
+    ``SyncMQClientAPI``). Thread-safe: any thread but the loop's own may call ``run``
+    concurrently (the loop's own thread would deadlock waiting for itself, so that raises).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.loop = new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self.loop.is_closed()
+
+    def run(self, coro: Coroutine[Any, Any, T] | Awaitable[T], timeout: float | None = None) -> T:
+        """Run ``coro`` on the loop and return its result (or raise its exception)."""
+        why = None
+        if threading.current_thread() is self._thread:
+            why = "run called from the loop's own thread; await the coroutine"
+        elif not self.alive:
+            why = "the loop thread is stopped (the client was closed)"
+        if why is not None:
+            if asyncio.iscoroutine(coro):
+                coro.close()  # never awaited: close it, so no "never awaited" warning hides the error
+            raise RuntimeError(f"{self._thread.name}: {why}")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)  # type: ignore[arg-type]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop and join its thread; run any async cleanup before. Idempotent.
+
+        The loop is closed only once its thread has ended: if the join times out (a callback
+        is blocking the loop) it is left to the daemon thread, and a later ``stop`` closes it.
+        """
+        if self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("%s did not stop within %gs; its event loop is left open", self._thread.name, timeout)
+                return
+        if not self.loop.is_closed():
+            self.loop.close()

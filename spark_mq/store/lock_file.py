@@ -27,7 +27,8 @@ class StoreLock:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise StoreLockedError(
-                f"store directory {self.path.parent} is in use by another broker (pid {holder}): "
+                f"store directory {self.path.parent} is in use by another broker (pid {holder} holds the lock "
+                f"file {self.path}): "
                 "stop that broker or point storePathRootDir elsewhere"
             ) from None
         os.ftruncate(fd, 0)

@@ -8,7 +8,6 @@ own client; the producer must fetch the route from us, parse it and dial that br
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,8 +15,9 @@ import threading
 from pathlib import Path
 
 import pytest
+from peer_helpers import cpp_log, free_addr
 
-from spark_mq.namesrv.wire import DataVersion, RegisterBrokerBody, TopicConfig, encode_register_broker_body
+from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codec import FrameDecoder, encode
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -51,30 +51,9 @@ def run_producer(tmp: Path, namesrv: str, topic: str) -> str:
     return out.stdout + out.stderr
 
 
-def cpp_log(tmp: Path) -> str:
-    return "".join(p.read_text(errors="replace") for p in (tmp / "logs" / "rocketmq-cpp").glob("*rocketmq-cpp.log*"))
-
-
-def free_addr() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
-@pytest.fixture
-def namesrv(tmp_path):
-    log = open(tmp_path / "namesrv.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "spark_mq.cli", "-v", "namesrv", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=log, text=True)
-    addr = proc.stdout.readline().split()[-1]
-    yield addr
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(10)
-    log.close()
-
-
 def register_fake_broker(client: SyncRemotingClient, namesrv: str, broker_addr: str, topic: str) -> None:
-    body = encode_register_broker_body(RegisterBrokerBody(DataVersion(1, 1), {topic: TopicConfig(topic, 4, 4, 6)}, []))
+    body = RegisterBrokerBody(
+        TopicConfigSerializeWrapper({topic: TopicConfig(topic, 4, 4, 6)}, DataVersion(1, 1))).to_json()
     header = {"brokerName": "broker-cpp", "brokerAddr": broker_addr, "clusterName": "CppCluster",
               "haServerAddr": "", "brokerId": 0}
     resp = client.invoke(namesrv, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body))

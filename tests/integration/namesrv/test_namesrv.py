@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_mq.namesrv.wire import DataVersion, RegisterBrokerBody, TopicConfig, encode_register_broker_body
+from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -50,8 +50,8 @@ def client():
 def register(client, addr, cluster="C1", name="broker-a", broker_addr="127.0.0.1:10911", broker_id=0,
              topics=("T1",), version=(1, 1), ha="127.0.0.1:10912", compressed=False, crc=None, queues=4):
     configs = {t: TopicConfig(t, queues, queues, 6) for t in topics}
-    body = RegisterBrokerBody(DataVersion(*version), configs, [])
-    raw = compress(body) if compressed else encode_register_broker_body(body)
+    body = RegisterBrokerBody(TopicConfigSerializeWrapper(configs, DataVersion(*version)))
+    raw = compress(body) if compressed else body.to_json()
     header = {"brokerName": name, "brokerAddr": broker_addr, "clusterName": cluster, "haServerAddr": ha,
               "brokerId": broker_id, "compressed": compressed, "bodyCrc32": crc}
     return client.invoke(addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, raw))
@@ -62,9 +62,9 @@ def compress(body: RegisterBrokerBody) -> bytes:
     def chunk(b: bytes) -> bytes:
         return struct.pack(">i", len(b)) + b
 
-    dv = json.dumps(body.data_version.to_json()).encode()
-    out = chunk(dv) + struct.pack(">i", len(body.topic_configs))
-    for tc in body.topic_configs.values():
+    wrapper = body.topic_config_serialize_wrapper
+    out = chunk(wrapper.data_version.to_json()) + struct.pack(">i", len(wrapper.topic_config_table))
+    for tc in wrapper.topic_config_table.values():
         out += chunk(f"{tc.topic_name} {tc.read_queue_nums} {tc.write_queue_nums} {tc.perm} SINGLE_TAG".encode())
     return zlib.compress(out + chunk(b"[]"), 9)
 
@@ -128,7 +128,8 @@ def test_slave_learns_master_and_unregister_removes_routes(namesrv, client):
 
 
 def test_compressed_body_and_crc(namesrv, client):
-    body = compress(RegisterBrokerBody(DataVersion(5, 1), {"Zt": TopicConfig("Zt", 8, 8, 6)}, []))
+    body = compress(RegisterBrokerBody(TopicConfigSerializeWrapper({"Zt": TopicConfig("Zt", 8, 8, 6)},
+                                                                   DataVersion(5, 1))))
     bad = register(client, namesrv, name="b-z", broker_addr="127.0.0.1:23911", topics=("Zt",), compressed=True,
                    crc=(zlib.crc32(body) & 0x7FFFFFFF) ^ 1)
     assert (bad.code, bad.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
@@ -170,13 +171,15 @@ def test_order_topic_conf_attached_to_route(namesrv, client):
 
 def test_bad_requests_get_error_responses(namesrv, client):
     missing = call(client, namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC)
-    assert missing.code == ResponseCode.SYSTEM_ERROR and "<topic>" in missing.remark
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "'topic' is missing" in missing.remark
     unknown = call(client, namesrv, RequestCode.PULL_MESSAGE)
     assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "11" in unknown.remark
     garbage = client.invoke(namesrv, RemotingCommand.request(
         RequestCode.REGISTER_BROKER, {"brokerName": "x", "brokerAddr": "y", "clusterName": "z", "haServerAddr": "",
                                       "brokerId": 0}, b"{not json"))
     assert garbage.code == ResponseCode.SYSTEM_ERROR and "RegisterBrokerBody" in garbage.remark
+    bad_crc = register(client, namesrv, name="b-crc", broker_addr="127.0.0.1:29911", crc="x1")
+    assert bad_crc.code == ResponseCode.SYSTEM_ERROR and "'bodyCrc32' must be a decimal int32" in bad_crc.remark
     assert route(client, namesrv, "NoSuchTopic").code == ResponseCode.TOPIC_NOT_EXIST  # server still fine
 
 

@@ -286,3 +286,22 @@ def test_sync_client_from_plain_threads():
         loop.call_soon_threadsafe(stop.set)
         t.join(5)
         loop.close()
+
+
+def test_dial_locks_are_dropped_after_connecting_or_failing():
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient(connect_timeout=1)
+        try:
+            conns = await asyncio.gather(*(client.connection(addr) for _ in range(5)))
+            assert all(c is conns[0] for c in conns) and len(server.connections) == 1  # one dial, shared
+            assert client._dialing == {}
+            results = await asyncio.gather(*(client.connection("127.0.0.1:1") for _ in range(3)),
+                                           return_exceptions=True)
+            assert all(isinstance(r, RemotingConnectError) for r in results)
+            assert client._dialing == {}
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())

@@ -16,7 +16,6 @@ import pytest
 
 from spark_mq.client import MQClientAPI, PullStatus, SendStatus, SyncMQClientAPI
 from spark_mq.client.ids import uniq_keys
-from spark_mq.client.loop_thread import LoopThread
 from spark_mq.client.sync_api import SYNC_METHODS
 from spark_mq.common.config import NamesrvConfig
 from spark_mq.common.errors import MQClientError, RemotingConnectError
@@ -46,6 +45,7 @@ from spark_mq.remoting.headers import (
     SendMessageRequestHeader,
     build_pull_sys_flag,
 )
+from spark_mq.remoting.loop import LoopThread
 from spark_mq.remoting.message_batch_codec import decode_batch_body
 from spark_mq.remoting.server import RemotingServer
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from spark_mq.namesrv.route_info import RouteInfoManager
-from spark_mq.namesrv.wire import DataVersion, TopicConfig, decode_json, decode_register_broker_body
+from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig
 
 
 class Clock:
@@ -63,11 +63,10 @@ def test_connection_close_evicts_its_brokers():
     assert rim.on_connection_closed(conn) == ["a:1"] and rim.pickup_topic_route("T") is None
 
 
-def test_fastjson_unquoted_keys_and_bare_wrapper_are_read():
-    assert decode_json(b'{"brokerAddrs":{0:"a:1",1:"b:1"},"s":"{2:x}"}', "t") == {
-        "brokerAddrs": {"0": "a:1", "1": "b:1"}, "s": "{2:x}"}
-    body = decode_register_broker_body(
+def test_bare_wrapper_and_old_flag_name_are_read():
+    body = RegisterBrokerBody.from_json(
         b'{"dataVersion":{"counter":2,"timestamp":9},"topicConfigTable":{"T":{"topicName":"T","readQueueNums":2,'
-        b'"writeQueueNums":3,"perm":4,"topicSynFlag":1}}}', compressed=False)
-    assert body.data_version == DataVersion(9, 2)
-    assert body.topic_configs["T"] == TopicConfig("T", 2, 3, 4, 1)
+        b'"writeQueueNums":3,"perm":4,"topicSynFlag":1}}}')
+    wrapper = body.topic_config_serialize_wrapper
+    assert wrapper.data_version == DataVersion(9, 2)
+    assert wrapper.topic_config_table["T"] == TopicConfig("T", 2, 3, 4, topic_sys_flag=1)
