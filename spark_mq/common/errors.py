@@ -85,6 +85,10 @@ class BatchBodyError(BodyError):
         self.offset = offset
 
 
+class ClientError(SparkMQError):
+    """A producer, consumer or admin used wrongly (not started, closed, a duplicate group)."""
+
+
 class MQClientError(SparkMQError):
     """A broker or NameServer answered a request with a non-success response code.
 

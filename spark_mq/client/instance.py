@@ -1,0 +1,166 @@
+"""``ClientInstance``: what every producer and consumer of a process shares (RocketMQ's
+MQClientInstance): the connection pool (one ``MQClientAPI``), topic routes from the
+NameServers refreshed every 30 s and on demand, broker addresses, and heartbeats to every
+broker the routes name, carrying all registered producer and consumer groups.
+
+Consumers register a callback that the broker's NOTIFY_CONSUMER_IDS_CHANGED triggers (they
+rebalance at once). Everything runs on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+from spark_mq.client.api import MQClientAPI
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.ids import client_id
+from spark_mq.common.errors import ClientError, MQClientError, RemotingError
+from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, TopicRouteData
+from spark_mq.remoting.headers import PERM_READ, PERM_WRITE
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+
+ConsumerDataProvider = Callable[[], ConsumerData]
+IdsChanged = Callable[[], Awaitable[None] | None]
+
+
+class ClientInstance:
+    def __init__(self, config: ClientConfig, api: MQClientAPI | None = None) -> None:
+        self.config = config
+        self.client_id = client_id(config.instance_name, ip=config.client_ip)
+        self.api = api or MQClientAPI(timeout=config.request_timeout_s)
+        self.routes: dict[str, TopicRouteData] = {}
+        self.broker_addrs: dict[str, str] = {}  # broker name -> master address
+        self.producer_groups: set[str] = set()
+        self.consumers: dict[str, ConsumerDataProvider] = {}
+        self._ids_changed: dict[str, IdsChanged] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.api.on_consumer_ids_changed(self._on_ids_changed)
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._every(self.config.poll_name_server_interval_s, self.refresh_routes),
+                             name="client-routes"),
+            loop.create_task(self._every(self.config.heartbeat_broker_interval_s, self.heartbeat_all),
+                             name="client-heartbeat"),
+        ]
+
+    async def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        await self.api.close()
+
+    @staticmethod
+    async def _every(interval: float, duty: Callable[[], Awaitable[object]]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await duty()
+            except Exception:  # retried next interval
+                log.exception("client duty %s failed", getattr(duty, "__name__", duty))
+
+    # -- routes ------------------------------------------------------------------------------
+    async def route(self, topic: str, refresh: bool = False) -> TopicRouteData | None:
+        """The topic's route (cached unless ``refresh``); None if no NameServer knows it."""
+        if not refresh and topic in self.routes:
+            return self.routes[topic]
+        last_error: Exception | None = None
+        addrs = self.config.namesrv_addrs
+        for addr in random.sample(addrs, len(addrs)):
+            try:
+                route = await self.api.get_route_info(addr, topic)
+            except (RemotingError, MQClientError) as e:
+                last_error = e
+                continue
+            if route is None:
+                self.routes.pop(topic, None)
+                return None
+            self.routes[topic] = route
+            for b in route.broker_datas:
+                if MASTER_ID in b.broker_addrs:
+                    self.broker_addrs[b.broker_name] = b.broker_addrs[MASTER_ID]
+            return route
+        raise RemotingError(f"no NameServer answered for topic {topic!r} ({', '.join(addrs)}): {last_error}")
+
+    async def refresh_routes(self) -> None:
+        for topic in list(self.routes):
+            with contextlib.suppress(RemotingError):
+                await self.route(topic, refresh=True)
+
+    def broker_addr(self, broker_name: str) -> str | None:
+        return self.broker_addrs.get(broker_name)
+
+    async def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """Writable queues of ``topic`` across its brokers (empty if the topic is unknown)."""
+        route = await self.route(topic)
+        if route is None:
+            return []
+        return sorted(MessageQueue(topic, q.broker_name, i) for q in route.queue_datas
+                      if q.perm & PERM_WRITE for i in range(q.write_queue_nums))
+
+    async def subscribe_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
+        """Readable queues of ``topic`` across its brokers."""
+        route = await self.route(topic, refresh)
+        if route is None:
+            return []
+        return sorted(MessageQueue(topic, q.broker_name, i) for q in route.queue_datas
+                      if q.perm & PERM_READ for i in range(q.read_queue_nums))
+
+    def all_broker_addrs(self) -> list[str]:
+        return sorted(set(self.broker_addrs.values()))
+
+    # -- groups and heartbeats -----------------------------------------------------------------
+    def register_producer(self, group: str) -> None:
+        self.producer_groups.add(group)
+
+    def unregister_producer(self, group: str) -> None:
+        self.producer_groups.discard(group)
+
+    def register_consumer(self, group: str, data: ConsumerDataProvider, on_ids_changed: IdsChanged) -> None:
+        if group in self.consumers:
+            raise ClientError(f"consumer group {group} already has a consumer in client instance "
+                              f"{self.config.instance_name}: give the second consumer another instance_name")
+        self.consumers[group] = data
+        self._ids_changed[group] = on_ids_changed
+
+    def unregister_consumer(self, group: str) -> None:
+        self.consumers.pop(group, None)
+        self._ids_changed.pop(group, None)
+
+    async def heartbeat_all(self) -> None:
+        """HEART_BEAT to every known broker with every registered group."""
+        data = HeartbeatData(
+            self.client_id,
+            [ProducerData(g) for g in sorted(self.producer_groups)],
+            [provider() for provider in self.consumers.values()],
+        )
+        if not data.producer_data_set and not data.consumer_data_set:
+            return
+        for addr in self.all_broker_addrs():
+            try:
+                await self.api.heartbeat(addr, data)
+            except (RemotingError, MQClientError) as e:
+                log.warning("heartbeat to broker %s failed: %s", addr, e)
+
+    async def unregister_everywhere(self, producer_group: str | None, consumer_group: str | None) -> None:
+        for addr in self.all_broker_addrs():
+            with contextlib.suppress(RemotingError, MQClientError):
+                await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group)
+
+    async def _on_ids_changed(self, group: str, broker_addr: str) -> None:
+        callback = self._ids_changed.get(group)
+        if callback is not None:
+            outcome = callback()
+            if outcome is not None:
+                await outcome
