@@ -16,6 +16,7 @@ Thread-safety: one writer (the store's put lock or recovery); readers read only 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -216,6 +217,21 @@ class ConsumeQueue:
 
     def flush(self) -> None:
         self.files.flush()
+
+    def destroy(self) -> None:
+        """Delete every file of this queue and its directory."""
+        for mf in self.files.files:
+            mf.destroy()
+        self.files.files = []
+        shutil.rmtree(self.files.directory, ignore_errors=True)
+        self.min_offset = self.max_offset = 0
+
+    def holds(self, queue_offset: int, phys: int) -> bool:
+        """Whether entry ``queue_offset`` is live and points at commitlog offset ``phys``."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return False
+        entry = self.get(queue_offset, 1)
+        return entry.size == 1 and int(entry["phys"][0]) == phys
 
     def close(self) -> None:
         self.files.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -390,12 +391,34 @@ class MessageStore:
             if unit is None:
                 continue
             msg = decode_message(unit)
+            cq = self.queues.get((msg.topic, msg.queue_id))
+            if cq is None or not cq.holds(msg.queue_offset, phys):
+                continue  # its topic was deleted (and maybe created again): not a message of today's topic
             if msg.topic == topic and (key in msg.keys or msg.properties.get("UNIQ_KEY") == key):
                 if begin <= msg.store_timestamp <= end:
                     out.append(unit)
                     if len(out) >= max_num:
                         break
         return out
+
+    def delete_topic(self, topic: str) -> int:
+        """Forget ``topic``: its consume queues are destroyed, so its offsets start again from 0
+        and key queries no longer find its messages (their units stay in the commitlog until
+        retention deletes the files). Returns how many queues were removed."""
+        assert self._dispatcher is not None
+        with self._put_lock:
+            self._dispatcher.catch_up()
+            with self._queues_lock:
+                gone = {k: cq for k, cq in self.queues.items() if k[0] == topic}
+                self.queues = {k: cq for k, cq in self.queues.items() if k[0] != topic}
+            for key, cq in gone.items():
+                cq.destroy()
+                self._next_queue_offset.pop(key, None)
+            shutil.rmtree(self.root / "consumequeue" / topic, ignore_errors=True)
+            # move the safe offset past the topic's units, so crash recovery never rebuilds them
+            self._checkpoint_now()
+        log.info("topic %s deleted from the store (%d queues)", topic, len(gone))
+        return len(gone)
 
     def config_file(self, name: str) -> JsonConfigFile:
         """One of the JSON files under ``config/`` (see ``config_file`` module names)."""
