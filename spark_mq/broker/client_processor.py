@@ -84,7 +84,9 @@ class ClientProcessor:
         b = self.broker
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         offset = b.offsets.query(h.consumer_group, h.topic, h.queue_id)
-        if offset < 0 and b.store.get_min_offset(h.topic, h.queue_id) <= 0:
+        # RocketMQ 5: a client that resolves its own start (consume-from) sends setZeroIfNotFound=false
+        zero_if_not_found = str(cmd.ext_fields.get("setZeroIfNotFound", "true")).lower() != "false"
+        if offset < 0 and zero_if_not_found and b.store.get_min_offset(h.topic, h.queue_id) <= 0:
             offset = 0  # the queue still starts at 0: a new group may read it from the start
         if offset < 0:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND,

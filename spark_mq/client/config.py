@@ -10,7 +10,7 @@ from spark_mq.common.errors import ConfigError
 @dataclass(frozen=True)
 class ClientConfig:
     namesrv_addr: str  # ';'-separated NameServer addresses
-    instance_name: str = "DEFAULT"  # clients sharing an instance name share one ClientInstance
+    instance_name: str = "DEFAULT"  # part of the client id; two consumers of one group in a process need two
     client_ip: str | None = None  # None: the local address RocketMQ would pick
     poll_name_server_interval_s: float = 30.0  # route refresh
     heartbeat_broker_interval_s: float = 30.0

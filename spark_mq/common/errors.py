@@ -89,6 +89,16 @@ class ClientError(SparkMQError):
     """A producer, consumer or admin used wrongly (not started, closed, a duplicate group)."""
 
 
+class SendFailedError(SparkMQError):
+    """A producer gave up on a send: every attempt failed (``__cause__`` is the last failure), the
+    send timeout ran out, or the topic has no route. ``results`` holds what was stored before the
+    failure (the sub-batches of a split batch sent already)."""
+
+    def __init__(self, text: str, results: list | None = None) -> None:
+        super().__init__(text)
+        self.results = results or []
+
+
 class MQClientError(SparkMQError):
     """A broker or NameServer answered a request with a non-success response code.
 

@@ -318,8 +318,25 @@ class StoredMessage:
         return [k for k in self.properties.get("KEYS", "").split(" ") if k]
 
 
+def decompress_bodies(bodies: list[bytes], sys_flags: np.ndarray) -> list[bytes]:
+    """``bodies`` with every one whose sys flag has COMPRESSED_FLAG zlib-inflated, as consumers
+    must see them (RocketMQ's producer deflates bodies over 4 KiB). A flagged body that is not a
+    zlib stream is returned as stored."""
+    flagged = np.flatnonzero(np.asarray(sys_flags) & COMPRESSED_FLAG)
+    if not flagged.size:
+        return bodies
+    out = list(bodies)
+    for i in flagged.tolist():
+        try:
+            out[i] = zlib.decompress(out[i])
+        except zlib.error:
+            pass
+    return out
+
+
 def decode_message(unit: bytes | memoryview) -> StoredMessage:
-    """Decode one unit (its CRC is not checked here: the store checks on recovery)."""
+    """Decode one unit (its CRC is not checked here: the store checks on recovery); a compressed
+    body is inflated (``sys_flag`` keeps COMPRESSED_FLAG, ``body_crc`` is the stored body's)."""
     from spark_mq.common.properties import decode_properties
 
     buf = np.frombuffer(unit, dtype=np.uint8)
@@ -331,7 +348,7 @@ def decode_message(unit: bytes | memoryview) -> StoredMessage:
         queue_id=int(h["queue_id"]),
         queue_offset=int(h["queue_offset"]),
         physical_offset=int(h["physical_offset"]),
-        body=raw[int(c.body_start[0]) : int(c.body_end[0])],
+        body=decompress_bodies([raw[int(c.body_start[0]) : int(c.body_end[0])]], c.header["sys_flag"])[0],
         properties=decode_properties(raw[int(c.props_start[0]) : int(c.props_end[0])]),
         flag=int(h["flag"]),
         sys_flag=int(h["sys_flag"]),

@@ -1,0 +1,457 @@
+"""``Admin``: topics, clusters, consumer-group progress, offset resets and message lookups
+(RocketMQ's ``DefaultMQAdminExt``, the part the ``spark-mq admin|query|status`` commands use).
+
+Every call asks the NameServers first (routes, cluster info), then the brokers they name; a
+NameServer that does not answer is skipped for the next one. Results are small dataclasses.
+``SyncAdmin`` is the blocking facade (same methods, same docstrings) on a private loop thread.
+
+Thread-safety: ``Admin`` coroutines run on one event loop and may interleave; ``SyncAdmin`` may
+be called from any number of threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from spark_mq.client.api import MQClientAPI
+from spark_mq.client.config import ClientConfig
+from spark_mq.common.errors import ClientError, MQClientError, RemotingError
+from spark_mq.common.message import unpack_host
+from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
+from spark_mq.common.message_unit import StoredMessage
+from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, TopicRouteData
+from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.headers import PERM_READ, PERM_WRITE
+
+T = TypeVar("T")
+
+MASTER_ID = 0
+ROUTE_WAIT_S = 5.0  # how long create_topic waits for the NameServers to route the topic to every broker written
+DEFAULT_QUERY_MAX = 64
+
+
+# -- results --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    """One broker of GET_BROKER_CLUSTER_INFO with its GET_BROKER_RUNTIME_INFO figures (``error``
+    says why they are missing when the broker did not answer)."""
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    addr: str
+    runtime: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def _int(self, name: str) -> int | None:
+        value = self.runtime.get(name)
+        return int(value) if value not in (None, "") and value.lstrip("-").isdigit() else None
+
+    @property
+    def version(self) -> str | None:
+        v = self.runtime.get("sparkMqVersion")
+        rocketmq = self.runtime.get("brokerVersionDesc")
+        return f"{v} ({rocketmq})" if v and rocketmq else v or rocketmq
+
+    @property
+    def commitlog_min_offset(self) -> int | None:
+        return self._int("commitLogMinOffset")
+
+    @property
+    def commitlog_max_offset(self) -> int | None:
+        return self._int("commitLogMaxOffset")
+
+    @property
+    def disk_ratio(self) -> float | None:
+        value = self.runtime.get("commitLogDiskRatio")
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
+    @property
+    def topic_count(self) -> int | None:
+        return self._int("topicCount")
+
+    @property
+    def msg_put_total(self) -> int | None:
+        return self._int("msgPutTotalTodayNow")
+
+    @property
+    def msg_get_total(self) -> int | None:
+        return self._int("msgGetTotalTodayNow")
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """GET_TOPIC_STATS_INFO for one queue: offsets [min, max) and the last message's store time (ms)."""
+
+    broker_name: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+    @property
+    def count(self) -> int:
+        return max(self.max_offset - self.min_offset, 0)
+
+
+@dataclass(frozen=True)
+class TopicStats:
+    topic: str
+    queues: list[QueueStats]
+
+    @property
+    def total_messages(self) -> int:
+        return sum(q.count for q in self.queues)
+
+
+@dataclass(frozen=True)
+class QueueProgress:
+    """A group's position in one queue (GET_CONSUME_STATS): ``lag`` = broker_offset - consumer_offset."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int  # store time (ms) of the last consumed message, 0 if none
+
+    @property
+    def lag(self) -> int:
+        return max(self.broker_offset - self.consumer_offset, 0)
+
+
+@dataclass(frozen=True)
+class GroupProgress:
+    group: str
+    queues: list[QueueProgress]
+    consume_tps: float = 0.0
+
+    @property
+    def total_lag(self) -> int:
+        return sum(q.lag for q in self.queues)
+
+
+@dataclass(frozen=True)
+class FoundMessage:
+    """A message found by key or id: the decoded unit, the broker that holds it, its offsetMsgId."""
+
+    message: StoredMessage
+    broker_name: str | None
+    msg_id: str  # offsetMsgId (store host + commitlog offset)
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.message.properties.get("UNIQ_KEY")
+
+
+def _found(message: StoredMessage, broker_name: str | None) -> FoundMessage:
+    return FoundMessage(message, broker_name, offset_msg_id(message.store_host, message.physical_offset))
+
+
+# -- the admin ------------------------------------------------------------------------------------
+
+
+class Admin:
+    """Administration over the NameServers of ``config``: ``async with Admin(config) as admin: ...``."""
+
+    def __init__(self, config: ClientConfig, api: MQClientAPI | None = None) -> None:
+        self.config = config
+        self.api = api or MQClientAPI(timeout=config.request_timeout_s)
+        self._owns_api = api is None
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_api:
+            await self.api.close()
+
+    # -- NameServer plumbing ----------------------------------------------------------------------
+
+    async def _from_namesrv(self, ask: Callable[[str], Awaitable[T]]) -> T:
+        """``ask(addr)`` of the first NameServer that answers (in random order)."""
+        addrs = self.config.namesrv_addrs
+        errors = []
+        for addr in random.sample(addrs, len(addrs)):
+            try:
+                return await ask(addr)
+            except RemotingError as e:
+                errors.append(f"{addr}: {e}")
+        raise RemotingError(f"no NameServer answered ({'; '.join(errors)}): check --namesrv / SPARK_MQ_NAMESRV "
+                            f"and that `spark-mq namesrv` runs there")
+
+    async def route(self, topic: str) -> TopicRouteData | None:
+        """The topic's route, None when no NameServer knows it."""
+        return await self._from_namesrv(lambda addr: self.api.get_route_info(addr, topic))
+
+    async def _route_or_raise(self, topic: str) -> TopicRouteData:
+        route = await self.route(topic)
+        if route is None:
+            raise ClientError(f"topic {topic!r} is not known to the NameServers: create it, or check its name "
+                              f"(`spark-mq admin topic list`)")
+        return route
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO from a NameServer."""
+        return await self._from_namesrv(self.api.get_cluster_info)
+
+    @staticmethod
+    def _masters(route: TopicRouteData) -> dict[str, str]:
+        """broker name -> master address of the brokers in ``route``."""
+        return {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+
+    async def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """broker name -> master address of every broker of ``cluster`` (None: of every cluster)."""
+        info = await self.cluster_info()
+        if cluster is not None:
+            if cluster not in info.cluster_addr_table:
+                known = ", ".join(sorted(info.cluster_addr_table)) or "none"
+                raise ClientError(f"cluster {cluster!r} is not registered with the NameServers (known: {known})")
+            names = info.cluster_addr_table[cluster]
+        else:
+            names = list(info.broker_addr_table)
+        out = {}
+        for name in names:
+            data = info.broker_addr_table.get(name)
+            if data is not None and MASTER_ID in data.broker_addrs:
+                out[name] = data.broker_addrs[MASTER_ID]
+        return out
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    async def create_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
+                           read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = PERM_READ | PERM_WRITE,
+                           order: bool = False, wait_s: float = ROUTE_WAIT_S) -> list[str]:
+        """Create or update ``topic`` (UPDATE_AND_CREATE_TOPIC) on ``broker_addr``, or on every master
+        of ``cluster`` (None: of every cluster). Waits up to ``wait_s`` for the NameServers to route
+        the topic to every broker written (0: don't wait). Returns the broker addresses written."""
+        if read_queue_nums <= 0 or write_queue_nums <= 0:
+            raise ClientError("queue counts must be positive")
+        addrs = [broker_addr] if broker_addr else sorted((await self.master_addrs(cluster)).values())
+        if not addrs:
+            raise ClientError("no broker is registered with the NameServers: start `spark-mq broker` first")
+        for addr in addrs:
+            await self.api.create_topic(addr, topic, read_queue_nums, write_queue_nums, perm, order=order)
+        if wait_s > 0:
+            await self._wait_for_route(topic, set(addrs), wait_s)
+        return addrs
+
+    async def _wait_for_route(self, topic: str, addrs: set[str], wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            route = await self.route(topic)
+            if route is not None and addrs <= set(self._masters(route).values()):
+                return
+            if time.monotonic() >= deadline:
+                raise ClientError(f"topic {topic!r} was created on {', '.join(sorted(addrs))} but the NameServers "
+                                  f"did not route it there within {wait_s:g}s: check the brokers' namesrvAddr")
+            await asyncio.sleep(0.05)
+
+    async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
+        """Delete ``topic`` from its brokers (those of ``cluster`` only, if given) and from every
+        NameServer. Returns the broker addresses it was deleted from."""
+        route = await self.route(topic)
+        masters = self._masters(route) if route is not None else {}
+        if cluster is not None:
+            in_cluster = await self.master_addrs(cluster)
+            masters = {name: addr for name, addr in masters.items() if name in in_cluster}
+        for addr in sorted(masters.values()):
+            await self.api.delete_topic_in_broker(addr, topic)
+        for namesrv in self.config.namesrv_addrs:
+            await self.api.delete_topic_in_namesrv(namesrv, topic, cluster)
+        return sorted(masters.values())
+
+    async def list_topics(self) -> list[str]:
+        """Every topic a NameServer knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted."""
+        topics = await self._from_namesrv(self.api.get_all_topic_list)
+        return sorted(topics.topic_list)
+
+    async def topic_stats(self, topic: str) -> TopicStats:
+        """GET_TOPIC_STATS_INFO from every broker of the topic's route."""
+        route = await self._route_or_raise(topic)
+        queues = []
+        for addr in sorted(self._masters(route).values()):
+            table = await self.api.get_topic_stats_info(addr, topic)
+            queues += [QueueStats(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp)
+                       for mq, o in table.offset_table.items()]
+        return TopicStats(topic, sorted(queues, key=lambda q: (q.broker_name, q.queue_id)))
+
+    # -- clusters ---------------------------------------------------------------------------------
+
+    async def brokers(self) -> list[BrokerStatus]:
+        """Every broker of every cluster, with its runtime figures (GET_BROKER_RUNTIME_INFO)."""
+        info = await self.cluster_info()
+        cluster_of = {name: cluster for cluster, names in info.cluster_addr_table.items() for name in names}
+        members = [(cluster_of.get(name, data.cluster), name, broker_id, addr)
+                   for name, data in info.broker_addr_table.items() for broker_id, addr in data.broker_addrs.items()]
+
+        async def status(cluster: str, name: str, broker_id: int, addr: str) -> BrokerStatus:
+            try:
+                return BrokerStatus(cluster, name, broker_id, addr, await self.api.get_broker_runtime_info(addr))
+            except (RemotingError, MQClientError) as e:
+                return BrokerStatus(cluster, name, broker_id, addr, error=str(e))
+
+        return list(await asyncio.gather(*(status(*m) for m in sorted(members))))
+
+    # -- consumer groups --------------------------------------------------------------------------
+
+    async def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
+        """The group's broker offset, committed offset and lag per queue (GET_CONSUME_STATS on every
+        broker of ``topic``'s route, or of every cluster). No queues: the group has no offsets."""
+        if topic is not None:
+            masters = self._masters(await self._route_or_raise(topic))
+        else:
+            masters = await self.master_addrs()
+        queues, tps = [], 0.0
+        for addr in sorted(masters.values()):
+            try:
+                stats = await self.api.get_consume_stats(addr, group, topic)
+            except MQClientError as e:
+                if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                    continue  # this broker has neither offsets nor members of the group
+                raise
+            tps += stats.consume_tps
+            queues += [QueueProgress(mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset,
+                                     o.last_timestamp) for mq, o in stats.offset_table.items()]
+        return GroupProgress(group, sorted(queues, key=lambda q: (q.topic, q.broker_name, q.queue_id)), tps)
+
+    async def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
+        """Move ``group``'s committed offset of every readable queue of ``topic`` to the first message
+        stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET,
+        per queue; a queue with nothing that late gets its max offset). Returns the new offsets.
+
+        Stop the group's consumers first: an online consumer keeps its own offsets in memory and
+        overwrites these with its next commit. They resume from the new offsets when restarted.
+        """
+        route = await self._route_or_raise(topic)
+        masters = self._masters(route)
+        out: dict[MessageQueue, int] = {}
+        for q in route.queue_datas:
+            addr = masters.get(q.broker_name)
+            if addr is None or not q.perm & PERM_READ:
+                continue
+            for queue_id in range(q.read_queue_nums):
+                offset = await self.api.search_offset_by_timestamp(addr, topic, queue_id, timestamp_ms) or 0
+                await self.api.update_consumer_offset(addr, group, topic, queue_id, offset)
+                out[MessageQueue(topic, q.broker_name, queue_id)] = offset
+        return out
+
+    # -- lookups ----------------------------------------------------------------------------------
+
+    async def query_by_key(self, topic: str, key: str, begin_ms: int = 0, end_ms: int | None = None,
+                           max_num: int = DEFAULT_QUERY_MAX, *, unique_key: bool = False) -> list[FoundMessage]:
+        """Messages of ``topic`` carrying ``key`` (in KEYS, or as UNIQ_KEY) stored within
+        [begin_ms, end_ms] (None: now), from every broker of the topic (QUERY_MESSAGE); merged,
+        newest first, at most ``max_num``."""
+        route = await self._route_or_raise(topic)
+        end_ms = int(time.time() * 1000) + 1000 if end_ms is None else end_ms
+        names_by_addr = {addr: name for name, addr in self._masters(route).items()}
+
+        async def one(addr: str) -> list[FoundMessage]:
+            found = await self.api.query_message(addr, topic, key, max_num, begin_ms, end_ms, unique_key=unique_key)
+            return [_found(m, names_by_addr[addr]) for m in found]
+
+        merged = [f for part in await asyncio.gather(*map(one, sorted(names_by_addr))) for f in part]
+        merged.sort(key=lambda f: (f.message.store_timestamp, f.message.physical_offset), reverse=True)
+        return merged[:max_num]
+
+    async def view_message(self, msg_id: str, topic: str | None = None) -> FoundMessage | None:
+        """The message with id ``msg_id``: an offsetMsgId is read (VIEW_MESSAGE_BY_ID) from the broker
+        its address names; a UNIQ_KEY (the producer's msgId) is looked up by key on ``topic``.
+        None when no such message is stored."""
+        host, phys = parse_offset_msg_id(msg_id)
+        addr = unpack_host(host)
+        info = await self.cluster_info()
+        name_by_addr = {a: name for name, data in info.broker_addr_table.items() for a in data.broker_addrs.values()}
+        if addr not in name_by_addr and topic is not None:
+            hits = await self.query_by_key(topic, msg_id, max_num=1, unique_key=True)
+            return hits[0] if hits else None
+        if not 0 < int.from_bytes(host[4:8], "big") < 65536:
+            raise ClientError(f"{msg_id} is not an offsetMsgId (it names no host:port): if it is a producer msgId "
+                              f"(UNIQ_KEY), give its topic")
+        try:
+            message = await self.api.view_message(addr, phys)
+        except MQClientError as e:
+            if e.code == ResponseCode.SYSTEM_ERROR:  # RocketMQ's broker answers a missing offset so
+                message = None
+            else:
+                raise
+        except RemotingError as e:
+            if addr in name_by_addr:
+                raise
+            raise ClientError(f"{msg_id} names no registered broker (it would be at {addr}) and none answered "
+                              f"there: if it is a producer msgId (UNIQ_KEY), give its topic") from e
+        if message is None and topic is not None:
+            hits = await self.query_by_key(topic, msg_id, max_num=1, unique_key=True)
+            return hits[0] if hits else None
+        return None if message is None else _found(message, name_by_addr.get(addr))
+
+
+# -- blocking facade ------------------------------------------------------------------------------
+
+
+class SyncAdmin:
+    """A blocking :class:`Admin`: ``with SyncAdmin(ClientConfig("127.0.0.1:9876")) as admin: ...``.
+
+    Thread-safe: calls from any number of threads interleave on the one private loop thread.
+    """
+
+    def __init__(self, config: ClientConfig) -> None:
+        from spark_mq.remoting.loop import LoopThread
+
+        self._thread = LoopThread("spark-mq-admin")
+        self.admin: Admin = self._thread.run(_make_admin(config))
+
+    @property
+    def config(self) -> ClientConfig:
+        return self.admin.config
+
+    def close(self) -> None:
+        """Close the connections and stop the loop thread (idempotent)."""
+        if not self._thread.alive:
+            return
+        try:
+            self._thread.run(self.admin.close())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> SyncAdmin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+async def _make_admin(config: ClientConfig) -> Admin:
+    return Admin(config)
+
+
+def _blocking(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: SyncAdmin, *args: Any, **kwargs: Any) -> Any:
+        return self._thread.run(getattr(self.admin, name)(*args, **kwargs))
+
+    return call
+
+
+SYNC_METHODS = tuple(
+    name for name, fn in inspect.getmembers(Admin, inspect.iscoroutinefunction)
+    if not name.startswith("_") and name not in vars(SyncAdmin)
+)
+for _name in SYNC_METHODS:
+    setattr(SyncAdmin, _name, _blocking(_name, getattr(Admin, _name)))

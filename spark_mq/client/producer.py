@@ -1,0 +1,583 @@
+"""``Producer``: sends messages to a topic's queues over RocketMQ's protocol (DefaultMQProducer).
+
+- ``send`` (one message, or a list as one batch request), ``send_batch`` (a list split into
+  requests of at most ``max_message_size`` encoded bytes), ``send_oneway``, ``send_orderly``
+  (a key hashed over the topic's queues), ``send_callback``; ``SyncProducer`` is the blocking
+  facade with the same method names.
+- Every message gets a UNIQ_KEY (kept if it has one), ``WAIT=true``, its TAGS and KEYS; a body of
+  at least ``compress_threshold`` bytes is zlib-deflated (level 5) and sent with sysFlag
+  COMPRESSED_FLAG, as RocketMQ's producer does (never in a batch: RocketMQ does not compress
+  batches). Consumers get the original body back (``message_unit.decompress_bodies``).
+- Queue selection is round robin over the topic's writable queues; a failed attempt is retried
+  (``retry_times`` more) on another broker, and brokers that failed or were slow are avoided for
+  a while (:mod:`spark_mq.client.latency_fault`). Every failure refreshes the topic's route from
+  the NameServer; the client instance refreshes all routes every ``poll_name_server_interval_s``.
+  ``send_timeout_s`` bounds a whole send, retries included. Ordered sends are never retried on
+  another queue (that would break the order), as RocketMQ.
+- A topic the NameServer does not know is sent through the default topic TBW102's route, and the
+  broker creates it (when its ``autoCreateTopicEnable`` is on).
+
+Expected failures: a message that can never be stored raises ``MessageValidationError`` before
+anything is sent; a broker's refusal that retrying cannot fix raises its ``MQClientError``; a
+send whose attempts all failed raises ``SendFailedError`` (``__cause__``: the last failure). A
+send that timed out may still have been stored (at-least-once, as RocketMQ).
+
+Thread-safety: a ``Producer``'s coroutines run on one event loop and may interleave freely (any
+number of concurrent sends); use ``SyncProducer`` from threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import inspect
+import logging
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from spark_mq.client.api import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.ids import uniq_key, uniq_keys
+from spark_mq.client.instance import MASTER_ID, ClientInstance
+from spark_mq.client.latency_fault import FaultStrategy
+from spark_mq.client.results import SendResult
+from spark_mq.common.errors import (
+    ClientError,
+    ConfigError,
+    MessageValidationError,
+    MQClientError,
+    RemotingConnectError,
+    RemotingError,
+    SendFailedError,
+)
+from spark_mq.common.java_hash import java_hash
+from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, Message, MessageBatch, validate_topic
+from spark_mq.common.message_unit import COMPRESSED_FLAG
+from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties
+from spark_mq.remoting.bodies import MessageQueue, TopicRouteData
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.headers import PERM_WRITE, SendMessageRequestHeaderV2
+from spark_mq.remoting.loop import LoopThread
+from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
+RETRY_TOPIC_PREFIX = "%RETRY%"
+DELAY_PROPERTY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL
+NO_BUYER_ID = 204
+NOT_IN_CURRENT_UNIT = 205
+# broker answers another broker may not give (DefaultMQProducer.retryResponseCodes, plus SYSTEM_BUSY)
+RETRY_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+                         ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT})
+
+MessageSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+SuccessCallback = Callable[[SendResult], "Awaitable[None] | None"]
+ErrorCallback = Callable[[BaseException], "Awaitable[None] | None"]
+
+
+def key_hash(key: Any) -> int:
+    """Java's ``hashCode`` of an ordering key: ``String`` for str, ``Integer``/``Long`` for int."""
+    if isinstance(key, str):
+        return java_hash(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        if -(1 << 31) <= key < 1 << 31:
+            return key
+        v = key & 0xFFFFFFFFFFFFFFFF
+        h = (v ^ (v >> 32)) & 0xFFFFFFFF
+        return h - (1 << 32) if h & 0x80000000 else h
+    raise TypeError(f"an ordering key must be a str or an int, not {type(key).__name__}")
+
+
+def select_by_hash(queues: Sequence[MessageQueue], msg: Message, key: Any) -> MessageQueue:
+    """RocketMQ's ``SelectMessageQueueByHash``: ``abs(key.hashCode() % len(queues))``.
+
+    Stable: the same key picks the same queue as long as the topic's queue list is unchanged.
+    """
+    return queues[abs(key_hash(key)) % len(queues)]
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A validated message as it goes on the wire."""
+
+    topic: str
+    body: bytes
+    properties: bytes  # encoded, with UNIQ_KEY and WAIT
+    flag: int
+    sys_flag: int
+    uniq_key: str
+
+    @property
+    def record_size(self) -> int:
+        """Its size inside a SEND_BATCH_MESSAGE body."""
+        return MIN_RECORD_SIZE + len(self.body) + len(self.properties)
+
+
+@dataclass
+class _PublishInfo:
+    route: TopicRouteData
+    queues: list[MessageQueue]
+    expires: float  # clock seconds; for routes borrowed from TBW102 only
+
+
+class Producer:
+    """Sends messages for producer group ``group``; ``async with Producer(...) as p: await p.send(msg)``.
+
+    ``instance``: a ``ClientInstance`` shared with consumers of this process (started and closed
+    by its owner); by default the producer makes, starts and closes its own. ``clock`` (monotonic
+    seconds) drives the send timeout and fault avoidance; tests inject one.
+    """
+
+    def __init__(self, group: str, config: ClientConfig, *, send_timeout_s: float = 3.0, retry_times: int = 2,
+                 compress_threshold: int = 4096, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 fault_avoidance: bool = True, selector: MessageSelector | None = None,
+                 instance: ClientInstance | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        if not group:
+            raise ConfigError("producer group is empty: give the producer a group name")
+        if send_timeout_s <= 0:
+            raise ConfigError(f"send_timeout_s must be positive, not {send_timeout_s}")
+        if retry_times < 0:
+            raise ConfigError(f"retry_times must be >= 0, not {retry_times}")
+        if max_message_size <= 0:
+            raise ConfigError(f"max_message_size must be positive, not {max_message_size}")
+        self.group = group
+        self.config = config
+        self.send_timeout_s = send_timeout_s
+        self.retry_times = retry_times
+        self.compress_threshold = compress_threshold
+        self.max_message_size = max_message_size
+        self.selector: MessageSelector = selector or select_by_hash
+        self.fault = FaultStrategy(fault_avoidance, clock)
+        self._clock = clock
+        self._owns_instance = instance is None
+        self.instance = instance or ClientInstance(config)
+        self._publish: dict[str, _PublishInfo] = {}
+        self._heartbeated: set[str] = set()
+        self._pending: set[asyncio.Task] = set()  # callback sends
+        self._background: set[asyncio.Task] = set()  # heartbeats
+        self._started = False
+        self._closed = False
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> Producer:
+        """Register the group (heartbeats carry it) and, for an own client instance, start it."""
+        if self._closed:
+            raise ClientError(f"producer {self.group} was shut down; make a new one")
+        if self._started:
+            return self
+        if self._owns_instance:
+            await self.instance.start()
+        self.instance.register_producer(self.group)
+        self._started = True
+        await self.instance.heartbeat_all()
+        return self
+
+    async def shutdown(self) -> None:
+        """Finish callback sends in flight, unregister the group from the brokers, close (idempotent)."""
+        if not self._started or self._closed:
+            self._closed = True
+            return
+        self._closed = True
+        if self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*list(self._background), return_exceptions=True)
+        self.instance.unregister_producer(self.group)
+        await self.instance.unregister_everywhere(self.group, None)
+        if self._owns_instance:
+            await self.instance.close()
+
+    async def __aenter__(self) -> Producer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    def _check_started(self) -> None:
+        if self._closed:
+            raise ClientError(f"producer {self.group} is shut down")
+        if not self._started:
+            raise ClientError(f"producer {self.group} is not started: await start() first")
+
+    # -- sends ---------------------------------------------------------------------------------
+
+    async def send(self, msg: Message | Sequence[Message]) -> SendResult:
+        """Send one message, or a list of one topic as one SEND_BATCH_MESSAGE (which must fit
+        ``max_message_size`` encoded: ``send_batch`` splits larger lists); retried on failure."""
+        self._check_started()
+        if isinstance(msg, Message):
+            prepared = self._prepare(msg)
+            return await self._send_retrying(prepared.topic, lambda mq, addr, left: self._send_one(
+                prepared, mq, addr, left))
+        batch = self._prepare_batch(msg)
+        size = sum(p.record_size for p in batch)
+        if size > self.max_message_size:
+            raise MessageValidationError(
+                f"a batch of {len(batch)} messages is {size} bytes encoded, over max_message_size "
+                f"{self.max_message_size}: send it with send_batch, which splits it")
+        return await self._send_batch_request(batch)
+
+    async def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        """Send messages of one topic as batch requests of at most ``max_message_size`` encoded
+        bytes each (in order, each to one queue); one result per request. If a request fails for
+        good, ``SendFailedError.results`` holds the results of the requests stored before it."""
+        self._check_started()
+        prepared = self._prepare_batch(messages)
+        results: list[SendResult] = []
+        for group in self._split(prepared):
+            try:
+                results.append(await self._send_batch_request(group))
+            except SendFailedError as e:
+                e.results = results
+                raise
+        return results
+
+    async def send_oneway(self, msg: Message) -> None:
+        """Send without waiting for the broker's answer (one attempt: no retry, no result)."""
+        self._check_started()
+        prepared = self._prepare(msg)
+        await self._send_retrying(prepared.topic, lambda mq, addr, left: self._send_one(
+            prepared, mq, addr, left, oneway=True), attempts=1)
+
+    async def send_orderly(self, msg: Message, key: Any) -> SendResult:
+        """Send to the queue ``selector(queues, msg, key)`` picks (by default the key's hash over the
+        topic's queues: the same key always lands on the same queue). One attempt, as RocketMQ:
+        a retry on another queue would break the order."""
+        self._check_started()
+        prepared = self._prepare(msg)
+
+        def pick(queues: Sequence[MessageQueue], _last: str | None) -> MessageQueue:
+            return self.selector(queues, msg, key)
+
+        return await self._send_retrying(prepared.topic, lambda mq, addr, left: self._send_one(
+            prepared, mq, addr, left), attempts=1, pick=pick)
+
+    def send_callback(self, msg: Message, on_success: SuccessCallback, on_error: ErrorCallback) -> asyncio.Task:
+        """Start a send and return at once; ``on_success(result)`` or ``on_error(exc)`` (plain or
+        async) runs on the event loop when it ends. Validation errors raise here, before any send.
+        ``shutdown`` waits for callback sends in flight."""
+        self._check_started()
+        prepared = self._prepare(msg)
+        task = asyncio.get_running_loop().create_task(self._callback_send(prepared, on_success, on_error))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task
+
+    async def _callback_send(self, prepared: _Prepared, on_success: SuccessCallback,
+                             on_error: ErrorCallback) -> None:
+        try:
+            result = await self._send_retrying(prepared.topic, lambda mq, addr, left: self._send_one(
+                prepared, mq, addr, left))
+        except Exception as e:
+            await _call(on_error, e)
+        else:
+            await _call(on_success, result)
+
+    # -- messages ------------------------------------------------------------------------------
+
+    def _prepare(self, msg: Message, compress: bool = True) -> _Prepared:
+        """Validate ``msg`` and encode what goes on the wire (RocketMQ's ``Validators.checkMessage``)."""
+        if not isinstance(msg, Message):
+            raise MessageValidationError(f"expected a spark_mq Message, got {type(msg).__name__}")
+        validate_topic(msg.topic)
+        if msg.topic == DEFAULT_TOPIC:
+            raise MessageValidationError(f"topic {DEFAULT_TOPIC} is the default topic for auto-creation: "
+                                         "sending to it is not allowed")
+        if not isinstance(msg.body, bytes | bytearray | memoryview):
+            raise MessageValidationError(f"message body must be bytes, not {type(msg.body).__name__}")
+        body = bytes(msg.body)
+        if not body:
+            raise MessageValidationError(f"message body for topic {msg.topic} is empty: a body needs at least one byte")
+        if len(body) > self.max_message_size:
+            raise MessageValidationError(f"message body is {len(body)} bytes, over max_message_size "
+                                         f"{self.max_message_size}: split the message or raise the limit")
+        if not -(1 << 31) <= msg.flag < 1 << 31:
+            raise MessageValidationError(f"message flag {msg.flag} does not fit a 32-bit int")
+        props = msg.all_properties()
+        props.setdefault(UNIQ_KEY, uniq_key())
+        props.setdefault(WAIT_STORE_MSG_OK, "true")
+        return self._finish(msg.topic, body, props, msg.flag, compress)
+
+    def _finish(self, topic: str, body: bytes, props: dict[str, str], flag: int, compress: bool) -> _Prepared:
+        try:
+            encoded = encode_properties(props)
+        except ValueError as e:
+            raise MessageValidationError(str(e)) from None
+        if len(encoded) > MAX_PROPERTIES_LENGTH:
+            raise MessageValidationError(f"message properties are {len(encoded)} bytes encoded, over the "
+                                         f"{MAX_PROPERTIES_LENGTH} limit: use fewer or shorter keys and properties")
+        sys_flag = 0
+        if compress and len(body) >= self.compress_threshold:
+            deflated = zlib.compress(body, COMPRESS_LEVEL)
+            if len(deflated) < len(body):  # never send a body that compression made bigger
+                body, sys_flag = deflated, COMPRESSED_FLAG
+        return _Prepared(topic, body, encoded, flag, sys_flag, props[UNIQ_KEY])
+
+    def _prepare_batch(self, messages: Sequence[Message]) -> list[_Prepared]:
+        """Validate a batch by RocketMQ's rules: one topic, no retry topic, no delay level."""
+        messages = list(messages)
+        if not messages:
+            raise MessageValidationError("a batch needs at least one message")
+        if not all(isinstance(m, Message) for m in messages):
+            raise MessageValidationError("every element of a batch must be a spark_mq Message")
+        topic = messages[0].topic
+        if any(m.topic != topic for m in messages):
+            raise MessageValidationError(f"every message of a batch must have the same topic (the first is {topic})")
+        if topic.startswith(RETRY_TOPIC_PREFIX):
+            raise MessageValidationError(f"retry topic {topic} is not supported in a batch")
+        keys = uniq_keys(len(messages)).astype(str).tolist()
+        prepared = []
+        for m, key in zip(messages, keys, strict=True):
+            delay = m.properties.get(DELAY_PROPERTY)
+            if delay not in (None, "", "0"):
+                raise MessageValidationError(f"delay level {delay} is not supported in a batch: send it alone")
+            p = self._prepare(Message(m.topic, m.body, m.tags, m.keys, {UNIQ_KEY: key, **m.properties}, m.flag),
+                              compress=False)
+            prepared.append(p)
+        return prepared
+
+    def _split(self, prepared: list[_Prepared]) -> list[list[_Prepared]]:
+        """Consecutive groups of at most ``max_message_size`` encoded bytes (a lone larger message
+        is a group of its own)."""
+        groups: list[list[_Prepared]] = []
+        current: list[_Prepared] = []
+        size = 0
+        for p in prepared:
+            if current and size + p.record_size > self.max_message_size:
+                groups.append(current)
+                current, size = [], 0
+            current.append(p)
+            size += p.record_size
+        if current:
+            groups.append(current)
+        return groups
+
+    # -- routes --------------------------------------------------------------------------------
+
+    async def publish_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
+        """The topic's writable queues on brokers with a master, ordered by broker then queue id.
+
+        An unknown topic borrows TBW102's route (at most 4 queues per broker) and is asked for
+        again after ``poll_name_server_interval_s`` or a failure. Raises SendFailedError if there
+        is no route at all, and RemotingError if no NameServer answers.
+        """
+        inst = self.instance
+        now = self._clock()
+        route = None if refresh else inst.routes.get(topic)
+        if route is None:
+            info = self._publish.get(topic)
+            if not refresh and info is not None and now < info.expires:
+                return info.queues
+            route = await inst.route(topic, refresh=True)
+        borrowed = route is None
+        if route is None:
+            route = await inst.route(DEFAULT_TOPIC, refresh=refresh)
+            if route is None:
+                raise SendFailedError(f"no route for topic {topic} and no default topic {DEFAULT_TOPIC} to create it "
+                                      f"through: create the topic (spark-mq admin) or enable autoCreateTopicEnable")
+        info = self._publish.get(topic)
+        if info is None or info.route is not route:
+            expires = now + self.config.poll_name_server_interval_s if borrowed else float("inf")
+            info = _PublishInfo(route, _writable_queues(topic, route, borrowed), expires)
+            self._publish[topic] = info
+            self._heartbeat_new_brokers()
+        return info.queues
+
+    def _heartbeat_new_brokers(self) -> None:
+        """Brokers first seen in a route hear of this group at once (not only at the next periodic
+        heartbeat), in the background so that a slow broker does not hold the send up."""
+        addrs = set(self.instance.all_broker_addrs())
+        if not addrs <= self._heartbeated:
+            self._heartbeated |= addrs
+            task = asyncio.get_running_loop().create_task(self.instance.heartbeat_all(), name="producer-heartbeat")
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _refresh_after_failure(self, topic: str) -> list[MessageQueue] | None:
+        try:
+            return await self.publish_queues(topic, refresh=True)
+        except (RemotingError, MQClientError, SendFailedError) as e:
+            log.debug("route refresh of %s after a failed send failed: %s", topic, e)
+            return None
+
+    # -- attempts ------------------------------------------------------------------------------
+
+    async def _send_retrying(self, topic: str, attempt: Callable[[MessageQueue, str, float], Awaitable[T]],
+                             attempts: int | None = None,
+                             pick: Callable[[Sequence[MessageQueue], str | None], MessageQueue] | None = None) -> T:
+        """Run ``attempt(queue, broker_addr, seconds_left)`` on queues ``pick`` (default: the fault
+        strategy) chooses until one succeeds, the attempts are used up or the send timeout ends."""
+        attempts = 1 + self.retry_times if attempts is None else attempts
+        begin = self._clock()
+        deadline = begin + self.send_timeout_s
+        try:
+            queues = await self.publish_queues(topic)
+        except RemotingError as e:
+            raise SendFailedError(f"send to topic {topic} failed: no route, the NameServer did not answer: {e}") from e
+        if not queues:
+            raise SendFailedError(f"topic {topic} has no writable queue on a broker with a master "
+                                  f"(check its perm and its brokers with get_route_info)")
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        tried = 0
+        while tried < attempts:
+            left = deadline - self._clock()
+            if left <= 0:
+                break
+            mq = pick(queues, last_broker) if pick else self.fault.select(topic, queues, last_broker)
+            addr = self.instance.broker_addr(mq.broker_name)
+            tried += 1
+            started = self._clock()
+            try:
+                if addr is None:
+                    raise RemotingConnectError(f"no master address known for broker {mq.broker_name}")
+                result = await attempt(mq, addr, left)
+            except MQClientError as e:
+                latency = (self._clock() - started) * 1000
+                if e.code not in RETRY_CODES:
+                    self.fault.update(mq.broker_name, latency)
+                    raise
+                self.fault.update(mq.broker_name, latency, failed=True)
+                last_error = e
+            except RemotingError as e:
+                self.fault.update(mq.broker_name, (self._clock() - started) * 1000, failed=True)
+                last_error = e
+            else:
+                self.fault.update(mq.broker_name, (self._clock() - started) * 1000)
+                return result
+            log.info("send to %s (%s) failed (attempt %d of %d): %s", mq, addr, tried, attempts, last_error)
+            last_broker = mq.broker_name
+            queues = await self._refresh_after_failure(topic) or queues
+        elapsed = (self._clock() - begin) * 1000
+        why = f": {last_error}" if last_error else ""
+        raise SendFailedError(f"send to topic {topic} failed after {tried} attempt(s) in {elapsed:.0f} ms "
+                              f"(send timeout {self.send_timeout_s:g}s){why}") from last_error
+
+    async def _send_one(self, p: _Prepared, mq: MessageQueue, addr: str, left: float,
+                        oneway: bool = False) -> SendResult | None:
+        header = SendMessageRequestHeaderV2(
+            producer_group=self.group, topic=p.topic, default_topic=DEFAULT_TOPIC,
+            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=mq.queue_id, sys_flag=p.sys_flag,
+            born_timestamp=int(time.time() * 1000), flag=p.flag, properties=p.properties.decode(),
+            reconsume_times=0, unit_mode=False, batch=False, bname=mq.broker_name)
+        api = self.instance.api
+        if oneway:
+            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), p.body, oneway=True)
+            await api.remoting.invoke_oneway(addr, cmd, left)
+            return None
+        return await api.send_message_v2(addr, header, p.body, timeout=left)
+
+    async def _send_batch_request(self, prepared: list[_Prepared]) -> SendResult:
+        topic = prepared[0].topic
+        bodies = [p.body for p in prepared]
+        props = [p.properties for p in prepared]
+        flags = np.fromiter((p.flag for p in prepared), dtype=np.int32, count=len(prepared))
+
+        async def attempt(mq: MessageQueue, addr: str, left: float) -> SendResult:
+            batch = MessageBatch.of(topic, mq.queue_id, bodies, props)
+            batch.flags = flags
+            return await self.instance.api.send_batch(addr, batch, self.group, broker_name=mq.broker_name,
+                                                      timeout=left)
+
+        return await self._send_retrying(topic, attempt)
+
+
+def _writable_queues(topic: str, route: TopicRouteData, borrowed: bool) -> list[MessageQueue]:
+    """RocketMQ's ``topicRouteData2TopicPublishInfo``: writable queues of brokers with a master."""
+    masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+    queues = []
+    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+        if qd.perm & PERM_WRITE and qd.broker_name in masters:
+            n = min(qd.write_queue_nums, DEFAULT_TOPIC_QUEUE_NUMS) if borrowed else qd.write_queue_nums
+            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(n))
+    return queues
+
+
+async def _call(callback: Callable[[Any], Any], arg: Any) -> None:
+    try:
+        outcome = callback(arg)
+        if inspect.isawaitable(outcome):
+            await outcome
+    except Exception:
+        log.exception("send callback %r failed", callback)
+
+
+class SyncProducer:
+    """A blocking ``Producer``: ``with SyncProducer(group, config) as p: p.send(msg)``.
+
+    The producer runs on a private :class:`~spark_mq.remoting.loop.LoopThread`. Thread-safe: any
+    number of threads may send concurrently (their sends interleave on the loop thread). Send
+    callbacks run on that loop thread: they must not call back into this object.
+    """
+
+    def __init__(self, group: str, config: ClientConfig, **options: Any) -> None:
+        self._thread = LoopThread(f"spark-mq-producer-{group}")
+        self.producer: Producer = self._thread.run(_make_producer(group, config, options))
+
+    def start(self) -> SyncProducer:
+        self._thread.run(self.producer.start())
+        return self
+
+    def shutdown(self) -> None:
+        """Shut the producer down and stop the loop thread (idempotent)."""
+        if not self._thread.alive:
+            return
+        try:
+            self._thread.run(self.producer.shutdown())
+        finally:
+            self._thread.stop()
+
+    def __enter__(self) -> SyncProducer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def send(self, msg: Message | Sequence[Message]) -> SendResult:
+        return self._thread.run(self.producer.send(msg))
+
+    def send_batch(self, messages: Sequence[Message]) -> list[SendResult]:
+        return self._thread.run(self.producer.send_batch(messages))
+
+    def send_oneway(self, msg: Message) -> None:
+        self._thread.run(self.producer.send_oneway(msg))
+
+    def send_orderly(self, msg: Message, key: Any) -> SendResult:
+        return self._thread.run(self.producer.send_orderly(msg, key))
+
+    def send_callback(self, msg: Message, on_success: SuccessCallback,
+                      on_error: ErrorCallback) -> concurrent.futures.Future:
+        """As ``Producer.send_callback``; the callbacks run on the loop thread. The returned future
+        is done once the send and its callback are."""
+        return self._thread.run(self._submit(msg, on_success, on_error))
+
+    async def _submit(self, msg: Message, on_success: SuccessCallback,
+                      on_error: ErrorCallback) -> concurrent.futures.Future:
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        task = self.producer.send_callback(msg, on_success, on_error)
+
+        def finished(t: asyncio.Task) -> None:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                if t.cancelled():
+                    done.cancel()
+                else:
+                    done.set_result(None)
+
+        task.add_done_callback(finished)
+        return done
+
+
+async def _make_producer(group: str, config: ClientConfig, options: dict[str, Any]) -> Producer:
+    return Producer(group, config, **options)

@@ -1,0 +1,511 @@
+"""Pull consumers (RocketMQ's DefaultMQPullConsumer and DefaultLitePullConsumer).
+
+- :class:`PullConsumer`: explicit — the caller lists a topic's queues, pulls from a queue at an
+  offset of its choosing and stores offsets of the group when it likes.
+- :class:`LitePullConsumer`: a group member — it subscribes to topics, owns the queues the
+  allocation strategy gives it (rebalancing every ``rebalance_interval_s`` and at once on
+  NOTIFY_CONSUMER_IDS_CHANGED), pulls them in background tasks into a bounded buffer, and hands
+  out messages with ``poll``. With ``auto_commit`` what ``poll`` returned counts as consumed and is
+  persisted to the broker every ``persist_consumer_offset_interval_s``; otherwise ``commit()``
+  commits what was polled. A queue given up in a rebalance has its offset persisted before it is
+  released, and ``shutdown`` persists every offset before leaving the group, so the next owner
+  starts where this one stopped. A queue that moves between two members that both stay reads
+  from the offset its old owner last persisted (the new owner may read it before the old one
+  gives it up): what was polled since then is delivered again — at least once, as RocketMQ.
+
+``SyncPullConsumer`` / ``SyncLitePullConsumer`` are blocking twins on a private loop thread.
+
+Thread-safety: the async consumers run on one event loop (not thread-safe); their coroutines
+may interleave freely. The Sync facades may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.instance import ClientInstance
+from spark_mq.client.offset_store import RemoteBrokerOffsetStore, broker_addr_of, query_committed_offset
+from spark_mq.client.rebalance import AllocateStrategy, RebalanceResult, get_strategy, rebalance_result
+from spark_mq.client.results import PullResult, PullStatus
+from spark_mq.client.subscription import (
+    ConsumeFrom,
+    consume_from_where,
+    filter_by_tags,
+    parse_consume_from,
+    parse_tags,
+    resolve_start_offset,
+    subscription_data,
+)
+from spark_mq.client.sync_facade import SyncFacade, make_blocking
+from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
+from spark_mq.common.message_unit import StoredMessage
+from spark_mq.remoting.bodies import SUB_ALL, ConsumerData, MessageQueue
+from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "ConsumerPullResult",
+    "LitePullConsumer",
+    "PullConsumer",
+    "SyncLitePullConsumer",
+    "SyncPullConsumer",
+    "resolve_start_offset",
+]
+
+PULL_RETRY_BACKOFF_S = 1.0  # after a failed pull, as PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+
+
+@dataclass(frozen=True)
+class ConsumerPullResult:
+    """A pull as a consumer sees it: the broker's status and offsets, the messages decoded and
+    filtered by tag string (``raw`` keeps the undecoded response)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[StoredMessage]
+    raw: PullResult
+
+
+def pull_header(group: str, mq: MessageQueue, offset: int, max_nums: int, expression: str,
+                suspend_s: float = 0.0, commit_offset: int | None = None) -> PullMessageRequestHeader:
+    """PULL_MESSAGE header carrying the subscription (the broker filters by tag hash)."""
+    sub = subscription_data(mq.topic, expression)
+    return PullMessageRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset, max_msg_nums=max_nums,
+        sys_flag=build_pull_sys_flag(commit_offset=commit_offset is not None, suspend=suspend_s > 0,
+                                     subscription=True),
+        commit_offset=commit_offset if commit_offset is not None else 0,
+        suspend_timeout_millis=int(suspend_s * 1000), sub_version=sub.sub_version, subscription=sub.sub_string,
+        expression_type=sub.expression_type)
+
+
+async def pull_queue(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
+                     expression: str = SUB_ALL, *, suspend_s: float = 0.0,
+                     timeout: float | None = None) -> ConsumerPullResult:
+    """One PULL_MESSAGE of ``mq`` at ``offset``, decoded and filtered by tag string."""
+    if max_nums <= 0:
+        raise ConfigError(f"max_nums must be positive, got {max_nums}")
+    addr = await broker_addr_of(instance, mq)
+    header = pull_header(group, mq, offset, max_nums, expression, suspend_s)
+    raw = await instance.api.pull_message(addr, header, timeout)
+    messages = filter_by_tags(raw.messages(), parse_tags(expression)) if raw.status == PullStatus.FOUND else []
+    return ConsumerPullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages, raw)
+
+
+def _consumer_data(group: str, subscriptions: dict[str, str], consume_from: str) -> ConsumerData:
+    return ConsumerData(group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+                        consume_from_where=consume_from,
+                        subscription_data_set=[subscription_data(t, e) for t, e in sorted(subscriptions.items())])
+
+
+class PullConsumer:
+    """Explicit pulls and offsets of consumer group ``group`` (clustering, offsets at the broker).
+
+    ``await start()`` first; ``await shutdown()`` persists the offsets set with ``update_offset``.
+    """
+
+    def __init__(self, group: str, config: ClientConfig, *, instance: ClientInstance | None = None) -> None:
+        if not group:
+            raise ConfigError("consumer group is empty")
+        self.group = group
+        self.config = config
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(config)
+        self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self._topics: dict[str, str] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        if self._own_instance:
+            await self.instance.start()
+        self.instance.register_consumer(self.group, self._consumer_data, lambda: None)
+        self._started = True
+
+    def _consumer_data(self) -> ConsumerData:
+        return _consumer_data(self.group, self._topics, "CONSUME_FROM_LAST_OFFSET")
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        try:
+            await self.offset_store.persist_all(set(self.offset_store.offsets()))
+        finally:
+            self.instance.unregister_consumer(self.group)
+            await self.instance.unregister_everywhere(None, self.group)
+            if self._own_instance:
+                await self.instance.close()
+
+    def _check_started(self) -> None:
+        if not self._started:
+            raise ClientError(f"pull consumer of group {self.group} is not started: call start() first")
+
+    async def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues (sorted), from a fresh route; ClientError if no such topic."""
+        self._check_started()
+        queues = await self.instance.subscribe_queues(topic, refresh=True)
+        if not queues:
+            raise ClientError(f"topic {topic!r} has no readable queue: does it exist?")
+        self._topics.setdefault(topic, SUB_ALL)
+        return queues
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = SUB_ALL,
+                   timeout: float | None = None, *, block_s: float = 0.0) -> ConsumerPullResult:
+        """Pull up to ``max_nums`` messages of ``mq`` from ``offset`` whose tag matches
+        ``expression``; ``block_s`` > 0 lets the broker hold the pull until a message arrives."""
+        self._check_started()
+        return await pull_queue(self.instance, self.group, mq, offset, max_nums, expression, suspend_s=block_s,
+                                timeout=timeout)
+
+    def update_offset(self, mq: MessageQueue, offset: int) -> None:
+        """Set the group's offset of ``mq`` in memory (``persist`` writes it to the broker)."""
+        self.offset_store.update(mq, offset)
+
+    async def read_offset(self, mq: MessageQueue, from_store: bool = True) -> int:
+        """The group's offset of ``mq`` (-1: none committed)."""
+        self._check_started()
+        return await self.offset_store.read(mq, from_store)
+
+    async def persist(self, mq: MessageQueue | None = None) -> None:
+        """Write the offset of ``mq`` (or of every queue updated) to its broker."""
+        self._check_started()
+        if mq is None:
+            await self.offset_store.persist_all(set(self.offset_store.offsets()))
+        else:
+            await self.offset_store.persist(mq)
+
+
+@dataclass(eq=False)
+class _QueueState:
+    """One owned queue: where its pull task reads next, and its pull task."""
+
+    mq: MessageQueue
+    next_offset: int
+    version: int = 0  # bumped by seek: batches pulled before are stale
+    task: asyncio.Task | None = None
+    dropped: bool = False
+
+
+@dataclass(eq=False)
+class _Batch:
+    state: _QueueState
+    version: int
+    messages: list[StoredMessage]
+    next_offset: int  # offset after the pull (past messages filtered out too)
+
+
+@dataclass
+class _Subscription:
+    expression: str
+    tags: frozenset[str] | None = field(default=None)
+
+
+class LitePullConsumer:
+    """A member of consumer group ``group`` that polls messages of the queues it owns.
+
+    ``consume_from`` ("last", "first" or a timestamp in ms) applies to a queue only when the group
+    has no committed offset for it. ``poll`` returns one pulled batch (at most ``pull_batch_size``
+    messages of one queue), or ``[]`` after ``timeout`` seconds.
+    """
+
+    def __init__(self, group: str, config: ClientConfig, *, auto_commit: bool = True,
+                 consume_from: ConsumeFrom | str = "last", allocate_strategy: str | AllocateStrategy = "average",
+                 pull_batch_size: int = 32, poll_timeout_s: float = 5.0, rebalance_interval_s: float = 20.0,
+                 pull_suspend_s: float = 5.0, buffer_batches: int = 64,
+                 instance: ClientInstance | None = None) -> None:
+        if not group:
+            raise ConfigError("consumer group is empty")
+        if pull_batch_size <= 0 or buffer_batches <= 0:
+            raise ConfigError(f"pull_batch_size ({pull_batch_size}) and buffer_batches ({buffer_batches}) "
+                              f"must be positive")
+        self.group = group
+        self.config = config
+        self.auto_commit = auto_commit
+        self.consume_from = parse_consume_from(consume_from)
+        self.allocate = get_strategy(allocate_strategy) if isinstance(allocate_strategy, str) else allocate_strategy
+        self.pull_batch_size = pull_batch_size
+        self.poll_timeout_s = poll_timeout_s
+        self.rebalance_interval_s = rebalance_interval_s
+        self.pull_suspend_s = pull_suspend_s
+        self.buffer_batches = buffer_batches
+        self._own_instance = instance is None
+        self.instance = instance or ClientInstance(config)
+        self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._states: dict[MessageQueue, _QueueState] = {}
+        self._polled: dict[MessageQueue, int] = {}  # offset after the last polled message, not yet committed
+        self._buffer: asyncio.Queue[_Batch] | None = None
+        self._wake: asyncio.Event | None = None
+        self._rebalance_lock: asyncio.Lock | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._started = False
+        self.rebalances: list[RebalanceResult] = []  # the changing ones, newest last (for tests and tools)
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    async def subscribe(self, topic: str, expression: str = SUB_ALL) -> None:
+        """Read ``topic`` (messages whose tag matches ``expression``, e.g. ``"a || b"``)."""
+        self._subscriptions[topic] = _Subscription(expression, parse_tags(expression))
+        if self._started:
+            await self.instance.route(topic, refresh=True)
+            await self.instance.heartbeat_all()
+            self._wake.set()
+
+    async def unsubscribe(self, topic: str) -> None:
+        self._subscriptions.pop(topic, None)
+        if self._started:
+            await self.instance.heartbeat_all()
+            self._wake.set()
+
+    async def start(self) -> None:
+        """Join the group: heartbeat, take this member's queues, start pulling and rebalancing."""
+        if self._started:
+            return
+        self._buffer = asyncio.Queue(self.buffer_batches)
+        self._wake = asyncio.Event()
+        self._rebalance_lock = asyncio.Lock()
+        if self._own_instance:
+            await self.instance.start()
+        try:
+            for topic in self._subscriptions:
+                if await self.instance.route(topic, refresh=True) is None:
+                    log.warning("group %s: topic %s has no route yet; rebalancing will retry", self.group, topic)
+        except BaseException:  # no NameServer answered: leave nothing running behind
+            if self._own_instance:
+                await self.instance.close()
+            raise
+        self.instance.register_consumer(self.group, self._consumer_data, self._wake.set)
+        self._started = True
+        await self.instance.heartbeat_all()
+        await self.rebalance()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._rebalance_loop(), name=f"rebalance-{self.group}"),
+                       loop.create_task(self._persist_loop(), name=f"persist-offsets-{self.group}")]
+
+    async def shutdown(self) -> None:
+        """Stop pulling, persist every owned queue's offset, then leave the group."""
+        if not self._started:
+            return
+        self._started = False
+        await _cancel(self._tasks)
+        self._tasks = []
+        owned = set(self._states)
+        for state in self._states.values():
+            state.dropped = True
+        await _cancel([s.task for s in self._states.values() if s.task is not None])
+        try:
+            await self.offset_store.persist_all(owned)
+        finally:
+            self._states.clear()
+            self.instance.unregister_consumer(self.group)
+            await self.instance.unregister_everywhere(None, self.group)
+            if self._own_instance:
+                await self.instance.close()
+
+    def _consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
+                            consume_from_where=consume_from_where(self.consume_from),
+                            subscription_data_set=[subscription_data(t, s.expression)
+                                                   for t, s in sorted(self._subscriptions.items())])
+
+    # -- rebalance ----------------------------------------------------------------------------
+
+    def assignment(self) -> frozenset[MessageQueue]:
+        """The queues this member owns now."""
+        return frozenset(self._states)
+
+    async def _rebalance_loop(self) -> None:
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.rebalance_interval_s)
+            self._wake.clear()
+            try:
+                await self.rebalance()
+            except Exception:  # retried at the next notification or interval
+                log.exception("group %s: rebalance failed", self.group)
+
+    async def _members(self, topic: str) -> list[str]:
+        """The group's client ids, from the first broker of the topic that answers."""
+        route = await self.instance.route(topic)
+        for b in sorted(route.broker_datas, key=lambda b: b.broker_name) if route else []:
+            addr = self.instance.broker_addr(b.broker_name)
+            if addr is None:
+                continue
+            try:
+                return await self.instance.api.get_consumer_list_by_group(addr, self.group)
+            except (RemotingError, MQClientError) as e:
+                log.warning("group %s: member list from %s failed: %s", self.group, addr, e)
+        return []
+
+    async def rebalance(self) -> RebalanceResult:
+        """Allocate the subscribed topics' queues now; give up removed queues (offset persisted
+        first), start pulling added ones from the group's committed offset or ``consume_from``."""
+        async with self._rebalance_lock:
+            wanted: set[MessageQueue] = set()
+            kept: set[MessageQueue] = set()  # topics whose member list is unknown now: keep what we own
+            for topic in list(self._subscriptions):
+                mqs = await self.instance.subscribe_queues(topic, refresh=True)
+                cids = await self._members(topic) if mqs else []
+                if not cids:
+                    kept |= {mq for mq in self._states if mq.topic == topic}
+                    continue
+                wanted |= set(self.allocate(self.group, self.instance.client_id, mqs, cids))
+            result = rebalance_result(set(self._states), wanted | kept)
+            for mq in sorted(result.removed):
+                await self._release(mq)
+            for mq in sorted(result.added):
+                if not self._started:
+                    break
+                try:
+                    offset = await resolve_start_offset(self.instance, self.offset_store, mq, self.consume_from)
+                except (RemotingError, MQClientError, ClientError) as e:
+                    log.warning("group %s: no start offset for %s (retried at the next rebalance): %s",
+                                self.group, mq, e)
+                    continue
+                self._assign(mq, offset)
+            if result.changed:
+                log.info("group %s: %s owns %d queues (+%d -%d)", self.group, self.instance.client_id,
+                         len(self._states), len(result.added), len(result.removed))
+                self.rebalances.append(result)
+            return result
+
+    def _assign(self, mq: MessageQueue, offset: int) -> None:
+        state = _QueueState(mq, offset)
+        self._states[mq] = state
+        state.task = asyncio.get_running_loop().create_task(self._pull_loop(state), name=f"pull-{mq}")
+
+    async def _release(self, mq: MessageQueue) -> None:
+        """Stop pulling ``mq``, persist its offset, forget it (polls ignore its buffered batches)."""
+        state = self._states.pop(mq)
+        state.dropped = True  # from here on poll skips its batches: the offset below is final
+        self._polled.pop(mq, None)
+        if state.task is not None:
+            await _cancel([state.task])
+        try:
+            await self.offset_store.persist(mq)
+        except (RemotingError, MQClientError, ClientError) as e:
+            log.warning("group %s: persisting the offset of released %s failed: %s", self.group, mq, e)
+        self.offset_store.remove(mq)
+
+    # -- pulling ------------------------------------------------------------------------------
+
+    async def _pull_loop(self, state: _QueueState) -> None:
+        sub = self._subscriptions.get(state.mq.topic)
+        expression = sub.expression if sub else SUB_ALL
+        while not state.dropped:
+            version, offset = state.version, state.next_offset
+            try:
+                result = await pull_queue(self.instance, self.group, state.mq, offset, self.pull_batch_size,
+                                          expression, suspend_s=self.pull_suspend_s)
+            except (RemotingError, MQClientError, ClientError) as e:
+                log.warning("group %s: pulling %s at %d failed: %s", self.group, state.mq, offset, e)
+                await asyncio.sleep(PULL_RETRY_BACKOFF_S)
+                continue
+            if state.dropped or version != state.version:
+                continue
+            if result.status == PullStatus.FOUND:
+                await self._buffer.put(_Batch(state, version, result.messages, result.next_begin_offset))
+            elif result.status == PullStatus.OFFSET_ILLEGAL:
+                log.warning("group %s: offset %d of %s is illegal (min %d, max %d); going on from %d", self.group,
+                            offset, state.mq, result.min_offset, result.max_offset, result.next_begin_offset)
+            if version == state.version:
+                state.next_offset = result.next_begin_offset
+
+    async def poll(self, timeout: float | None = None) -> list[StoredMessage]:
+        """The next batch of messages of one owned queue, or ``[]`` once ``timeout`` s pass."""
+        if not self._started:
+            raise ClientError(f"lite pull consumer of group {self.group} is not started: call start() first")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.poll_timeout_s if timeout is None else timeout)
+        while True:
+            try:
+                batch = await asyncio.wait_for(self._buffer.get(), max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                return []
+            state = batch.state
+            if state.dropped or self._states.get(state.mq) is not state or batch.version != state.version:
+                continue  # the queue was released or seeked since this pull
+            if self.auto_commit:
+                self.offset_store.update(state.mq, batch.next_offset)
+            else:
+                self._polled[state.mq] = batch.next_offset
+            if batch.messages:
+                return batch.messages
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    async def commit(self) -> None:
+        """Commit what ``poll`` returned (manual mode) and persist the owned queues' offsets."""
+        for mq, offset in self._polled.items():
+            if mq in self._states:
+                self.offset_store.update(mq, offset)
+        self._polled.clear()
+        await self.offset_store.persist_all(set(self._states))
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The group's offset of ``mq`` at its broker (-1: none); the in-memory offset is left alone."""
+        addr = await broker_addr_of(self.instance, mq)
+        offset = await query_committed_offset(self.instance.api, addr, self.group, mq)
+        return -1 if offset is None else offset
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Read ``mq`` from ``offset`` on (it must be owned and min <= offset <= max)."""
+        state = self._states.get(mq)
+        if state is None:
+            raise ClientError(f"{mq} is not assigned to this consumer; assignment: {sorted(self._states)}")
+        addr = await broker_addr_of(self.instance, mq)
+        low = await self.instance.api.get_min_offset(addr, mq.topic, mq.queue_id)
+        high = await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)
+        if low is not None and high is not None and not low <= offset <= high:
+            raise ClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
+        if state.task is not None:
+            await _cancel([state.task])
+        state.version += 1
+        state.next_offset = offset
+        self._polled.pop(mq, None)
+        if not state.dropped:
+            state.task = asyncio.get_running_loop().create_task(self._pull_loop(state), name=f"pull-{mq}")
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.persist_consumer_offset_interval_s)
+            try:
+                await self.offset_store.persist_all(set(self._states))
+            except Exception:
+                log.exception("group %s: persisting offsets failed", self.group)
+
+
+async def _cancel(tasks: list[asyncio.Task]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class SyncPullConsumer(SyncFacade):
+    """A blocking :class:`PullConsumer`: ``with SyncPullConsumer(group, config) as c: c.start() ...``."""
+
+    def __init__(self, group: str, config: ClientConfig) -> None:
+        super().__init__(lambda: PullConsumer(group, config), f"spark-mq-pull-{group}")
+
+
+class SyncLitePullConsumer(SyncFacade):
+    """A blocking :class:`LitePullConsumer` (same keyword arguments)."""
+
+    def __init__(self, group: str, config: ClientConfig, **kwargs: object) -> None:
+        super().__init__(lambda: LitePullConsumer(group, config, **kwargs), f"spark-mq-lite-pull-{group}")
+
+
+make_blocking(SyncPullConsumer, PullConsumer)
+make_blocking(SyncLitePullConsumer, LitePullConsumer)
+

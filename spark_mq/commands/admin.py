@@ -1,0 +1,168 @@
+"""``spark-mq admin``: topics (create, list, delete, stats), group lag, offset resets."""
+
+from __future__ import annotations
+
+import argparse
+
+from spark_mq.commands.common import add_namesrv, client_config, console, format_ms, parse_time_ms
+from spark_mq.common.errors import SparkMQError
+
+_PERMS = {"rw": 6, "r": 4, "w": 2, "-": 0}
+
+
+def _perm(text: str) -> int:
+    if text in _PERMS:
+        return _PERMS[text]
+    if text.isdigit():
+        return int(text)
+    raise argparse.ArgumentTypeError(f"perm {text!r}: give rw, r, w, or RocketMQ's number (6 = read+write)")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    admin = sub.add_parser("admin", help="administer topics, consumer groups and offsets",
+                           description="Administer topics, consumer groups and offsets through the NameServers.")
+    what = admin.add_subparsers(dest="admin_command", required=True, metavar="WHAT")
+
+    topic = what.add_parser("topic", help="create, list, delete topics; show a topic's queues",
+                            description="Create, list and delete topics; show a topic's queue offsets.")
+    actions = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create or update a topic",
+                                description="Create or update a topic on every broker of --cluster (default: of "
+                                            "every cluster), or on one --broker-addr.")
+    add_namesrv(create)
+    create.add_argument("--topic", required=True)
+    create.add_argument("--cluster", help="cluster whose brokers get the topic (default: every cluster)")
+    create.add_argument("--broker-addr", help="one broker (host:port) instead of a cluster")
+    create.add_argument("--queues", type=int, default=8, help="read and write queue count (default 8)")
+    create.add_argument("--read-queues", type=int, help="read queue count (default: --queues)")
+    create.add_argument("--write-queues", type=int, help="write queue count (default: --queues)")
+    create.add_argument("--perm", type=_perm, default=6, help="rw (default), r, w, or a RocketMQ perm number")
+    create.add_argument("--order", action="store_true", help="mark the topic as ordered")
+    create.set_defaults(func=_topic_create)
+    listing = actions.add_parser("list", help="list every topic the NameServer knows",
+                                 description="List every topic the NameServer knows, sorted.")
+    add_namesrv(listing)
+    listing.set_defaults(func=_topic_list)
+    delete = actions.add_parser("delete", help="delete a topic from its brokers and the NameServers",
+                                description="Delete a topic from its brokers (of --cluster only, if given) and "
+                                            "from every NameServer.")
+    add_namesrv(delete)
+    delete.add_argument("--topic", required=True)
+    delete.add_argument("--cluster", help="only from this cluster's brokers")
+    delete.set_defaults(func=_topic_delete)
+    stats = actions.add_parser("stats", help="min/max offset and last store time per queue",
+                               description="Min and max offset and the last message's store time of every queue.")
+    add_namesrv(stats)
+    stats.add_argument("--topic", required=True)
+    stats.set_defaults(func=_topic_stats)
+
+    group = what.add_parser("group", help="consumer group progress",
+                            description="Consumer group progress.")
+    group_actions = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
+    lag = group_actions.add_parser("lag", help="broker offset, committed offset and lag per queue",
+                                   description="The group's broker offset, committed offset, lag and last consumed "
+                                               "store time per queue, and the total lag.")
+    add_namesrv(lag)
+    lag.add_argument("--group", required=True)
+    lag.add_argument("--topic", help="only this topic (default: every topic the group has offsets for)")
+    lag.set_defaults(func=_group_lag)
+
+    offsets = what.add_parser("offsets", help="reset a group's offsets", description="Reset a group's offsets.")
+    offset_actions = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")
+    reset = offset_actions.add_parser(
+        "reset", help="move a group's offsets to the first message at or after a time",
+        description="Move the group's committed offset of every queue of --topic to the first message stored at "
+                    "or after --to-time. Stop the group's consumers first: an online consumer overwrites the "
+                    "offsets with its next commit.")
+    add_namesrv(reset)
+    reset.add_argument("--group", required=True)
+    reset.add_argument("--topic", required=True)
+    reset.add_argument("--to-time", required=True, help="ISO 8601 time (local unless it has an offset) or ms")
+    reset.set_defaults(func=_offsets_reset)
+
+
+def _admin(args: argparse.Namespace):
+    from spark_mq.client.admin import SyncAdmin
+
+    return SyncAdmin(client_config(args))
+
+
+def _topic_create(args: argparse.Namespace) -> int:
+    read = args.read_queues or args.queues
+    write = args.write_queues or args.queues
+    with _admin(args) as admin:
+        addrs = admin.create_topic(args.topic, cluster=args.cluster, broker_addr=args.broker_addr,
+                                   read_queue_nums=read, write_queue_nums=write, perm=args.perm, order=args.order)
+    print(f"topic {args.topic} created/updated on {', '.join(addrs)} ({read} read / {write} write queues, "
+          f"perm {args.perm}{', ordered' if args.order else ''})")
+    return 0
+
+
+def _topic_list(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        topics = admin.list_topics()
+    for topic in topics:
+        print(topic)
+    return 0
+
+
+def _topic_delete(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        addrs = admin.delete_topic(args.topic, cluster=args.cluster)
+    where = ", ".join(addrs) if addrs else "no broker (it was routed nowhere)"
+    print(f"topic {args.topic} deleted from {where} and from the NameServers")
+    return 0
+
+
+def _topic_stats(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    with _admin(args) as admin:
+        stats = admin.topic_stats(args.topic)
+    table = Table(title=f"topic {args.topic}")
+    for name, justify in (("broker", "left"), ("queue", "right"), ("min offset", "right"), ("max offset", "right"),
+                          ("messages", "right"), ("last store time", "left")):
+        table.add_column(name, justify=justify)
+    for q in stats.queues:
+        table.add_row(q.broker_name, str(q.queue_id), str(q.min_offset), str(q.max_offset), str(q.count),
+                      format_ms(q.last_update_timestamp))
+    out = console()
+    out.print(table)
+    out.print(f"total messages: {stats.total_messages}")
+    return 0
+
+
+def _group_lag(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    with _admin(args) as admin:
+        progress = admin.group_progress(args.group, args.topic)
+    out = console()
+    if not progress.queues:
+        raise SparkMQError(f"group {args.group} has no offsets{' on topic ' + args.topic if args.topic else ''} "
+                           f"and no online member: has it consumed anything yet?")
+    table = Table(title=f"group {args.group}")
+    for name, justify in (("topic", "left"), ("broker", "left"), ("queue", "right"), ("broker offset", "right"),
+                          ("consumer offset", "right"), ("lag", "right"), ("last consumed store time", "left")):
+        table.add_column(name, justify=justify)
+    for q in progress.queues:
+        table.add_row(q.topic, q.broker_name, str(q.queue_id), str(q.broker_offset), str(q.consumer_offset),
+                      str(q.lag), format_ms(q.last_timestamp))
+    out.print(table)
+    out.print(f"total lag: {progress.total_lag}  consume tps: {progress.consume_tps:.1f}")
+    return 0
+
+
+def _offsets_reset(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    when = parse_time_ms(args.to_time, "--to-time")
+    with _admin(args) as admin:
+        offsets = admin.reset_offsets_by_time(args.group, args.topic, when)
+    table = Table(title=f"group {args.group} on {args.topic} reset to {format_ms(when)}")
+    for name, justify in (("broker", "left"), ("queue", "right"), ("new offset", "right")):
+        table.add_column(name, justify=justify)
+    for mq, offset in sorted(offsets.items()):
+        table.add_row(mq.broker_name, str(mq.queue_id), str(offset))
+    console().print(table)
+    return 0

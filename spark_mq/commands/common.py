@@ -1,0 +1,89 @@
+"""What the client commands share: the --namesrv option, time parsing, console and JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import sys
+from datetime import datetime
+
+from spark_mq.common.errors import ConfigError
+
+NAMESRV_ENV = "SPARK_MQ_NAMESRV"
+DEFAULT_NAMESRV = "127.0.0.1:9876"
+
+
+def add_namesrv(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--namesrv", default=os.environ.get(NAMESRV_ENV, DEFAULT_NAMESRV),
+                        help=f"NameServer address(es), ';'-separated (default: ${NAMESRV_ENV} or {DEFAULT_NAMESRV})")
+
+
+def client_config(args: argparse.Namespace, **overrides: object):
+    from spark_mq.client.config import ClientConfig
+
+    return ClientConfig(namesrv_addr=args.namesrv, **overrides)
+
+
+def parse_time_ms(text: str, what: str = "time") -> int:
+    """Milliseconds since the epoch from ``text``: an integer (ms) or an ISO 8601 time (local time
+    when it has no offset: ``2024-05-01T12:00:00``, ``2024-05-01 12:00:00.250+02:00``)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise ConfigError(f"{what} {text!r} is neither milliseconds since the epoch nor an ISO 8601 time "
+                          f"such as 2024-05-01T12:00:00") from None
+    return int(when.timestamp() * 1000)
+
+
+def format_ms(ms: int | None) -> str:
+    """Local ISO time of ``ms`` (to the millisecond), '-' for none."""
+    if not ms or ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
+
+
+def console():
+    """A rich console on stdout, 200 columns wide when stdout is not a terminal (so pipes and tests
+    get whole tables)."""
+    from rich.console import Console
+
+    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+
+
+def message_json(m, msg_id: str | None = None) -> str:
+    """One JSON line for a StoredMessage: body as UTF-8 text, or base64 with ``body_base64: true``."""
+    from spark_mq.common.message_id import offset_msg_id
+
+    offset_id = offset_msg_id(m.store_host, m.physical_offset)
+    try:
+        body, b64 = m.body.decode("utf-8"), False
+    except UnicodeDecodeError:
+        body, b64 = base64.b64encode(m.body).decode("ascii"), True
+    record = {
+        "topic": m.topic,
+        "queue_id": m.queue_id,
+        "queue_offset": m.queue_offset,
+        "msg_id": msg_id or m.properties.get("UNIQ_KEY") or offset_id,
+        "offset_msg_id": offset_id,
+        "keys": m.keys,
+        "tags": m.tags,
+        "properties": m.properties,
+        "body": body,
+        "body_base64": b64,
+        "store_timestamp": m.store_timestamp,
+        "born_timestamp": m.born_timestamp,
+    }
+    return json.dumps(record, ensure_ascii=False)
+
+
+def body_preview(body: bytes, limit: int = 60) -> str:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(body)} bytes, not UTF-8>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

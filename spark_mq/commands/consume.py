@@ -1,0 +1,95 @@
+"""``spark-mq consume``: print a topic's messages as a consumer group member, then commit."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from spark_mq.commands.common import add_namesrv, client_config, message_json, parse_time_ms
+from spark_mq.common.errors import SparkMQError
+
+DEFAULT_TIMEOUT_S = 5.0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("consume", help="print messages of a topic as a member of a consumer group",
+                       description="Print the bodies (or JSON lines) of a topic's messages as a member of "
+                                   "--group, until --max messages or until nothing arrives for --timeout seconds; "
+                                   "then commit the group's offsets just past the last message printed of each "
+                                   "queue. --from applies to queues the group has no committed offset for.")
+    add_namesrv(p)
+    p.add_argument("--topic", required=True, help="topic to consume")
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--tags", default="*", help="subscription expression (default '*'; e.g. 'a || b')")
+    p.add_argument("--from", dest="from_", default="last", metavar="FROM",
+                   help="where a queue with no committed offset starts: first, last (default), or a time "
+                        "(ISO 8601 or ms since the epoch)")
+    p.add_argument("--max", type=int, help="stop after this many messages")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON lines (topic, queue_id, queue_offset, msg_id, keys, tags, properties, body, "
+                        "store_timestamp; body in base64 with body_base64=true when not UTF-8)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
+                   help=f"stop when nothing arrives for this many seconds (default {DEFAULT_TIMEOUT_S:g})")
+    p.set_defaults(func=run)
+
+
+def _consume_from(text: str) -> str | int:
+    return text if text in ("first", "last") else parse_time_ms(text, "--from")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max is not None and args.max < 1:
+        raise SparkMQError("--max must be at least 1")
+    consume_from = _consume_from(args.from_)
+    # offsets are committed by this command, exactly past what it printed: a poll may return more
+    # messages than --max leaves room for, and those must stay unconsumed for the group
+    from spark_mq.client.admin import SyncAdmin
+    from spark_mq.client.pull_consumer import SyncLitePullConsumer
+
+    with SyncAdmin(client_config(args)) as admin:  # a clear error before a consumer starts its threads
+        if admin.route(args.topic) is None:
+            raise SparkMQError(f"topic {args.topic!r} is not known to the NameServer at {args.namesrv}: check the "
+                               f"name (`spark-mq admin topic list`) or create it (`spark-mq admin topic create`)")
+    consumer = SyncLitePullConsumer(args.group, client_config(args), auto_commit=False, consume_from=consume_from)
+    printed = 0
+    next_offsets: dict[tuple[bytes, str, int], int] = {}  # (store host, topic, queue) -> offset past the last printed
+    out = sys.stdout
+    try:
+        consumer.subscribe(args.topic, args.tags)
+        consumer.start()
+        idle_since = time.monotonic()
+        while args.max is None or printed < args.max:
+            left = args.timeout - (time.monotonic() - idle_since)
+            if left <= 0:
+                break
+            messages = consumer.poll(min(left, 1.0))
+            if not messages:
+                continue
+            idle_since = time.monotonic()
+            for m in messages:
+                if args.max is not None and printed >= args.max:
+                    break
+                if args.json:
+                    out.write(message_json(m) + "\n")
+                else:
+                    out.write(m.body.decode("utf-8", "replace") + "\n")
+                printed += 1
+                next_offsets[(m.store_host, m.topic, m.queue_id)] = m.queue_offset + 1
+            out.flush()
+    finally:
+        consumer.shutdown()
+        if next_offsets:
+            _commit(args, next_offsets)
+    print(f"consumed {printed} message(s) from {args.topic} as group {args.group}", file=sys.stderr, flush=True)
+    return 0
+
+
+def _commit(args: argparse.Namespace, next_offsets: dict[tuple[bytes, str, int], int]) -> None:
+    """UPDATE_CONSUMER_OFFSET to the broker that stored each queue (its address is the messages' store host)."""
+    from spark_mq.client.sync_api import SyncMQClientAPI
+    from spark_mq.common.message import unpack_host
+
+    with SyncMQClientAPI() as api:
+        for (host, topic, queue_id), offset in sorted(next_offsets.items()):
+            api.update_consumer_offset(unpack_host(host), args.group, topic, queue_id, offset)
