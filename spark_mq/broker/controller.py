@@ -24,6 +24,7 @@ from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pull_processor import PullProcessor
 from spark_mq.broker.queue_locks import QueueLockManager
+from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig
@@ -33,7 +34,7 @@ from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.server import RemotingServer
-from spark_mq.store.config_file import CONSUMER_OFFSETS, TOPICS
+from spark_mq.store.config_file import CONSUMER_OFFSETS, DELAY_OFFSETS, TOPICS
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,7 @@ class BrokerController:
         self.store: MessageStore
         self.topics: TopicConfigManager
         self.offsets: ConsumerOffsetManager
+        self.retry: RetryScheduler
         self._register_now = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
 
@@ -84,7 +86,11 @@ class BrokerController:
         self.topics.load()
         self.offsets = ConsumerOffsetManager(self.store.config_file(CONSUMER_OFFSETS))
         self.offsets.load()
-        for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self)):
+        self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
+                                    on_stored=self.hold.notify, on_topic_created=self.request_registration)
+        self.retry.load()
+        for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self),
+                          SendBackProcessor(self, self.retry)):
             processor.register_on(self.server)
         self.metrics.serve(self.config.listen_address, self.config.metrics_port)
         loop = asyncio.get_running_loop()
@@ -92,6 +98,7 @@ class BrokerController:
             loop.create_task(self._register_loop(), name="broker-register"),
             loop.create_task(self._every(PERSIST_INTERVAL_S, self.offsets.persist), name="broker-persist"),
             loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients), name="broker-clients"),
+            loop.create_task(self.retry.run(), name="broker-retry"),
         ]
         await self.register_all()
         log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
@@ -120,8 +127,13 @@ class BrokerController:
 
     async def _register_loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._register_now.wait(), REGISTER_INTERVAL_S)
+            # asyncio.wait, not wait_for: on Python 3.11 wait_for can swallow a cancel that lands
+            # as the event fires, and the broker would then hang at shutdown
+            waiter = asyncio.ensure_future(self._register_now.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=REGISTER_INTERVAL_S)
+            finally:
+                waiter.cancel()
             self._register_now.clear()
             await self.register_all()
 

@@ -70,6 +70,7 @@ from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     PERM_READ,
     PERM_WRITE,
+    ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
@@ -371,6 +372,12 @@ class MQClientAPI:
         """HEART_BEAT; returns the broker's version (MQVersion ordinal) from the response."""
         response = await self._invoke(addr, RequestCode.HEART_BEAT, None, data.to_json(), timeout)
         return response.version
+
+    async def consumer_send_msg_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader, *,
+                                     timeout: float | None = None) -> None:
+        """CONSUMER_SEND_MSG_BACK: have the broker redeliver a message that failed to consume
+        (through ``%RETRY%<group>``, or to ``%DLQ%<group>`` past the reconsume limit)."""
+        await self._invoke(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header, timeout=timeout)
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None = None,
                                 consumer_group: str | None = None, *, timeout: float | None = None) -> None:

@@ -1,0 +1,274 @@
+"""CONSUMER_SEND_MSG_BACK (RocketMQ's ``SendMessageProcessor.consumerSendMsgBack``) and the
+delayed redelivery it asks for.
+
+A consumer that failed to consume a message sends it back by commitlog offset. The broker looks
+the unit up and, after the delay of the requested level, stores a copy in the group's retry
+topic ``%RETRY%<group>`` (one queue, created on demand) with ``reconsumeTimes + 1`` and the
+properties ``RETRY_TOPIC`` (the topic the message was first sent to, kept across retries) and
+``ORIGIN_MESSAGE_ID``. A message whose ``reconsumeTimes`` reached ``maxReconsumeTimes`` (16 by
+default), or sent back with a negative delay level, goes at once to ``%DLQ%<group>`` instead.
+
+Delay levels are RocketMQ's ``messageDelayLevel`` (``1s 5s 10s 30s 1m ... 2h``, level 1 is the
+first); level 0 means "the broker decides": ``3 + reconsumeTimes``, capped at the last level.
+
+Where RocketMQ parks a delayed message in ``SCHEDULE_TOPIC_XXXX`` and keeps per-level progress
+in ``delayOffset.json``, we keep the pending redeliveries themselves in ``delayOffset.json``::
+
+    {"pendingRetries": [{"id": 7, "dueMs": 1700000000000, "physOffset": 4242, "topic": "%RETRY%g",
+                         "reconsumeTimes": 1, "retryTopic": "orders", "originMsgId": "..."}]}
+
+An entry names the original unit by commitlog offset (the unit itself stays in the commitlog),
+so the file stays small. It is written (atomically, fsynced) before the send-back is answered,
+and again once an entry is stored, so a broker restart neither loses a redelivery nor, short of
+a crash between the two writes, repeats one.
+
+Thread-safety: used from the broker's event loop only; ``deliver_due`` is synchronous and takes
+the time as an argument, so tests drive it without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spark_mq.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
+from spark_mq.common.errors import HeaderError, MessageValidationError, StoreNotWritableError
+from spark_mq.common.message import MessageBatch
+from spark_mq.common.message_id import offset_msg_id
+from spark_mq.common.message_unit import decode_message
+from spark_mq.common.properties import UNIQ_KEY, encode_properties
+from spark_mq.remoting.bodies import TopicConfig
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.headers import PERM_READ, PERM_WRITE, ConsumerSendMsgBackRequestHeader
+from spark_mq.store.config_file import JsonConfigFile
+from spark_mq.store.message_store import MessageStore
+
+if TYPE_CHECKING:
+    from spark_mq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
+
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst.PROPERTY_RETRY_TOPIC
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # MessageConst.PROPERTY_ORIGIN_MESSAGE_ID
+DELAY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL (dropped when the copy is stored)
+DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+POLL_S = 0.1  # how late a redelivery may be stored
+_LEVEL = re.compile(r"(\d+)([smhd])\Z")
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 1m"`` → delays in ms, level 1 first."""
+    out = []
+    for item in text.split():
+        m = _LEVEL.match(item)
+        if not m:
+            raise ValueError(f"delay level {item!r} is not <number><s|m|h|d>")
+        out.append(int(m.group(1)) * _UNITS_S[m.group(2)] * 1000)
+    if not out:
+        raise ValueError("no delay levels given")
+    return out
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+@dataclass(frozen=True)
+class PendingRetry:
+    """One redelivery waiting for its time: the unit at ``phys_offset`` goes to ``topic``."""
+
+    id: int
+    due_ms: int
+    phys_offset: int
+    topic: str
+    reconsume_times: int
+    retry_topic: str
+    origin_msg_id: str
+
+    def to_obj(self) -> dict[str, object]:
+        return {"id": self.id, "dueMs": self.due_ms, "physOffset": self.phys_offset, "topic": self.topic,
+                "reconsumeTimes": self.reconsume_times, "retryTopic": self.retry_topic,
+                "originMsgId": self.origin_msg_id}
+
+    @classmethod
+    def from_obj(cls, o: dict[str, object]) -> PendingRetry:
+        return cls(int(o["id"]), int(o["dueMs"]), int(o["physOffset"]), str(o["topic"]),  # type: ignore[arg-type]
+                   int(o["reconsumeTimes"]), str(o["retryTopic"]), str(o["originMsgId"]))  # type: ignore[arg-type]
+
+
+class SendBackError(Exception):
+    """A send-back the broker cannot honour; ``code`` is the response code to answer with."""
+
+    def __init__(self, code: int, why: str) -> None:
+        super().__init__(why)
+        self.code = code
+
+
+# (topic, queue id, next queue offset) of each stored copy: the broker wakes held pulls with it
+Stored = Callable[[str, int, int], None]
+
+
+class RetryScheduler:
+    """Send-backs to retry/DLQ topics, delayed by level, persisted in ``delayOffset.json``."""
+
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, file: JsonConfigFile, *,
+                 delay_levels: str = DEFAULT_DELAY_LEVELS, on_stored: Stored | None = None,
+                 on_topic_created: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.topics = topics
+        self.file = file
+        self.delays_ms = parse_delay_levels(delay_levels)
+        self.on_stored = on_stored or (lambda topic, queue_id, next_offset: None)
+        self.on_topic_created = on_topic_created or (lambda: None)
+        self.clock = clock
+        self.pending: dict[int, PendingRetry] = {}
+        self._next_id = 1
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def load(self) -> None:
+        raw = self.file.load({}) or {}
+        entries = [PendingRetry.from_obj(o) for o in raw.get("pendingRetries", [])]
+        self.pending = {e.id: e for e in entries}
+        self._next_id = max(self.pending, default=0) + 1
+        if self.pending:
+            log.info("%d delayed redeliveries pending from before the restart", len(self.pending))
+
+    def persist(self) -> None:
+        entries = sorted(self.pending.values(), key=lambda e: (e.due_ms, e.id))
+        self.file.persist({"pendingRetries": [e.to_obj() for e in entries]})
+
+    # -- send-back -----------------------------------------------------------------------------
+    def delay_ms(self, level: int) -> int:
+        return self.delays_ms[min(max(level, 1), len(self.delays_ms)) - 1]
+
+    def send_back(self, h: ConsumerSendMsgBackRequestHeader) -> PendingRetry:
+        """Schedule the redelivery ``h`` asks for (persisted before returning); a message past its
+        retries (or sent with a negative level) is stored in the DLQ at once. Raises SendBackError."""
+        unit = self.store.look_message_by_offset(h.offset)
+        if unit is None:
+            raise SendBackError(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {h.offset}")
+        msg = decode_message(unit)
+        max_times = DEFAULT_MAX_RECONSUME_TIMES if h.max_reconsume_times is None else h.max_reconsume_times
+        origin = h.origin_msg_id or msg.properties.get(ORIGIN_MESSAGE_ID) or msg.properties.get(UNIQ_KEY) \
+            or offset_msg_id(msg.store_host, msg.physical_offset)
+        first_topic = msg.properties.get(RETRY_TOPIC) or msg.topic
+        now = self.now_ms()
+        if msg.reconsume_times >= max_times or h.delay_level < 0:
+            target, due = dlq_topic(h.group), now
+        else:
+            target = retry_topic(h.group)
+            level = h.delay_level if h.delay_level > 0 else 3 + msg.reconsume_times
+            due = now + self.delay_ms(level)
+        self._ensure_topic(target)
+        entry = PendingRetry(self._next_id, due, h.offset, target, msg.reconsume_times + 1, first_topic, origin)
+        self._next_id += 1
+        self.pending[entry.id] = entry
+        if due <= now:
+            self.deliver_due(now)  # the DLQ copy is stored before the answer
+        else:
+            self.persist()
+        return entry
+
+    def _ensure_topic(self, name: str) -> None:
+        if self.topics.get(name) is None:
+            # RocketMQ makes a DLQ write-only; ours is readable so it can be inspected and replayed
+            self.topics.upsert(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
+            self.on_topic_created()
+
+    # -- delivery ------------------------------------------------------------------------------
+    def next_due_ms(self) -> int | None:
+        return min((e.due_ms for e in self.pending.values()), default=None)
+
+    def deliver_due(self, now_ms: int | None = None) -> int:
+        """Store every entry due at ``now_ms``; returns how many were stored. An entry whose unit
+        is gone (retention deleted it) is dropped with a warning; one the store refuses stays."""
+        now = self.now_ms() if now_ms is None else now_ms
+        due = sorted((e for e in self.pending.values() if e.due_ms <= now), key=lambda e: (e.due_ms, e.id))
+        stored = 0
+        for entry in due:
+            try:
+                self._store(entry)
+            except StoreNotWritableError as e:
+                log.warning("redelivery of commitlog offset %d to %s postponed: %s", entry.phys_offset, entry.topic, e)
+                break
+            except MessageValidationError as e:
+                log.error("redelivery of commitlog offset %d to %s dropped: %s", entry.phys_offset, entry.topic, e)
+            del self.pending[entry.id]
+            stored += 1
+        if due:
+            self.persist()
+        return stored
+
+    def _store(self, entry: PendingRetry) -> None:
+        unit = self.store.look_message_by_offset(entry.phys_offset)
+        if unit is None:
+            log.warning("redelivery to %s dropped: commitlog offset %d is no longer stored", entry.topic,
+                        entry.phys_offset)
+            return
+        msg = decode_message(unit)
+        props = dict(msg.properties)
+        props.pop(DELAY, None)
+        props[RETRY_TOPIC] = entry.retry_topic
+        props[ORIGIN_MESSAGE_ID] = entry.origin_msg_id
+        batch = MessageBatch.of(entry.topic, 0, [msg.body], [encode_properties(props)],
+                                born_timestamp=msg.born_timestamp, born_host=msg.born_host)
+        batch.flags[:] = msg.flag
+        batch.sys_flags[:] = msg.sys_flag
+        batch.reconsume_times[:] = entry.reconsume_times
+        result = self.store.put_messages(batch, wait_flush=False)
+        self.on_stored(entry.topic, 0, result.queue_offset + 1)
+
+    async def run(self) -> None:
+        """Deliver entries as they fall due (checked every ``POLL_S``), until cancelled. A plain
+        sleep, not ``wait_for`` on an event: cancellation must never be swallowed at shutdown."""
+        while True:
+            await asyncio.sleep(POLL_S)
+            if self.pending:
+                try:
+                    self.deliver_due()
+                except Exception:  # retried at the next poll; the broker keeps serving
+                    log.exception("delayed redelivery failed")
+
+
+class SendBackProcessor:
+    """Serves CONSUMER_SEND_MSG_BACK with the broker's ``RetryScheduler``."""
+
+    def __init__(self, broker: BrokerController, scheduler: RetryScheduler) -> None:
+        self.broker = broker
+        self.scheduler = scheduler
+
+    def register_on(self, server) -> None:
+        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
+
+    async def send_back(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            h = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
+        except HeaderError as e:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+        try:
+            entry = self.scheduler.send_back(h)
+        except SendBackError as e:
+            return cmd.make_response(e.code, str(e))
+        except StoreNotWritableError as e:
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+        log.debug("send-back of offset %d from group %s: %s (reconsume %d) due at %d", h.offset, h.group,
+                  entry.topic, entry.reconsume_times, entry.due_ms)
+        return cmd.make_response(ResponseCode.SUCCESS)

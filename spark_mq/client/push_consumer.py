@@ -1,0 +1,616 @@
+"""``PushConsumer``: a listener called with messages as they arrive (RocketMQ's DefaultMQPushConsumer).
+
+"Push" is long-polling pull: one asyncio task per assigned queue sends PULL_MESSAGE with the
+suspend flag (the broker holds it up to 15 s until a message arrives) and, in clustering mode,
+the commit flag carrying the queue's commit offset. Pulled messages go to the queue's
+:class:`ProcessQueue`; a queue holding more than ``pull_threshold_per_queue`` messages or
+``pull_threshold_size_per_queue_mib`` MiB pauses its pulls (flow control).
+
+Consumption runs the listener on a thread pool of ``consume_threads``:
+
+- concurrently (default): batches of ``consume_batch_size`` in any order; a failed batch is sent
+  back to the broker (CONSUMER_SEND_MSG_BACK: redelivered through ``%RETRY%<group>`` after a delay,
+  to ``%DLQ%<group>`` after ``max_reconsume_times``); a send-back that fails is retried locally
+  after 5 s. The commit offset is the queue's lowest unfinished offset.
+- orderly: the queues are locked at the broker (LOCK_BATCH_MQ, renewed every 20 s); one batch
+  of a queue at a time, in offset order; a failed batch is retried in place after a pause and
+  never skipped.
+
+A listener returns True / ``ConsumeStatus.CONSUME_SUCCESS`` for success; False, None,
+``RECONSUME_LATER`` or an exception mean failure (None as Java's null status).
+
+Clustering mode subscribes ``%RETRY%<group>`` too and gives its messages back their original
+topic (property RETRY_TOPIC). Offsets live at the broker (clustering, persisted every 5 s and
+whenever a queue is released) or in a local file (broadcasting).
+
+Rebalance runs every 20 s and at once on NOTIFY_CONSUMER_IDS_CHANGED. A queue changes hands
+through the broker's queue lock, in both modes: its owner locks it before pulling; a member
+giving it up stops pulling, lets in-flight consumption finish (up to ``release_wait_s``),
+commits the lowest unfinished offset, and only then unlocks it; the new owner reads the
+committed offset once it holds the lock. So a clean hand-over delivers every message once. A
+member that died never unlocks: in concurrent mode a new owner takes the queue anyway after
+``handoff_timeout_s`` (at-least-once across a crash); in orderly mode only when the broker's
+lock expires (60 s). Shutdown releases every queue that way before unregistering from the
+brokers, so the remaining members find the offsets committed.
+
+Thread-safety: every coroutine and method runs on one event loop (``SyncPushConsumer`` wraps it
+for threads); only the listener runs on the pool's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.instance import ClientInstance
+from spark_mq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore, broker_addr_of
+from spark_mq.client.process_queue import MiB, ProcessQueue
+from spark_mq.client.rebalance import diff, get_strategy
+from spark_mq.client.results import PullStatus
+from spark_mq.client.subscription import (
+    RETRY_GROUP_TOPIC_PREFIX,
+    consume_from_where,
+    filter_by_tags,
+    parse_consume_from,
+    parse_tags,
+    resolve_start_offset,
+    subscription_data,
+)
+from spark_mq.client.sync_facade import SyncFacade, make_blocking
+from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
+from spark_mq.common.message_id import offset_msg_id
+from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.properties import UNIQ_KEY
+from spark_mq.remoting.bodies import MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData
+from spark_mq.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    build_pull_sys_flag,
+)
+
+log = logging.getLogger(__name__)
+
+REBALANCE_INTERVAL_S = 20.0
+REBALANCE_RETRY_S = 1.0  # a subscribed topic without a route yet (the retry topic at first start)
+LOCK_RENEW_INTERVAL_S = 20.0
+LOCK_RETRY_S = 0.3
+SUSPEND_TIMEOUT_MS = 15_000  # BROKER_SUSPEND_MAX_TIME_MILLIS
+PULL_ERROR_DELAY_S = 1.0
+FLOW_CONTROL_DELAY_S = 0.05
+SEND_BACK_RETRY_DELAY_S = 5.0  # a batch whose send-back failed is consumed again locally after this
+ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
+RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst.PROPERTY_RETRY_TOPIC: the topic a retried message was first sent to
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> None:
+    """Until ``event`` is set or ``timeout`` passes. Not ``asyncio.wait_for``: before Python 3.12 it
+    can swallow a cancellation that races the event, and the task would never stop."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+
+
+async def _stop(tasks: list[asyncio.Task], timeout: float = 5.0) -> None:
+    """Cancel ``tasks`` and wait for them (bounded: a task that swallowed its cancellation is left)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        for task in pending:
+            log.warning("task %s did not stop within %.0f s", task.get_name(), timeout)
+
+
+class ConsumeStatus(enum.Enum):
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Listener = Callable[[list[StoredMessage]], "bool | ConsumeStatus | None"]
+
+
+def restore_retry_topic(m: StoredMessage) -> StoredMessage:
+    """A message of a retry topic with its original topic back (RETRY_TOPIC); others unchanged."""
+    original = m.properties.get(RETRY_TOPIC)
+    if original and m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return dataclasses.replace(m, topic=original)
+    return m
+
+
+@dataclasses.dataclass(eq=False)
+class _Slot:
+    """One assigned queue: its ProcessQueue, pull position and tasks."""
+
+    mq: MessageQueue
+    pq: ProcessQueue
+    tags: frozenset[str] | None
+    expression: str
+    next_offset: int = -1
+    task: asyncio.Task | None = None
+    consuming: set[asyncio.Task] = dataclasses.field(default_factory=set)
+    retries: set[asyncio.TimerHandle] = dataclasses.field(default_factory=set)
+    orderly_task: asyncio.Task | None = None
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    released: bool = False  # committed and handed over: late consumption results are not committed
+
+
+class PushConsumer:
+    def __init__(self, group: str, config: ClientConfig, *, message_model: str = "CLUSTERING",
+                 consume_from: str | int = "last", allocate_strategy: str = "average", consume_threads: int = 20,
+                 pull_batch_size: int = 32, consume_batch_size: int = 1, max_reconsume_times: int = 16,
+                 pull_threshold_per_queue: int = 1000, pull_threshold_size_per_queue_mib: int = 100,
+                 orderly: bool = False, retry_delay_level: int = 0, offset_store_path: Path | None = None,
+                 handoff_timeout_s: float = 10.0, release_wait_s: float = 10.0) -> None:
+        if message_model not in MESSAGE_MODELS:
+            raise ConfigError(f"message_model must be one of {', '.join(MESSAGE_MODELS)}, got {message_model!r}")
+        for name, value in (("consume_threads", consume_threads), ("pull_batch_size", pull_batch_size),
+                            ("consume_batch_size", consume_batch_size)):
+            if value < 1:
+                raise ConfigError(f"{name} must be at least 1, got {value}")
+        self.group = group
+        self.config = config
+        self.message_model = message_model
+        self.consume_from = parse_consume_from(consume_from)
+        self.strategy = get_strategy(allocate_strategy)
+        self.consume_threads = consume_threads
+        self.pull_batch_size = pull_batch_size
+        self.consume_batch_size = consume_batch_size
+        self.max_reconsume_times = max_reconsume_times
+        self.threshold_count = pull_threshold_per_queue
+        self.threshold_bytes = pull_threshold_size_per_queue_mib * MiB
+        self.orderly = orderly
+        self.retry_delay_level = retry_delay_level
+        self.offset_store_path = offset_store_path
+        self.handoff_timeout_s = handoff_timeout_s
+        self.release_wait_s = release_wait_s
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.listener: Listener | None = None
+        self.instance: ClientInstance | None = None
+        self.offset_store: OffsetStore | None = None
+        self._slots: dict[MessageQueue, _Slot] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._rebalance_now = asyncio.Event()
+        self._rebalance_lock = asyncio.Lock()
+        self._running = False
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model == "CLUSTERING"
+
+    # -- set-up ----------------------------------------------------------------------------------
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"a || b"``, ``"*"``)."""
+        self.subscriptions[topic] = subscription_data(topic, expression, int(time.time() * 1000))
+        if self.clustering:
+            retry = RETRY_GROUP_TOPIC_PREFIX + self.group
+            self.subscriptions.setdefault(retry, subscription_data(retry, "*", int(time.time() * 1000)))
+        if self._running:
+            self._rebalance_now.set()
+            asyncio.get_running_loop().create_task(self._heartbeat())
+
+    def register_listener(self, listener: Listener) -> None:
+        """``listener(messages) -> bool | ConsumeStatus``, called on a pool thread."""
+        self.listener = listener
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this member consumes now."""
+        return sorted(mq for mq, slot in self._slots.items() if not slot.pq.dropped)
+
+    def ready_queues(self) -> list[MessageQueue]:
+        """Assigned queues whose pull position is known (locked where needed, offset read)."""
+        return sorted(mq for mq, slot in self._slots.items() if slot.next_offset >= 0 and not slot.pq.dropped)
+
+    def process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
+        slot = self._slots.get(mq)
+        return slot.pq if slot else None
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, "CONSUME_PASSIVELY", self.message_model,
+                            consume_from_where(self.consume_from), list(self.subscriptions.values()))
+
+    async def start(self) -> PushConsumer:
+        if self._running:
+            return self
+        if self.listener is None:
+            raise ClientError("register a listener before starting the consumer")
+        if not self.subscriptions:
+            raise ClientError("subscribe to at least one topic before starting the consumer")
+        self.instance = ClientInstance(self.config)
+        await self.instance.start()
+        if self.clustering:
+            self.offset_store = RemoteBrokerOffsetStore(self.instance, self.group)
+        else:
+            self.offset_store = LocalFileOffsetStore(self.instance, self.group, self.offset_store_path)
+        await self.offset_store.load()
+        for topic in self.subscriptions:
+            with contextlib.suppress(RemotingError):
+                await self.instance.route(topic)
+        self._executor = ThreadPoolExecutor(self.consume_threads, thread_name_prefix=f"consume-{self.group}")
+        self.instance.register_consumer(self.group, self.consumer_data, self._rebalance_now.set)
+        self._running = True
+        await self._heartbeat()
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._rebalance_loop(), name=f"rebalance-{self.group}"),
+            loop.create_task(self._persist_loop(), name=f"offsets-{self.group}"),
+        ]
+        if self.clustering:
+            self._tasks.append(loop.create_task(self._lock_loop(), name=f"locks-{self.group}"))
+        await self.rebalance()
+        return self
+
+    async def _heartbeat(self) -> None:
+        assert self.instance is not None
+        await self.instance.heartbeat_all()
+
+    async def shutdown(self) -> None:
+        """Release every queue (commit, unlock), unregister from the brokers, stop."""
+        if not self._running:
+            return
+        self._running = False
+        await _stop(self._tasks)
+        self._tasks = []
+        async with self._rebalance_lock:
+            await asyncio.gather(*(self._release(mq) for mq in list(self._slots)))
+        assert self.instance is not None and self._executor is not None
+        self.instance.unregister_consumer(self.group)
+        await self.instance.unregister_everywhere(None, self.group)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        await self.instance.close()
+
+    async def __aenter__(self) -> PushConsumer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    # -- rebalance -------------------------------------------------------------------------------
+    async def _rebalance_loop(self) -> None:
+        complete = True
+        while self._running:
+            await _wait_event(self._rebalance_now, REBALANCE_INTERVAL_S if complete else REBALANCE_RETRY_S)
+            self._rebalance_now.clear()
+            try:
+                complete = await self.rebalance()
+            except Exception:
+                log.exception("group %s: rebalance failed", self.group)
+                complete = False
+
+    async def rebalance(self) -> bool:
+        """Reallocate the queues of every subscribed topic; True if every topic could be done."""
+        complete = True
+        async with self._rebalance_lock:
+            if not self._running:
+                return True
+            for topic, sub in list(self.subscriptions.items()):
+                mine = await self._allocate(topic)
+                if mine is None:
+                    complete = False
+                    continue
+                current = {mq for mq in self._slots if mq.topic == topic}
+                added, removed = diff(current, set(mine))
+                if removed:
+                    log.info("group %s: %s gives up %s", self.group, self.instance.client_id, _names(removed))
+                    await asyncio.gather(*(self._release(mq) for mq in removed))
+                for mq in sorted(added):
+                    self._open(mq, sub)
+                if added:
+                    log.info("group %s: %s takes %s", self.group, self.instance.client_id, _names(added))
+        return complete
+
+    async def _allocate(self, topic: str) -> list[MessageQueue] | None:
+        """This member's queues of ``topic``; None if they cannot be known now."""
+        assert self.instance is not None
+        try:
+            mqs = await self.instance.subscribe_queues(topic, refresh=True)
+        except RemotingError as e:
+            log.warning("group %s: no route for %s: %s", self.group, topic, e)
+            return None
+        if not mqs:
+            return None
+        if not self.clustering:
+            return mqs
+        route = self.instance.routes.get(topic)
+        brokers = sorted(b.broker_name for b in route.broker_datas) if route else []
+        for name in brokers:
+            addr = self.instance.broker_addr(name)
+            if addr is None:
+                continue
+            try:
+                cids = await self.instance.api.get_consumer_list_by_group(addr, self.group)
+            except (RemotingError, MQClientError) as e:
+                log.debug("group %s: member list from %s failed: %s", self.group, addr, e)
+                continue
+            return self.strategy(self.group, self.instance.client_id, mqs, cids)
+        return None
+
+    def _open(self, mq: MessageQueue, sub: SubscriptionData) -> None:
+        slot = _Slot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes), parse_tags(sub.sub_string),
+                     sub.sub_string)
+        self._slots[mq] = slot
+        slot.task = asyncio.get_running_loop().create_task(self._run_queue(slot), name=f"pull-{mq}")
+
+    async def _release(self, mq: MessageQueue) -> None:
+        """Stop the queue, let in-flight consumption finish, commit, persist, unlock."""
+        slot = self._slots.get(mq)
+        if slot is None:
+            return
+        assert self.offset_store is not None
+        pq = slot.pq
+        pq.dropped = True
+        slot.wake.set()
+        if slot.task is not None:
+            await _stop([slot.task])
+        for handle in slot.retries:
+            handle.cancel()
+        waiting = set(slot.consuming)
+        if slot.orderly_task is not None:
+            waiting.add(slot.orderly_task)
+        finished = True
+        if waiting:
+            _, pending = await asyncio.wait(waiting, timeout=self.release_wait_s)
+            finished = not pending
+            if pending:
+                log.warning("group %s: %s released with consumption still running; its messages will be "
+                            "delivered again", self.group, mq)
+        slot.released = True
+        commit = pq.commit_offset()
+        if commit >= 0:
+            self.offset_store.update(mq, commit)
+        try:
+            await self.offset_store.persist(mq)
+        except (RemotingError, MQClientError, ClientError) as e:
+            log.warning("group %s: committing %s on release failed: %s", self.group, mq, e)
+        self.offset_store.remove(mq)
+        self._slots.pop(mq, None)
+        if self.clustering and pq.locked and (finished or not self.orderly):
+            await self._unlock([mq])
+
+    # -- broker locks ----------------------------------------------------------------------------
+    async def _lock(self, mqs: list[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ per broker; the queues now held (failures count as not held)."""
+        assert self.instance is not None
+        held: set[MessageQueue] = set()
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for name, group_mqs in by_broker.items():
+            try:
+                addr = await broker_addr_of(self.instance, group_mqs[0])
+                held |= set(await self.instance.api.lock_batch_mq(addr, self.group, self.instance.client_id,
+                                                                  group_mqs))
+            except (RemotingError, MQClientError, ClientError) as e:
+                log.warning("group %s: locking queues at %s failed: %s", self.group, name, e)
+        return held
+
+    async def _unlock(self, mqs: list[MessageQueue]) -> None:
+        assert self.instance is not None
+        for mq in mqs:
+            try:
+                addr = await broker_addr_of(self.instance, mq)
+                await self.instance.api.unlock_batch_mq(addr, self.group, self.instance.client_id, [mq])
+            except (RemotingError, MQClientError, ClientError) as e:
+                log.warning("group %s: unlocking %s failed (it expires at the broker): %s", self.group, mq, e)
+
+    async def _acquire(self, slot: _Slot) -> bool:
+        """Wait for the queue's broker lock (its previous owner unlocks it once it committed).
+        Concurrent mode gives up waiting after ``handoff_timeout_s`` (a crashed owner)."""
+        deadline = None if self.orderly else time.monotonic() + self.handoff_timeout_s
+        while not slot.pq.dropped:
+            if slot.mq in await self._lock([slot.mq]):
+                slot.pq.set_locked(True)
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                log.warning("group %s: %s is still locked by another member after %.0f s; taking it over "
+                            "(messages in flight there may be delivered twice)", self.group, slot.mq,
+                            self.handoff_timeout_s)
+                return True
+            await asyncio.sleep(LOCK_RETRY_S)
+        return False
+
+    async def _lock_loop(self) -> None:
+        while self._running:
+            await asyncio.sleep(LOCK_RENEW_INTERVAL_S)
+            slots = [s for s in self._slots.values() if not s.pq.dropped and s.next_offset >= 0]
+            held = await self._lock([s.mq for s in slots])
+            for s in slots:
+                if s.mq in held:
+                    s.pq.set_locked(True)
+                elif self.orderly:
+                    s.pq.set_locked(False)
+                    log.warning("group %s: lost the lock of %s", self.group, s.mq)
+
+    # -- offsets ---------------------------------------------------------------------------------
+    async def _persist_loop(self) -> None:
+        assert self.offset_store is not None
+        while self._running:
+            await asyncio.sleep(self.config.persist_consumer_offset_interval_s)
+            try:
+                await self.offset_store.persist_all({mq for mq, s in self._slots.items() if not s.released})
+            except Exception:
+                log.exception("group %s: persisting offsets failed", self.group)
+
+    def _commit(self, slot: _Slot, offset: int) -> None:
+        if offset >= 0 and not slot.released:
+            assert self.offset_store is not None
+            self.offset_store.update(slot.mq, offset, increase_only=True)
+
+    # -- pulling ---------------------------------------------------------------------------------
+    async def _run_queue(self, slot: _Slot) -> None:
+        assert self.instance is not None and self.offset_store is not None
+        mq, pq = slot.mq, slot.pq
+        try:
+            if self.clustering and not await self._acquire(slot):
+                return
+            while not pq.dropped:
+                try:
+                    slot.next_offset = await resolve_start_offset(self.instance, self.offset_store, mq,
+                                                                  self.consume_from)
+                    break
+                except (RemotingError, MQClientError, ClientError) as e:
+                    log.warning("group %s: start offset of %s unknown yet: %s", self.group, mq, e)
+                    await asyncio.sleep(PULL_ERROR_DELAY_S)
+            if self.orderly:
+                slot.orderly_task = asyncio.get_running_loop().create_task(self._consume_orderly(slot),
+                                                                           name=f"orderly-{mq}")
+            await self._pull_loop(slot)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("group %s: the pull task of %s failed", self.group, mq)
+
+    async def _pull_loop(self, slot: _Slot) -> None:
+        assert self.instance is not None and self.offset_store is not None
+        mq, pq = slot.mq, slot.pq
+        while not pq.dropped:
+            if pq.flow_controlled() or (self.orderly and pq.lock_expired()):
+                await asyncio.sleep(FLOW_CONTROL_DELAY_S)
+                continue
+            commit = await self.offset_store.read(mq, from_store=False) if self.clustering else -1
+            header = PullMessageRequestHeader(
+                consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=slot.next_offset,
+                max_msg_nums=self.pull_batch_size,
+                sys_flag=build_pull_sys_flag(commit_offset=commit > 0, suspend=True, subscription=True),
+                commit_offset=max(commit, 0), suspend_timeout_millis=SUSPEND_TIMEOUT_MS,
+                sub_version=self.subscriptions[mq.topic].sub_version if mq.topic in self.subscriptions else 0,
+                subscription=slot.expression, expression_type="TAG")
+            try:
+                addr = await broker_addr_of(self.instance, mq)
+                result = await self.instance.api.pull_message(addr, header)
+            except (RemotingError, MQClientError, ClientError) as e:
+                log.warning("group %s: pull of %s at %d failed: %s", self.group, mq, slot.next_offset, e)
+                await asyncio.sleep(PULL_ERROR_DELAY_S)
+                continue
+            if pq.dropped:
+                return
+            if result.status == PullStatus.FOUND:
+                messages = filter_by_tags(result.messages(), slot.tags)
+                slot.next_offset = result.next_begin_offset
+                added = pq.put(restore_retry_topic(m) for m in messages)
+                if added:
+                    self._dispatch(slot, added)
+            elif result.status == PullStatus.OFFSET_ILLEGAL:
+                log.warning("group %s: offset %d of %s is illegal; moving to %d", self.group, slot.next_offset, mq,
+                            result.next_begin_offset)
+                slot.next_offset = result.next_begin_offset
+            else:
+                slot.next_offset = result.next_begin_offset
+            if not len(pq):  # nothing unfinished: what was skipped (filtered, empty) is done too
+                self._commit(slot, slot.next_offset)
+
+    # -- consuming -------------------------------------------------------------------------------
+    def _call_listener(self, slot: _Slot, messages: list[StoredMessage]) -> bool | None:
+        """On a pool thread: the listener's verdict; None when the queue was dropped before it ran."""
+        if slot.pq.dropped and not self.orderly:
+            return None
+        assert self.listener is not None
+        try:
+            status = self.listener(messages)
+        except Exception:
+            log.exception("group %s: the listener raised on %d messages of %s", self.group, len(messages), slot.mq)
+            return False
+        return status is True or status == ConsumeStatus.CONSUME_SUCCESS
+
+    def _dispatch(self, slot: _Slot, messages: list[StoredMessage]) -> None:
+        if self.orderly:
+            slot.wake.set()
+            return
+        loop = asyncio.get_running_loop()
+        for i in range(0, len(messages), self.consume_batch_size):
+            self._submit(slot, messages[i:i + self.consume_batch_size], loop)
+
+    def _submit(self, slot: _Slot, batch: list[StoredMessage], loop: asyncio.AbstractEventLoop) -> None:
+        task = loop.create_task(self._consume_concurrently(slot, batch))
+        slot.consuming.add(task)
+        task.add_done_callback(slot.consuming.discard)
+
+    async def _consume_concurrently(self, slot: _Slot, batch: list[StoredMessage]) -> None:
+        loop = asyncio.get_running_loop()
+        ok = await loop.run_in_executor(self._executor, self._call_listener, slot, batch)
+        if ok is None:
+            return
+        done = batch
+        if not ok and self.clustering:
+            failed = []
+            for m in batch:
+                if not await self._send_back(slot, m):
+                    failed.append(m)
+            if failed:
+                done = [m for m in batch if m not in failed]
+                if not slot.pq.dropped:
+                    handle = loop.call_later(SEND_BACK_RETRY_DELAY_S, self._submit, slot, failed, loop)
+                    slot.retries.add(handle)
+        elif not ok:
+            log.warning("group %s: broadcasting consumption of %d messages failed; they are not retried",
+                        self.group, len(batch))
+        if slot.released:
+            return
+        self._commit(slot, slot.pq.remove(m.queue_offset for m in done))
+
+    async def _send_back(self, slot: _Slot, m: StoredMessage) -> bool:
+        """CONSUMER_SEND_MSG_BACK to the broker the message came from; False if that failed."""
+        assert self.instance is not None
+        origin = m.properties.get(UNIQ_KEY) or offset_msg_id(m.store_host, m.physical_offset)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=m.physical_offset, group=self.group, delay_level=self.retry_delay_level, origin_msg_id=origin,
+            origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times)
+        try:
+            addr = await broker_addr_of(self.instance, slot.mq)
+            await self.instance.api.consumer_send_msg_back(addr, header)
+        except (RemotingError, ClientError, MQClientError) as e:
+            log.warning("group %s: send-back of %s failed: %s", self.group, origin, e)
+            return False
+        return True
+
+    async def _consume_orderly(self, slot: _Slot) -> None:
+        loop = asyncio.get_running_loop()
+        pq = slot.pq
+        while not pq.dropped:
+            if pq.lock_expired():
+                await asyncio.sleep(FLOW_CONTROL_DELAY_S)
+                continue
+            batch = pq.take(self.consume_batch_size)
+            if not batch:
+                slot.wake.clear()
+                await slot.wake.wait()
+                continue
+            while not await loop.run_in_executor(self._executor, self._call_listener, slot, batch):
+                if pq.dropped:  # the release commits below this batch; the next owner consumes it
+                    return
+                await asyncio.sleep(ORDERLY_SUSPEND_S)
+                if pq.dropped:
+                    return
+            if slot.released:
+                return
+            self._commit(slot, pq.remove(m.queue_offset for m in batch))
+
+
+def _names(mqs: Any) -> str:
+    return ", ".join(f"{mq.topic}:{mq.queue_id}" for mq in sorted(mqs))
+
+
+class SyncPushConsumer(SyncFacade):
+    """A blocking ``PushConsumer`` on a private loop thread:
+    ``with SyncPushConsumer(group, config) as c: c.subscribe(t); c.register_listener(f); c.start()``.
+    The listener still runs on the consumer's thread pool."""
+
+    def __init__(self, group: str, config: ClientConfig, **options: Any) -> None:
+        super().__init__(lambda: PushConsumer(group, config, **options), f"spark-mq-push-{group}")
+
+    @property
+    def consumer(self) -> PushConsumer:
+        return self._target
+
+
+make_blocking(SyncPushConsumer, PushConsumer)
