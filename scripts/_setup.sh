@@ -36,7 +36,10 @@ have="$(cat "$STAMP" 2>/dev/null || true)"
 if [ "$want" != "$have" ]; then
     echo "[setup] installing spark-mq[dev] into $VENV" >&2
     "$VENV/bin/python" -m pip install --quiet --upgrade pip setuptools wheel
-    "$VENV/bin/python" -m pip install --quiet -e '.[dev]'
+    # compat mode puts the repo root on sys.path (a .pth file): Spark's Python workers find
+    # data sources by listing top-level pyspark_* modules there, which the default editable
+    # install's import hook hides
+    "$VENV/bin/python" -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
     echo "$want" >"$STAMP"
 fi
 

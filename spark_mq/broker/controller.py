@@ -33,6 +33,7 @@ from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.loop import wait_event
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.config_file import CONSUMER_OFFSETS, DELAY_OFFSETS, TOPICS
 from spark_mq.store.message_store import MessageStore
@@ -127,13 +128,7 @@ class BrokerController:
 
     async def _register_loop(self) -> None:
         while True:
-            # asyncio.wait, not wait_for: on Python 3.11 wait_for can swallow a cancel that lands
-            # as the event fires, and the broker would then hang at shutdown
-            waiter = asyncio.ensure_future(self._register_now.wait())
-            try:
-                await asyncio.wait({waiter}, timeout=REGISTER_INTERVAL_S)
-            finally:
-                waiter.cancel()
+            await wait_event(self._register_now, REGISTER_INTERVAL_S)
             self._register_now.clear()
             await self.register_all()
 

@@ -22,7 +22,6 @@ may interleave freely. The Sync facades may be called from any thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -45,6 +44,7 @@ from spark_mq.common.errors import ClientError, ConfigError, MQClientError, Remo
 from spark_mq.common.message_unit import StoredMessage
 from spark_mq.remoting.bodies import SUB_ALL, ConsumerData, MessageQueue
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
+from spark_mq.remoting.loop import stop_tasks, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -296,12 +296,12 @@ class LitePullConsumer:
         if not self._started:
             return
         self._started = False
-        await _cancel(self._tasks)
+        await stop_tasks(self._tasks)
         self._tasks = []
         owned = set(self._states)
         for state in self._states.values():
             state.dropped = True
-        await _cancel([s.task for s in self._states.values() if s.task is not None])
+        await stop_tasks([s.task for s in self._states.values() if s.task is not None])
         try:
             await self.offset_store.persist_all(owned)
         finally:
@@ -325,8 +325,7 @@ class LitePullConsumer:
 
     async def _rebalance_loop(self) -> None:
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.rebalance_interval_s)
+            await wait_event(self._wake, self.rebalance_interval_s)
             self._wake.clear()
             try:
                 await self.rebalance()
@@ -389,7 +388,7 @@ class LitePullConsumer:
         state.dropped = True  # from here on poll skips its batches: the offset below is final
         self._polled.pop(mq, None)
         if state.task is not None:
-            await _cancel([state.task])
+            await stop_tasks([state.task])
         try:
             await self.offset_store.persist(mq)
         except (RemotingError, MQClientError, ClientError) as e:
@@ -468,7 +467,7 @@ class LitePullConsumer:
         if low is not None and high is not None and not low <= offset <= high:
             raise ClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
         if state.task is not None:
-            await _cancel([state.task])
+            await stop_tasks([state.task])
         state.version += 1
         state.next_offset = offset
         self._polled.pop(mq, None)
@@ -482,14 +481,6 @@ class LitePullConsumer:
                 await self.offset_store.persist_all(set(self._states))
             except Exception:
                 log.exception("group %s: persisting offsets failed", self.group)
-
-
-async def _cancel(tasks: list[asyncio.Task]) -> None:
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 class SyncPullConsumer(SyncFacade):

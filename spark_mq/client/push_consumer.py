@@ -76,6 +76,7 @@ from spark_mq.remoting.headers import (
     PullMessageRequestHeader,
     build_pull_sys_flag,
 )
+from spark_mq.remoting.loop import stop_tasks, wait_event
 
 log = logging.getLogger(__name__)
 
@@ -89,26 +90,6 @@ FLOW_CONTROL_DELAY_S = 0.05
 SEND_BACK_RETRY_DELAY_S = 5.0  # a batch whose send-back failed is consumed again locally after this
 ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
 RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst.PROPERTY_RETRY_TOPIC: the topic a retried message was first sent to
-
-
-async def _wait_event(event: asyncio.Event, timeout: float) -> None:
-    """Until ``event`` is set or ``timeout`` passes. Not ``asyncio.wait_for``: before Python 3.12 it
-    can swallow a cancellation that races the event, and the task would never stop."""
-    waiter = asyncio.ensure_future(event.wait())
-    try:
-        await asyncio.wait({waiter}, timeout=timeout)
-    finally:
-        waiter.cancel()
-
-
-async def _stop(tasks: list[asyncio.Task], timeout: float = 5.0) -> None:
-    """Cancel ``tasks`` and wait for them (bounded: a task that swallowed its cancellation is left)."""
-    for task in tasks:
-        task.cancel()
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
-        for task in pending:
-            log.warning("task %s did not stop within %.0f s", task.get_name(), timeout)
 
 
 class ConsumeStatus(enum.Enum):
@@ -259,7 +240,7 @@ class PushConsumer:
         if not self._running:
             return
         self._running = False
-        await _stop(self._tasks)
+        await stop_tasks(self._tasks)
         self._tasks = []
         async with self._rebalance_lock:
             await asyncio.gather(*(self._release(mq) for mq in list(self._slots)))
@@ -279,7 +260,7 @@ class PushConsumer:
     async def _rebalance_loop(self) -> None:
         complete = True
         while self._running:
-            await _wait_event(self._rebalance_now, REBALANCE_INTERVAL_S if complete else REBALANCE_RETRY_S)
+            await wait_event(self._rebalance_now, REBALANCE_INTERVAL_S if complete else REBALANCE_RETRY_S)
             self._rebalance_now.clear()
             try:
                 complete = await self.rebalance()
@@ -351,7 +332,7 @@ class PushConsumer:
         pq.dropped = True
         slot.wake.set()
         if slot.task is not None:
-            await _stop([slot.task])
+            await stop_tasks([slot.task])
         for handle in slot.retries:
             handle.cancel()
         waiting = set(slot.consuming)

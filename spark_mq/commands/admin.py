@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from spark_mq.commands.common import add_namesrv, client_config, console, format_ms, parse_time_ms
+from spark_mq.commands.common import add_command, client_config, console, format_ms, parse_time_ms
 from spark_mq.common.errors import SparkMQError
 
 _PERMS = {"rw": 6, "r": 4, "w": 2, "-": 0}
@@ -18,18 +18,22 @@ def _perm(text: str) -> int:
     raise argparse.ArgumentTypeError(f"perm {text!r}: give rw, r, w, or RocketMQ's number (6 = read+write)")
 
 
+def _actions(what: argparse._SubParsersAction, name: str, *, help: str, description: str) -> argparse._SubParsersAction:
+    """``spark-mq admin <name>`` and its ACTION subcommands (chosen in ``args.<name>_command``)."""
+    parser = what.add_parser(name, help=help, description=description)
+    return parser.add_subparsers(dest=f"{name}_command", required=True, metavar="ACTION")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     admin = sub.add_parser("admin", help="administer topics, consumer groups and offsets",
                            description="Administer topics, consumer groups and offsets through the NameServers.")
     what = admin.add_subparsers(dest="admin_command", required=True, metavar="WHAT")
 
-    topic = what.add_parser("topic", help="create, list, delete topics; show a topic's queues",
-                            description="Create, list and delete topics; show a topic's queue offsets.")
-    actions = topic.add_subparsers(dest="topic_command", required=True, metavar="ACTION")
-    create = actions.add_parser("create", help="create or update a topic",
-                                description="Create or update a topic on every broker of --cluster (default: of "
-                                            "every cluster), or on one --broker-addr.")
-    add_namesrv(create)
+    actions = _actions(what, "topic", help="create, list, delete topics; show a topic's queues",
+                       description="Create, list and delete topics; show a topic's queue offsets.")
+    create = add_command(actions, "create", _topic_create, help="create or update a topic",
+                         description="Create or update a topic on every broker of --cluster (default: of "
+                                     "every cluster), or on one --broker-addr.")
     create.add_argument("--topic", required=True)
     create.add_argument("--cluster", help="cluster whose brokers get the topic (default: every cluster)")
     create.add_argument("--broker-addr", help="one broker (host:port) instead of a cluster")
@@ -38,47 +42,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--write-queues", type=int, help="write queue count (default: --queues)")
     create.add_argument("--perm", type=_perm, default=6, help="rw (default), r, w, or a RocketMQ perm number")
     create.add_argument("--order", action="store_true", help="mark the topic as ordered")
-    create.set_defaults(func=_topic_create)
-    listing = actions.add_parser("list", help="list every topic the NameServer knows",
-                                 description="List every topic the NameServer knows, sorted.")
-    add_namesrv(listing)
-    listing.set_defaults(func=_topic_list)
-    delete = actions.add_parser("delete", help="delete a topic from its brokers and the NameServers",
-                                description="Delete a topic from its brokers (of --cluster only, if given) and "
-                                            "from every NameServer.")
-    add_namesrv(delete)
+    add_command(actions, "list", _topic_list, help="list every topic the NameServer knows",
+                          description="List every topic the NameServer knows, sorted.")
+    delete = add_command(actions, "delete", _topic_delete, help="delete a topic from its brokers and the NameServers",
+                         description="Delete a topic from its brokers (of --cluster only, if given) and "
+                                     "from every NameServer.")
     delete.add_argument("--topic", required=True)
     delete.add_argument("--cluster", help="only from this cluster's brokers")
-    delete.set_defaults(func=_topic_delete)
-    stats = actions.add_parser("stats", help="min/max offset and last store time per queue",
-                               description="Min and max offset and the last message's store time of every queue.")
-    add_namesrv(stats)
+    stats = add_command(actions, "stats", _topic_stats, help="min/max offset and last store time per queue",
+                        description="Min and max offset and the last message's store time of every queue.")
     stats.add_argument("--topic", required=True)
-    stats.set_defaults(func=_topic_stats)
 
-    group = what.add_parser("group", help="consumer group progress",
-                            description="Consumer group progress.")
-    group_actions = group.add_subparsers(dest="group_command", required=True, metavar="ACTION")
-    lag = group_actions.add_parser("lag", help="broker offset, committed offset and lag per queue",
-                                   description="The group's broker offset, committed offset, lag and last consumed "
-                                               "store time per queue, and the total lag.")
-    add_namesrv(lag)
+    group_actions = _actions(what, "group", help="consumer group progress", description="Consumer group progress.")
+    lag = add_command(group_actions, "lag", _group_lag, help="broker offset, committed offset and lag per queue",
+                      description="The group's broker offset, committed offset, lag and last consumed "
+                                  "store time per queue, and the total lag.")
     lag.add_argument("--group", required=True)
     lag.add_argument("--topic", help="only this topic (default: every topic the group has offsets for)")
-    lag.set_defaults(func=_group_lag)
 
-    offsets = what.add_parser("offsets", help="reset a group's offsets", description="Reset a group's offsets.")
-    offset_actions = offsets.add_subparsers(dest="offsets_command", required=True, metavar="ACTION")
-    reset = offset_actions.add_parser(
-        "reset", help="move a group's offsets to the first message at or after a time",
+    offset_actions = _actions(what, "offsets", help="reset a group's offsets", description="Reset a group's offsets.")
+    reset = add_command(
+        offset_actions, "reset", _offsets_reset, help="move a group's offsets to the first message at or after a time",
         description="Move the group's committed offset of every queue of --topic to the first message stored at "
                     "or after --to-time. Stop the group's consumers first: an online consumer overwrites the "
                     "offsets with its next commit.")
-    add_namesrv(reset)
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True)
     reset.add_argument("--to-time", required=True, help="ISO 8601 time (local unless it has an offset) or ms")
-    reset.set_defaults(func=_offsets_reset)
 
 
 def _admin(args: argparse.Namespace):

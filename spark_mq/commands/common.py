@@ -20,6 +20,16 @@ def add_namesrv(parser: argparse.ArgumentParser) -> None:
                         help=f"NameServer address(es), ';'-separated (default: ${NAMESRV_ENV} or {DEFAULT_NAMESRV})")
 
 
+def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
+                description: str) -> argparse.ArgumentParser:
+    """The subcommand ``name`` of ``sub``, talking to the NameServers (``--namesrv``, listed first) and
+    carried out by ``run(args)``; the caller adds its own options."""
+    parser = sub.add_parser(name, help=help, description=description)
+    add_namesrv(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
 def client_config(args: argparse.Namespace, **overrides: object):
     from spark_mq.client.config import ClientConfig
 

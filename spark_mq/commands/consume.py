@@ -6,19 +6,18 @@ import argparse
 import sys
 import time
 
-from spark_mq.commands.common import add_namesrv, client_config, message_json, parse_time_ms
+from spark_mq.commands.common import add_command, client_config, message_json, parse_time_ms
 from spark_mq.common.errors import SparkMQError
 
 DEFAULT_TIMEOUT_S = 5.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("consume", help="print messages of a topic as a member of a consumer group",
-                       description="Print the bodies (or JSON lines) of a topic's messages as a member of "
-                                   "--group, until --max messages or until nothing arrives for --timeout seconds; "
-                                   "then commit the group's offsets just past the last message printed of each "
-                                   "queue. --from applies to queues the group has no committed offset for.")
-    add_namesrv(p)
+    p = add_command(sub, "consume", run, help="print messages of a topic as a member of a consumer group",
+                    description="Print the bodies (or JSON lines) of a topic's messages as a member of "
+                                "--group, until --max messages or until nothing arrives for --timeout seconds; "
+                                "then commit the group's offsets just past the last message printed of each "
+                                "queue. --from applies to queues the group has no committed offset for.")
     p.add_argument("--topic", required=True, help="topic to consume")
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--tags", default="*", help="subscription expression (default '*'; e.g. 'a || b')")
@@ -31,7 +30,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "store_timestamp; body in base64 with body_base64=true when not UTF-8)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help=f"stop when nothing arrives for this many seconds (default {DEFAULT_TIMEOUT_S:g})")
-    p.set_defaults(func=run)
 
 
 def _consume_from(text: str) -> str | int:

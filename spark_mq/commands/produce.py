@@ -5,25 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from spark_mq.commands.common import add_namesrv, client_config
+from spark_mq.commands.common import add_command, client_config
 from spark_mq.common.errors import SparkMQError
 
 DEFAULT_GROUP = "spark-mq-cli-producer"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("produce", help="send one message per line of stdin or a file",
-                       description="Send one message per line of stdin (or of --file), in batches of --batch; "
-                                   "prints a summary line with the counts and the last message id. Empty lines "
-                                   "are skipped (RocketMQ stores no empty body).")
-    add_namesrv(p)
+    p = add_command(sub, "produce", run, help="send one message per line of stdin or a file",
+                    description="Send one message per line of stdin (or of --file), in batches of --batch; "
+                                "prints a summary line with the counts and the last message id. Empty lines "
+                                "are skipped (RocketMQ stores no empty body).")
     p.add_argument("--topic", required=True, help="topic to send to")
     p.add_argument("--key", help="KEYS of every message (space-separated for several)")
     p.add_argument("--tag", help="TAGS of every message")
     p.add_argument("--batch", type=int, default=32, help="messages per send (default 32; 1 = one send each)")
     p.add_argument("--file", help="read lines from this file instead of stdin")
     p.add_argument("--group", default=DEFAULT_GROUP, help=f"producer group (default {DEFAULT_GROUP})")
-    p.set_defaults(func=run)
 
 
 def _lines(args: argparse.Namespace):

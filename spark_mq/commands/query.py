@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from spark_mq.commands.common import (
-    add_namesrv,
+    add_command,
     body_preview,
     client_config,
     console,
@@ -17,11 +17,10 @@ from spark_mq.common.errors import SparkMQError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("query", help="look messages up by key (and time window) or by message id",
-                       description="Look messages up by --key on --topic within [--begin, --end] on every broker "
-                                   "of the topic (newest first), or by --id: an offsetMsgId is read from the broker "
-                                   "it names; a producer msgId (UNIQ_KEY) needs --topic.")
-    add_namesrv(p)
+    p = add_command(sub, "query", run, help="look messages up by key (and time window) or by message id",
+                    description="Look messages up by --key on --topic within [--begin, --end] on every broker "
+                                "of the topic (newest first), or by --id: an offsetMsgId is read from the broker "
+                                "it names; a producer msgId (UNIQ_KEY) needs --topic.")
     p.add_argument("--topic", help="topic (required with --key; lets --id accept a producer msgId)")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--key", help="a message key (one of its KEYS)")
@@ -30,7 +29,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--end", help="stored at or before (ISO 8601 or ms; default: now)")
     p.add_argument("--max", type=int, default=64, help="most messages to show (default 64)")
     p.add_argument("--json", action="store_true", help="print JSON lines as `spark-mq consume --json` does")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from spark_mq.commands.common import add_namesrv, client_config, console
+from spark_mq.commands.common import add_command, client_config, console
 from spark_mq.common.errors import SparkMQError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("status", help="cluster overview: brokers, versions, commitlog, disk, topics, traffic",
-                       description="Every broker the NameServer knows, with its address, version, commitlog min/max "
-                                   "offset, disk ratio, topic count and messages in/out today.")
-    add_namesrv(p)
-    p.set_defaults(func=run)
+    add_command(sub, "status", run, help="cluster overview: brokers, versions, commitlog, disk, topics, traffic",
+                description="Every broker the NameServer knows, with its address, version, commitlog min/max "
+                            "offset, disk ratio, topic count and messages in/out today.")
 
 
 def _num(v: int | None) -> str:

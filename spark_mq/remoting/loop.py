@@ -71,3 +71,24 @@ class LoopThread:
                 return
         if not self.loop.is_closed():
             self.loop.close()
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> None:
+    """Until ``event`` is set or ``timeout`` passes. Not ``asyncio.wait_for``: before Python 3.12 it
+    can swallow a cancellation that races the event, and the task would then never stop."""
+    waiter = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({waiter}, timeout=timeout)
+    finally:
+        waiter.cancel()
+
+
+async def stop_tasks(tasks: list[asyncio.Task], timeout: float = 5.0) -> None:
+    """Cancel ``tasks`` and wait for them, bounded: a task that swallowed its cancellation is
+    logged and left, so a shutdown never hangs on it."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        for task in pending:
+            log.warning("task %s did not stop within %.0f s", task.get_name(), timeout)

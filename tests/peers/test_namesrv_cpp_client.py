@@ -15,7 +15,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from peer_helpers import cpp_log, free_addr
+from peer_helpers import cpp_log
+from servers import free_addr
 
 from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.remoting.client import SyncRemotingClient

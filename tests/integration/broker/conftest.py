@@ -9,16 +9,15 @@ order does not matter.
 from __future__ import annotations
 
 import pytest
+from servers import Broker, start_namesrv
 
 from spark_mq.client.sync_api import SyncMQClientAPI
-
-from ._support import Broker, start_namesrv
 
 
 @pytest.fixture(scope="module")
 def namesrv(tmp_path_factory):
     """A NameServer's address, stopped (exit 0) after the module."""
-    server = start_namesrv(tmp_path_factory.mktemp("namesrv"))
+    server = start_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log", verbose=False)
     yield server.addr
     server.stop_cleanly()
 
@@ -32,7 +31,7 @@ def broker_conf() -> str:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory, namesrv, broker_conf):
     """The module's broker, stopped cleanly (exit 0, no abort file) after the module."""
-    b = Broker(namesrv, tmp_path_factory.mktemp("broker"), broker_conf)
+    b = Broker(namesrv, tmp_path_factory.mktemp("broker"), broker_conf, metrics=True, verbose=False)
     yield b
     if b.server.alive():
         b.stop()

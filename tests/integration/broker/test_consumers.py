@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import threading
 
+from servers import unique, wait_until
+
 from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, SubscriptionData
 
-from ._support import pull_header, send_header, unique, wait_until
+from ._support import pull_header, send_header
 
 
 def heartbeat(api, addr, client_id, group, topic, model="CLUSTERING"):

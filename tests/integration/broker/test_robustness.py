@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from servers import Broker, unique
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.results import PullStatus, SendStatus
@@ -21,7 +22,7 @@ from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import Broker, pull_header, send_header, unique
+from ._support import pull_header, send_header
 
 MAX_MESSAGE_SIZE = 4096
 
@@ -37,7 +38,7 @@ def own_broker(tmp_path, namesrv):
     brokers: list[Broker] = []
 
     def make(name: str) -> Broker:
-        b = Broker(namesrv, tmp_path / name, broker_name=unique(name), metrics=False)
+        b = Broker(namesrv, tmp_path / name, broker_name=unique(name), verbose=False)
         brokers.append(b)
         return b
 

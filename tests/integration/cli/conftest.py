@@ -1,5 +1,5 @@
-"""Fixtures of the CLI tests: the client tests' module-scoped ``cluster`` (a real NameServer and
-broker), and ``spark_mq_cli`` running the real ``spark-mq`` command in a subprocess."""
+"""Fixtures of the CLI tests (``cluster``, a real NameServer and broker per module, is in
+``tests/integration/conftest.py``): ``spark_mq_cli`` running the real ``spark-mq`` command in a subprocess."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import subprocess
 import sys
 
 import pytest
-from client import _servers
-
-cluster = _servers.cluster  # the client tests' module-scoped NameServer + broker (a pytest fixture)
 
 CLI_TIMEOUT_S = 60.0
 

@@ -7,7 +7,7 @@ import json
 import time
 
 import pytest
-from client._servers import unique
+from servers import unique
 
 from .conftest import run_cli
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from servers import unique
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
@@ -14,11 +15,6 @@ from spark_mq.common.errors import ClientError, RemotingError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.remoting.bodies import MessageQueue
 from spark_mq.remoting.headers import PERM_READ
-
-from . import _servers
-from ._servers import unique
-
-cluster = _servers.cluster  # the module's NameServer + broker (a pytest fixture)
 
 
 @pytest.fixture(scope="module")

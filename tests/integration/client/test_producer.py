@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import numpy as np
 import pytest
+from servers import Broker, start_namesrv, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import Producer, SyncProducer, select_by_hash
@@ -25,25 +26,9 @@ from spark_mq.common.message_unit import COMPRESSED_FLAG, decode_units
 from spark_mq.common.properties import UNIQ_KEY
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 
-from ._producer_support import BrokerProc, create_topic, pull_all, pull_header, wait_until
-from ._servers import start_namesrv, stop_cleanly, unique
+from ._producer_support import create_topic, pull_all, pull_header
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def namesrv(tmp_path_factory):
-    server = start_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log")
-    yield server.addr
-    stop_cleanly(server)
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory, namesrv):
-    """The module's broker ``broker-a``."""
-    b = BrokerProc("broker-a", namesrv, tmp_path_factory.mktemp("broker-a")).start()
-    yield b
-    b.stop()
 
 
 @pytest.fixture(scope="module")
@@ -267,8 +252,8 @@ def test_fault_avoidance_when_a_broker_dies_mid_run(tmp_path, api):
     """With two brokers, one killed mid-run, sends continue on the other and no message the
     producer reported as sent is lost."""
     ns = start_namesrv(tmp_path / "namesrv.log")
-    a = BrokerProc("broker-a", ns.addr, tmp_path / "a").start()
-    b = BrokerProc("broker-b", ns.addr, tmp_path / "b").start()
+    a = Broker(ns.addr, tmp_path / "a", broker_name="broker-a")
+    b = Broker(ns.addr, tmp_path / "b", broker_name="broker-b")
     try:
         topic = unique("FaultT")
         create_topic(api, ns.addr, [a, b], topic)
@@ -308,12 +293,12 @@ def test_fault_avoidance_when_a_broker_dies_mid_run(tmp_path, api):
         # once broker-a failed it was avoided: at most a send or two still reached it, then only broker-b
         assert [r.broker_name for r in after[3:]] == ["broker-b"] * (len(after) - 3)
 
-        a.start()  # recovers what it acknowledged before the crash
+        a.start_again()  # recovers what it acknowledged before the crash
         stored = {x.name: {m.properties[UNIQ_KEY] for q in range(4) for m in pull_all(api, x.addr, topic, q)}
                   for x in (a, b)}
         lost = [(seq, r) for seq, r in sent if r.msg_id not in stored[r.broker_name]]
         assert not lost, f"{len(lost)} of {len(sent)} acknowledged messages missing, e.g. {lost[:3]}"
     finally:
-        a.stop()
-        b.stop()
-        stop_cleanly(ns)
+        a.stop_if_running()
+        b.stop_if_running()
+        ns.stop_cleanly()

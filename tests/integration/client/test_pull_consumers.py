@@ -12,6 +12,7 @@ import time
 from collections import Counter
 
 import pytest
+from servers import unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import uniq_keys
@@ -22,9 +23,7 @@ from spark_mq.common.errors import ClientError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.remoting.bodies import MessageQueue
 
-from ._servers import cluster, unique  # noqa: F401  (cluster: the module's NameServer + broker fixture)
-
-BROKER_NAME = "broker-a"  # peer_helpers' broker.conf leaves the default name
+BROKER_NAME = "broker-a"  # the name of the ``cluster`` fixture's broker
 
 
 @pytest.fixture(scope="module")
@@ -42,32 +41,21 @@ def consumers():
         c.shutdown()
 
 
-def wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g}s waiting for {what} (last: {value!r})")
-        time.sleep(0.05)
-
-
-def make_topic(api, cluster, queues: int) -> str:  # noqa: F811
+def make_topic(api, cluster, queues: int) -> str:
     topic = unique("pull_topic")
     api.create_topic(cluster.broker, topic, queues, queues)
     wait_until(lambda: api.get_route_info(cluster.namesrv, topic), what=f"route of {topic}")
     return topic
 
 
-def send(api, cluster, topic: str, queue_id: int, bodies: list[str], tags: list[str | None] | None = None):  # noqa: F811
+def send(api, cluster, topic: str, queue_id: int, bodies: list[str], tags: list[str | None] | None = None):
     tags = tags or [None] * len(bodies)
     msgs = [Message(topic, b.encode(), tags=t) for b, t in zip(bodies, tags, strict=True)]
     batch = MessageBatch.from_messages(msgs, queue_id, [k.decode() for k in uniq_keys(len(msgs))])
     return api.send_batch(cluster.broker, batch, "pull-test-producer")
 
 
-def send_round(api, cluster, topic: str, queues: int, per_queue: int, label: str) -> set[str]:  # noqa: F811
+def send_round(api, cluster, topic: str, queues: int, per_queue: int, label: str) -> set[str]:
     bodies = set()
     for q in range(queues):
         chunk = [f"{label}-{q}-{i}" for i in range(per_queue)]
@@ -76,7 +64,7 @@ def send_round(api, cluster, topic: str, queues: int, per_queue: int, label: str
     return bodies
 
 
-def lite(cluster, group: str, topic: str, consumers: list, expression: str = "*", **kwargs) -> SyncLitePullConsumer:  # noqa: F811
+def lite(cluster, group: str, topic: str, consumers: list, expression: str = "*", **kwargs) -> SyncLitePullConsumer:
     c = SyncLitePullConsumer(group, ClientConfig(cluster.namesrv, instance_name=unique("inst")), **kwargs)
     c.subscribe(topic, expression)
     c.start()
@@ -108,7 +96,7 @@ def is_partition(assignments: list[frozenset], everything: set) -> bool:
     return sum(len(a) for a in assignments) == len(everything) and set().union(*assignments) == everything
 
 
-def test_pull_consumer_explicit_pulls_offsets_and_tag_filter(api, cluster):  # noqa: F811
+def test_pull_consumer_explicit_pulls_offsets_and_tag_filter(api, cluster):
     topic = make_topic(api, cluster, 4)
     group = unique("pull_group")
     # "Aa" and "BB" share a Java hash code: the broker returns both, the client keeps only the tag asked for
@@ -156,7 +144,7 @@ def test_pull_consumer_explicit_pulls_offsets_and_tag_filter(api, cluster):  # n
             again.fetch_queues(unique("no_such_topic"))
 
 
-def test_lite_group_splits_queues_and_rebalances_on_join_and_leave(api, cluster, consumers):  # noqa: F811
+def test_lite_group_splits_queues_and_rebalances_on_join_and_leave(api, cluster, consumers):
     topic = make_topic(api, cluster, 8)
     group = unique("lite_group")
     everything = {MessageQueue(topic, BROKER_NAME, i) for i in range(8)}
@@ -202,7 +190,7 @@ def test_lite_group_splits_queues_and_rebalances_on_join_and_leave(api, cluster,
         assert api.query_consumer_offset(cluster.broker, group, topic, q) == 60
 
 
-def test_lite_consume_from_first_last_timestamp_for_a_new_group(api, cluster, consumers):  # noqa: F811
+def test_lite_consume_from_first_last_timestamp_for_a_new_group(api, cluster, consumers):
     topic = make_topic(api, cluster, 2)
     old = send_round(api, cluster, topic, 2, 5, "old")
     time.sleep(0.05)
@@ -229,7 +217,7 @@ def test_lite_consume_from_first_last_timestamp_for_a_new_group(api, cluster, co
     assert {again.committed(mq) for mq in again.assignment()} == {10}
 
 
-def test_lite_manual_commit_seek_and_tag_filter(api, cluster, consumers):  # noqa: F811
+def test_lite_manual_commit_seek_and_tag_filter(api, cluster, consumers):
     topic = make_topic(api, cluster, 1)
     group = unique("manual")
     send(api, cluster, topic, 0, [f"m{i}" for i in range(6)], ["x", "y"] * 3)

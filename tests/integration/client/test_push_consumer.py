@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from servers import Broker, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
@@ -33,24 +34,9 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 
-from ._producer_support import BrokerProc, create_topic, pull_all, wait_until
-from ._servers import start_namesrv, stop_cleanly, unique
+from ._producer_support import create_topic, pull_all
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def namesrv(tmp_path_factory):
-    server = start_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log")
-    yield server.addr
-    stop_cleanly(server)
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory, namesrv):
-    b = BrokerProc("broker-a", namesrv, tmp_path_factory.mktemp("broker-a")).start()
-    yield b
-    b.stop()
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +275,7 @@ def test_failing_listener_redelivers_through_retry_topic_then_dlq(namesrv, broke
 
 # -- broker send-back across a restart ------------------------------------------------------------------------------
 def test_pending_redelivery_survives_a_broker_restart(namesrv, api, tmp_path):
-    b = BrokerProc("broker-r", namesrv, tmp_path / "broker-r").start()
+    b = Broker(namesrv, tmp_path / "broker-r", broker_name="broker-r")
     try:
         topic, group = unique("RestartTopic"), unique("RestartGroup")
         create_topic(api, namesrv, [b], topic, 1)
@@ -302,14 +288,14 @@ def test_pending_redelivery_survives_a_broker_restart(namesrv, api, tmp_path):
         # let the re-registration the new retry topic triggered finish: a SIGTERM landing on it can be swallowed
         # by asyncio.wait_for in the broker's register loop (Python < 3.12), which then never stops
         wait_until(lambda: api.get_route_info(namesrv, "%RETRY%" + group), 10, "the retry topic's route")
-        b.stop()
+        b.stop_if_running()
         assert "pendingRetries" in (b.store / "config" / "delayOffset.json").read_text()
-        b.start()
+        b.start_again()
         retry = "%RETRY%" + group
         (copy,) = wait_until(lambda: pull_all(api, b.addr, retry, 0), 15, "the redelivered message")
         assert copy.body == b"survivor" and copy.reconsume_times == 1 and copy.properties["RETRY_TOPIC"] == topic
     finally:
-        b.stop()
+        b.stop_if_running()
 
 
 def _send_header(topic: str):

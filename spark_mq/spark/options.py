@@ -1,0 +1,175 @@
+"""Options of the ``spark_mq`` data source: every name defined once, parsed and validated up front.
+
+As Spark's ``KafkaSourceProvider``: the option names are the constants below (the user writes them
+in any case; Spark hands them over lower-cased), and :meth:`SourceOptions.parse` turns Spark's
+options dict into one frozen :class:`SourceOptions` or raises :class:`ConfigError` saying what to
+fix — before a query plans a single partition.
+
+Offsets (``startingOffsets`` / ``endingOffsets``) are ``earliest``, ``latest``, ``committed``
+(starting only; the offsets of ``group`` on the brokers) or JSON ``{"<broker>:<queueId>": offset}``
+where ``-2`` means earliest and ``-1`` latest, as Kafka's. Queues a JSON leaves out start at
+earliest and end at latest.
+
+Thread-safety: immutable values and pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from spark_mq.client.rebalance import STRATEGIES
+from spark_mq.common.errors import ConfigError
+from spark_mq.spark.offsets import (
+    COMMITTED,
+    EARLIEST,
+    EARLIEST_OFFSET,
+    LATEST,
+    LATEST_OFFSET,
+    OffsetSpec,
+    decode_offsets,
+)
+
+NAMESRV = "namesrv"
+TOPIC = "topic"
+GROUP = "group"
+TAGS = "tags"
+STARTING_OFFSETS = "startingOffsets"
+STARTING_TIMESTAMP = "startingTimestamp"
+ENDING_OFFSETS = "endingOffsets"
+MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
+MAX_MESSAGES_PER_PARTITION = "maxMessagesPerPartition"
+ALLOCATE_STRATEGY = "allocateStrategy"
+COMMIT_TO_BROKER = "commitToBroker"
+FAIL_ON_DATA_LOSS = "failOnDataLoss"
+PULL_BATCH_SIZE = "pullBatchSize"
+
+ALL_OPTIONS = (NAMESRV, TOPIC, GROUP, TAGS, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
+               MAX_MESSAGES_PER_TRIGGER, MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER,
+               FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE)
+_BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
+
+DEFAULT_TAGS = "*"
+DEFAULT_MAX_MESSAGES_PER_PARTITION = 1_000_000
+DEFAULT_PULL_BATCH_SIZE = 1024  # the broker also caps one pull by bytes: readers loop until their range is done
+DEFAULT_ALLOCATE_STRATEGY = "average"
+DEFAULT_BATCH_GROUP = "spark_mq_reader"  # consumer group named in PULL_MESSAGE when no `group` is given
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """The validated options of one ``spark_mq`` read (batch or streaming)."""
+
+    namesrv: str  # ';'-separated host:port
+    topic: str
+    group: str | None = None
+    tags: str = DEFAULT_TAGS
+    starting: OffsetSpec = EARLIEST
+    starting_timestamp: int | None = None  # ms since the epoch
+    ending: OffsetSpec = LATEST
+    max_messages_per_trigger: int | None = None
+    max_messages_per_partition: int = DEFAULT_MAX_MESSAGES_PER_PARTITION
+    allocate_strategy: str = DEFAULT_ALLOCATE_STRATEGY
+    commit_to_broker: bool = True
+    fail_on_data_loss: bool = True
+    pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv.split(";") if a.strip()]
+
+    @property
+    def pull_group(self) -> str:
+        """The consumer group PULL_MESSAGE names (the broker keeps per-group metrics)."""
+        return self.group or DEFAULT_BATCH_GROUP
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
+        """Validate Spark's options (keys in any case); ConfigError saying what to fix."""
+        given: dict[str, str] = {}
+        for key, value in options.items():
+            name = _BY_LOWER.get(key.lower())
+            if name is None:
+                raise ConfigError(f"unknown option {key!r} of the spark_mq source: the options are "
+                                  f"{', '.join(ALL_OPTIONS)}")
+            given[name] = value.strip() if isinstance(value, str) else str(value)
+        for name in (NAMESRV, TOPIC):
+            if not given.get(name):
+                raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"
+                                  + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
+                                     else " naming the topic to read"))
+        namesrv = given[NAMESRV]
+        for addr in (a.strip() for a in namesrv.split(";") if a.strip()):
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit():
+                raise ConfigError(f"option {NAMESRV!r}: {addr!r} is not host:port")
+        group = given.get(GROUP) or None
+        starting_timestamp = _int(given, STARTING_TIMESTAMP, minimum=0)
+        starting = _offsets(given, STARTING_OFFSETS, allow=(EARLIEST, LATEST, COMMITTED))
+        if starting is None:
+            starting = LATEST if streaming else EARLIEST
+        elif starting_timestamp is not None and starting != COMMITTED:
+            raise ConfigError(f"give either {STARTING_OFFSETS!r} or {STARTING_TIMESTAMP!r}, not both "
+                              f"({STARTING_TIMESTAMP} only goes with {STARTING_OFFSETS}=committed, as the start of "
+                              f"queues the group has no committed offset for)")
+        if starting == COMMITTED and group is None:
+            raise ConfigError(f"{STARTING_OFFSETS}=committed needs option {GROUP!r}: the consumer group whose "
+                              f"committed offsets to start from")
+        if starting == LATEST and not streaming:
+            raise ConfigError(f"{STARTING_OFFSETS}=latest makes an empty batch read: use earliest, committed, JSON "
+                              f"offsets or {STARTING_TIMESTAMP}")
+        if isinstance(starting, dict) and not streaming and LATEST_OFFSET in starting.values():
+            raise ConfigError(f"{STARTING_OFFSETS}: -1 (latest) is not allowed in a batch read")
+        ending = _offsets(given, ENDING_OFFSETS, allow=(LATEST,))
+        if ending is not None and streaming:
+            raise ConfigError(f"option {ENDING_OFFSETS!r} is for batch reads only (spark.read)")
+        if isinstance(ending, dict) and EARLIEST_OFFSET in ending.values():
+            raise ConfigError(f"{ENDING_OFFSETS}: -2 (earliest) is not allowed as an ending offset")
+        strategy = given.get(ALLOCATE_STRATEGY, DEFAULT_ALLOCATE_STRATEGY)
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"option {ALLOCATE_STRATEGY!r}: unknown strategy {strategy!r}, use one of "
+                              f"{', '.join(sorted(STRATEGIES))}")
+        return cls(
+            namesrv=namesrv, topic=given[TOPIC], group=group, tags=given.get(TAGS) or DEFAULT_TAGS,
+            starting=starting, starting_timestamp=starting_timestamp, ending=ending or LATEST,
+            max_messages_per_trigger=_int(given, MAX_MESSAGES_PER_TRIGGER, minimum=1),
+            max_messages_per_partition=_int(given, MAX_MESSAGES_PER_PARTITION, minimum=1)
+            or DEFAULT_MAX_MESSAGES_PER_PARTITION,
+            allocate_strategy=strategy,
+            commit_to_broker=_bool(given, COMMIT_TO_BROKER, True),
+            fail_on_data_loss=_bool(given, FAIL_ON_DATA_LOSS, True),
+            pull_batch_size=_int(given, PULL_BATCH_SIZE, minimum=1) or DEFAULT_PULL_BATCH_SIZE,
+        )
+
+
+def _int(given: dict[str, str], name: str, *, minimum: int) -> int | None:
+    text = given.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"option {name!r} must be an integer >= {minimum}, got {text!r}") from None
+    if value < minimum:
+        raise ConfigError(f"option {name!r} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def _bool(given: dict[str, str], name: str, default: bool) -> bool:
+    text = given.get(name)
+    if text is None or text == "":
+        return default
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    raise ConfigError(f"option {name!r} must be true or false, got {text!r}")
+
+
+def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...]) -> OffsetSpec | None:
+    text = given.get(name)
+    if text is None or text == "":
+        return None
+    if text.lower() in allow:
+        return text.lower()  # type: ignore[return-value]
+    if not text.startswith(("{", "[")):
+        raise ConfigError(f"option {name!r} must be {', '.join(allow)} or JSON like "
+                          f'{{"broker-a:0": 42}}, got {text!r}')
+    return decode_offsets(text, f"option {name!r}")

@@ -1,0 +1,217 @@
+"""Real ``spark-mq namesrv`` / ``spark-mq broker`` subprocesses for the integration and peer tests,
+plus the small helpers every such test needs (``unique`` names, free ports, ``wait_until``).
+
+Importable as ``servers`` from any test (``tests/conftest.py`` puts ``tests/`` on ``sys.path``).
+
+Each server is started as ``python -m spark_mq.cli ...`` with its stderr (log) in a file; it is
+ready once it prints its ready line (whose last word is its address), and it is stopped by PID
+with SIGTERM (a clean stop must exit 0 and, for a broker, leave no abort file).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+
+NAMESRV_READY = "spark-mq namesrv listening on "
+BROKER_READY = "spark-mq broker serving at "
+
+# small files so a broker starts fast in a temp dir (the defaults map a 1 GiB commitlog and a 420 MB index)
+SMALL_BROKER_CONF = """\
+mapedFileSizeCommitLog=16777216
+mapedFileSizeConsumeQueue=60000
+maxHashSlotNum=50000
+maxIndexNum=200000
+"""
+
+_unique = itertools.count()
+
+
+def unique(prefix: str) -> str:
+    """A name no other test of this session uses (topics, groups, client ids)."""
+    return f"{prefix}_{os.getpid()}_{next(_unique)}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_addr() -> str:
+    return f"127.0.0.1:{free_port()}"
+
+
+def wait_until(predicate, timeout: float = 10.0, what: str = "condition", interval: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy; fails the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g}s waiting for {what} (last: {value!r})")
+        time.sleep(interval)
+
+
+class ServerProcess:
+    """One running ``spark-mq`` server subprocess; ``addr`` is what its ready line printed.
+
+    ``verbose`` runs it with ``-v`` (debug log).
+    """
+
+    def __init__(self, args: list[str], log_path: Path, ready_prefix: str, verbose: bool = True) -> None:
+        self.args = args
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "spark_mq.cli", *(["-v"] if verbose else []), *args],
+                                         stdout=subprocess.PIPE, stderr=log)
+        line = self._read_line(READY_TIMEOUT_S)
+        if not line.startswith(ready_prefix) or not line.endswith("\n"):
+            if self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT_S)
+            self.proc.stdout.close()
+            pytest.fail(f"spark-mq {args[0]} did not get ready (exit {self.proc.returncode}, printed {line!r}):\n"
+                        f"{self.log()[-4000:]}")
+        self.addr = line.split()[-1]
+
+    def _read_line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                break
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:  # exited
+                break
+            line += chunk
+        return line.decode(errors="replace")
+
+    @property
+    def port(self) -> int:
+        return int(self.addr.rpartition(":")[2])
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout: float = STOP_TIMEOUT_S) -> int:
+        """Wait for the exit (SIGKILL after ``timeout``); returns the exit code."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT_S)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        return self.proc.returncode
+
+    def terminate(self) -> int:
+        """SIGTERM by PID and wait; returns the exit code."""
+        if self.alive():
+            self.signal(signal.SIGTERM)
+        return self.wait()
+
+    def kill(self) -> None:
+        """SIGKILL by PID (a crash: the NameServer is not told) and reap."""
+        if self.alive():
+            self.signal(signal.SIGKILL)
+        self.wait()
+
+    def stop_cleanly(self, store: Path | None = None) -> None:
+        """SIGTERM; it must exit 0 and, for a broker (``store``), leave no abort file."""
+        code = self.terminate()
+        assert code == 0, f"{self.log_path.name} exited {code}:\n{self.log()[-4000:]}"
+        if store is not None:
+            assert not (store / "abort").exists(), f"abort file left after a clean stop:\n{self.log()[-4000:]}"
+
+
+def start_namesrv(log_path: Path, verbose: bool = True) -> ServerProcess:
+    """A NameServer on a free port, logging to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    return ServerProcess(["namesrv", "--port", "0"], log_path, NAMESRV_READY, verbose)
+
+
+class Broker:
+    """A ``spark-mq broker`` process registered with ``namesrv``, started on a free port.
+
+    The store is ``root / "store"``, the config ``root / "broker.conf"`` (the small-file settings,
+    ``brokerName`` and ``extra_conf``), the log ``root / "broker.log"``. ``metrics`` serves Prometheus
+    on a free port (else off). ``restart`` / ``start_again`` keep port, metrics port and store.
+    """
+
+    def __init__(self, namesrv: str, root: Path, extra_conf: str = "", *, broker_name: str = "broker-a",
+                 metrics: bool = False, verbose: bool = True) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.namesrv = namesrv
+        self.root = root
+        self.store = root / "store"
+        self.conf = root / "broker.conf"
+        self.conf.write_text(f"{SMALL_BROKER_CONF}brokerName={broker_name}\n{extra_conf}")
+        self.log_path = root / "broker.log"
+        self.name = broker_name
+        self.metrics_port = free_port() if metrics else 0
+        self.verbose = verbose
+        self.server = self._start(0)
+
+    def _start(self, port: int) -> ServerProcess:
+        return ServerProcess(self.args(port, self.metrics_port), self.log_path, BROKER_READY, self.verbose)
+
+    def args(self, port: int, metrics_port: int) -> list[str]:
+        return ["broker", "-c", str(self.conf), "--namesrv", self.namesrv, "--port", str(port),
+                "--store", str(self.store), "--metrics-port", str(metrics_port)]
+
+    @property
+    def addr(self) -> str:
+        return self.server.addr
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        """Stop cleanly: exit code 0 and no abort file left in the store."""
+        self.server.stop_cleanly(self.store)
+
+    def stop_if_running(self) -> None:
+        if self.server.alive():
+            self.stop()
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, the NameServer is not told."""
+        self.server.kill()
+
+    def start_again(self) -> None:
+        """Start on the same port, metrics port and store (after a stop or a kill)."""
+        assert not self.server.alive()
+        self.server = self._start(self.server.port)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start_again()

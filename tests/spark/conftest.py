@@ -1,0 +1,92 @@
+"""Fixtures of the Spark connector tests: ONE local[2] SparkSession for the whole test session (Spark
+starts slowly), and one NameServer + broker with a known topic produced once.
+
+The session never calls ``spark_mq.spark.register``: every read goes through Spark's discovery of
+the installed ``pyspark_spark_mq`` package. Executors run ``sys.executable`` (the venv's Python).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import pytest
+from servers import Broker, start_namesrv, unique, wait_until
+
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
+from spark_mq.client.results import SendResult
+from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.message import Message
+
+QUEUES = 4
+MESSAGES = 60
+TAGS = ("tagA", "tagB", "tagC")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master("local[2]").appName("spark_mq-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.bindAddress", "127.0.0.1")
+               .config("spark.python.worker.reuse", "true")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@dataclass
+class Cluster:
+    namesrv: str
+    broker: Broker
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spark_cluster")
+    namesrv = start_namesrv(root / "namesrv.log")
+    try:
+        broker = Broker(namesrv.addr, root / "broker")
+    except BaseException:
+        namesrv.stop_cleanly()
+        raise
+    yield Cluster(namesrv.addr, broker)
+    broker.stop()
+    namesrv.stop_cleanly()
+
+
+def create_topic(cluster: Cluster, topic: str, queues: int = QUEUES) -> None:
+    with SyncMQClientAPI() as api:
+        api.create_topic(cluster.broker.addr, topic, queues, queues)
+        wait_until(lambda: api.get_route_info(cluster.namesrv, topic), what=f"route of {topic}")
+
+
+@dataclass
+class Produced:
+    topic: str
+    results: list[SendResult]  # in send order
+
+
+@pytest.fixture(scope="session")
+def produced(cluster) -> Produced:
+    """MESSAGES messages over QUEUES queues, with tags, keys and properties (some without)."""
+    topic = unique("spark_src")
+    create_topic(cluster, topic)
+    results = []
+    with SyncProducer(unique("spark_pg"), ClientConfig(cluster.namesrv)) as producer:
+        for i in range(MESSAGES):
+            msg = Message(topic, f"body-{i}".encode() + bytes([i % 256]),
+                          tags=TAGS[i % 3] if i % 7 else None,
+                          keys=[f"k{i}", f"key-{i % 5}"] if i % 2 else None,
+                          properties={"n": str(i), "even": str(i % 2 == 0)} if i % 4 else {},
+                          flag=i % 3)
+            results.append(producer.send(msg))
+    return Produced(topic, results)

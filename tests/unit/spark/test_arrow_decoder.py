@@ -1,0 +1,200 @@
+"""The vectorised Arrow decoder against the slow path: every column of every row must equal what
+``decode_message`` gives for that unit alone."""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_mq.common.errors import BatchBodyError
+from spark_mq.common.message import MessageBatch, pack_host, unpack_host
+from spark_mq.common.message_id import offset_msg_id
+from spark_mq.common.message_unit import COMPRESSED_FLAG, decode_message, encode_batch
+from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
+from spark_mq.remoting.message_batch_codec import split_pull_body
+from spark_mq.spark.arrow_decoder import SCHEMA, decode_units_to_arrow
+
+BROKER = "broker-a"
+SCHEMA_TEXT = (
+    "topic string, broker_name string, queue_id int32, queue_offset int64, commitlog_offset int64, msg_id string, "
+    "uniq_key string, keys string, tags string, properties map<string,string>, body binary, "
+    "born_timestamp timestamp(ms), store_timestamp timestamp(ms), born_host string, store_host string, "
+    "reconsume_times int32, sys_flag int32, flag int32"
+)
+
+
+def reference_rows(data: bytes) -> list[dict]:
+    """The slow path: each unit decoded on its own, then mapped to the schema's columns."""
+    starts = split_pull_body(data).tolist()
+    ends = [*starts[1:], len(data)]
+    rows = []
+    for s, e in zip(starts, ends, strict=True):
+        m = decode_message(data[s:e])
+        rows.append({
+            "topic": m.topic, "broker_name": BROKER, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
+            "commitlog_offset": m.physical_offset, "msg_id": offset_msg_id(m.store_host, m.physical_offset),
+            "uniq_key": m.properties.get(UNIQ_KEY), "keys": m.properties.get(KEYS), "tags": m.properties.get(TAGS),
+            "properties": m.properties, "body": m.body, "born_timestamp": m.born_timestamp,
+            "store_timestamp": m.store_timestamp, "born_host": unpack_host(m.born_host),
+            "store_host": unpack_host(m.store_host), "reconsume_times": m.reconsume_times,
+            "sys_flag": m.sys_flag, "flag": m.flag,
+        })
+    return rows
+
+
+def arrow_rows(batch: pa.RecordBatch) -> list[dict]:
+    """Rows of the decoded batch with maps as dicts and timestamps as epoch milliseconds."""
+    cols = {name: batch.column(name) for name in batch.schema.names}
+    for ts in ("born_timestamp", "store_timestamp"):
+        cols[ts] = cols[ts].cast(pa.int64())
+    rows = pa.RecordBatch.from_pydict(cols).to_pylist()
+    for r in rows:
+        r["properties"] = dict(r["properties"])
+    return rows
+
+
+text = st.text(st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=("Cs",)), max_size=12)
+prop_names = st.text(st.characters(blacklist_characters="\x00\x01\x02", blacklist_categories=("Cs",)),
+                     min_size=1, max_size=8)
+
+
+@st.composite
+def messages(draw):
+    body = draw(st.binary(max_size=300))
+    compressed = draw(st.booleans())
+    props = draw(st.dictionaries(prop_names, text, max_size=4))
+    for name in (TAGS, KEYS, UNIQ_KEY):
+        if draw(st.booleans()):
+            props[name] = draw(text)
+    return (zlib.compress(body) if compressed else body), compressed, props
+
+
+@st.composite
+def pull_bodies(draw):
+    """Several batches (topics, queues, hosts, flags, timestamps) encoded back to back."""
+    parts, pos = [], draw(st.integers(0, 1 << 40))
+    for _ in range(draw(st.integers(1, 4))):
+        msgs = draw(st.lists(messages(), min_size=1, max_size=8))
+        topic = draw(st.text("abcXYZ019_-%|", min_size=1, max_size=20))
+        batch = MessageBatch.of(topic, draw(st.integers(0, 15)), [m[0] for m in msgs],
+                                [encode_properties(m[2]) for m in msgs], born_timestamp=draw(st.integers(0, 1 << 42)),
+                                born_host=pack_host(draw(st.sampled_from(["127.0.0.1", "10.1.22.233", "0.0.0.0"])),
+                                                    draw(st.integers(-(1 << 31), (1 << 31) - 1))))
+        n = len(msgs)
+        batch.sys_flags[:] = [COMPRESSED_FLAG if m[1] else 0 for m in msgs]
+        batch.flags[:] = draw(st.lists(st.integers(-(1 << 31), (1 << 31) - 1), min_size=n, max_size=n))
+        batch.reconsume_times[:] = draw(st.integers(0, 16))
+        store_host = pack_host(draw(st.sampled_from(["192.168.0.1", "10.0.0.255"])), draw(st.integers(0, 65535)))
+        enc = encode_batch(batch, pos, draw(st.integers(0, 1 << 40)), draw(st.integers(0, 1 << 42)), store_host)
+        parts.append(enc.data)
+        pos += len(enc.data)
+    return b"".join(parts)
+
+
+def test_schema_is_designs():
+    assert ", ".join(f"{f.name} {_sql(f.type)}" for f in SCHEMA) == SCHEMA_TEXT
+
+
+def _sql(t: pa.DataType) -> str:
+    if pa.types.is_map(t):
+        return f"map<{_sql(t.key_type)},{_sql(t.item_type)}>"
+    return {pa.timestamp("ms"): "timestamp(ms)", pa.binary(): "binary", pa.string(): "string"}.get(t, str(t))
+
+
+@settings(max_examples=150, deadline=None)
+@given(pull_bodies())
+def test_every_column_equals_the_slow_path(data):
+    batch = decode_units_to_arrow(data, broker_name=BROKER)
+    assert batch.schema == SCHEMA
+    assert arrow_rows(batch) == reference_rows(data)
+
+
+@settings(max_examples=50, deadline=None)
+@given(pull_bodies())
+def test_given_starts_and_numpy_buffer_decode_the_same(data):
+    starts = split_pull_body(data)
+    expected = decode_units_to_arrow(data, broker_name=BROKER)
+    assert decode_units_to_arrow(np.frombuffer(data, dtype=np.uint8), starts, broker_name=BROKER).equals(expected)
+    # a subset of the units (as the consume queue would give for one queue)
+    sub = starts[::2]
+    got = decode_units_to_arrow(memoryview(data), sub, broker_name=BROKER)
+    assert got.equals(expected.take(pa.array(np.arange(0, starts.size, 2))))
+
+
+def test_properties_without_final_separator_and_odd_pairs():
+    """RocketMQ 5 omits the last separator; a value holding a second name/value separator and
+    pieces without a name are split exactly as decode_properties splits them."""
+    raws = [b"TAGS\x01a\x02KEYS\x01k1 k2", b"", b"x\x01y\x01z\x02\x01novalue\x02noname\x02UNIQ_KEY\x01u",
+            b"TAGS\x01b\x02"]
+    batch = MessageBatch.of("T", 0, [b"1", b"", b"3", b"4"], raws)
+    data = encode_batch(batch, 0, 0, 1, pack_host("1.2.3.4", 5)).data
+    assert arrow_rows(decode_units_to_arrow(data, broker_name=BROKER)) == reference_rows(data)
+
+
+def test_duplicate_property_name_takes_the_last():
+    batch = MessageBatch.of("T", 0, [b"b"], [b"TAGS\x01first\x02TAGS\x01second\x02"])
+    data = encode_batch(batch, 0, 0, 1, pack_host("1.2.3.4", 5)).data
+    assert decode_units_to_arrow(data, broker_name=BROKER).column("tags").to_pylist() == ["second"]
+
+
+def test_flagged_body_that_is_not_zlib_is_returned_as_stored():
+    batch = MessageBatch.of("T", 0, [b"not zlib", zlib.compress(b"yes")])
+    batch.sys_flags[:] = COMPRESSED_FLAG
+    data = encode_batch(batch, 0, 0, 1, pack_host("1.2.3.4", 5)).data
+    assert decode_units_to_arrow(data, broker_name=BROKER).column("body").to_pylist() == [b"not zlib", b"yes"]
+
+
+def test_empty_body_gives_empty_batch_and_torn_body_raises():
+    empty = decode_units_to_arrow(b"", broker_name=BROKER)
+    assert empty.num_rows == 0 and empty.schema == SCHEMA
+    data = encode_batch(MessageBatch.of("T", 0, [b"abc"]), 0, 0, 1, pack_host("1.2.3.4", 5)).data
+    with pytest.raises(BatchBodyError):
+        decode_units_to_arrow(data[:-1], broker_name=BROKER)
+    with pytest.raises(ValueError):
+        decode_units_to_arrow(data, np.array([len(data) - 10]), broker_name=BROKER)
+
+
+def test_hosts_format_like_unpack_host_for_many_distinct_hosts():
+    rng = np.random.default_rng(7)
+    parts, pos = [], 0
+    for _ in range(200):
+        ip = ".".join(str(int(b)) for b in rng.integers(0, 256, 4))
+        port = int(rng.integers(-(1 << 31), 1 << 31))
+        enc = encode_batch(MessageBatch.of("T", 0, [b"x"], born_host=pack_host(ip, port)), pos, 0, 1,
+                           pack_host(ip, port & 0xFFFF))
+        parts.append(enc.data)
+        pos += len(enc.data)
+    data = b"".join(parts)
+    assert arrow_rows(decode_units_to_arrow(data, broker_name=BROKER)) == reference_rows(data)
+
+
+def test_decodes_a_million_messages_within_a_generous_bound():
+    """The issue: decoding 1,000,000 messages runs in well under a second (benchmarks/arrow_decode.py
+    measures it); asserted here with a bound generous enough for a loaded CI machine."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    from arrow_decode import build_pull_body
+
+    data = build_pull_body(1_000_000)
+    decode_units_to_arrow(build_pull_body(10_000), broker_name=BROKER)  # warm up imports and allocator
+    seconds = float("inf")
+    for _ in range(3):  # best of 3, in CPU seconds: other work on a shared machine only ever adds time
+        t0 = time.process_time()
+        batch = decode_units_to_arrow(data, broker_name=BROKER)  # walking the body included
+        seconds = min(seconds, time.process_time() - t0)
+        assert batch.num_rows == 1_000_000
+    assert seconds < 2.0, f"decoding 1,000,000 messages took {seconds:.2f} CPU s"
+
+
+def test_port_is_signed_like_unpack_host():
+    raw = pack_host("9.8.7.6", 0)[:4] + struct.pack(">i", -1)
+    enc = encode_batch(MessageBatch.of("T", 0, [b"x"], born_host=raw), 0, 0, 1, raw)
+    assert decode_units_to_arrow(enc.data, broker_name=BROKER).column("born_host").to_pylist() == ["9.8.7.6:-1"]
