@@ -98,10 +98,7 @@ class SourceOptions:
                                   + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
                                      else " naming the topic to read"))
         namesrv = given[NAMESRV]
-        for addr in (a.strip() for a in namesrv.split(";") if a.strip()):
-            host, sep, port = addr.rpartition(":")
-            if not sep or not host or not port.isdigit():
-                raise ConfigError(f"option {NAMESRV!r}: {addr!r} is not host:port")
+        _check_namesrv(namesrv)
         group = given.get(GROUP) or None
         starting_timestamp = _int(given, STARTING_TIMESTAMP, minimum=0)
         starting = _offsets(given, STARTING_OFFSETS, allow=(EARLIEST, LATEST, COMMITTED))
@@ -173,3 +170,62 @@ def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...]) -> Offset
         raise ConfigError(f"option {name!r} must be {', '.join(allow)} or JSON like "
                           f'{{"broker-a:0": 42}}, got {text!r}')
     return decode_offsets(text, f"option {name!r}")
+
+
+# -- sink: df.write / writeStream .format("spark_mq") ------------------------------------------------
+
+PRODUCER_GROUP = "producerGroup"
+BATCH_SIZE = "batchSize"
+SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE)
+_SINK_BY_LOWER = {name.lower(): name for name in SINK_OPTIONS}
+# options Spark itself passes (or users set for Spark) on a write: accepted and ignored by the sink
+_SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname"})
+
+DEFAULT_PRODUCER_GROUP = "spark_mq_writer"
+DEFAULT_BATCH_SIZE = 1000  # messages per SEND_BATCH_MESSAGE (also capped at 4 MiB encoded)
+MAX_BATCH_SIZE = 100_000
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """The validated options of one ``spark_mq`` write (batch or streaming)."""
+
+    namesrv: str  # ';'-separated host:port
+    topic: str
+    producer_group: str = DEFAULT_PRODUCER_GROUP
+    batch_size: int = DEFAULT_BATCH_SIZE
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        return [a.strip() for a in self.namesrv.split(";") if a.strip()]
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        """Validate Spark's write options (keys in any case); ConfigError saying what to fix."""
+        given: dict[str, str] = {}
+        for key, value in options.items():
+            name = _SINK_BY_LOWER.get(key.lower())
+            if name is None:
+                if key.lower() in _SPARK_WRITE_OPTIONS:
+                    continue
+                raise ConfigError(f"unknown option {key!r} of the spark_mq sink: the options are "
+                                  f"{', '.join(SINK_OPTIONS)}")
+            given[name] = value.strip() if isinstance(value, str) else str(value)
+        for name in (NAMESRV, TOPIC):
+            if not given.get(name):
+                raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"
+                                  + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
+                                     else " naming the topic to write to"))
+        _check_namesrv(given[NAMESRV])
+        batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE
+        if batch_size > MAX_BATCH_SIZE:
+            raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
+        return cls(namesrv=given[NAMESRV], topic=given[TOPIC],
+                   producer_group=given.get(PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
+
+
+def _check_namesrv(namesrv: str) -> None:
+    for addr in (a.strip() for a in namesrv.split(";") if a.strip()):
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"option {NAMESRV!r}: {addr!r} is not host:port")

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BinaryType,
@@ -198,10 +205,33 @@ class SparkMQDataSource(DataSource):
         return NAME
 
     def schema(self) -> StructType:
-        SourceOptions.parse(self.options)  # a clear error at load(), before anything is planned
+        # a clear error at load(), before anything is planned. load() does not say whether a
+        # batch or a stream follows, so options valid for either pass here; reader() and
+        # streamReader() then apply their own mode's rules
+        try:
+            SourceOptions.parse(self.options)
+        except ConfigError:
+            SourceOptions.parse(self.options, streaming=True)
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> SparkMQBatchReader:
         if schema != SPARK_SCHEMA:
             raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
         return SparkMQBatchReader(SourceOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from spark_mq.spark.stream import SparkMQStreamReader
+
+        if schema != SPARK_SCHEMA:
+            raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
+        return SparkMQStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from spark_mq.spark.sink import make_writer
+
+        return make_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from spark_mq.spark.sink import make_writer
+
+        return make_writer(self.options, schema, overwrite, streaming=True)

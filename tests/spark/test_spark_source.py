@@ -140,3 +140,11 @@ def test_register_also_works(spark, cluster, produced):
     register(spark)
     assert _read(spark, cluster, produced.topic, tags="tagB").count() == sum(
         1 for i in range(MESSAGES) if i % 7 and i % 3 == 1)
+
+
+def test_latest_start_is_a_stream_option_not_a_batch_one(spark, cluster, produced):
+    stream = (spark.readStream.format("spark_mq").option("namesrv", cluster.namesrv)
+              .option("topic", produced.topic).option("startingOffsets", "latest").load())
+    assert stream.isStreaming
+    with pytest.raises(Exception, match="empty batch read"):
+        _read(spark, cluster, produced.topic, startingOffsets="latest").collect()
