@@ -1,0 +1,240 @@
+"""Consume a spark_mq topic with Structured Streaming and write it to a sink.
+
+Run with ``spark-submit jobs/consume.py --namesrv H:P --topic T --group G ...`` (or plain ``python``:
+then the session runs on ``local[2]``). Reads ``spark.readStream.format("spark_mq")`` with the
+group's offsets committed to the brokers (``commitToBroker``), writes to ``console``, ``parquet``
+(Spark's file sink), ``delta`` (``deltalake.write_deltalake`` per micro-batch: the Delta Spark jars
+are not needed) or ``memory``, and prints one progress line per micro-batch: batch id, rows, rows/s
+and the lag per queue (the brokers' max offsets the batch saw minus the batch's end offsets).
+
+With ``--trigger availableNow`` or ``once`` the job exits when the query is done. Spark commits a
+batch's source offsets only when it plans the next batch, so on exit the job commits the last
+batch's end offsets for the group itself: ``spark-mq admin group lag`` then shows the group caught up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+SINKS = ("console", "parquet", "delta", "memory")
+PARTITION_COLUMNS = ["broker_name", "queue_id"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="consume.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--namesrv", default=os.environ.get("SPARK_MQ_NAMESRV", "127.0.0.1:9876"),
+                   help="NameServer host:port, ';'-separated for several (default $SPARK_MQ_NAMESRV or "
+                        "127.0.0.1:9876)")
+    p.add_argument("--topic", required=True, help="topic to read")
+    p.add_argument("--group", required=True, help="consumer group whose offsets are committed to the brokers")
+    p.add_argument("--starting-offsets", default="committed",
+                   help='earliest, latest, committed (default) or JSON {"<broker>:<queueId>": offset}')
+    p.add_argument("--max-per-trigger", type=int, help="maxMessagesPerTrigger: messages per micro-batch at most")
+    p.add_argument("--trigger", default="availableNow",
+                   help='availableNow (default), once, or a processing-time interval like "5 seconds"')
+    p.add_argument("--sink", choices=SINKS, default="console", help="where to write (default console)")
+    p.add_argument("--path", help="output directory (parquet, delta)")
+    p.add_argument("--checkpoint", help="checkpoint directory (required except for console and memory)")
+    p.add_argument("--query-name", default="spark_mq_consume", help="query name (the memory sink's table)")
+    p.add_argument("--no-commit-to-broker", dest="commit_to_broker", action="store_false",
+                   help="do not commit the group's offsets to the brokers")
+    args = p.parse_args(argv)
+    if args.sink in ("parquet", "delta") and not args.path:
+        p.error(f"--sink {args.sink} needs --path")
+    if args.sink in ("parquet", "delta") and not args.checkpoint:
+        p.error(f"--sink {args.sink} needs --checkpoint")
+    if args.max_per_trigger is not None and args.max_per_trigger < 1:
+        p.error("--max-per-trigger must be at least 1")
+    return args
+
+
+def build_session(app_name: str):
+    """The SparkSession: spark-submit's master when given one, else local[2]."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    SparkContext._ensure_initialized()  # launches the JVM (or joins spark-submit's) so SparkConf sees its settings
+    conf = SparkConf()
+    builder = SparkSession.builder.appName(app_name)
+    if not conf.contains("spark.master"):
+        builder = (builder.master("local[2]").config("spark.ui.enabled", "false")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
+    spark = (builder.config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+class Progress:
+    """Prints one line per micro-batch (from a StreamingQueryListener, and again from recentProgress on exit
+    for the batches whose events had not arrived); remembers the last batch's end offsets."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._printed: set[int] = set()
+        self.rows = 0
+        self.end_offsets: dict[str, int] | None = None  # of the highest batch id seen
+        self._end_batch = -1
+
+    def report(self, batch_id: int, rows: int, rows_per_s: float, end: Any, latest: Any) -> None:
+        end_d = _offsets(end)
+        latest_d = _offsets(latest)
+        with self._lock:
+            if batch_id in self._printed:
+                return
+            self._printed.add(batch_id)
+            self.rows += rows
+            if end_d is not None and batch_id > self._end_batch:
+                self.end_offsets, self._end_batch = end_d, batch_id
+        lag = {q: max(latest_d[q] - end_d.get(q, 0), 0) for q in sorted(latest_d)} if latest_d and end_d else {}
+        lag_text = ", ".join(f"{q}={n}" for q, n in lag.items()) or "-"
+        print(f"[consume] batch {batch_id}: {rows} rows, {rows_per_s:,.0f} rows/s, lag {sum(lag.values())} "
+              f"({lag_text})", flush=True)
+
+    def report_progress(self, progress: Any) -> None:
+        source = progress.sources[0] if progress.sources else None
+        self.report(progress.batchId, progress.numInputRows, progress.processedRowsPerSecond or 0.0,
+                    source.endOffset if source else None, source.latestOffset if source else None)
+
+
+def _offsets(value: Any) -> dict[str, int] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip() not in ("", "null") else None
+    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else None
+
+
+def make_listener(progress: Progress):
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            print(f"[consume] query {event.name or event.id} started", flush=True)
+
+        def onQueryProgress(self, event) -> None:
+            progress.report_progress(event.progress)
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    return Listener()
+
+
+def delta_writer(path: str, app_id: str):
+    """foreachBatch function appending each micro-batch to the Delta table at ``path`` with deltalake.
+
+    Idempotent per batch: each commit records the batch id as the Delta transaction version of ``app_id``
+    (derived from the checkpoint), and a batch Spark replays after a crash is skipped when already written."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake.exceptions import TableNotFoundError
+
+    def write(batch_df, batch_id: int) -> None:
+        try:
+            done = DeltaTable(path).transaction_version(app_id)
+        except TableNotFoundError:
+            done = None
+        if done is not None and done >= batch_id:
+            print(f"[consume] batch {batch_id} already in {path}: skipped", flush=True)
+            return
+        table = batch_df.toArrow() if hasattr(batch_df, "toArrow") else _arrow_from_pandas(batch_df)
+        if table.num_rows:
+            write_deltalake(path, table, mode="append", partition_by=PARTITION_COLUMNS,
+                            commit_properties=CommitProperties(app_transactions=[Transaction(app_id, batch_id)]))
+
+    return write
+
+
+def _arrow_from_pandas(batch_df):
+    import pyarrow as pa
+
+    return pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
+
+
+def commit_final_offsets(namesrv: str, topic: str, group: str, end: dict[str, int]) -> None:
+    """Write the last batch's end offsets as the group's committed offsets (Spark commits a batch's offsets
+    only when it plans the next one, which the last batch of availableNow/once never gets)."""
+    from spark_mq.client.sync_api import SyncMQClientAPI
+    from spark_mq.spark.offsets import discover_queues
+    from spark_mq.spark.stream import from_spark_offset
+
+    offsets = from_spark_offset(end, "final offsets")
+    with SyncMQClientAPI(timeout=10.0) as api:
+        queues = discover_queues(api, [a.strip() for a in namesrv.split(";") if a.strip()], topic)
+        for key, offset in sorted(offsets.items()):
+            if key in queues.queues:
+                api.update_consumer_offset(queues.addr(key), group, topic, key[1], offset)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    spark = build_session(f"spark_mq-consume-{args.topic}")
+    progress = Progress()
+    spark.streams.addListener(make_listener(progress))
+
+    reader = (spark.readStream.format("spark_mq")
+              .option("namesrv", args.namesrv).option("topic", args.topic).option("group", args.group)
+              .option("startingOffsets", args.starting_offsets)
+              .option("commitToBroker", str(args.commit_to_broker).lower()))
+    if args.max_per_trigger is not None:
+        reader = reader.option("maxMessagesPerTrigger", str(args.max_per_trigger))
+    df = reader.load()
+
+    writer = df.writeStream.queryName(args.query_name)
+    if args.checkpoint:
+        writer = writer.option("checkpointLocation", args.checkpoint)
+    if args.sink == "parquet":
+        writer = writer.format("parquet").option("path", args.path).partitionBy(*PARTITION_COLUMNS)
+    elif args.sink == "delta":
+        writer = writer.foreachBatch(delta_writer(args.path, f"spark_mq-consume:{os.path.abspath(args.checkpoint)}"))
+    elif args.sink == "memory":
+        writer = writer.format("memory")
+    else:
+        writer = writer.format("console").option("truncate", "true").option("numRows", "20")
+
+    finite = args.trigger.lower() in ("availablenow", "once")
+    if args.trigger.lower() == "availablenow":
+        writer = writer.trigger(availableNow=True)
+    elif args.trigger.lower() == "once":
+        writer = writer.trigger(once=True)
+    else:
+        writer = writer.trigger(processingTime=args.trigger)
+
+    t0 = time.perf_counter()
+    query = writer.start()
+    try:
+        query.awaitTermination()
+    except KeyboardInterrupt:
+        query.stop()
+    for p in query.recentProgress:  # batches whose listener events had not arrived yet
+        progress.report_progress(p)
+    elapsed = time.perf_counter() - t0
+    if query.exception() is not None:
+        print(f"[consume] query failed: {query.exception()}", file=sys.stderr, flush=True)
+        spark.stop()
+        return 1
+    if finite and args.commit_to_broker and progress.end_offsets:
+        commit_final_offsets(args.namesrv, args.topic, args.group, progress.end_offsets)
+        print(f"[consume] committed final offsets of group {args.group}: {progress.end_offsets}", flush=True)
+    print(f"[consume] done: {progress.rows} rows in {elapsed:.1f}s into {args.sink}"
+          + (f" {args.path}" if args.path else ""), flush=True)
+    if args.sink == "memory":
+        print(f"[consume] memory table {args.query_name}: {spark.table(args.query_name).count()} rows", flush=True)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
