@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
+from spark_mq.remoting.bodies import TopicRouteData
 from spark_mq.remoting.headers import PERM_READ
 
 if TYPE_CHECKING:
@@ -93,9 +94,12 @@ class TopicQueues:
         return self.brokers[key[0]]
 
 
-def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> TopicQueues:
-    """The topic's readable queues from the first NameServer that answers; ConfigError when none
-    answers or none knows the topic (a clear error before the query plans anything)."""
+def route_with_masters(
+    api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str
+) -> tuple[TopicRouteData, dict[str, str]]:
+    """The topic's route from the first NameServer that answers, with each broker's master
+    address; ConfigError when none answers or none knows the topic (a clear error before a query
+    plans or writes anything). Shared by the source and the sink."""
     last_error: Exception | None = None
     for namesrv in namesrv_addrs:
         try:
@@ -108,17 +112,23 @@ def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) 
                               f"(`spark-mq admin topic list`) or create it (`spark-mq admin topic create`)")
         brokers = {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
                    if MASTER_ID in b.broker_addrs}
-        queues: list[QueueKey] = []
-        for q in route.queue_datas:
-            if not q.perm & PERM_READ:
-                continue
-            if q.broker_name not in brokers:
-                log.warning("topic %s: broker %s has no master online; its queues are not read", topic, q.broker_name)
-                continue
-            queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
-        return TopicQueues(topic, brokers, tuple(sorted(queues)))
+        return route, brokers
     raise ConfigError(f"cannot reach any NameServer of option 'namesrv' ({';'.join(namesrv_addrs)}): {last_error}; "
                       f"check the address and that `spark-mq namesrv` runs there")
+
+
+def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> TopicQueues:
+    """The topic's readable queues (see ``route_with_masters`` for the errors)."""
+    route, brokers = route_with_masters(api, namesrv_addrs, topic)
+    queues: list[QueueKey] = []
+    for q in route.queue_datas:
+        if not q.perm & PERM_READ:
+            continue
+        if q.broker_name not in brokers:
+            log.warning("topic %s: broker %s has no master online; its queues are not read", topic, q.broker_name)
+            continue
+        queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
+    return TopicQueues(topic, brokers, tuple(sorted(queues)))
 
 
 class OffsetSource(Protocol):

@@ -134,29 +134,17 @@ class WritableQueues:
 
 
 def writable_queues(api, namesrv_addrs: list[str], topic: str) -> WritableQueues:
-    """The topic's writable queues from the first NameServer that answers; ConfigError when the
-    topic is unknown or has none."""
-    from spark_mq.client.instance import MASTER_ID
+    """The topic's writable queues; ConfigError when the topic is unknown, no NameServer
+    answers, or it has none."""
     from spark_mq.remoting.headers import PERM_WRITE
+    from spark_mq.spark.offsets import route_with_masters
 
-    last_error: Exception | None = None
-    for namesrv in namesrv_addrs:
-        try:
-            route = api.get_route_info(namesrv, topic)
-        except (RemotingError, MQClientError) as e:
-            last_error = e
-            continue
-        if route is None:
-            raise ConfigError(f"topic {topic!r} is not known to the NameServer at {namesrv}: check option 'topic' "
-                              f"or create it (`spark-mq admin topic create`)")
-        brokers = {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
-                   if MASTER_ID in b.broker_addrs}
-        queues = sorted((q.broker_name, i) for q in route.queue_datas
-                        if q.perm & PERM_WRITE and q.broker_name in brokers for i in range(q.write_queue_nums))
-        if not queues:
-            raise ConfigError(f"topic {topic!r} has no writable queue on a broker with a master online")
-        return WritableQueues(topic, brokers, tuple(queues))
-    raise ConfigError(f"cannot reach any NameServer of option 'namesrv' ({';'.join(namesrv_addrs)}): {last_error}")
+    route, brokers = route_with_masters(api, namesrv_addrs, topic)
+    queues = sorted((q.broker_name, i) for q in route.queue_datas
+                    if q.perm & PERM_WRITE and q.broker_name in brokers for i in range(q.write_queue_nums))
+    if not queues:
+        raise ConfigError(f"topic {topic!r} has no writable queue on a broker with a master online")
+    return WritableQueues(topic, brokers, tuple(queues))
 
 
 def _row_properties(row, columns: tuple[str, ...]) -> dict[str, str]:
