@@ -27,7 +27,7 @@ from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.common.config import BrokerConfig
+from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
@@ -70,7 +70,7 @@ class BrokerController:
 
     @property
     def namesrv_addrs(self) -> list[str]:
-        return [a.strip() for a in self.config.namesrv_addr.split(";") if a.strip()]
+        return split_addresses(self.config.namesrv_addr)
 
     async def start(self) -> int:
         """Listen, open (and recover) the store, register with the NameServers; returns the port."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 
 
@@ -27,4 +28,4 @@ class ClientConfig:
 
     @property
     def namesrv_addrs(self) -> list[str]:
-        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+        return split_addresses(self.namesrv_addr)

@@ -59,7 +59,7 @@ from spark_mq.common.errors import (
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, Message, MessageBatch, validate_topic
 from spark_mq.common.message_unit import COMPRESSED_FLAG
-from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties
+from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties_checked
 from spark_mq.remoting.bodies import MessageQueue, TopicRouteData
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -311,13 +311,7 @@ class Producer:
         return self._finish(msg.topic, body, props, msg.flag, compress)
 
     def _finish(self, topic: str, body: bytes, props: dict[str, str], flag: int, compress: bool) -> _Prepared:
-        try:
-            encoded = encode_properties(props)
-        except ValueError as e:
-            raise MessageValidationError(str(e)) from None
-        if len(encoded) > MAX_PROPERTIES_LENGTH:
-            raise MessageValidationError(f"message properties are {len(encoded)} bytes encoded, over the "
-                                         f"{MAX_PROPERTIES_LENGTH} limit: use fewer or shorter keys and properties")
+        encoded = encode_properties_checked(props)
         sys_flag = 0
         if compress and len(body) >= self.compress_threshold:
             deflated = zlib.compress(body, COMPRESS_LEVEL)

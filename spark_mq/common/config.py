@@ -114,6 +114,11 @@ class NamesrvConfig:
 C = TypeVar("C")
 
 
+def split_addresses(text: str) -> list[str]:
+    """A ';'-separated address list (namesrvAddr, the namesrv option), blanks dropped."""
+    return [a.strip() for a in text.split(";") if a.strip()]
+
+
 def camel_to_snake(name: str) -> str:
     """``checkCRCOnRecover`` → ``check_crc_on_recover``, ``brokerIP1`` → ``broker_ip1``."""
     name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)

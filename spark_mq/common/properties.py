@@ -39,6 +39,21 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
     return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items()).encode()
 
 
+def encode_properties_checked(props: Mapping[str, str]) -> bytes:
+    """``encode_properties`` for a message about to be sent: a bad name or value, or a string
+    over the stored int16 length, raises MessageValidationError before anything is sent."""
+    from spark_mq.common.errors import MessageValidationError
+
+    try:
+        encoded = encode_properties(props)
+    except ValueError as e:
+        raise MessageValidationError(str(e)) from None
+    if len(encoded) > MAX_PROPERTIES_LENGTH:
+        raise MessageValidationError(f"message properties are {len(encoded)} bytes encoded, over the "
+                                     f"{MAX_PROPERTIES_LENGTH} limit: use fewer or shorter keys and properties")
+    return encoded
+
+
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     """Decode a property string; tolerates a missing final separator (RocketMQ 5 omits it)."""
     out: dict[str, str] = {}

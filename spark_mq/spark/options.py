@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_mq.client.rebalance import STRATEGIES
+from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.spark.offsets import (
     COMMITTED,
@@ -75,7 +76,7 @@ class SourceOptions:
 
     @property
     def namesrv_addrs(self) -> list[str]:
-        return [a.strip() for a in self.namesrv.split(";") if a.strip()]
+        return split_addresses(self.namesrv)
 
     @property
     def pull_group(self) -> str:
@@ -197,7 +198,7 @@ class SinkOptions:
 
     @property
     def namesrv_addrs(self) -> list[str]:
-        return [a.strip() for a in self.namesrv.split(";") if a.strip()]
+        return split_addresses(self.namesrv)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -225,7 +226,7 @@ class SinkOptions:
 
 
 def _check_namesrv(namesrv: str) -> None:
-    for addr in (a.strip() for a in namesrv.split(";") if a.strip()):
+    for addr in split_addresses(namesrv):
         host, sep, port = addr.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"option {NAMESRV!r}: {addr!r} is not host:port")

@@ -47,11 +47,10 @@ from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, MessageBatch
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
-    MAX_PROPERTIES_LENGTH,
     TAGS,
     UNIQ_KEY,
     WAIT_STORE_MSG_OK,
-    encode_properties,
+    encode_properties_checked,
 )
 from spark_mq.spark.options import SinkOptions
 
@@ -190,13 +189,7 @@ class _Sender:
 
     def add(self, target: QueueKey | None, body: bytes, props: dict[str, str]) -> None:
         props[UNIQ_KEY] = self._uniq_key()
-        try:
-            encoded = encode_properties(props)
-        except ValueError as e:
-            raise MessageValidationError(str(e)) from None
-        if len(encoded) > MAX_PROPERTIES_LENGTH:
-            raise MessageValidationError(f"a row's properties are {len(encoded)} bytes encoded, over the "
-                                         f"{MAX_PROPERTIES_LENGTH} limit")
+        encoded = encode_properties_checked(props)
         bodies, properties, size = self._buffers.setdefault(target, ([], [], [0]))
         record = RECORD_OVERHEAD + len(body) + len(encoded)
         if bodies and size[0] + record > DEFAULT_MAX_MESSAGE_SIZE:
