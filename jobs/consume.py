@@ -7,9 +7,12 @@ group's offsets committed to the brokers (``commitToBroker``), writes to ``conso
 are not needed) or ``memory``, and prints one progress line per micro-batch: batch id, rows, rows/s
 and the lag per queue (the brokers' max offsets the batch saw minus the batch's end offsets).
 
-With ``--trigger availableNow`` or ``once`` the job exits when the query is done. Spark commits a
-batch's source offsets only when it plans the next batch, so on exit the job commits the last
-batch's end offsets for the group itself: ``spark-mq admin group lag`` then shows the group caught up.
+The driver is a member of ``--group`` (queues split with the group's other members, see
+``spark_mq.spark.stream``); the reader commits each finished batch's offsets to the brokers when
+Spark asks it for the next one — which Spark also does after the last batch of ``availableNow``,
+so ``spark-mq admin group lag`` shows the group caught up once the job exits. ``Trigger.Once`` is
+the exception (Spark never plans past its one batch): after it the job commits the batch's end
+offsets itself. With ``--trigger availableNow`` or ``once`` the job exits when the query is done.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--path", help="output directory (parquet, delta)")
     p.add_argument("--checkpoint", help="checkpoint directory (required except for console and memory)")
     p.add_argument("--query-name", default="spark_mq_consume", help="query name (the memory sink's table)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other option of the spark_mq source (e.g. allocateStrategy=circle, "
+                        "rebalanceIntervalMs=5000); repeatable")
     p.add_argument("--no-commit-to-broker", dest="commit_to_broker", action="store_false",
                    help="do not commit the group's offsets to the brokers")
     args = p.parse_args(argv)
@@ -50,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--sink {args.sink} needs --path")
     if args.sink in ("parquet", "delta") and not args.checkpoint:
         p.error(f"--sink {args.sink} needs --checkpoint")
+    for item in args.option:
+        if "=" not in item or not item.split("=", 1)[0].strip():
+            p.error(f"--option {item!r} is not KEY=VALUE")
     if args.max_per_trigger is not None and args.max_per_trigger < 1:
         p.error("--max-per-trigger must be at least 1")
     return args
@@ -76,14 +85,12 @@ def build_session(app_name: str):
 
 class Progress:
     """Prints one line per micro-batch (from a StreamingQueryListener, and again from recentProgress on exit
-    for the batches whose events had not arrived); remembers the last batch's end offsets."""
+    for the batches whose events had not arrived)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._printed: set[int] = set()
         self.rows = 0
-        self.end_offsets: dict[str, int] | None = None  # of the highest batch id seen
-        self._end_batch = -1
 
     def report(self, batch_id: int, rows: int, rows_per_s: float, end: Any, latest: Any) -> None:
         end_d = _offsets(end)
@@ -93,9 +100,8 @@ class Progress:
                 return
             self._printed.add(batch_id)
             self.rows += rows
-            if end_d is not None and batch_id > self._end_batch:
-                self.end_offsets, self._end_batch = end_d, batch_id
-        lag = {q: max(latest_d[q] - end_d.get(q, 0), 0) for q in sorted(latest_d)} if latest_d and end_d else {}
+        # the queues this member reads (with a group, the others belong to other members)
+        lag = {q: max(latest_d.get(q, end_d[q]) - end_d[q], 0) for q in sorted(end_d)} if latest_d and end_d else {}
         lag_text = ", ".join(f"{q}={n}" for q, n in lag.items()) or "-"
         print(f"[consume] batch {batch_id}: {rows} rows, {rows_per_s:,.0f} rows/s, lag {sum(lag.values())} "
               f"({lag_text})", flush=True)
@@ -163,16 +169,16 @@ def _arrow_from_pandas(batch_df):
     return pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
 
 
-def commit_final_offsets(namesrv: str, topic: str, group: str, end: dict[str, int]) -> None:
-    """Write the last batch's end offsets as the group's committed offsets (Spark commits a batch's offsets
-    only when it plans the next one, which the last batch of availableNow/once never gets)."""
+def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, int]) -> None:
+    """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
     from spark_mq.client.sync_api import SyncMQClientAPI
+    from spark_mq.common.config import split_addresses
     from spark_mq.spark.offsets import discover_queues
     from spark_mq.spark.stream import from_spark_offset
 
     offsets = from_spark_offset(end, "final offsets")
     with SyncMQClientAPI(timeout=10.0) as api:
-        queues = discover_queues(api, [a.strip() for a in namesrv.split(";") if a.strip()], topic)
+        queues = discover_queues(api, split_addresses(namesrv), topic)
         for key, offset in sorted(offsets.items()):
             if key in queues.queues:
                 api.update_consumer_offset(queues.addr(key), group, topic, key[1], offset)
@@ -190,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
               .option("commitToBroker", str(args.commit_to_broker).lower()))
     if args.max_per_trigger is not None:
         reader = reader.option("maxMessagesPerTrigger", str(args.max_per_trigger))
+    for key, value in (item.split("=", 1) for item in args.option):
+        reader = reader.option(key.strip(), value.strip())
     df = reader.load()
 
     writer = df.writeStream.queryName(args.query_name)
@@ -204,7 +212,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         writer = writer.format("console").option("truncate", "true").option("numRows", "20")
 
-    finite = args.trigger.lower() in ("availablenow", "once")
     if args.trigger.lower() == "availablenow":
         writer = writer.trigger(availableNow=True)
     elif args.trigger.lower() == "once":
@@ -225,9 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[consume] query failed: {query.exception()}", file=sys.stderr, flush=True)
         spark.stop()
         return 1
-    if finite and args.commit_to_broker and progress.end_offsets:
-        commit_final_offsets(args.namesrv, args.topic, args.group, progress.end_offsets)
-        print(f"[consume] committed final offsets of group {args.group}: {progress.end_offsets}", flush=True)
+    last = query.lastProgress
+    end = _offsets(last.sources[0].endOffset) if last is not None and last.sources else None
+    if args.trigger.lower() == "once" and args.commit_to_broker and end:
+        commit_once_offsets(args.namesrv, args.topic, args.group, end)
+        print(f"[consume] committed the batch's end offsets for group {args.group}: {end}", flush=True)
     print(f"[consume] done: {progress.rows} rows in {elapsed:.1f}s into {args.sink}"
           + (f" {args.path}" if args.path else ""), flush=True)
     if args.sink == "memory":

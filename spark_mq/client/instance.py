@@ -158,6 +158,20 @@ class ClientInstance:
             with contextlib.suppress(RemotingError, MQClientError):
                 await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group)
 
+    async def group_members(self, topic: str, group: str) -> list[str]:
+        """The client ids of ``group``, from the first broker of ``topic`` (by name) that answers;
+        empty when none does (callers then keep what they own)."""
+        route = await self.route(topic)
+        for b in sorted(route.broker_datas, key=lambda b: b.broker_name) if route else []:
+            addr = self.broker_addr(b.broker_name)
+            if addr is None:
+                continue
+            try:
+                return await self.api.get_consumer_list_by_group(addr, group)
+            except (RemotingError, MQClientError) as e:
+                log.warning("group %s: member list from %s failed: %s", group, addr, e)
+        return []
+
     async def _on_ids_changed(self, group: str, broker_addr: str) -> None:
         callback = self._ids_changed.get(group)
         if callback is not None:

@@ -332,19 +332,6 @@ class LitePullConsumer:
             except Exception:  # retried at the next notification or interval
                 log.exception("group %s: rebalance failed", self.group)
 
-    async def _members(self, topic: str) -> list[str]:
-        """The group's client ids, from the first broker of the topic that answers."""
-        route = await self.instance.route(topic)
-        for b in sorted(route.broker_datas, key=lambda b: b.broker_name) if route else []:
-            addr = self.instance.broker_addr(b.broker_name)
-            if addr is None:
-                continue
-            try:
-                return await self.instance.api.get_consumer_list_by_group(addr, self.group)
-            except (RemotingError, MQClientError) as e:
-                log.warning("group %s: member list from %s failed: %s", self.group, addr, e)
-        return []
-
     async def rebalance(self) -> RebalanceResult:
         """Allocate the subscribed topics' queues now; give up removed queues (offset persisted
         first), start pulling added ones from the group's committed offset or ``consume_from``."""
@@ -353,7 +340,7 @@ class LitePullConsumer:
             kept: set[MessageQueue] = set()  # topics whose member list is unknown now: keep what we own
             for topic in list(self._subscriptions):
                 mqs = await self.instance.subscribe_queues(topic, refresh=True)
-                cids = await self._members(topic) if mqs else []
+                cids = await self.instance.group_members(topic, self.group) if mqs else []
                 if not cids:
                     kept |= {mq for mq in self._states if mq.topic == topic}
                     continue

@@ -302,19 +302,8 @@ class PushConsumer:
             return None
         if not self.clustering:
             return mqs
-        route = self.instance.routes.get(topic)
-        brokers = sorted(b.broker_name for b in route.broker_datas) if route else []
-        for name in brokers:
-            addr = self.instance.broker_addr(name)
-            if addr is None:
-                continue
-            try:
-                cids = await self.instance.api.get_consumer_list_by_group(addr, self.group)
-            except (RemotingError, MQClientError) as e:
-                log.debug("group %s: member list from %s failed: %s", self.group, addr, e)
-                continue
-            return self.strategy(self.group, self.instance.client_id, mqs, cids)
-        return None
+        cids = await self.instance.group_members(topic, self.group)
+        return self.strategy(self.group, self.instance.client_id, mqs, cids) if cids else None
 
     def _open(self, mq: MessageQueue, sub: SubscriptionData) -> None:
         slot = _Slot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes), parse_tags(sub.sub_string),

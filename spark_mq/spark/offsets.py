@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
@@ -191,11 +191,13 @@ def _check_known(spec: OffsetSpec, queues: TopicQueues, option: str) -> None:
                               f"{', '.join(map(queue_key_text, queues.queues))}")
 
 
-def resolve_starting(source: OffsetSource, queues: TopicQueues, opts: SourceOptions) -> dict[QueueKey, int]:
-    """Where each queue starts, checked against the broker's min (see :func:`check_start`)."""
+def resolve_starting(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,
+                     keys: Iterable[QueueKey] | None = None) -> dict[QueueKey, int]:
+    """Where each queue (of ``keys``, default all) starts, checked against the broker's min (see
+    :func:`check_start`)."""
     _check_known(opts.starting, queues, "startingOffsets")
     out: dict[QueueKey, int] = {}
-    for key in queues.queues:
+    for key in queues.queues if keys is None else sorted(keys):
         broker_min = source.min_offset(key)
         spec = opts.starting
         if isinstance(spec, dict):

@@ -44,10 +44,11 @@ ALLOCATE_STRATEGY = "allocateStrategy"
 COMMIT_TO_BROKER = "commitToBroker"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 PULL_BATCH_SIZE = "pullBatchSize"
+REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
 
 ALL_OPTIONS = (NAMESRV, TOPIC, GROUP, TAGS, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
                MAX_MESSAGES_PER_TRIGGER, MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER,
-               FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE)
+               FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
 
 DEFAULT_TAGS = "*"
@@ -55,6 +56,8 @@ DEFAULT_MAX_MESSAGES_PER_PARTITION = 1_000_000
 DEFAULT_PULL_BATCH_SIZE = 1024  # the broker also caps one pull by bytes: readers loop until their range is done
 DEFAULT_ALLOCATE_STRATEGY = "average"
 DEFAULT_BATCH_GROUP = "spark_mq_reader"  # consumer group named in PULL_MESSAGE when no `group` is given
+DEFAULT_REBALANCE_INTERVAL_MS = 20_000  # RocketMQ's rebalance interval; a member that leaves is noticed at once
+MIN_REBALANCE_INTERVAL_MS = 100
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -73,6 +76,13 @@ class SourceOptions:
     commit_to_broker: bool = True
     fail_on_data_loss: bool = True
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
+    rebalance_interval_ms: int = DEFAULT_REBALANCE_INTERVAL_MS
+
+    @property
+    def group_member(self) -> bool:
+        """Whether a stream joins ``group`` (queues split between its members): only when it also
+        commits its offsets there, since a queue changing hands starts from the committed offset."""
+        return self.group is not None and self.commit_to_broker
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -136,6 +146,8 @@ class SourceOptions:
             commit_to_broker=_bool(given, COMMIT_TO_BROKER, True),
             fail_on_data_loss=_bool(given, FAIL_ON_DATA_LOSS, True),
             pull_batch_size=_int(given, PULL_BATCH_SIZE, minimum=1) or DEFAULT_PULL_BATCH_SIZE,
+            rebalance_interval_ms=_int(given, REBALANCE_INTERVAL_MS, minimum=MIN_REBALANCE_INTERVAL_MS)
+            or DEFAULT_REBALANCE_INTERVAL_MS,
         )
 
 

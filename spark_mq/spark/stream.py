@@ -10,29 +10,41 @@ batch by the read limit (``maxMessagesPerTrigger``, see :func:`allocate_budget`)
 :meth:`~SparkMQStreamReader.prepareForTriggerAvailableNow` pins the max offsets of that moment and no
 later batch goes past them.
 
-Queues that appear after the query started (a topic expanded, a broker added) start at their
-earliest offset, as Kafka's source does for new partitions: their first messages were written
-after the previous batch was planned, so ``latest`` would silently skip them. When that earliest is
-not 0 (retention already deleted some), it is data loss: ``failOnDataLoss`` (default) fails the
-query, otherwise a warning is logged and the queue starts at the broker's min. A queue that
-disappears from the route (broker down, topic shrunk) keeps its offset and is read again when it
-comes back.
+A queue that first appears in a batch's end offset (and not in its start) *joins*: its end offset
+is where it starts, and it is read from the next batch on — so a batch's partitions are always
+``[start, end)`` of queues in both, and replaying a batch from the checkpoint reads exactly the
+same ranges. Queues that appear after the query started (a topic expanded, a broker added) join
+at their earliest offset, as Kafka's source starts new partitions: their first messages were
+written after the previous batch was planned, so ``latest`` would silently skip them. When that
+earliest is not 0 (retention already deleted some), it is data loss: ``failOnDataLoss`` (default)
+fails the query, otherwise a warning is logged and the queue starts at the broker's min. A queue
+that disappears from the route (broker down, topic shrunk) keeps its offset and is read again when
+it comes back.
 
-Without consumer-group membership (for now): every readable queue is read. With ``group`` and
-``commitToBroker`` (default true), :meth:`~SparkMQStreamReader.commit` writes each queue's end
-offset to the broker with UPDATE_CONSUMER_OFFSET, so lag tools see the query's progress; a failed
-commit is logged, not raised (Spark's checkpoint stays the source of truth).
+With ``group`` (and ``commitToBroker``, default true) the query is a member of that consumer group
+(:mod:`spark_mq.spark.group_member`): its offsets name only the queues it holds. Spark asks for
+``latestOffset(start)`` once the previous batch is done, so ``start`` is processed: the reader
+commits it to the brokers there (UPDATE_CONSUMER_OFFSET; lag tools and other members see it), then
+gives up the queues the allocation no longer gives it (dropped from the offsets, unlocked after
+the commit) and takes the ones it now gives (locked; they join at the group's committed offset).
+Two Spark applications of one group so split a topic's queues, and when one stops (its reader
+unlocks everything and leaves the group) the other takes its queues over at its next trigger. A
+batch that finished after the stopping query's last trigger has not been committed, so the next
+owner reads it again: across members delivery is at least once; within one query Spark's
+checkpoint keeps it exactly once. Without ``group`` every readable queue is read and nothing is
+committed.
 
 Thread-safety: Spark calls the driver-side methods from one thread of one long-lived Python
-process; the reader holds one ``SyncMQClientAPI`` there, opened on first use and closed by
-:meth:`~SparkMQStreamReader.stop`. Pickling drops it (executors only call ``read``).
+process; the reader holds one ``SyncMQClientAPI`` (and, with a group, one group member) there,
+opened on first use and closed by :meth:`~SparkMQStreamReader.stop`. Pickling drops them
+(executors only call ``read``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -44,6 +56,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
+from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
 from spark_mq.spark.offsets import (
     BrokerOffsets,
     QueueKey,
@@ -103,18 +116,21 @@ def allocate_budget(backlog: Mapping[QueueKey, int], budget: int) -> dict[QueueK
 
 
 class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader over every readable queue of ``topic`` (see the module doc)."""
+    """Micro-batch reader over the queues of ``topic`` this query reads (see the module doc)."""
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._api: SyncMQClientAPI | None = None
+        self._member: DriverGroupMember | None = None
         self._queues: TopicQueues | None = None
         self._target: dict[QueueKey, int] | None = None  # Trigger.AvailableNow's pinned end
         self._latest: dict[QueueKey, int] | None = None  # the max offsets last seen (reportLatestOffset)
+        self._committed: dict[QueueKey, int] = {}  # the group's offsets at the brokers, as far as this reader knows
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_api"] = None
+        state["_member"] = None
         return state
 
     # -- driver-side broker access ----------------------------------------------------------------------------
@@ -125,6 +141,12 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
             self._api = SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S)
         return self._api
+
+    def _group_member(self) -> DriverGroupMember:
+        if self._member is None:
+            leave_before_exit()
+            self._member = DriverGroupMember(self.opts)
+        return self._member
 
     def _discover(self) -> TopicQueues:
         self._queues = discover_queues(self._client(), self.opts.namesrv_addrs, self.opts.topic)
@@ -137,11 +159,77 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _new_queue_start(self, source: BrokerOffsets, key: QueueKey) -> int:
         return check_start(self.opts.topic, key, NEW_QUEUE_START, source.min_offset(key), self.opts.fail_on_data_loss)
 
+    # -- the consumer group -------------------------------------------------------------------------------------
+
+    def _commit(self, queues: TopicQueues, offsets: Mapping[QueueKey, int]) -> None:
+        """UPDATE_CONSUMER_OFFSET of the group for each offset the broker does not have yet; a failure
+        is logged and retried at the next commit (Spark's checkpoint stays the source of truth)."""
+        api = self._client()
+        for key, offset in sorted(offsets.items()):
+            if self._committed.get(key) == offset or key not in queues.queues:
+                continue
+            try:
+                api.update_consumer_offset(queues.addr(key), self.opts.group, self.opts.topic, key[1], offset)
+                self._committed[key] = offset
+            except (RemotingError, MQClientError) as e:
+                log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
+                            self.opts.topic, queue_key_text(key), self.opts.group, e)
+
+    def _join_at(self, source: BrokerOffsets, queues: TopicQueues, key: QueueKey) -> int:
+        """Where a queue this member just took over starts: the group's committed offset (its previous
+        owner committed it before unlocking), else where ``startingOffsets`` says."""
+        committed = source.committed_offset(self.opts.group, key)  # type: ignore[arg-type]
+        if committed is None:
+            return resolve_starting(source, queues, self.opts, [key])[key]
+        self._committed[key] = committed
+        return check_start(self.opts.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
+
+    def _rebalance(self, queues: TopicQueues, source: BrokerOffsets,
+                   begin: Mapping[QueueKey, int]) -> tuple[dict[QueueKey, int], dict[QueueKey, int]]:
+        """Commit what the group's queues were processed up to, give up the queues the allocation no
+        longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
+        the queues read on from ``begin`` and the queues joining at the offsets they start from."""
+        member = self._group_member()
+        held = member.held()
+        self._commit(queues, {k: v for k, v in begin.items() if k in held})
+        wanted = member.allocation(queues)
+        leaving = held - wanted
+        member.unlock(queues, set(leaving))
+        gained = member.lock(queues, set(wanted - held) & set(queues.queues))
+        held = (held - leaving) | gained
+        reading: dict[QueueKey, int] = {}
+        joining: dict[QueueKey, int] = {}
+        for key in sorted(held):
+            if key in begin and key not in gained:
+                reading[key] = begin[key]
+                continue
+            if key not in begin:
+                joining[key] = self._join_at(source, queues, key)
+                continue
+            # this query read the queue before it held its lock (a restart from the checkpoint):
+            # read on unless another member has committed past it meanwhile
+            committed = source.committed_offset(self.opts.group, key)  # type: ignore[arg-type]
+            if committed is None or committed <= begin[key]:
+                reading[key] = begin[key]
+            # else: leave it out of this batch; it joins at the committed offset in the next one
+        self._commit(queues, reading)
+        if leaving or gained:
+            log.info("spark_mq: group %s: %s gives up %s, takes %s; reads %d queues of %s", self.opts.group,
+                     member.client_id, _names(leaving), _names(gained), len(reading) + len(joining), self.opts.topic)
+        return reading, joining
+
     # -- DataSourceStreamReader -------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, int]:
         queues = self._discover()
-        starting = resolve_starting(BrokerOffsets(self._client(), queues), queues, self.opts)
+        source = BrokerOffsets(self._client(), queues)
+        if self.opts.group_member:
+            member = self._group_member()
+            owned = member.lock(queues, set(member.allocation(queues)))
+            starting = resolve_starting(source, queues, self.opts, owned)
+            self._committed.update(starting)  # nothing is processed yet: nothing to commit
+        else:
+            starting = resolve_starting(source, queues, self.opts)
         log.info("spark_mq stream of %s starts at %s", self.opts.topic, to_spark_offset(starting))
         return to_spark_offset(starting)
 
@@ -156,22 +244,22 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                  to_spark_offset(self._target))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict[str, int]:
-        begin = from_spark_offset(start)
+        begin = from_spark_offset(start)  # everything before it is processed: Spark asks once a batch is done
         queues = self._discover()
         source = BrokerOffsets(self._client(), queues)
+        if self.opts.group_member:
+            reading, joining = self._rebalance(queues, source, begin)
+        else:  # every queue; queues gone from the route keep their offsets
+            reading = dict(begin)
+            joining = {k: self._new_queue_start(source, k) for k in queues.queues if k not in begin}
         latest = self._max_offsets(queues)
         self._latest = latest
         if self._target is not None:  # AvailableNow: nothing that arrived after the target
             latest = {k: min(v, self._target[k]) for k, v in latest.items() if k in self._target}
-        end = dict(begin)  # queues gone from the route keep their offsets
-        backlog: dict[QueueKey, int] = {}
-        for key, high in latest.items():
-            low = begin[key] if key in begin else self._new_queue_start(source, key)
-            if key not in begin:
-                end[key] = low
-            backlog[key] = max(high - low, 0)
+        backlog = {k: max(latest[k] - low, 0) for k, low in reading.items() if k in latest}
         if isinstance(limit, ReadMaxRows):
             backlog = allocate_budget(backlog, limit.max_rows)
+        end = {**reading, **joining}
         for key, n in backlog.items():
             end[key] += n
         return to_spark_offset(end)
@@ -182,19 +270,17 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[QueueRange]:
         begin = from_spark_offset(start)
         finish = from_spark_offset(end)
-        queues = self._queues if self._queues is not None and set(finish) <= set(self._queues.queues) \
+        both = sorted(set(begin) & set(finish))  # a queue only in `end` joins: it is read from the next batch on
+        queues = self._queues if self._queues is not None and set(both) <= set(self._queues.queues) \
             else self._discover()
-        known = [k for k in finish if k in queues.queues]
-        missing = sorted(k for k in finish if k not in queues.queues and finish[k] > begin.get(k, NEW_QUEUE_START))
+        missing = [k for k in both if k not in queues.queues and finish[k] > begin[k]]
         if missing:
-            raise SparkMQError(f"queue(s) {', '.join(map(queue_key_text, missing))} of topic {self.opts.topic!r} have "
-                               f"messages to read in this batch but are not in the NameServer's route now (broker "
-                               f"down?); the query can restart from its checkpoint once they are back")
-        source = BrokerOffsets(self._client(), queues)
-        starting = {k: begin[k] if k in begin else self._new_queue_start(source, k) for k in known}
-        ending = {k: finish[k] for k in known}
-        subset = TopicQueues(queues.topic, queues.brokers, tuple(sorted(known)))
-        return plan_partitions(self.opts, subset, starting, ending)
+            raise SparkMQError(f"queue(s) {_names(missing)} of topic {self.opts.topic!r} have messages to read in "
+                               f"this batch but are not in the NameServer's route now (broker down?); the query can "
+                               f"restart from its checkpoint once they are back")
+        known = [k for k in both if k in queues.queues]
+        subset = TopicQueues(queues.topic, queues.brokers, tuple(known))
+        return plan_partitions(self.opts, subset, {k: begin[k] for k in known}, {k: finish[k] for k in known})
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, QueueRange):
@@ -202,24 +288,22 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(partition)
 
     def commit(self, end: dict) -> None:
-        if self.opts.group is None or not self.opts.commit_to_broker:
+        if not self.opts.group_member:
             return
         offsets = from_spark_offset(end)
         queues = self._queues if self._queues is not None and set(offsets) <= set(self._queues.queues) \
             else self._discover()
-        api = self._client()
-        for key, offset in sorted(offsets.items()):
-            if key not in queues.queues:
-                log.warning("spark_mq: not committing %s@%s: the queue is not in the route now", self.opts.topic,
-                            queue_key_text(key))
-                continue
-            try:
-                api.update_consumer_offset(queues.addr(key), self.opts.group, self.opts.topic, key[1], offset)
-            except (RemotingError, MQClientError) as e:
-                log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
-                            self.opts.topic, queue_key_text(key), self.opts.group, e)
+        held = self._group_member().held()
+        self._commit(queues, {k: v for k, v in offsets.items() if k in held})
 
     def stop(self) -> None:
+        member, self._member = self._member, None
+        if member is not None:
+            member.close(self._queues)
         api, self._api = self._api, None
         if api is not None:
             api.close()
+
+
+def _names(keys: Iterable[QueueKey]) -> str:
+    return ", ".join(map(queue_key_text, sorted(keys))) or "nothing"

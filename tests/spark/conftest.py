@@ -90,3 +90,27 @@ def produced(cluster) -> Produced:
                           flag=i % 3)
             results.append(producer.send(msg))
     return Produced(topic, results)
+
+
+class Producer:
+    """Sends batches of ``m-<n>`` bodies and remembers (queue_id, queue_offset, uniq_key, body) of each."""
+
+    def __init__(self, cluster, topic: str) -> None:
+        self.topic = topic
+        self.rows: list[tuple[int, int, str, bytes]] = []
+        self._next = 0
+        self._producer = SyncProducer(unique("spark_stream_pg"), ClientConfig(cluster.namesrv)).start()
+
+    def send(self, n: int, batch: int = 100) -> None:
+        while n > 0:
+            size = min(batch, n)
+            bodies = [f"m-{self._next + i}".encode() for i in range(size)]
+            result = self._producer.send([Message(self.topic, b) for b in bodies])
+            ids = result.msg_ids
+            assert len(ids) == size
+            self.rows.extend((result.queue_id, result.queue_offset + i, ids[i], bodies[i]) for i in range(size))
+            self._next += size
+            n -= size
+
+    def close(self) -> None:
+        self._producer.shutdown()

@@ -11,41 +11,14 @@ import time
 
 import pytest
 from chispa import assert_df_equality
-from conftest import QUEUES, create_topic
+from conftest import QUEUES, Producer, create_topic
 from servers import unique, wait_until
 
-from spark_mq.client.config import ClientConfig
-from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
-from spark_mq.common.message import Message
 from spark_mq.spark.stream import allocate_budget
 
 QUERY_TIMEOUT_S = 60
 BROKER = "broker-a"
-
-
-class Producer:
-    """Sends batches of ``m-<n>`` bodies and remembers (queue_id, queue_offset, uniq_key, body) of each."""
-
-    def __init__(self, cluster, topic: str) -> None:
-        self.topic = topic
-        self.rows: list[tuple[int, int, str, bytes]] = []
-        self._next = 0
-        self._producer = SyncProducer(unique("spark_stream_pg"), ClientConfig(cluster.namesrv)).start()
-
-    def send(self, n: int, batch: int = 100) -> None:
-        while n > 0:
-            size = min(batch, n)
-            bodies = [f"m-{self._next + i}".encode() for i in range(size)]
-            result = self._producer.send([Message(self.topic, b) for b in bodies])
-            ids = result.msg_ids
-            assert len(ids) == size
-            self.rows.extend((result.queue_id, result.queue_offset + i, ids[i], bodies[i]) for i in range(size))
-            self._next += size
-            n -= size
-
-    def close(self) -> None:
-        self._producer.shutdown()
 
 
 @pytest.fixture
