@@ -129,6 +129,7 @@ class AdminProcessor:
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
         if self.broker.topics.delete(h.topic):
             self.broker.offsets.drop_topic(h.topic)
+            self.broker.tiered.drop_topic(h.topic)
             self.broker.store.delete_topic(h.topic)
             self.broker.request_registration()
         return cmd.make_response(ResponseCode.SUCCESS)

@@ -26,6 +26,8 @@ from spark_mq.broker.pull_processor import PullProcessor
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.send_processor import SendProcessor
+from spark_mq.broker.tiered_offsets import TieredOffsetManager
+from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
@@ -33,9 +35,9 @@ from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.loop import wait_event
+from spark_mq.remoting.loop import stop_tasks, wait_event
 from spark_mq.remoting.server import RemotingServer
-from spark_mq.store.config_file import CONSUMER_OFFSETS, DELAY_OFFSETS, TOPICS
+from spark_mq.store.config_file import CONSUMER_OFFSETS, DELAY_OFFSETS, TIERED_OFFSETS, TOPICS, config_file
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -60,8 +62,10 @@ class BrokerController:
         self.store: MessageStore
         self.topics: TopicConfigManager
         self.offsets: ConsumerOffsetManager
+        self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
         self._register_now = asyncio.Event()
+        self._stopping = False
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -77,8 +81,11 @@ class BrokerController:
         port = await self.server.start()
         # message ids carry the store host, so the store learns the port actually bound
         self.config = dataclasses.replace(self.config, listen_port=port)
-        self.store = MessageStore(self.config)
         try:
+            # loaded before the store starts: its retention must never run without the watermarks
+            self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
+            self.tiered.load()
+            self.store = MessageStore(self.config, archived_offset=self.tiered.get)
             await asyncio.get_running_loop().run_in_executor(None, self.store.start)
         except BaseException:
             await self.server.stop()
@@ -91,8 +98,9 @@ class BrokerController:
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
         for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self),
-                          SendBackProcessor(self, self.retry)):
+                          SendBackProcessor(self, self.retry), TieredOffsetProcessor(self)):
             processor.register_on(self.server)
+        self.metrics.track_retention(self.store.retention)
         self.metrics.serve(self.config.listen_address, self.config.metrics_port)
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -107,11 +115,10 @@ class BrokerController:
         return port
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # a registration answered just as it is cancelled swallows the cancellation (wait_for before
+        # Python 3.12): its loop then ends at the flag, and the wait is bounded anyway
+        self._stopping = True
+        await stop_tasks(self._tasks)
         await self._unregister_all()
         self.hold.wake_all()
         await self.server.stop()
@@ -127,7 +134,7 @@ class BrokerController:
         self._register_now.set()
 
     async def _register_loop(self) -> None:
-        while True:
+        while not self._stopping:
             await wait_event(self._register_now, REGISTER_INTERVAL_S)
             self._register_now.clear()
             await self.register_all()

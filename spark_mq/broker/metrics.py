@@ -6,9 +6,13 @@ from __future__ import annotations
 import logging
 import shutil
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily
+
+from spark_mq.store.retention import RetentionService
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,10 @@ class BrokerMetrics:
         """Messages per second pulled by ``group`` over the last minute."""
         return sum(c for t, g, c in self._pulled if g == group and t >= now - TPS_WINDOW_S) / TPS_WINDOW_S
 
+    def track_retention(self, retention: RetentionService) -> None:
+        """Export the store's retention counters (read at scrape time)."""
+        self.registry.register(_RetentionCollector(retention))
+
     def serve(self, address: str, port: int) -> None:
         if port > 0:
             start_http_server(port, addr=address, registry=self.registry)
@@ -71,3 +79,20 @@ def _ratio(root: Path) -> float:
     except OSError:
         return 0.0
     return usage.used / usage.total if usage.total else 0.0
+
+
+class _RetentionCollector:
+    """``spark_mq_retention_unarchived_refusals_total{trigger}``: retention runs that kept a
+    commitlog file because it holds messages not yet archived (tiered storage); ``trigger`` is
+    ``expiry`` (kept quietly) or ``disk_pressure`` (an error: the disk stays full)."""
+
+    def __init__(self, retention: RetentionService) -> None:
+        self.retention = retention
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
+                                     "Retention runs that kept a commitlog file holding messages not yet archived",
+                                     labels=["trigger"])
+        for trigger, count in self.retention.unarchived_refusals.items():
+            family.add_metric([trigger], count)
+        yield family

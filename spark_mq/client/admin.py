@@ -16,12 +16,13 @@ import functools
 import inspect
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.results import TieredOffset
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
@@ -93,13 +94,16 @@ class BrokerStatus:
 
 @dataclass(frozen=True)
 class QueueStats:
-    """GET_TOPIC_STATS_INFO for one queue: offsets [min, max) and the last message's store time (ms)."""
+    """GET_TOPIC_STATS_INFO for one queue: offsets [min, max) and the last message's store time (ms);
+    ``archived_offset``: offsets below it are in the tiered archive (None: the broker keeps no
+    tiered offsets, as RocketMQ's own)."""
 
     broker_name: str
     queue_id: int
     min_offset: int
     max_offset: int
     last_update_timestamp: int
+    archived_offset: int | None = None
 
     @property
     def count(self) -> int:
@@ -282,14 +286,46 @@ class Admin:
         return sorted(topics.topic_list)
 
     async def topic_stats(self, topic: str) -> TopicStats:
-        """GET_TOPIC_STATS_INFO from every broker of the topic's route."""
+        """GET_TOPIC_STATS_INFO from every broker of the topic's route, with each queue's archived
+        offset (QUERY_TIERED_OFFSET)."""
         route = await self._route_or_raise(topic)
         queues = []
         for addr in sorted(self._masters(route).values()):
             table = await self.api.get_topic_stats_info(addr, topic)
-            queues += [QueueStats(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp)
+            tiered = await self._tiered_at(addr, topic, [mq.queue_id for mq in table.offset_table])
+            queues += [QueueStats(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp,
+                                  None if tiered is None else tiered[mq.queue_id].offset)
                        for mq, o in table.offset_table.items()]
         return TopicStats(topic, sorted(queues, key=lambda q: (q.broker_name, q.queue_id)))
+
+    async def tiered_offsets(self, topic: str) -> dict[MessageQueue, TieredOffset]:
+        """Every queue's archived-up-to, cold, min and max offsets (QUERY_TIERED_OFFSET on each
+        master of the topic's route, for every queue it holds)."""
+        route = await self._route_or_raise(topic)
+        masters = self._masters(route)
+        out: dict[MessageQueue, TieredOffset] = {}
+        for q in route.queue_datas:
+            addr = masters.get(q.broker_name)
+            if addr is None:
+                continue
+            tiered = await self._tiered_at(addr, topic, range(max(q.read_queue_nums, q.write_queue_nums)))
+            if tiered is None:
+                raise ClientError(f"broker {q.broker_name} at {addr} keeps no tiered offsets: it is not a spark_mq "
+                                  f"broker")
+            out.update({MessageQueue(topic, q.broker_name, queue_id): t for queue_id, t in tiered.items()})
+        return out
+
+    async def _tiered_at(self, addr: str, topic: str, queue_ids: Iterable[int]) -> dict[int, TieredOffset] | None:
+        """QUERY_TIERED_OFFSET of ``queue_ids`` on one broker; None from a broker that does not
+        serve it (RocketMQ's own)."""
+        ids = list(queue_ids)
+        try:
+            found = await asyncio.gather(*(self.api.query_tiered_offset(addr, topic, q) for q in ids))
+        except MQClientError as e:
+            if e.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return None
+            raise
+        return dict(zip(ids, found, strict=True))
 
     # -- clusters ---------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from spark_mq.client.results import (
     PullResult,
     RegisterBrokerResult,
     SendResult,
+    TieredOffset,
     decode_units_list,
 )
 from spark_mq.common.errors import HeaderError, MQClientError
@@ -97,6 +98,8 @@ from spark_mq.remoting.headers import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     QueryMessageRequestHeader,
+    QueryTieredOffsetRequestHeader,
+    QueryTieredOffsetResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     SearchOffsetRequestHeader,
@@ -107,6 +110,7 @@ from spark_mq.remoting.headers import (
     UnRegisterBrokerRequestHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
+    UpdateTieredOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 from spark_mq.remoting.message_batch_codec import encode_batch_body
@@ -137,6 +141,8 @@ _HINTS: dict[int, str] = {
     ResponseCode.MESSAGE_ILLEGAL: "check the topic name, the body size against maxMessageSize and the properties",
     ResponseCode.VERSION_NOT_SUPPORTED: "the server is too old or too new for this request",
     ResponseCode.CONSUMER_NOT_ONLINE: "no consumer of this group is connected to this broker",
+    ResponseCode.INVALID_PARAMETER: "an argument is out of range for the broker's current state (the remark says "
+    "which)",
 }
 
 
@@ -465,6 +471,25 @@ class MQClientAPI:
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         return getattr(response_type.from_ext_fields(response.ext_fields), name)
+
+    # -- broker: tiered storage (spark_mq's own requests) -------------------------------------
+
+    async def update_tiered_offset(self, addr: str, topic: str, queue_id: int, offset: int, *,
+                                   timeout: float | None = None) -> None:
+        """UPDATE_TIERED_OFFSET: queue offsets [0, ``offset``) of the queue are archived. Raises
+        MQClientError for an unknown topic (TOPIC_NOT_EXIST) or queue, an offset past the queue's
+        max offset or below the recorded one (INVALID_PARAMETER: it never moves back); sending
+        the recorded offset again succeeds."""
+        header = UpdateTieredOffsetRequestHeader(topic=topic, queue_id=queue_id, offset=offset)
+        await self._invoke(addr, RequestCode.UPDATE_TIERED_OFFSET, header, timeout=timeout)
+
+    async def query_tiered_offset(self, addr: str, topic: str, queue_id: int, *,
+                                  timeout: float | None = None) -> TieredOffset:
+        """QUERY_TIERED_OFFSET: the queue's archived-up-to, cold, min and max offsets."""
+        response = await self._invoke(addr, RequestCode.QUERY_TIERED_OFFSET,
+                                      QueryTieredOffsetRequestHeader(topic=topic, queue_id=queue_id), timeout=timeout)
+        out = QueryTieredOffsetResponseHeader.from_ext_fields(response.ext_fields)
+        return TieredOffset(out.offset, out.cold_offset, out.min_offset, out.max_offset)
 
     # -- broker: lookups ----------------------------------------------------------------------
 

@@ -113,6 +113,19 @@ def decode_units_list(body: bytes, check_crc: bool = False) -> list[StoredMessag
 
 
 @dataclass(frozen=True)
+class TieredOffset:
+    """QUERY_TIERED_OFFSET (a spark_mq extension) for one queue: messages [0, ``offset``) are
+    archived (0: none yet); below ``cold_offset`` every message lies in full, non-active commitlog
+    files (what an offload job may archive; ``max_offset`` if the active file holds none of the
+    queue); [``min_offset``, ``max_offset``) is what the broker still serves."""
+
+    offset: int
+    cold_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(frozen=True)
 class RegisterBrokerResult:
     """REGISTER_BROKER response: the master's HA address and master address (slaves only), and
     the ORDER_TOPIC_CONFIG KV table when the NameServer has one."""

@@ -49,8 +49,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                      "from every NameServer.")
     delete.add_argument("--topic", required=True)
     delete.add_argument("--cluster", help="only from this cluster's brokers")
-    stats = add_command(actions, "stats", _topic_stats, help="min/max offset and last store time per queue",
-                        description="Min and max offset and the last message's store time of every queue.")
+    stats = add_command(actions, "stats", _topic_stats,
+                        help="min/max offset, last store time and archived offset per queue",
+                        description="Min and max offset, the last message's store time and the archived-up-to "
+                                    "offset (tiered storage) of every queue.")
     stats.add_argument("--topic", required=True)
 
     group_actions = _actions(what, "group", help="consumer group progress", description="Consumer group progress.")
@@ -111,11 +113,11 @@ def _topic_stats(args: argparse.Namespace) -> int:
         stats = admin.topic_stats(args.topic)
     table = Table(title=f"topic {args.topic}")
     for name, justify in (("broker", "left"), ("queue", "right"), ("min offset", "right"), ("max offset", "right"),
-                          ("messages", "right"), ("last store time", "left")):
+                          ("messages", "right"), ("last store time", "left"), ("archived to", "right")):
         table.add_column(name, justify=justify)
     for q in stats.queues:
         table.add_row(q.broker_name, str(q.queue_id), str(q.min_offset), str(q.max_offset), str(q.count),
-                      format_ms(q.last_update_timestamp))
+                      format_ms(q.last_update_timestamp), "-" if q.archived_offset is None else str(q.archived_offset))
     out = console()
     out.print(table)
     out.print(f"total messages: {stats.total_messages}")

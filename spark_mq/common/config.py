@@ -57,6 +57,10 @@ class BrokerConfig:
     clean_resource_interval: int = 10_000  # ms
     delete_files_batch_max: int = 10
     max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a client
+    # tiered storage: with it on, retention keeps every commitlog file holding messages not yet archived
+    tiered_store_enable: bool = False
+    tiered_store_root: str = ""  # archive root (a local path or any filesystem pyarrow opens)
+    tiered_delete_unarchived_forcibly: bool = False  # under disk pressure, delete unarchived files anyway
     # topics
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 4

@@ -1,4 +1,6 @@
-"""Request and response codes, RocketMQ 4.x's numbers (RequestCode.java, ResponseCode.java)."""
+"""Request and response codes, RocketMQ's numbers (RequestCode.java, ResponseCode.java), plus
+spark_mq's own requests in the 9100 range, a block no RocketMQ release uses (checked against
+RocketMQ 5.x's RequestCode), so they never collide with a code a RocketMQ client sends."""
 
 from __future__ import annotations
 
@@ -62,6 +64,9 @@ class RequestCode(IntEnum):
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     QUERY_DATA_VERSION = 322
+    # spark_mq extensions, not RocketMQ's: tiered storage's archived-up-to offset per queue
+    UPDATE_TIERED_OFFSET = 9101
+    QUERY_TIERED_OFFSET = 9102
 
 
 class ResponseCode(IntEnum):
@@ -87,6 +92,7 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_NOT_EXIST = 24
     SUBSCRIPTION_NOT_LATEST = 25
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
+    INVALID_PARAMETER = 29  # RocketMQ 5.x
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208

@@ -515,6 +515,35 @@ class DeleteTopicRequestHeader(Header):
     topic: str
 
 
+# --- tiered storage (spark_mq extensions, no RocketMQ counterpart) -------------------------------
+
+
+@header("UPDATE_TIERED_OFFSET")
+class UpdateTieredOffsetRequestHeader(Header):
+    """Queue offsets [0, offset) of ``topic``:``queueId`` are archived (exclusive watermark)."""
+
+    topic: str
+    queue_id: Int32
+    offset: Int64
+
+
+@header("QUERY_TIERED_OFFSET")
+class QueryTieredOffsetRequestHeader(Header):
+    topic: str
+    queue_id: Int32
+
+
+@header("response to QUERY_TIERED_OFFSET")
+class QueryTieredOffsetResponseHeader(Header):
+    """``offset``: archived up to (0: nothing yet); ``coldOffset``: first queue offset in the active
+    commitlog file (all below lie in full files); the queue's hot ``minOffset`` and ``maxOffset``."""
+
+    offset: Int64
+    cold_offset: Int64
+    min_offset: Int64
+    max_offset: Int64
+
+
 # --- name server ----------------------------------------------------------------------------
 
 

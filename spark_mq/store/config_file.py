@@ -3,12 +3,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from spark_mq.common.json_file import JsonConfigFile
 
+CONFIG_DIR = "config"
 TOPICS = "topics.json"
 SUBSCRIPTION_GROUPS = "subscriptionGroup.json"
 CONSUMER_OFFSETS = "consumerOffset.json"
 DELAY_OFFSETS = "delayOffset.json"
 TIERED_OFFSETS = "tieredOffset.json"
 
-__all__ = ["CONSUMER_OFFSETS", "DELAY_OFFSETS", "SUBSCRIPTION_GROUPS", "TIERED_OFFSETS", "TOPICS", "JsonConfigFile"]
+__all__ = ["CONFIG_DIR", "CONSUMER_OFFSETS", "DELAY_OFFSETS", "SUBSCRIPTION_GROUPS", "TIERED_OFFSETS", "TOPICS",
+           "JsonConfigFile", "config_file"]
+
+
+def config_file(store_root: Path, name: str) -> JsonConfigFile:
+    """``<storePathRootDir>/config/<name>``: usable before the store is opened (the broker loads
+    the tiered offsets its store's retention consults)."""
+    return JsonConfigFile(store_root / CONFIG_DIR / name)

@@ -33,7 +33,7 @@ from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
-from spark_mq.store.config_file import JsonConfigFile
+from spark_mq.store.config_file import JsonConfigFile, config_file
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
@@ -41,7 +41,7 @@ from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
 from spark_mq.store.recovery import RecoveryReport, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
-from spark_mq.store.retention import RetentionService, disk_used_ratio
+from spark_mq.store.retention import ArchivedOffset, RetentionService, disk_used_ratio, nothing_archived
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,10 @@ class MessageStore:
         config: BrokerConfig,
         disk_ratio: Callable[[Path], float] = disk_used_ratio,
         clock: Callable[[], float] = time.time,
+        archived_offset: ArchivedOffset = nothing_archived,
     ) -> None:
+        """``archived_offset(topic, queue_id)`` is consulted by retention when tieredStoreEnable is
+        on (the broker gives its tiered offset table; it may be called from the retention thread)."""
         self.config = config
         self.root = config.root
         self.clock = clock
@@ -70,7 +73,8 @@ class MessageStore:
             else None
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
-        self.retention = RetentionService(config, self.commitlog, self._delete_logic_files_below, disk_ratio, clock)
+        self.retention = RetentionService(config, self.commitlog, self._dispatched_queues,
+                                          self._delete_logic_files_below, disk_ratio, clock, archived_offset)
         self._lock = StoreLock(self.root / "lock")
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
@@ -213,10 +217,14 @@ class MessageStore:
                     self.queues = {**self.queues, key: cq}
         return cq
 
-    def _delete_logic_files_below(self, commitlog_min: int) -> None:
+    def _dispatched_queues(self) -> list[ConsumeQueue]:
+        """Every consume queue, with every message stored so far dispatched into it."""
         if self._dispatcher is not None:
-            self._dispatcher.catch_up()  # entries still pending must be judged too
-        for cq in list(self.queues.values()):
+            self._dispatcher.catch_up()
+        return list(self.queues.values())
+
+    def _delete_logic_files_below(self, commitlog_min: int) -> None:
+        for cq in self._dispatched_queues():  # entries still pending must be judged too
             cq.delete_files_below(commitlog_min)
         if self.index is not None:
             self.index.delete_files_below(commitlog_min)
@@ -287,6 +295,16 @@ class MessageStore:
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
         return cq.min_offset if cq else 0
+
+    def get_cold_offset(self, topic: str, queue_id: int) -> int:
+        """First queue offset whose message is in the active (last) commitlog file: every offset
+        below it lies in full files, the ones retention may delete (what tiered storage offloads).
+        The max offset when the queue has no message in the active file."""
+        cq = self._queue(topic, queue_id)
+        if cq is None:
+            return 0
+        active = self.commitlog.files.last
+        return cq.max_offset if active is None else cq.first_offset_at_or_after(active.file_from_offset)
 
     def queue_ids(self, topic: str) -> list[int]:
         if self._dispatcher is not None:
@@ -422,4 +440,4 @@ class MessageStore:
 
     def config_file(self, name: str) -> JsonConfigFile:
         """One of the JSON files under ``config/`` (see ``config_file`` module names)."""
-        return JsonConfigFile(self.root / "config" / name)
+        return config_file(self.root, name)
