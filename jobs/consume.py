@@ -64,25 +64,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def build_session(app_name: str):
-    """The SparkSession: spark-submit's master when given one, else local[2]."""
-    from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    SparkContext._ensure_initialized()  # launches the JVM (or joins spark-submit's) so SparkConf sees its settings
-    conf = SparkConf()
-    builder = SparkSession.builder.appName(app_name)
-    if not conf.contains("spark.master"):
-        builder = (builder.master("local[2]").config("spark.ui.enabled", "false")
-                   .config("spark.driver.bindAddress", "127.0.0.1"))
-    spark = (builder.config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
-
-
 class Progress:
     """Prints one line per micro-batch (from a StreamingQueryListener, and again from recentProgress on exit
     for the batches whose events had not arrived)."""
@@ -185,6 +166,8 @@ def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, int
 
 
 def main(argv: list[str] | None = None) -> int:
+    from spark_mq.spark.session import build_session
+
     args = parse_args(argv)
     spark = build_session(f"spark_mq-consume-{args.topic}")
     progress = Progress()

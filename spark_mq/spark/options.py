@@ -45,10 +45,11 @@ COMMIT_TO_BROKER = "commitToBroker"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 PULL_BATCH_SIZE = "pullBatchSize"
 REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
+TIERED_STORE_ROOT = "tieredStoreRoot"
 
 ALL_OPTIONS = (NAMESRV, TOPIC, GROUP, TAGS, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
                MAX_MESSAGES_PER_TRIGGER, MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER,
-               FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS)
+               FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
 
 DEFAULT_TAGS = "*"
@@ -77,6 +78,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     rebalance_interval_ms: int = DEFAULT_REBALANCE_INTERVAL_MS
+    tiered_store_root: str | None = None  # the archive read below each queue's hot min (spark_mq.spark.tiers)
 
     @property
     def group_member(self) -> bool:
@@ -148,6 +150,7 @@ class SourceOptions:
             pull_batch_size=_int(given, PULL_BATCH_SIZE, minimum=1) or DEFAULT_PULL_BATCH_SIZE,
             rebalance_interval_ms=_int(given, REBALANCE_INTERVAL_MS, minimum=MIN_REBALANCE_INTERVAL_MS)
             or DEFAULT_REBALANCE_INTERVAL_MS,
+            tiered_store_root=given.get(TIERED_STORE_ROOT) or None,
         )
 
 

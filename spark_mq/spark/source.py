@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -55,6 +56,7 @@ from spark_mq.remoting.bodies import MessageQueue
 from spark_mq.spark.offsets import (
     BrokerOffsets,
     DataLossError,
+    OffsetSource,
     QueueKey,
     TopicQueues,
     discover_queues,
@@ -63,6 +65,10 @@ from spark_mq.spark.offsets import (
     resolve_starting,
 )
 from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.tiers import ArchiveRange, TieredOffsets, read_archive_range, split_tiers
+
+if TYPE_CHECKING:
+    from spark_mq.client.sync_api import SyncMQClientAPI
 
 log = logging.getLogger(__name__)
 
@@ -117,14 +123,40 @@ def split_range(start: int, end: int, max_messages: int) -> list[tuple[int, int]
 
 
 def plan_partitions(opts: SourceOptions, queues: TopicQueues, starting: dict[QueueKey, int],
-                    ending: dict[QueueKey, int]) -> list[QueueRange]:
-    """One or more :class:`QueueRange` per queue with messages in [starting, ending)."""
-    return [
-        QueueRange(queues.topic, key[0], queues.addr(key), key[1], lo, hi, opts.tags, opts.pull_group,
-                   opts.pull_batch_size, opts.fail_on_data_loss)
-        for key in queues.queues
-        for lo, hi in split_range(starting[key], ending[key], opts.max_messages_per_partition)
-    ]
+                    ending: dict[QueueKey, int], source: OffsetSource) -> list[QueueRange | ArchiveRange]:
+    r"""One or more partitions per queue with messages in [starting, ending): :class:`ArchiveRange`\ s
+    below the broker's min when ``source`` has an archive (:mod:`spark_mq.spark.tiers`), then
+    :class:`QueueRange`\ s."""
+    parts: list[QueueRange | ArchiveRange] = []
+    for key in queues.queues:
+        if starting[key] >= ending[key]:
+            continue
+        cold, hot = ((None, (starting[key], ending[key])) if not isinstance(source, TieredOffsets)
+                     else split_tiers(starting[key], ending[key], source.hot_min(key)))
+        if cold is not None:
+            parts.extend(ArchiveRange(source.root, queues.topic, key[0], key[1], lo, hi, opts.tags,
+                                      opts.fail_on_data_loss)
+                         for lo, hi in split_range(*cold, opts.max_messages_per_partition))
+        if hot is not None:
+            parts.extend(QueueRange(queues.topic, key[0], queues.addr(key), key[1], lo, hi, opts.tags,
+                                    opts.pull_group, opts.pull_batch_size, opts.fail_on_data_loss)
+                         for lo, hi in split_range(*hot, opts.max_messages_per_partition))
+    return parts
+
+
+def offset_source(api: SyncMQClientAPI, queues: TopicQueues, opts: SourceOptions) -> OffsetSource:
+    """The brokers' offsets, with the archive below them when ``tieredStoreRoot`` is set."""
+    hot = BrokerOffsets(api, queues)
+    return TieredOffsets(hot, opts.tiered_store_root) if opts.tiered_store_root else hot
+
+
+def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """What ``read()`` yields for one planned partition, from whichever tier holds it."""
+    if isinstance(partition, ArchiveRange):
+        return read_archive_range(partition)
+    if isinstance(partition, QueueRange):
+        return read_range(partition)
+    return iter(())  # Spark's placeholder when there is nothing to read
 
 
 def to_spark_arrow(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -136,34 +168,40 @@ def to_spark_arrow(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def read_range(part: QueueRange, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
-    """Pull ``part`` from its broker and yield its messages (tag-filtered) as Spark Arrow batches."""
+    """Pull ``part`` from its broker and yield its messages (tag-filtered) as Spark Arrow batches.
+
+    One pull is always in flight: a response's header gives the next offset, so the next PULL_MESSAGE
+    is sent (from a helper thread) before this response is decoded and handed to Spark, and the
+    broker serves it meanwhile. Closing the generator early waits for that pull (within ``timeout``)."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from spark_mq.client.results import PullResult
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.spark.arrow_decoder import decode_units_to_arrow
 
     tags = parse_tags(part.tags)
     tag_values = pa.array(sorted(tags), pa.string()) if tags is not None else None
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
-    offset = part.start
-    with SyncMQClientAPI(timeout=timeout) as api:
-        while offset < part.end:
-            header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
-            result = api.pull_message(part.broker_addr, header)
-            if result.status is PullStatus.FOUND:
-                batch = decode_units_to_arrow(result.body, result.unit_starts(), broker_name=part.broker_name)
-                keep = pc.less(batch.column("queue_offset"), part.end)
-                if tag_values is not None:
-                    keep = pc.and_(keep, pc.fill_null(pc.is_in(batch.column("tags"), value_set=tag_values), False))
-                batch = batch.filter(keep)
-                if batch.num_rows:
-                    yield to_spark_arrow(batch)
-            elif result.status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
+    with SyncMQClientAPI(timeout=timeout) as api, ThreadPoolExecutor(1, thread_name_prefix="spark-mq-pull") as ahead:
+
+        def pull(at: int) -> Future[PullResult] | None:
+            if at >= part.end:
+                return None
+            header = pull_header(part.group, mq, at, min(part.pull_batch_size, part.end - at), part.tags)
+            return ahead.submit(api.pull_message, part.broker_addr, header)
+
+        offset = part.start
+        pending = pull(offset)
+        while pending is not None:
+            result = pending.result()
+            if result.status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
                 if part.fail_on_data_loss:
                     raise DataLossError(f"queue {part.name}: offset {offset} is below the broker's min offset "
                                         f"{result.min_offset} (deleted since the query was planned). Set "
                                         f"failOnDataLoss=false to skip ahead")
                 log.warning("queue %s: offsets [%d, %d) are gone; skipping ahead (failOnDataLoss=false)",
                             part.name, offset, result.min_offset)
-            elif result.status is not PullStatus.NO_MATCHED_MSG:
+            elif result.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
                 raise SparkMQError(f"queue {part.name}: pull at offset {offset} gave {result.status.name} (broker "
                                    f"{part.broker_addr}: min {result.min_offset}, max {result.max_offset}) though "
                                    f"the read was planned up to {part.end}")
@@ -171,6 +209,24 @@ def read_range(part: QueueRange, *, timeout: float = REQUEST_TIMEOUT_S) -> Itera
                 raise SparkMQError(f"queue {part.name}: broker {part.broker_addr} gave next offset "
                                    f"{result.next_begin_offset} for a pull at {offset}: no progress")
             offset = result.next_begin_offset
+            pending = pull(offset)
+            if result.status is PullStatus.FOUND:
+                batch = _rows_in_range(decode_units_to_arrow(result.body, broker_name=part.broker_name), part.end,
+                                       tag_values)
+                if batch.num_rows:
+                    yield to_spark_arrow(batch)
+
+
+def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None) -> pa.RecordBatch:
+    """The rows of one pull that belong to the range: queue offsets below ``end`` (ascending within a
+    pull, so a zero-copy slice; a tag-filtered pull may run past the end) with exactly the wanted tags
+    (the broker filters by tag hash only)."""
+    import numpy as np
+
+    batch = batch.slice(0, int(np.searchsorted(batch.column("queue_offset").to_numpy(), end)))
+    if tag_values is None:
+        return batch
+    return batch.filter(pc.fill_null(pc.is_in(batch.column("tags"), value_set=tag_values), False))
 
 
 class SparkMQBatchReader(DataSourceReader):
@@ -179,22 +235,20 @@ class SparkMQBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
 
-    def partitions(self) -> list[QueueRange]:
+    def partitions(self) -> list[QueueRange | ArchiveRange]:
         from spark_mq.client.sync_api import SyncMQClientAPI
 
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
             queues = discover_queues(api, self.opts.namesrv_addrs, self.opts.topic)
-            source = BrokerOffsets(api, queues)
+            source = offset_source(api, queues, self.opts)
             starting = resolve_starting(source, queues, self.opts)
             ending = resolve_ending(source, queues, self.opts, starting)
-        parts = plan_partitions(self.opts, queues, starting, ending)
+            parts = plan_partitions(self.opts, queues, starting, ending, source)
         log.info("spark_mq: %d partition(s) over %d queue(s) of %s", len(parts), len(queues.queues), self.opts.topic)
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, QueueRange):  # Spark's placeholder when there is nothing to read
-            return iter(())
-        return read_range(partition)
+        return read_partition(partition)
 
 
 class SparkMQDataSource(DataSource):

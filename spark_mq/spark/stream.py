@@ -58,7 +58,7 @@ from pyspark.sql.streaming.datasource import (
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
 from spark_mq.spark.offsets import (
-    BrokerOffsets,
+    OffsetSource,
     QueueKey,
     TopicQueues,
     check_start,
@@ -68,7 +68,8 @@ from spark_mq.spark.offsets import (
     resolve_starting,
 )
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.source import REQUEST_TIMEOUT_S, QueueRange, plan_partitions, read_range
+from spark_mq.spark.source import REQUEST_TIMEOUT_S, QueueRange, offset_source, plan_partitions, read_partition
+from spark_mq.spark.tiers import ArchiveRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -153,10 +154,10 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._queues
 
     def _max_offsets(self, queues: TopicQueues) -> dict[QueueKey, int]:
-        source = BrokerOffsets(self._client(), queues)
+        source = offset_source(self._client(), queues, self.opts)
         return {key: source.max_offset(key) for key in queues.queues}
 
-    def _new_queue_start(self, source: BrokerOffsets, key: QueueKey) -> int:
+    def _new_queue_start(self, source: OffsetSource, key: QueueKey) -> int:
         return check_start(self.opts.topic, key, NEW_QUEUE_START, source.min_offset(key), self.opts.fail_on_data_loss)
 
     # -- the consumer group -------------------------------------------------------------------------------------
@@ -175,7 +176,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
                             self.opts.topic, queue_key_text(key), self.opts.group, e)
 
-    def _join_at(self, source: BrokerOffsets, queues: TopicQueues, key: QueueKey) -> int:
+    def _join_at(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
         """Where a queue this member just took over starts: the group's committed offset (its previous
         owner committed it before unlocking), else where ``startingOffsets`` says."""
         committed = source.committed_offset(self.opts.group, key)  # type: ignore[arg-type]
@@ -184,7 +185,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed[key] = committed
         return check_start(self.opts.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
 
-    def _rebalance(self, queues: TopicQueues, source: BrokerOffsets,
+    def _rebalance(self, queues: TopicQueues, source: OffsetSource,
                    begin: Mapping[QueueKey, int]) -> tuple[dict[QueueKey, int], dict[QueueKey, int]]:
         """Commit what the group's queues were processed up to, give up the queues the allocation no
         longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
@@ -222,7 +223,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, int]:
         queues = self._discover()
-        source = BrokerOffsets(self._client(), queues)
+        source = offset_source(self._client(), queues, self.opts)
         if self.opts.group_member:
             member = self._group_member()
             owned = member.lock(queues, set(member.allocation(queues)))
@@ -246,7 +247,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict[str, int]:
         begin = from_spark_offset(start)  # everything before it is processed: Spark asks once a batch is done
         queues = self._discover()
-        source = BrokerOffsets(self._client(), queues)
+        source = offset_source(self._client(), queues, self.opts)
         if self.opts.group_member:
             reading, joining = self._rebalance(queues, source, begin)
         else:  # every queue; queues gone from the route keep their offsets
@@ -267,7 +268,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, int] | None:
         return to_spark_offset(self._latest) if self._latest is not None else None
 
-    def partitions(self, start: dict, end: dict) -> list[QueueRange]:
+    def partitions(self, start: dict, end: dict) -> list[QueueRange | ArchiveRange]:
         begin = from_spark_offset(start)
         finish = from_spark_offset(end)
         both = sorted(set(begin) & set(finish))  # a queue only in `end` joins: it is read from the next batch on
@@ -280,12 +281,11 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                f"restart from its checkpoint once they are back")
         known = [k for k in both if k in queues.queues]
         subset = TopicQueues(queues.topic, queues.brokers, tuple(known))
-        return plan_partitions(self.opts, subset, {k: begin[k] for k in known}, {k: finish[k] for k in known})
+        return plan_partitions(self.opts, subset, {k: begin[k] for k in known}, {k: finish[k] for k in known},
+                               offset_source(self._client(), subset, self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, QueueRange):
-            return iter(())
-        return read_range(partition)
+        return read_partition(partition)
 
     def commit(self, end: dict) -> None:
         if not self.opts.group_member:

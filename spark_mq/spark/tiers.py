@@ -1,0 +1,178 @@
+"""Reading a queue across both tiers: offsets below the broker's min come from the archive.
+
+With the ``tieredStoreRoot`` option, the source treats the archive (:mod:`spark_mq.tiered`) and the
+broker as one queue: the archive holds [archived start, archived end), the broker [hot min, max).
+While the two meet or overlap (offload runs before retention deletes anything, and with tiering on
+the broker never deletes what is not archived), the queue's earliest offset is the archive's
+start, and a range that starts below the hot min is read in two parts — an :class:`ArchiveRange`
+(Arrow straight from the table's Parquet files, pruned by partition and offset statistics) up to
+the hot min, then the broker's :class:`~spark_mq.spark.source.QueueRange` — with no gap and no
+duplicate at the seam. When they do not meet (the archive stops short of the hot min, or there is
+none), only the hot tier counts and ``failOnDataLoss`` applies as without an archive.
+
+Thread-safety: pure values and functions; :class:`TieredOffsets` blocks on the client it wraps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import InputPartition
+
+from spark_mq.client.subscription import parse_tags
+from spark_mq.spark.offsets import BrokerOffsets, DataLossError, QueueKey, queue_key_text
+
+log = logging.getLogger(__name__)
+
+OFFSET = "queue_offset"
+STORE_TIME = "store_timestamp"
+US_PER_MS = 1000
+
+
+@dataclass(frozen=True)
+class ArchiveRange(InputPartition):
+    """Messages [start, end) of one queue, read from the archive: plain, picklable data only."""
+
+    root: str
+    topic: str
+    broker_name: str
+    queue_id: int
+    start: int
+    end: int
+    tags: str
+    fail_on_data_loss: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}@{queue_key_text((self.broker_name, self.queue_id))}"
+
+
+class TieredOffsets:
+    """The brokers' offsets with the archive below them (an ``OffsetSource``; see the module doc).
+
+    ``min_offset`` is the earliest offset either tier has contiguously up to the broker's;
+    ``hot_min`` is the broker's own, where reads switch tiers."""
+
+    def __init__(self, hot: BrokerOffsets, root: str) -> None:
+        self.hot = hot
+        self.root = root
+        self.api = hot.api
+        self.queues = hot.queues
+        self._hot_min: dict[QueueKey, int] = {}
+
+    @cached_property
+    def archive(self):  # spark_mq.tiered.archive.Archive; imported on first use (pyarrow.dataset, deltalake)
+        from spark_mq.tiered.archive import open_archive
+
+        return open_archive(self.root, self.queues.topic)
+
+    def hot_min(self, key: QueueKey) -> int:
+        if key not in self._hot_min:
+            self._hot_min[key] = self.hot.min_offset(key)
+        return self._hot_min[key]
+
+    def min_offset(self, key: QueueKey) -> int:
+        hot = self.hot_min(key)
+        archived = archived_range(self.archive, key[0], key[1])
+        return archived[0] if archived is not None and archived[0] < hot <= archived[1] else hot
+
+    def max_offset(self, key: QueueKey) -> int:
+        return self.hot.max_offset(key)
+
+    def committed_offset(self, group: str, key: QueueKey) -> int | None:
+        return self.hot.committed_offset(group, key)
+
+    def offset_by_timestamp(self, key: QueueKey, timestamp_ms: int) -> int:
+        """The broker answers for what it has; a time before its first message may lie in the archive
+        (the first archived message stored at or after the time)."""
+        offset = self.hot.offset_by_timestamp(key, timestamp_ms)
+        hot = self.hot_min(key)
+        if offset > hot:
+            return offset
+        archived = first_offset_stored_since(self.archive, key[0], key[1], timestamp_ms)
+        return archived if archived is not None and archived < hot else offset
+
+
+def _row_groups(archive, broker_name: str, queue_id: int) -> Iterator[tuple[pq.ParquetFile, int, dict]]:
+    """(file, row group index, {column: (min, max) raw statistics}) of the queue's archived data, from
+    the Parquet footers only."""
+    from spark_mq.tiered.archive import filesystem
+
+    for uri in archive.data_files(broker_name, queue_id):
+        fs, path = filesystem(uri)
+        parquet = pq.ParquetFile(path, filesystem=fs)
+        meta = parquet.metadata
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        wanted = {name: names.index(name) for name in (OFFSET, STORE_TIME) if name in names}
+        for rg in range(meta.num_row_groups):
+            stats = {}
+            for name, index in wanted.items():
+                st = meta.row_group(rg).column(index).statistics
+                if st is not None and st.has_min_max:
+                    stats[name] = (st.min_raw, st.max_raw)
+            yield parquet, rg, stats
+
+
+def archived_range(archive, broker_name: str, queue_id: int) -> tuple[int, int] | None:
+    """[first, end) of the queue's archived offsets (the archive appends contiguously from its first
+    offload on); None when the queue has nothing archived."""
+    end = archive.archived_end(broker_name, queue_id)
+    if end is None:
+        return None
+    starts = [stats[OFFSET][0] for _, _, stats in _row_groups(archive, broker_name, queue_id) if OFFSET in stats]
+    return (min(starts), end) if starts else None
+
+
+def first_offset_stored_since(archive, broker_name: str, queue_id: int, timestamp_ms: int) -> int | None:
+    """The queue's first archived offset stored at or after ``timestamp_ms`` (None when none is):
+    row groups are skipped by their store-time statistics; only candidates are read."""
+    threshold = timestamp_ms * US_PER_MS  # stored as µs
+    best: int | None = None
+    for parquet, rg, stats in _row_groups(archive, broker_name, queue_id):
+        if STORE_TIME in stats and stats[STORE_TIME][1] < threshold:
+            continue
+        if best is not None and OFFSET in stats and stats[OFFSET][0] >= best:
+            continue
+        rows = parquet.read_row_group(rg, columns=[OFFSET, STORE_TIME])
+        since = rows.filter(pc.greater_equal(rows.column(STORE_TIME).cast(pa.int64()), threshold))
+        if since.num_rows:
+            first = pc.min(since.column(OFFSET)).as_py()
+            best = first if best is None else min(best, first)
+    return best
+
+
+def split_tiers(start: int, end: int, hot_min: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
+    """[start, end) as (the archive's part below ``hot_min``, the broker's part), either None when empty."""
+    cold = (start, min(end, hot_min)) if start < min(end, hot_min) else None
+    hot = (max(start, hot_min), end) if max(start, hot_min) < end else None
+    return cold, hot
+
+
+def read_archive_range(part: ArchiveRange) -> Iterator[pa.RecordBatch]:
+    """The archived messages of ``part`` (tag-filtered) as Spark Arrow batches; a hole in the archive
+    is data loss (``failOnDataLoss``) or a warning."""
+    from spark_mq.spark.source import to_spark_arrow
+    from spark_mq.tiered.reader import read_queue_range
+
+    table = read_queue_range(part.root, part.topic, part.broker_name, part.queue_id, part.start, part.end)
+    offsets = table.column("queue_offset").to_numpy()
+    if len(offsets) != part.end - part.start or not np.array_equal(offsets, np.arange(part.start, part.end)):
+        missing = part.end - part.start - len(np.unique(offsets))
+        message = (f"queue {part.name}: the archive at {part.root} lacks {missing} of the messages "
+                   f"[{part.start}, {part.end}) that the broker no longer has")
+        if part.fail_on_data_loss:
+            raise DataLossError(f"{message}. Set failOnDataLoss=false to read what is there")
+        log.warning("%s; reading what is there (failOnDataLoss=false)", message)
+    tags = parse_tags(part.tags)
+    if tags is not None:
+        table = table.filter(pc.fill_null(pc.is_in(table.column("tags"), value_set=pa.array(sorted(tags))), False))
+    for batch in table.to_batches():
+        if batch.num_rows:
+            yield to_spark_arrow(batch)
