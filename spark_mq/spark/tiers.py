@@ -23,17 +23,12 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
 from spark_mq.client.subscription import parse_tags
 from spark_mq.spark.offsets import BrokerOffsets, DataLossError, QueueKey, queue_key_text
 
 log = logging.getLogger(__name__)
-
-OFFSET = "queue_offset"
-STORE_TIME = "store_timestamp"
-US_PER_MS = 1000
 
 
 @dataclass(frozen=True)
@@ -80,8 +75,8 @@ class TieredOffsets:
 
     def min_offset(self, key: QueueKey) -> int:
         hot = self.hot_min(key)
-        archived = archived_range(self.archive, key[0], key[1])
-        return archived[0] if archived is not None and archived[0] < hot <= archived[1] else hot
+        start, end = self.archive.archived_range(key[0], key[1])
+        return start if start is not None and end is not None and start < hot <= end else hot
 
     def max_offset(self, key: QueueKey) -> int:
         return self.hot.max_offset(key)
@@ -96,56 +91,10 @@ class TieredOffsets:
         hot = self.hot_min(key)
         if offset > hot:
             return offset
-        archived = first_offset_stored_since(self.archive, key[0], key[1], timestamp_ms)
+        from spark_mq.tiered.lookup import first_offset_at_or_after
+
+        archived = first_offset_at_or_after(self.archive, key[0], key[1], timestamp_ms)
         return archived if archived is not None and archived < hot else offset
-
-
-def _row_groups(archive, broker_name: str, queue_id: int) -> Iterator[tuple[pq.ParquetFile, int, dict]]:
-    """(file, row group index, {column: (min, max) raw statistics}) of the queue's archived data, from
-    the Parquet footers only."""
-    from spark_mq.tiered.archive import filesystem
-
-    for uri in archive.data_files(broker_name, queue_id):
-        fs, path = filesystem(uri)
-        parquet = pq.ParquetFile(path, filesystem=fs)
-        meta = parquet.metadata
-        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
-        wanted = {name: names.index(name) for name in (OFFSET, STORE_TIME) if name in names}
-        for rg in range(meta.num_row_groups):
-            stats = {}
-            for name, index in wanted.items():
-                st = meta.row_group(rg).column(index).statistics
-                if st is not None and st.has_min_max:
-                    stats[name] = (st.min_raw, st.max_raw)
-            yield parquet, rg, stats
-
-
-def archived_range(archive, broker_name: str, queue_id: int) -> tuple[int, int] | None:
-    """[first, end) of the queue's archived offsets (the archive appends contiguously from its first
-    offload on); None when the queue has nothing archived."""
-    end = archive.archived_end(broker_name, queue_id)
-    if end is None:
-        return None
-    starts = [stats[OFFSET][0] for _, _, stats in _row_groups(archive, broker_name, queue_id) if OFFSET in stats]
-    return (min(starts), end) if starts else None
-
-
-def first_offset_stored_since(archive, broker_name: str, queue_id: int, timestamp_ms: int) -> int | None:
-    """The queue's first archived offset stored at or after ``timestamp_ms`` (None when none is):
-    row groups are skipped by their store-time statistics; only candidates are read."""
-    threshold = timestamp_ms * US_PER_MS  # stored as µs
-    best: int | None = None
-    for parquet, rg, stats in _row_groups(archive, broker_name, queue_id):
-        if STORE_TIME in stats and stats[STORE_TIME][1] < threshold:
-            continue
-        if best is not None and OFFSET in stats and stats[OFFSET][0] >= best:
-            continue
-        rows = parquet.read_row_group(rg, columns=[OFFSET, STORE_TIME])
-        since = rows.filter(pc.greater_equal(rows.column(STORE_TIME).cast(pa.int64()), threshold))
-        if since.num_rows:
-            first = pc.min(since.column(OFFSET)).as_py()
-            best = first if best is None else min(best, first)
-    return best
 
 
 def split_tiers(start: int, end: int, hot_min: int) -> tuple[tuple[int, int] | None, tuple[int, int] | None]:
