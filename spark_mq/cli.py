@@ -188,9 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--store", default="./data/store", help="store directory (default ./data/store)")
     dev.add_argument("--metrics-port", type=int, default=9100, help="Prometheus port (default 9100, 0 = off)")
     dev.set_defaults(func=_dev)
-    from spark_mq.commands import add_client_commands
+    from spark_mq.commands import add_client_commands, offload
 
     add_client_commands(sub)  # produce, consume, admin, query, status
+    offload.add_parser(sub)
     return parser
 
 
