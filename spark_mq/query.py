@@ -43,6 +43,7 @@ from spark_mq.tiered.lookup import (
     find_by_key,
     open_snapshot,
 )
+from spark_mq.tiered.reader import read_archive_files
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -90,8 +91,7 @@ def by_time(spark: SparkSession, topic: str, begin: TimeBound, end: TimeBound, *
     if snapshot is not None and snapshot.exists:
         files = snapshot.files(window)
         if files:
-            cold = (spark.read.schema(SPARK_SCHEMA).option("basePath", snapshot.archive.uri).parquet(*files)
-                    .select(*SPARK_SCHEMA.names))
+            cold = read_archive_files(spark, snapshot.archive, files)
             frames.append(cold.where(_within(window)).withColumn(TIER_COLUMN, F.lit(COLD)))
     out = frames[0]
     for frame in frames[1:]:

@@ -239,11 +239,11 @@ class DeltaArchive(Archive):
         table = self._loaded()
         if table is None:
             return []
-        predicate = _pruning_predicate(broker_name, queue_id, start, end)
+        predicate = pruning_predicate(broker_name, queue_id, start, end)
         return table.file_uris(file_pruning_predicate=predicate or None)
 
 
-def _pruning_predicate(broker_name: str | None, queue_id: int | None, start: int | None,
+def pruning_predicate(broker_name: str | None, queue_id: int | None, start: int | None,
                        end: int | None) -> list[tuple[str, str, object]]:
     """deltalake tuple filters selecting a queue's files that may hold offsets [start, end)."""
     predicate: list[tuple[str, str, object]] = []

@@ -59,9 +59,10 @@ from spark_mq.tiered.archive import (
     filesystem,
     open_archive,
     parse_range_file_name,
+    pruning_predicate,
     transaction_app_id,
 )
-from spark_mq.tiered.reader import _paths, to_message_schema
+from spark_mq.tiered.reader import dataset_paths, to_message_schema
 
 if TYPE_CHECKING:
     from spark_mq.client.sync_api import SyncMQClientAPI
@@ -242,11 +243,7 @@ class ArchiveSnapshot:
         """The data files that may hold messages of the queue (all queues when None) stored within
         ``window``: chosen by partition, then by the files' min/max ``store_timestamp``."""
         if self._delta is not None:
-            predicate: list[tuple[str, str, object]] = []
-            if broker_name is not None:
-                predicate.append((BROKER_COLUMN, "=", broker_name))
-            if queue_id is not None:
-                predicate.append((QUEUE_COLUMN, "=", queue_id))
+            predicate = pruning_predicate(broker_name, queue_id, None, None)
             if window.begin_ms is not None:
                 predicate.append((TIME_COLUMN, ">=", _utc(window.begin_ms)))
             if window.end_ms is not None:
@@ -258,7 +255,7 @@ class ArchiveSnapshot:
 
     def dataset(self, files: Sequence[str]) -> ds.Dataset:
         """``files`` as one pyarrow dataset with the partition columns read from their paths."""
-        fs, paths = _paths(files)
+        fs, paths = dataset_paths(files)
         return ds.dataset(paths, schema=STORED_SCHEMA, format="parquet", filesystem=fs, partitioning=PARTITIONING,
                           partition_base_dir=self.base)
 

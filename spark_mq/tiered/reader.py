@@ -46,7 +46,7 @@ def read_archived_range(archive: Archive, broker_name: str, queue_id: int, start
     files = archive.data_files(broker_name, queue_id, start, end) if end > start else []
     if not files:
         return SCHEMA.empty_table()
-    fs, paths = _paths(files)
+    fs, paths = dataset_paths(files)
     offset = ds.field(OFFSET_COLUMN)
     data = ds.dataset(paths, schema=DATA_SCHEMA, format="parquet", filesystem=fs).to_table(
         filter=(offset >= start) & (offset < end))
@@ -61,7 +61,7 @@ def to_message_schema(table: pa.Table) -> pa.Table:
     return pa.table([table.column(f.name).cast(f.type) for f in SCHEMA], schema=SCHEMA)
 
 
-def _paths(files: Sequence[str]) -> tuple[pafs.FileSystem, list[str]]:
+def dataset_paths(files: Sequence[str]) -> tuple[pafs.FileSystem, list[str]]:
     """One filesystem and the paths within it of the archive's files (local paths or URIs)."""
     fs, first = filesystem(files[0])
     if "://" not in files[0]:
@@ -77,10 +77,14 @@ def read_archive(spark: SparkSession, root: str, topic: str, *, fmt: str | None 
     ``basePath`` so ``broker_name`` and ``queue_id`` come back from the Hive-style paths typed by the
     schema. For Delta the files are the current version's (read from the log with deltalake); where
     the Delta Spark jars are installed, ``spark.read.format("delta")`` reads the same table."""
+    archive = open_archive(root, topic, fmt)
+    return read_archive_files(spark, archive, archive.data_files())
+
+
+def read_archive_files(spark: SparkSession, archive: Archive, files: Sequence[str]) -> DataFrame:
+    """Some of ``archive``'s data files (e.g. chosen by statistics) as a DataFrame in ``SPARK_SCHEMA``."""
     from spark_mq.spark.source import SPARK_SCHEMA
 
-    archive = open_archive(root, topic, fmt)
-    files = archive.data_files()
     if not files:
         return spark.createDataFrame([], SPARK_SCHEMA)
     df = spark.read.schema(SPARK_SCHEMA).option("basePath", archive.uri).parquet(*files)
