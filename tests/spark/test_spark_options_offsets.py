@@ -19,6 +19,7 @@ from spark_mq.spark.offsets import (
 )
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.source import QueueRange, plan_partitions, split_range
+from spark_mq.spark.tiers import ArchiveRange, TieredOffsets, split_tiers
 
 BASE = {"namesrv": "127.0.0.1:9876", "topic": "t"}
 QUEUES = TopicQueues("t", {"a": "10.0.0.1:10911", "b": "10.0.0.2:10911"}, (("a", 0), ("a", 1), ("b", 0)))
@@ -55,7 +56,10 @@ def test_defaults_and_case_insensitive_keys():
     assert (opts.max_messages_per_partition, opts.fail_on_data_loss, opts.pull_batch_size) == (10, False, 7)
     assert (opts.starting, opts.ending, opts.tags, opts.group) == (o.EARLIEST, o.LATEST, "x || y", None)
     assert SourceOptions.parse(BASE, streaming=True).starting == o.LATEST
-    assert len(set(o.ALL_OPTIONS)) == 13
+    assert (opts.rebalance_interval_ms, opts.tiered_store_root, opts.group_member) == (20_000, None, False)
+    assert SourceOptions.parse({**BASE, "group": "g"}).group_member
+    assert not SourceOptions.parse({**BASE, "group": "g", "commitToBroker": "false"}).group_member
+    assert len(set(o.ALL_OPTIONS)) == 15
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -133,10 +137,27 @@ def test_partitions_split_ranges_and_pickle():
     assert split_range(5, 5, 4) == []
     opts = parse(maxMessagesPerPartition="20", tags="x")
     parts = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
-                            {("a", 0): 50, ("a", 1): 7, ("b", 0): 0})
+                            {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, BROKER)
     assert [(p.broker_name, p.queue_id, p.start, p.end) for p in parts] == [
         ("a", 0, 5, 25), ("a", 0, 25, 45), ("a", 0, 45, 50), ("a", 1, 0, 7)]
     assert all(isinstance(p, QueueRange) and p.broker_addr == "10.0.0.1:10911" and p.tags == "x" for p in parts)
+    assert pickle.loads(pickle.dumps(parts)) == parts
+
+
+def test_ranges_below_the_hot_min_are_planned_from_the_archive():
+    import pickle
+
+    assert split_tiers(0, 10, 4) == ((0, 4), (4, 10))
+    assert split_tiers(5, 10, 4) == (None, (5, 10))
+    assert split_tiers(0, 3, 4) == ((0, 3), None)
+    hot = FakeBroker({("a", 0): 30, ("a", 1): 0, ("b", 0): 0}, {})
+    hot.api, hot.queues = None, QUEUES
+    opts = parse(maxMessagesPerPartition="20", tieredStoreRoot="/archive")
+    parts = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
+                            {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, TieredOffsets(hot, "/archive"))
+    assert [(type(p).__name__, p.queue_id, p.start, p.end) for p in parts] == [
+        ("ArchiveRange", 0, 5, 25), ("ArchiveRange", 0, 25, 30), ("QueueRange", 0, 30, 50), ("QueueRange", 1, 0, 7)]
+    assert all(p.root == "/archive" for p in parts if isinstance(p, ArchiveRange))
     assert pickle.loads(pickle.dumps(parts)) == parts
 
 
