@@ -1,0 +1,248 @@
+"""RabbitMQ Streams (Debian's ``rabbitmq-server`` with the ``rabbitmq_stream`` plugin) through
+``rstream`` on the stream protocol.
+
+Durability: a stream queue (one node); its segment files are written as chunks are stored and
+left to the OS to flush (RabbitMQ counts on replication, not fsync), like our ASYNC_FLUSH.
+
+The node runs unprivileged in our directory: its own ``epmd`` on a free port (a child of ours,
+kept across broker restarts as our NameServer is), node name, Mnesia/stream data, logs, config,
+enabled-plugins file and Erlang cookie (``HOME``) under ``workdir``; AMQP, stream and
+distribution ports free loopback ports.
+
+- produce: ``send_batch`` of ``PUBLISH_BATCH_BYTES`` worth of messages, not awaiting confirms
+  between batches; done when the broker confirmed every publishing id;
+- drain: a consumer from offset FIRST with ``DRAIN_CREDIT`` chunks of credit;
+- latency: the same consumer from FIRST, callback per message;
+- restart: the Erlang VM boots, RabbitMQ starts, the stream's segments are recovered; the probe
+  subscribes from FIRST and waits for the first message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from peer_systems.base import (
+    LOOPBACK,
+    Child,
+    Client,
+    Endpoint,
+    OnBody,
+    PeerError,
+    Server,
+    free_port,
+    package_version,
+    port_open,
+    wait_for,
+)
+
+SERVER_SCRIPT = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")  # the foreground script, not the su wrapper
+USER = PASSWORD = "guest"  # allowed from loopback by default
+PUBLISH_BATCH_BYTES = 512 * 1024  # under rstream's 1 MiB frame_max
+DRAIN_CREDIT = 64  # chunks the broker may send ahead
+LATENCY_CREDIT = 10  # rstream's default
+FIRST_WAIT_S = 1.0  # a probe's wait for the first delivery before it counts as not served yet
+ENABLED_PLUGINS = "[rabbitmq_stream].\n"
+CONFIG = """\
+listeners.tcp.1 = {host}:{amqp}
+stream.listeners.tcp.1 = {host}:{stream}
+stream.advertised_host = {host}
+stream.advertised_port = {stream}
+"""
+
+
+def _dpkg_version(package: str) -> str:
+    try:
+        out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True,
+                             timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    return out.stdout.strip() or "?"
+
+
+class RabbitMQServer(Server):
+    name = "rabbitmq"
+    binary = "epmd"  # with SERVER_SCRIPT, checked in missing()
+    durability = "stream queue (segments written, flushed by the OS)"
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.amqp_port, self.stream_port, self.dist_port, self.epmd_port = (free_port() for _ in range(4))
+        self.epmd: Child | None = None
+        self.child: Child | None = None
+        (workdir / "rabbitmq.conf").write_text(CONFIG.format(host=LOOPBACK, amqp=self.amqp_port,
+                                                             stream=self.stream_port))
+        (workdir / "enabled_plugins").write_text(ENABLED_PLUGINS)
+        (workdir / "rabbitmq-env.conf").write_text("")
+
+    @classmethod
+    def missing(cls) -> str | None:
+        if not SERVER_SCRIPT.exists() or shutil.which(cls.binary) is None:
+            return "rabbitmq-server is not installed (scripts/install_peers.sh installs it)"
+        return None
+
+    @classmethod
+    def versions(cls) -> str:
+        return (f"RabbitMQ {_dpkg_version('rabbitmq-server')} (Erlang {_dpkg_version('erlang-base')}); "
+                f"rstream {package_version('rstream')}")
+
+    def _env(self) -> dict[str, str]:
+        w = self.workdir
+        return {
+            **os.environ,
+            "HOME": str(w),  # the Erlang cookie goes here
+            "ERL_EPMD_PORT": str(self.epmd_port),
+            "RABBITMQ_NODENAME": f"bench{self.amqp_port}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": LOOPBACK,
+            "RABBITMQ_NODE_PORT": str(self.amqp_port),
+            "RABBITMQ_DIST_PORT": str(self.dist_port),
+            "RABBITMQ_MNESIA_BASE": str(self.data_dir / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(w / "log"),
+            "RABBITMQ_LOGS": "-",
+            "RABBITMQ_CONFIG_FILE": str(w / "rabbitmq.conf"),
+            "RABBITMQ_ADVANCED_CONFIG_FILE": str(w / "advanced.config"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(w / "enabled_plugins"),
+            "RABBITMQ_CONF_ENV_FILE": str(w / "rabbitmq-env.conf"),
+            "RABBITMQ_PLUGINS_EXPAND_DIR": str(w / "plugins-expand"),
+            "RABBITMQ_PID_FILE": str(w / "rabbitmq.pid"),
+        }
+
+    def start(self) -> None:
+        if self.epmd is None:
+            self.epmd = Child([shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
+                              self.workdir / "epmd.log")
+            wait_for(lambda: port_open(self.epmd_port), self.epmd, "epmd")
+        self.child = Child([str(SERVER_SCRIPT)], self.workdir / "rabbitmq.log", env=self._env(), cwd=self.workdir)
+
+    def wait_ready(self) -> None:
+        assert self.child is not None
+        wait_for(lambda: port_open(self.stream_port), self.child, "rabbitmq-server (stream listener)")
+
+    def stop(self) -> None:
+        if self.child is not None:
+            code = self.child.stop()  # the script turns SIGTERM into a clean stop of the node
+            self.child = None
+            if code != 0:
+                raise PeerError(f"rabbitmq-server exited {code} on SIGTERM")
+
+    def close(self) -> None:
+        self.stop()
+        if self.epmd is not None:
+            self.epmd.stop()
+            self.epmd = None
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return {"host": LOOPBACK, "port": self.stream_port}
+
+
+class _Confirms:
+    """Counts the broker's publish confirmations; ``done`` is set when ``expected`` arrived."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.confirmed = 0
+        self.failed = 0
+        self.done = asyncio.Event()
+
+    def __call__(self, status) -> None:
+        if status.is_confirmed:
+            self.confirmed += 1
+        else:
+            self.failed += 1
+        if self.confirmed + self.failed >= self.expected:
+            self.done.set()
+
+    async def wait(self) -> None:
+        await self.done.wait()
+        if self.failed:
+            raise PeerError(f"{self.failed} of {self.expected} stream publishes were refused")
+
+
+class RabbitMQClient(Client):
+    async def connect(self) -> None:
+        from rstream import Producer
+
+        self.producer = Producer(self.endpoint["host"], self.endpoint["port"], username=USER, password=PASSWORD)
+        await self.producer.start()
+        self.consumers: list = []
+
+    async def close(self) -> None:
+        for c in self.consumers:
+            await c.close()
+        await self.producer.close()
+
+    async def _consumer(self):
+        from rstream import Consumer
+
+        c = Consumer(self.endpoint["host"], self.endpoint["port"], username=USER, password=PASSWORD)
+        await c.start()
+        self.consumers.append(c)
+        return c
+
+    async def create(self, stream: str) -> None:
+        await self.producer.create_stream(stream, exists_ok=True)
+
+    async def produce(self, stream: str, bodies: Sequence[bytes], count: int) -> None:
+        confirms = _Confirms(count)
+        per_batch = max(1, PUBLISH_BATCH_BYTES // max(len(bodies[0]), 1))
+        n = len(bodies)
+        for start in range(0, count, per_batch):
+            chunk = [bodies[i % n] for i in range(start, min(start + per_batch, count))]
+            await self.producer.send_batch(stream, chunk, on_publish_confirm=confirms)
+        await confirms.wait()
+
+    async def _read(self, stream: str, on_body: OnBody, credit: int) -> None:
+        from rstream import ConsumerOffsetSpecification, OffsetType
+
+        consumer = await self._consumer()
+
+        def cb(body: bytes, _ctx) -> None:
+            on_body(body)
+
+        await consumer.subscribe(stream, cb, offset_specification=ConsumerOffsetSpecification(OffsetType.FIRST),
+                                 initial_credit=credit)
+
+    async def drain(self, stream: str, count: int) -> int:
+        got = [0, 0]
+        done = asyncio.Event()
+
+        def on_body(body: bytes) -> None:
+            got[0] += 1
+            got[1] += len(body)
+            if got[0] >= count:
+                done.set()
+
+        await self._read(stream, on_body, DRAIN_CREDIT)
+        await done.wait()
+        return got[1]
+
+    async def send(self, stream: str, bodies: list[bytes]) -> None:
+        confirms = _Confirms(len(bodies))
+        await self.producer.send_batch(stream, bodies, on_publish_confirm=confirms)
+        await confirms.wait()
+
+    async def subscribe(self, stream: str, on_body: OnBody, ready: asyncio.Event) -> None:
+        await self._read(stream, on_body, LATENCY_CREDIT)
+        ready.set()
+        await asyncio.Event().wait()
+
+    async def first(self, stream: str) -> bytes | None:
+        got: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        def on_body(body: bytes) -> None:
+            if not got.done():
+                got.set_result(body)
+
+        await self._read(stream, on_body, 1)
+        try:
+            return await asyncio.wait_for(got, FIRST_WAIT_S)
+        except asyncio.TimeoutError:
+            return None
+
+
+RabbitMQServer.client_class = RabbitMQClient
