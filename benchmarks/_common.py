@@ -1,5 +1,5 @@
 """Helpers shared by the benchmark scripts: timing, repetition, machine description, store
-set-up, message pools and a rich results table.
+set-up, message pools, NameServer + broker processes and a rich results table.
 
 Scripts are run directly (``python benchmarks/store_append.py``), so this module is imported
 as ``_common`` from the script's own directory.
@@ -14,7 +14,10 @@ import contextlib
 import json
 import os
 import platform
+import select
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +76,33 @@ def rate(count: float, seconds: float) -> float:
 
 
 # -- machine ------------------------------------------------------------------------------
+def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system, reaped children included) of ``root`` (default: this process) and
+    every live descendant, by PID, with the command line: on a shared machine, CPU seconds per row
+    are a steadier measure than wall time. Linux only (``/proc``)."""
+    root = os.getpid() if root is None else root
+    tick = os.sysconf("SC_CLK_TCK")
+    procs: dict[int, tuple[int, str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # exited meanwhile
+            continue
+        ppid, cpu = int(fields[1]), sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+        procs[int(entry.name)] = (ppid, cmd, cpu)
+    out = {}
+    for pid, (_ppid, cmd, cpu) in procs.items():
+        at = pid
+        while at in procs and at != root:
+            at = procs[at][0]
+        if at == root:
+            out[pid] = (cmd, cpu)
+    return out
+
+
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -234,8 +264,21 @@ def message_properties(i: int) -> bytes:
     from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
 
     return encode_properties(
-        {TAGS: TAGS_POOL[i % len(TAGS_POOL)], KEYS: f"order-{i:010d}", UNIQ_KEY: f"7F0000010001{i:020X}"}
+        {TAGS: TAGS_POOL[i % len(TAGS_POOL)], KEYS: order_key(i), UNIQ_KEY: f"7F0000010001{i:020X}"}
     )
+
+
+def order_key(i: int) -> str:
+    """The business key of message ``i``."""
+    return f"order-{i:010d}"
+
+
+def message(i: int, body_size: int, topic: str = TOPIC):
+    """Message ``i`` as an application hands it to the producer (which adds UNIQ_KEY): the body,
+    tag and key of :func:`message_properties`."""
+    from spark_mq.common.message import Message
+
+    return Message(topic, body(i, body_size), tags=TAGS_POOL[i % len(TAGS_POOL)], keys=order_key(i))
 
 
 def body(i: int, size: int) -> bytes:
@@ -290,3 +333,73 @@ def import_store():
     from spark_mq.store.message_store import MessageStore
 
     return MessageStore
+
+
+# -- servers ------------------------------------------------------------------------------
+NAMESRV_READY = "spark-mq namesrv listening on "
+BROKER_READY = "spark-mq broker serving at "
+SERVER_READY_TIMEOUT_S = 60.0
+SERVER_STOP_TIMEOUT_S = 30.0
+
+
+class Server:
+    """One ``python -m spark_mq.cli <args>`` server process logging to ``log``: ready once it prints
+    its ready line (whose last word is its address); stopped by PID with SIGTERM."""
+
+    def __init__(self, args: Sequence[str], log: Path, ready: str) -> None:
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "spark_mq.cli", *args], stdout=subprocess.PIPE,
+                                         stderr=err)
+        readable, _, _ = select.select([self.proc.stdout], [], [], SERVER_READY_TIMEOUT_S)
+        line = self.proc.stdout.readline().decode() if readable else ""
+        if not line.startswith(ready):
+            self.stop()
+            raise RuntimeError(f"spark-mq {args[0]} did not start (printed {line!r}); see {log}")
+        self.addr = line.split()[-1]
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it has not exited after SERVER_STOP_TIMEOUT_S."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(SERVER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        self.proc.stdout.close()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    namesrv: str
+    broker: str
+
+
+@contextlib.contextmanager
+def local_cluster(root: Path) -> Iterator[Cluster]:
+    """A NameServer and a broker (default config, store in ``root/store``, logs in ``root``) as two
+    processes on free loopback ports, as in production; stopped when the block exits."""
+    root.mkdir(parents=True, exist_ok=True)
+    namesrv = Server(["namesrv", "--port", "0"], root / "namesrv.log", NAMESRV_READY)
+    try:
+        broker = Server(["broker", "--namesrv", namesrv.addr, "--port", "0", "--store", str(root / "store"),
+                         "--metrics-port", "0"], root / "broker.log", BROKER_READY)
+        try:
+            yield Cluster(namesrv.addr, broker.addr)
+        finally:
+            broker.stop()
+    finally:
+        namesrv.stop()
+
+
+def create_topic(cluster: Cluster, topic: str, queues: int) -> None:
+    """Create ``topic`` with ``queues`` queues on the broker; return once the NameServer routes it."""
+    from spark_mq.client.sync_api import SyncMQClientAPI
+
+    with SyncMQClientAPI() as api:
+        api.create_topic(cluster.broker, topic, queues, queues)
+        deadline = time.monotonic() + SERVER_READY_TIMEOUT_S
+        while api.get_route_info(cluster.namesrv, topic) is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the NameServer at {cluster.namesrv} did not route {topic}")
+            time.sleep(0.1)

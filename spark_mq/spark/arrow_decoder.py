@@ -3,13 +3,20 @@
 The columns are DESIGN.md's message schema (:data:`SCHEMA`). Nothing here runs Python code per
 message (the only exceptions: compressed bodies, which are rare, are inflated one by one):
 
-* the fixed header of every unit is gathered with ONE numpy take through a byte-strided view of
-  the buffer typed as the header record (``HEADER``), then converted column by column;
+* unit starts, when not given, come from a vectorised walk: every offset holding the message
+  magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
+  first byte to the last (else the sequential walk of ``split_pull_body`` decides);
+* the fixed header of every unit is gathered with ONE numpy take of opaque 88-byte items through
+  a byte-strided view of the buffer, then viewed as the header record (``HEADER``) and converted
+  column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
   of the buffer. Ranges that are disjoint and in buffer order are compacted by Arrow itself: the
   buffer is viewed, zero-copy, as a binary array whose rows are the ranges *and the gaps between
   them* (offsets ``s0, e0, s1, e1, ...``), and ``take`` of the even rows copies just the wanted
-  bytes into a fresh contiguous array (a C++ memcpy per row). Absent values are null indices;
+  bytes into a fresh contiguous array (a C++ memcpy per row). Absent values are null indices. A
+  topic shared by every unit (a pull is of one queue) is one string repeated;
+* property strings, compacted, are split at their separators found in one pass; the common
+  ``name\x01value\x02`` shape needs no more than that, odd ones take a general path;
 * hosts become ``"ip:port"`` strings through digit lookup tables written into a fixed-width byte
   matrix (one string when every unit has the same host, as a broker's store host does);
 * ``msg_id`` is the offsetMsgId (store host + commitlog offset as 32 upper-case hex characters).
@@ -32,9 +39,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_ids
-from spark_mq.common.message_unit import COMPRESSED_FLAG, HEADER, HEADER_SIZE, MIN_UNIT_SIZE
+from spark_mq.common.message_unit import COMPRESSED_FLAG, HEADER, HEADER_SIZE, MESSAGE_MAGIC, MIN_UNIT_SIZE
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
@@ -63,6 +71,10 @@ SCHEMA = pa.schema(
 
 _INT32_OFFSETS_LIMIT = 1 << 31
 _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
+_MAGIC_AT = HEADER.fields["magic"][1]
+_SIZE_MAGIC = np.dtype([("total_size", ">i4"), ("magic", ">i4")])  # how every unit begins (HEADER's first fields)
+_MAGIC_FIRST_BYTE = MESSAGE_MAGIC.to_bytes(4, "big", signed=True)[0]
+_SCAN_CHUNK = 1 << 22  # bytes tested per numpy call when searching a buffer (see _positions)
 
 
 def decode_units_to_arrow(
@@ -72,31 +84,37 @@ def decode_units_to_arrow(
     when None: it must then be a well-formed pull body, else ``BatchBodyError``) into one
     RecordBatch with :data:`SCHEMA`. ``starts`` must be whole units in buffer order."""
     data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
-    if starts is None:
-        starts = split_pull_body(memoryview(data))
-    starts = np.asarray(starts, dtype=np.int64)
+    walked = starts is None
+    starts = _unit_starts(data) if walked else np.asarray(starts, dtype=np.int64)
     n = starts.size
     if n == 0:
         return pa.RecordBatch.from_pylist([], schema=SCHEMA)
     if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
         raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
-    head = _headers(data, starts)
+    head = _records(data, starts, HEADER)
+    body_length = head["body_length"].astype(np.int64)
     body_start = starts + HEADER_SIZE
-    body_end = body_start + head["body_length"].astype(np.int64)
+    body_end = body_start + body_length
+    last = data.size - 1  # reads are clamped into the buffer; a clamped read always fails the check below
     topic_start = body_end + 1
-    topic_end = topic_start + data[body_end]
+    topic_end = topic_start + data[np.clip(body_end, 0, last)]
     props_start = topic_end + 2
-    props_end = props_start + (data[topic_end].astype(np.int64) << 8 | data[topic_end + 1])
-    if int(props_end[-1]) > data.size or np.any(props_end[:-1] > starts[1:]):
+    props_end = props_start + _at_every_byte(data, ">u2")[np.clip(topic_end, 0, last - 1)]
+    unit_bound = np.append(starts[1:], data.size)  # no unit runs past the next one or the buffer
+    if walked:  # a pull body's units are back to back: each must end exactly where the next begins
+        bad = np.flatnonzero((body_length < 0) | (props_end != unit_bound))
+        if bad.size:
+            raise BatchBodyError(int(starts[bad[0]]), f"unit at {int(starts[bad[0]])} has inconsistent lengths")
+    elif np.any(body_length < 0) or np.any(props_end > unit_bound):
         raise ValueError("unit lengths run past the next unit or the buffer")
 
     pybuf = pa.py_buffer(data)
-    rows, names, values = _property_pairs(_take_ranges(data, pybuf, props_start, props_end, pa.binary()))
+    rows, names, values, map_offsets = _property_pairs(_take_ranges(data, pybuf, props_start, props_end, pa.binary()))
     sys_flag = head["sys_flag"].astype(np.int32)
     store_host = head["store_host"]
     phys = head["physical_offset"].astype(np.int64)
     columns = {
-        "topic": _take_ranges(data, pybuf, topic_start, topic_end, pa.string()),
+        "topic": _topics(data, pybuf, topic_start, topic_end),
         "broker_name": _repeat_string(broker_name, n),
         "queue_id": pa.array(head["queue_id"].astype(np.int32)),
         "queue_offset": pa.array(head["queue_offset"].astype(np.int64)),
@@ -105,7 +123,7 @@ def decode_units_to_arrow(
         "uniq_key": _pick(rows, names, values, UNIQ_KEY, n),
         "keys": _pick(rows, names, values, KEYS, n),
         "tags": _pick(rows, names, values, TAGS, n),
-        "properties": _property_map(rows, names, values, n),
+        "properties": pa.MapArray.from_arrays(pa.array(map_offsets), names, values),
         "body": _bodies(data, pybuf, body_start, body_end, sys_flag),
         "born_timestamp": _timestamps(head["born_timestamp"]),
         "store_timestamp": _timestamps(head["store_timestamp"]),
@@ -118,55 +136,84 @@ def decode_units_to_arrow(
     return pa.RecordBatch.from_arrays([columns[f.name] for f in SCHEMA], schema=SCHEMA)
 
 
-def _headers(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
-    """The HEADER record of every unit, gathered with one take through a view of ``data`` that
-    has a (mutually overlapping) HEADER record at every byte offset."""
-    at_every_byte = np.ndarray((data.size - HEADER_SIZE + 1,), dtype=HEADER, buffer=data, strides=(1,))
-    return at_every_byte[starts]
+def _at_every_byte(data: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
+    """A zero-copy view of ``data`` with a (mutually overlapping) ``dtype`` value at every byte
+    offset: indexing it with offsets gathers the fields there in one numpy take."""
+    dtype = np.dtype(dtype)
+    return np.ndarray((max(data.size - dtype.itemsize + 1, 0),), dtype=dtype, buffer=data, strides=(1,))
+
+
+def _records(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The ``dtype`` records at offsets ``at``, gathered as opaque items (a plain memcpy each,
+    several times faster than gathering structured records field by field), then viewed."""
+    return _at_every_byte(data, f"V{dtype.itemsize}")[at].view(dtype)
+
+
+def _unit_starts(data: np.ndarray) -> np.ndarray:
+    """Starts of the units of a whole pull body, as ``split_pull_body`` finds them but without its
+    Python step per unit: every offset whose MAGICCODE field holds the message magic is a
+    candidate, and when each candidate's TOTALSIZE leads exactly to the next one (the first at 0,
+    the last ending the body) the candidates are the units (the caller checks each unit's inner
+    lengths). Anything else (magic bytes inside a body, a torn or foreign body) is left to
+    ``split_pull_body``, which walks the chain or raises ``BatchBodyError`` saying what is wrong."""
+    if data.size < MIN_UNIT_SIZE:
+        return split_pull_body(memoryview(data))
+    at = _positions(data[_MAGIC_AT : data.size - 3], np.equal, _MAGIC_FIRST_BYTE)
+    heads = _records(data, at, _SIZE_MAGIC)
+    is_unit = heads["magic"] == MESSAGE_MAGIC
+    at = at[is_unit]
+    ends = at + heads["total_size"][is_unit]
+    if at.size and at[0] == 0 and ends[-1] == data.size and np.array_equal(ends[:-1], at[1:]):
+        return at
+    return split_pull_body(memoryview(data))
+
+
+def _positions(data: np.ndarray, test: np.ufunc, value: int) -> np.ndarray:
+    """Offsets (ascending int64) of the bytes ``b`` of ``data`` where ``test(b, value)`` holds. Tested
+    a chunk at a time into one reused mask: a fresh mask as large as a 275 MB body costs more in
+    page faults than the compares themselves."""
+    mask = np.empty(min(_SCAN_CHUNK, data.size), dtype=bool)
+    found = [np.empty(0, dtype=np.int64)]
+    for lo in range(0, data.size, _SCAN_CHUNK):  # one step per 4 MiB, not per message
+        chunk = data[lo : lo + _SCAN_CHUNK]
+        test(chunk, value, out=mask[: chunk.size])
+        found.append(np.flatnonzero(mask[: chunk.size]) + lo)
+    return np.concatenate(found)
 
 
 # -- variable-length fields ----------------------------------------------------------------
 def _take_ranges(
-    data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType,
-    valid: np.ndarray | None = None,
+    data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType
 ) -> pa.Array:
-    """Row i = bytes ``[starts[i], ends[i])`` of the buffer (null where ``valid`` is False),
-    compacted into a fresh array. Ranges must be disjoint and in buffer order (the gaps between
-    them become rows of the zero-copy view that ``take`` skips); otherwise bytes are gathered
-    with a numpy index (slower, same result)."""
+    """Row i = bytes ``[starts[i], ends[i])`` of the buffer, compacted into a fresh array. Ranges
+    must be disjoint and in buffer order (the gaps between them become rows of the zero-copy view
+    that ``take`` skips); otherwise bytes are gathered with a numpy index (slower, same result)."""
     n = starts.size
-    bounds = np.empty(2 * n, dtype=np.int64)
+    large = data.size >= _INT32_OFFSETS_LIMIT
+    bounds = np.empty(2 * n, dtype=np.int64 if large else np.int32)
     bounds[0::2] = starts
     bounds[1::2] = ends
-    if n and np.any(np.diff(bounds) < 0):
-        return _gather_ranges(data, starts, ends, typ, valid)
-    large = data.size >= _INT32_OFFSETS_LIMIT
+    if n and np.any(bounds[1:] < bounds[:-1]):
+        return _gather_ranges(data, starts, ends, typ)
     view_type = _LARGE[typ] if large else typ
-    offsets = bounds if large else bounds.astype(np.int32)
-    view = pa.Array.from_buffers(view_type, max(2 * n - 1, 0), [None, pa.py_buffer(offsets), pybuf])
-    picks = np.arange(0, 2 * n, 2, dtype=np.int64)
-    out = view.take(pa.array(picks, mask=None if valid is None else ~valid))
+    view = pa.Array.from_buffers(view_type, max(2 * n - 1, 0), [None, pa.py_buffer(bounds), pybuf])
+    out = view.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
     return out.cast(typ) if large else out
 
 
-def _gather_ranges(
-    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType, valid: np.ndarray | None
-) -> pa.Array:
+def _gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType) -> pa.Array:
     """:func:`_take_ranges` for ranges in any order: one fancy index over all wanted bytes."""
     lengths = ends - starts
-    if valid is not None:
-        lengths = np.where(valid, lengths, 0)
     offsets = np.zeros(starts.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     index = np.arange(int(offsets[-1]), dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
-    validity = None if valid is None else pa.array(valid).buffers()[1]
-    out = pa.Array.from_buffers(_LARGE[typ], starts.size, [validity, pa.py_buffer(offsets), pa.py_buffer(data[index])])
+    out = pa.Array.from_buffers(_LARGE[typ], starts.size, [None, pa.py_buffer(offsets), pa.py_buffer(data[index])])
     return out.cast(typ)
 
 
-def _repeat_string(value: str, n: int) -> pa.Array:
-    """``value`` in every one of ``n`` rows."""
-    raw = value.encode()
+def _repeat_string(value: str | bytes, n: int) -> pa.Array:
+    """``value`` (bytes: UTF-8 already) in every one of ``n`` rows."""
+    raw = value.encode() if isinstance(value, str) else value
     offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
     data = pa.py_buffer(raw * n)
     if offsets[-1] < _INT32_OFFSETS_LIMIT:
@@ -174,39 +221,64 @@ def _repeat_string(value: str, n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), data]).cast(pa.string())
 
 
-def _property_pairs(props: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
+def _property_pairs(props: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array, np.ndarray]:
     """(row, name, value) of every pair of the property strings ``props`` (a compacted binary
-    array, one per message), split as decode_properties splits them: a pair runs to the next
-    PROPERTY_SEPARATOR (or its message's end), its name to the FIRST NAME_VALUE_SEPARATOR;
-    pieces without a separator or with an empty name are dropped."""
-    offsets = np.frombuffer(props.buffers()[1], dtype=np.int32, count=len(props) + 1).astype(np.int64)
+    array, one per message), and the int32 offsets of each message's pairs, split as
+    decode_properties splits them: a pair runs to the next PROPERTY_SEPARATOR (or its message's
+    end), its name to the FIRST NAME_VALUE_SEPARATOR; pieces without a separator or with an empty
+    name are dropped."""
+    n = len(props)
+    offsets = np.frombuffer(props.buffers()[1], dtype=np.int32, count=n + 1).astype(np.int64)
     data_buf = props.buffers()[2] or pa.py_buffer(b"")
     flat = np.frombuffer(data_buf, dtype=np.uint8, count=int(offsets[-1]))
     nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
     row_last = offsets[nonempty + 1] - 1
-    if np.all(flat[row_last] == _PS):
-        rows, name_start, name_end, value_end = _scan_terminated(flat, nonempty, row_last)
-    else:  # some message's properties lack the final separator (RocketMQ 5 writes them so)
-        scan = scan_properties(flat, offsets[:-1], offsets[1:])
-        first = np.ones(scan.name_end.size, dtype=bool)  # drop pairs whose name holds a separator
-        first[1:] = (scan.name_end[:-1] < scan.name_start[1:]) | (scan.row[:-1] != scan.row[1:])
-        rows, name_start, name_end, value_end = (
-            scan.row[first], scan.name_start[first], scan.name_end[first], scan.value_end[first]
-        )
-    keep = name_end > name_start
-    rows, name_start, name_end, value_end = rows[keep], name_start[keep], name_end[keep], value_end[keep]
+    terminated = bool(np.all(flat[row_last] == _PS))
+    sep = _positions(flat, np.less_equal, _PS) if terminated else None
+    plain = _plain_pairs(flat, sep) if sep is not None else None
+    if plain is not None:  # the common case, as RocketMQ 4 producers write: name\x01value\x02 ...
+        name_start, name_end, value_end = plain
+        map_offsets = np.searchsorted(value_end, offsets)  # pairs end inside their own message
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(map_offsets))
+    else:
+        if sep is not None:
+            rows, name_start, name_end, value_end = _scan_terminated(flat, sep, nonempty, row_last)
+        else:  # some message's properties lack the final separator (RocketMQ 5 writes them so)
+            scan = scan_properties(flat, offsets[:-1], offsets[1:])
+            first = np.ones(scan.name_end.size, dtype=bool)  # drop pairs whose name holds a separator
+            first[1:] = (scan.name_end[:-1] < scan.name_start[1:]) | (scan.row[:-1] != scan.row[1:])
+            rows, name_start, name_end, value_end = (
+                scan.row[first], scan.name_start[first], scan.name_end[first], scan.value_end[first]
+            )
+        keep = name_end > name_start
+        rows, name_start, name_end, value_end = rows[keep], name_start[keep], name_end[keep], value_end[keep]
+        map_offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n), out=map_offsets[1:])
     names = _take_ranges(flat, data_buf, name_start, name_end, pa.string())
     values = _take_ranges(flat, data_buf, name_end + 1, value_end, pa.string())
-    return rows, names, values
+    return rows, names, values, map_offsets.astype(np.int32)
+
+
+def _plain_pairs(flat: np.ndarray, sep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(name start, name end, value end) of every pair when the separators ``sep`` simply
+    alternate NAME_VALUE, PROPERTY, NAME_VALUE, ... and no name is empty; else None."""
+    kinds = flat[sep]
+    if kinds.size % 2 or not (np.all(kinds[0::2] == _NV) and np.all(kinds[1::2] == _PS)):
+        return None
+    name_end, value_end = sep[0::2], sep[1::2]
+    name_start = np.zeros(name_end.size, dtype=np.int64)
+    name_start[1:] = value_end[:-1] + 1
+    if np.any(name_end == name_start):
+        return None
+    return name_start, name_end, value_end
 
 
 def _scan_terminated(
-    flat: np.ndarray, nonempty: np.ndarray, row_last: np.ndarray
+    flat: np.ndarray, sep: np.ndarray, nonempty: np.ndarray, row_last: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Pairs of back-to-back property strings that all end with PROPERTY_SEPARATOR (as RocketMQ
-    4 writes them): one pass finds every separator in order; a pair's name starts after the
-    PROPERTY_SEPARATOR before its first NAME_VALUE_SEPARATOR, its value ends at the next one."""
-    sep = np.flatnonzero(flat <= _PS)
+    4 writes them), given every byte ``sep`` at or below it, in order: a pair's name starts after
+    the PROPERTY_SEPARATOR before its first NAME_VALUE_SEPARATOR, its value ends at the next one."""
     kinds = flat[sep]
     if not np.all(kinds):  # NUL bytes are rare: drop them
         sep, kinds = sep[kinds != 0], kinds[kinds != 0]
@@ -235,10 +307,15 @@ def _pick(rows: np.ndarray, names: pa.Array, values: pa.Array, name: str, n: int
     return values.take(pa.array(index, mask=index < 0))
 
 
-def _property_map(rows: np.ndarray, names: pa.Array, values: pa.Array, n: int) -> pa.Array:
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), names, values)
+def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The topic column: one repeated string when every unit has the same topic (a pull is of
+    one queue), else the ranges compacted."""
+    length = int(ends[0] - starts[0])
+    if length and np.all(ends - starts == length):
+        topics = _at_every_byte(data, f"V{length}")[starts]
+        if np.all(topics == topics[0]):
+            return _repeat_string(data[starts[0] : ends[0]].tobytes(), starts.size)
+    return _take_ranges(data, pybuf, starts, ends, pa.string())
 
 
 def _bodies(

@@ -168,40 +168,31 @@ def to_spark_arrow(batch: pa.RecordBatch) -> pa.RecordBatch:
 
 
 def read_range(part: QueueRange, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
-    """Pull ``part`` from its broker and yield its messages (tag-filtered) as Spark Arrow batches.
-
-    One pull is always in flight: a response's header gives the next offset, so the next PULL_MESSAGE
-    is sent (from a helper thread) before this response is decoded and handed to Spark, and the
-    broker serves it meanwhile. Closing the generator early waits for that pull (within ``timeout``)."""
-    from concurrent.futures import Future, ThreadPoolExecutor
-
-    from spark_mq.client.results import PullResult
+    """Pull ``part`` from its broker and yield its messages (tag-filtered) as Spark Arrow batches."""
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.spark.arrow_decoder import decode_units_to_arrow
 
     tags = parse_tags(part.tags)
     tag_values = pa.array(sorted(tags), pa.string()) if tags is not None else None
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
-    with SyncMQClientAPI(timeout=timeout) as api, ThreadPoolExecutor(1, thread_name_prefix="spark-mq-pull") as ahead:
-
-        def pull(at: int) -> Future[PullResult] | None:
-            if at >= part.end:
-                return None
-            header = pull_header(part.group, mq, at, min(part.pull_batch_size, part.end - at), part.tags)
-            return ahead.submit(api.pull_message, part.broker_addr, header)
-
-        offset = part.start
-        pending = pull(offset)
-        while pending is not None:
-            result = pending.result()
-            if result.status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
+    offset = part.start
+    with SyncMQClientAPI(timeout=timeout) as api:
+        while offset < part.end:
+            header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
+            result = api.pull_message(part.broker_addr, header)
+            if result.status is PullStatus.FOUND:
+                batch = decode_units_to_arrow(result.body, broker_name=part.broker_name)  # a vectorised walk
+                batch = _rows_in_range(batch, part.end, tag_values)
+                if batch.num_rows:
+                    yield to_spark_arrow(batch)
+            elif result.status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
                 if part.fail_on_data_loss:
                     raise DataLossError(f"queue {part.name}: offset {offset} is below the broker's min offset "
                                         f"{result.min_offset} (deleted since the query was planned). Set "
                                         f"failOnDataLoss=false to skip ahead")
                 log.warning("queue %s: offsets [%d, %d) are gone; skipping ahead (failOnDataLoss=false)",
                             part.name, offset, result.min_offset)
-            elif result.status not in (PullStatus.FOUND, PullStatus.NO_MATCHED_MSG):
+            elif result.status is not PullStatus.NO_MATCHED_MSG:
                 raise SparkMQError(f"queue {part.name}: pull at offset {offset} gave {result.status.name} (broker "
                                    f"{part.broker_addr}: min {result.min_offset}, max {result.max_offset}) though "
                                    f"the read was planned up to {part.end}")
@@ -209,12 +200,6 @@ def read_range(part: QueueRange, *, timeout: float = REQUEST_TIMEOUT_S) -> Itera
                 raise SparkMQError(f"queue {part.name}: broker {part.broker_addr} gave next offset "
                                    f"{result.next_begin_offset} for a pull at {offset}: no progress")
             offset = result.next_begin_offset
-            pending = pull(offset)
-            if result.status is PullStatus.FOUND:
-                batch = _rows_in_range(decode_units_to_arrow(result.body, broker_name=part.broker_name), part.end,
-                                       tag_values)
-                if batch.num_rows:
-                    yield to_spark_arrow(batch)
 
 
 def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None) -> pa.RecordBatch:

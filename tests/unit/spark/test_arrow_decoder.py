@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import COMPRESSED_FLAG, decode_message, encode_batch
+from spark_mq.common.message_unit import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC, decode_message, encode_batch
 from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
 from spark_mq.remoting.message_batch_codec import split_pull_body
 from spark_mq.spark.arrow_decoder import SCHEMA, decode_units_to_arrow
@@ -140,6 +140,35 @@ def test_properties_without_final_separator_and_odd_pairs():
     assert arrow_rows(decode_units_to_arrow(data, broker_name=BROKER)) == reference_rows(data)
 
 
+def test_terminated_properties_with_odd_pairs():
+    """Every message ends with the property separator (RocketMQ 4) but its pairs are not plain
+    name/value pairs: a second name/value separator, pieces without one or without a name, NULs."""
+    raws = [b"x\x01y\x01z\x02\x01novalue\x02noname\x02UNIQ_KEY\x01u\x02", b"TAGS\x01a\x00b\x02", b"",
+            b"KEYS\x01k\x02\x02\x02", b"\x00n\x01v\x02"]
+    batch = MessageBatch.of("T", 0, [b"1", b"2", b"3", b"4", b"5"], raws)
+    data = encode_batch(batch, 0, 0, 1, pack_host("1.2.3.4", 5)).data
+    assert arrow_rows(decode_units_to_arrow(data, broker_name=BROKER)) == reference_rows(data)
+
+
+def test_message_magic_inside_bodies_is_not_taken_for_a_unit():
+    """The walk looks for the magic code: bodies holding it (anywhere, even with a plausible size
+    before it) must not split a unit."""
+    magic = struct.pack(">i", MESSAGE_MAGIC)
+    bodies = [magic, b"ab" + magic + b"cd", struct.pack(">i", 97) + magic + b"x" * 200, b"plain"]
+    data = encode_batch(MessageBatch.of("T", 1, bodies), 0, 0, 1, pack_host("1.2.3.4", 5)).data
+    batch = decode_units_to_arrow(data, broker_name=BROKER)
+    assert batch.column("body").to_pylist() == bodies
+    assert arrow_rows(batch) == reference_rows(data)
+
+
+def test_inconsistent_unit_lengths_raise_batch_body_error():
+    """A whole TOTALSIZE chain whose unit claims a longer body than it holds is a corrupt body."""
+    data = bytearray(encode_batch(MessageBatch.of("T", 0, [b"abc", b"def"]), 0, 0, 1, pack_host("1.2.3.4", 5)).data)
+    struct.pack_into(">i", data, HEADER.fields["body_length"][1], 4)
+    with pytest.raises(BatchBodyError, match="inconsistent lengths"):
+        decode_units_to_arrow(bytes(data), broker_name=BROKER)
+
+
 def test_duplicate_property_name_takes_the_last():
     batch = MessageBatch.of("T", 0, [b"b"], [b"TAGS\x01first\x02TAGS\x01second\x02"])
     data = encode_batch(batch, 0, 0, 1, pack_host("1.2.3.4", 5)).data
@@ -179,7 +208,8 @@ def test_hosts_format_like_unpack_host_for_many_distinct_hosts():
 
 def test_decodes_a_million_messages_within_a_generous_bound():
     """The issue: decoding 1,000,000 messages runs in well under a second (benchmarks/arrow_decode.py
-    measures it); asserted here with a bound generous enough for a loaded CI machine."""
+    measures ~0.75 CPU s for walk + decode on the reference machine); asserted here with a bound
+    generous enough for a loaded CI machine."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     from arrow_decode import build_pull_body
 
@@ -191,7 +221,7 @@ def test_decodes_a_million_messages_within_a_generous_bound():
         batch = decode_units_to_arrow(data, broker_name=BROKER)  # walking the body included
         seconds = min(seconds, time.process_time() - t0)
         assert batch.num_rows == 1_000_000
-    assert seconds < 2.0, f"decoding 1,000,000 messages took {seconds:.2f} CPU s"
+    assert seconds < 1.25, f"decoding 1,000,000 messages took {seconds:.2f} CPU s"
 
 
 def test_port_is_signed_like_unpack_host():
