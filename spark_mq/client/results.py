@@ -15,7 +15,7 @@ from enum import Enum
 
 import numpy as np
 
-from spark_mq.common.message_unit import StoredMessage, decode_message
+from spark_mq.common.message_unit import StoredMessage, decode_messages
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
@@ -107,9 +107,7 @@ def decode_units_list(body: bytes, check_crc: bool = False) -> list[StoredMessag
     starts = split_pull_body(body, check_crc)
     if not starts.size:
         return []
-    ends = np.append(starts[1:], len(body)).tolist()
-    mv = memoryview(body)
-    return [decode_message(mv[s:e]) for s, e in zip(starts.tolist(), ends, strict=True)]
+    return decode_messages(bytes(body), starts.tolist())
 
 
 @dataclass(frozen=True)

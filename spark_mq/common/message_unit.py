@@ -327,35 +327,55 @@ def decompress_bodies(bodies: list[bytes], sys_flags: np.ndarray) -> list[bytes]
         return bodies
     out = list(bodies)
     for i in flagged.tolist():
-        try:
-            out[i] = zlib.decompress(out[i])
-        except zlib.error:
-            pass
+        out[i] = _inflate(out[i])
     return out
+
+
+def _inflate(body: bytes) -> bytes:
+    """A COMPRESSED_FLAG body inflated; as stored when it is not a zlib stream."""
+    try:
+        return zlib.decompress(body)
+    except zlib.error:
+        return body
 
 
 def decode_message(unit: bytes | memoryview) -> StoredMessage:
     """Decode one unit (its CRC is not checked here: the store checks on recovery); a compressed
     body is inflated (``sys_flag`` keeps COMPRESSED_FLAG, ``body_crc`` is the stored body's)."""
+    return decode_messages(bytes(unit), [0])[0]
+
+
+def decode_messages(buf: bytes, starts: list[int]) -> list[StoredMessage]:
+    """The units at ``starts`` of ``buf`` as StoredMessages (pull and query responses for the client
+    API; bulk reads use the Arrow decoder). One struct unpack of the fixed header per unit and slices
+    for the rest: the vectorised decoder's fixed cost per call is far above a lone unit's (~80 µs vs
+    ~4 µs), and a frozen dataclass's ``__init__`` alone costs ~3 µs, so the objects are filled
+    directly."""
     from spark_mq.common.properties import decode_properties
 
-    buf = np.frombuffer(unit, dtype=np.uint8)
-    c = decode_units(buf, np.zeros(1, dtype=np.int64))
-    h = c.header[0]
-    raw = bytes(unit)
-    return StoredMessage(
-        topic=raw[int(c.topic_start[0]) : int(c.topic_end[0])].decode(),
-        queue_id=int(h["queue_id"]),
-        queue_offset=int(h["queue_offset"]),
-        physical_offset=int(h["physical_offset"]),
-        body=decompress_bodies([raw[int(c.body_start[0]) : int(c.body_end[0])]], c.header["sys_flag"])[0],
-        properties=decode_properties(raw[int(c.props_start[0]) : int(c.props_end[0])]),
-        flag=int(h["flag"]),
-        sys_flag=int(h["sys_flag"]),
-        body_crc=int(h["body_crc"]),
-        born_timestamp=int(h["born_timestamp"]),
-        born_host=bytes(h["born_host"]),
-        store_timestamp=int(h["store_timestamp"]),
-        store_host=bytes(h["store_host"]),
-        reconsume_times=int(h["reconsume_times"]),
-    )
+    unpack = _HEADER.unpack_from
+    new = object.__new__
+    topics: dict[bytes, str] = {}
+    out: list[StoredMessage] = []
+    for start in starts:
+        (_total, _magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp,
+         born_host, store_timestamp, store_host, reconsume_times, _prepared, body_len) = unpack(buf, start)
+        body_start = start + HEADER_SIZE
+        topic_at = body_start + body_len
+        topic_end = topic_at + 1 + buf[topic_at]
+        props_end = topic_end + 2 + (buf[topic_end] << 8 | buf[topic_end + 1])
+        topic_bytes = buf[topic_at + 1:topic_end]
+        topic = topics.get(topic_bytes)
+        if topic is None:
+            topic = topics[topic_bytes] = topic_bytes.decode()
+        body = buf[body_start:topic_at]
+        if sys_flag & COMPRESSED_FLAG:
+            body = _inflate(body)
+        message = new(StoredMessage)
+        message.__dict__.update(
+            topic=topic, queue_id=queue_id, queue_offset=queue_offset, physical_offset=physical_offset, body=body,
+            properties=decode_properties(buf[topic_end + 2:props_end]), flag=flag, sys_flag=sys_flag,
+            body_crc=body_crc, born_timestamp=born_timestamp, born_host=born_host,
+            store_timestamp=store_timestamp, store_host=store_host, reconsume_times=reconsume_times)
+        out.append(message)
+    return out
