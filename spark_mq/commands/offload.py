@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from spark_mq.commands.common import add_command, console
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
-from spark_mq.tiered.archive import DEFAULT_FORMAT, FORMATS
+from spark_mq.tiered.formats import DEFAULT_FORMAT, FORMATS
 
 if TYPE_CHECKING:
     from rich.console import Console

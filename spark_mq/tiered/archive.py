@@ -30,7 +30,6 @@ import os
 import re
 import uuid
 from abc import ABC, abstractmethod
-from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -40,12 +39,7 @@ import pyarrow.parquet as pq
 
 from spark_mq.common.errors import ConfigError, SparkMQError
 from spark_mq.spark.arrow_decoder import SCHEMA
-
-FORMAT_DELTA = "delta"
-FORMAT_PARQUET = "parquet"
-FORMATS = (FORMAT_DELTA, FORMAT_PARQUET)
-DEFAULT_FORMAT = FORMAT_DELTA
-Format = Literal["delta", "parquet"]
+from spark_mq.tiered.formats import DEFAULT_FORMAT, FORMAT_DELTA, FORMAT_PARQUET, FORMATS, Format
 
 BROKER_COLUMN = "broker_name"
 QUEUE_COLUMN = "queue_id"
