@@ -298,20 +298,24 @@ class BatchPool:
         return len(self.batches)
 
 
+def message_batch(j: int, batch_size: int, queues: int, body_size: int, with_properties: bool, topic: str = TOPIC):
+    """Batch ``j``: messages ``j * batch_size`` on (distinct bodies, keys and UNIQ_KEYs), for queue
+    ``j % queues``."""
+    from spark_mq.common.message import MessageBatch
+
+    ids = range(j * batch_size, (j + 1) * batch_size)
+    bodies = [body(i, body_size) for i in ids]
+    props = [message_properties(i) for i in ids] if with_properties else None
+    return MessageBatch.of(topic, j % queues, bodies, props)
+
+
 def batch_pool(
     pool_batches: int, batch_size: int, queues: int, body_size: int, with_properties: bool, topic: str = TOPIC
 ) -> BatchPool:
     """Build ``pool_batches`` MessageBatch objects (rounded up to a multiple of ``queues``)."""
-    from spark_mq.common.message import MessageBatch
-
     pool_batches = -(-pool_batches // queues) * queues
-    batches = []
-    for j in range(pool_batches):
-        ids = range(j * batch_size, (j + 1) * batch_size)
-        bodies = [body(i, body_size) for i in ids]
-        props = [message_properties(i) for i in ids] if with_properties else None
-        batches.append(MessageBatch.of(topic, j % queues, bodies, props))
-    return BatchPool(batches, batch_size)
+    return BatchPool([message_batch(j, batch_size, queues, body_size, with_properties, topic)
+                      for j in range(pool_batches)], batch_size)
 
 
 def fill(store, pool: BatchPool, messages: int) -> int:
