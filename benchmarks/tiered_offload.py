@@ -20,12 +20,6 @@ message data (``Table.nbytes`` of the rows: the number both sides write). Ratio 
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +29,11 @@ from _common import (
     Timer,
     batch_pool,
     code_version,
+    create_topic,
     dump_json,
     fill,
     import_store,
+    local_cluster,
     machine_line,
     median_of,
     parser,
@@ -49,31 +45,6 @@ from _common import (
 )
 
 QUEUES = 4
-DEV_READY = "spark-mq dev: "
-READY_TIMEOUT_S = 60.0
-
-
-class DevServer:
-    """``spark-mq dev`` on free ports serving ``store``; stopped by PID with SIGTERM."""
-
-    def __init__(self, store: Path, log: Path) -> None:
-        with open(log, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "spark_mq.cli", "dev", "--namesrv-port", "0", "--port", "0", "--store",
-                 str(store), "--metrics-port", "0"], stdout=subprocess.PIPE, stderr=err)
-        ready, _, _ = select.select([self.proc.stdout], [], [], READY_TIMEOUT_S)
-        line = self.proc.stdout.readline().decode() if ready else ""
-        if not line.startswith(DEV_READY):
-            self.stop()
-            raise RuntimeError(f"spark-mq dev did not start (printed {line!r}); see {log}")
-        # "spark-mq dev: namesrv A, broker B, store S"
-        fields = dict(part.strip().split(" ", 1) for part in line[len(DEV_READY):].split(","))
-        self.namesrv, self.broker = fields["namesrv"], fields["broker"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        self.proc.wait(30)
 
 
 class Silent:
@@ -118,16 +89,12 @@ def run(directory: Path, messages: int, body_size: int, reps: int, chunk_mb: int
             written = fill(store, batch_pool(64, 64, QUEUES, body_size, True), messages)
         finally:
             store.shutdown()
-        server = DevServer(root / "store", root / "dev.log")
-        try:
+        with local_cluster(root) as cluster:
+            create_topic(cluster, TOPIC, QUEUES)
             with SyncMQClientAPI(timeout=30.0) as api:
-                api.create_topic(server.broker, TOPIC, QUEUES, QUEUES)
-                deadline = time.monotonic() + READY_TIMEOUT_S
-                while api.get_route_info(server.namesrv, TOPIC) is None and time.monotonic() < deadline:
-                    time.sleep(0.1)
                 # planned once: every run then offloads the same full ranges into a fresh table (the broker
                 # accepts recording the same watermark again)
-                plans = [q for t in plan_offload(api, [server.namesrv], [TOPIC], str(root / "plan"), fmt=None,
+                plans = [q for t in plan_offload(api, [cluster.namesrv], [TOPIC], str(root / "plan"), fmt=None,
                                                  boundary=ColdBoundary(all=True)) for q in t.queues]
                 assert sum(p.messages for p in plans) == written, (sum(p.messages for p in plans), written)
 
@@ -176,8 +143,6 @@ def run(directory: Path, messages: int, body_size: int, reps: int, chunk_mb: int
                     out[name] = {**med, "mb_s": rate(med["bytes"] / MB, med["seconds"]),
                                  "msg_s": rate(med["messages"], med["seconds"]),
                                  "runs_mb_s": [rate(r["bytes"] / MB, r["seconds"]) for r in runs]}
-        finally:
-            server.stop()
     del out["_table"]
     return out
 

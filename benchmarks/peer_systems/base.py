@@ -146,6 +146,12 @@ class Child:
             self.proc.stdout.close()
         return self.proc.returncode
 
+    def stop_cleanly(self, what: str, clean_codes: tuple[int, ...] = (0,)) -> None:
+        """SIGTERM and reap (see :meth:`stop`); PeerError when the exit code is not a clean one."""
+        code = self.stop()
+        if code not in clean_codes:
+            raise PeerError(f"{what} exited {code} on SIGTERM")
+
 
 def wait_for(predicate: Callable[[], bool], child: Child, what: str, timeout: float = READY_TIMEOUT_S) -> None:
     """Poll ``predicate`` until true; fail early (with the log) if ``child`` died."""

@@ -124,10 +124,8 @@ class RabbitMQServer(Server):
 
     def stop(self) -> None:
         if self.child is not None:
-            code = self.child.stop()  # the script turns SIGTERM into a clean stop of the node
-            self.child = None
-            if code != 0:
-                raise PeerError(f"rabbitmq-server exited {code} on SIGTERM")
+            child, self.child = self.child, None
+            child.stop_cleanly("rabbitmq-server")  # the script turns SIGTERM into a clean stop of the node
 
     def close(self) -> None:
         self.stop()

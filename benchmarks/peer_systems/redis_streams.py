@@ -71,10 +71,8 @@ class RedisServer(Server):
 
     def stop(self) -> None:
         if self.child is not None:
-            code = self.child.stop()  # SIGTERM: fsync the AOF and exit
-            self.child = None
-            if code != 0:
-                raise PeerError(f"redis-server exited {code} on SIGTERM")
+            child, self.child = self.child, None
+            child.stop_cleanly("redis-server")  # SIGTERM: fsync the AOF and exit
 
     @property
     def endpoint(self) -> Endpoint:

@@ -110,10 +110,8 @@ class SparkMQServer(Server):
         """Stop the broker (SIGTERM: flush, checkpoint, unregister) and keep the NameServer;
         ``close`` stops both."""
         if self.broker is not None:
-            code = self.broker.stop()
-            self.broker = None
-            if code != 0:
-                raise PeerError(f"spark-mq broker exited {code} on SIGTERM")
+            broker, self.broker = self.broker, None
+            broker.stop_cleanly("spark-mq broker")
 
     def close(self) -> None:
         self.stop()
