@@ -98,20 +98,8 @@ class SourceOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         """Validate Spark's options (keys in any case); ConfigError saying what to fix."""
-        given: dict[str, str] = {}
-        for key, value in options.items():
-            name = _BY_LOWER.get(key.lower())
-            if name is None:
-                raise ConfigError(f"unknown option {key!r} of the spark_mq source: the options are "
-                                  f"{', '.join(ALL_OPTIONS)}")
-            given[name] = value.strip() if isinstance(value, str) else str(value)
-        for name in (NAMESRV, TOPIC):
-            if not given.get(name):
-                raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"
-                                  + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
-                                     else " naming the topic to read"))
+        given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read")
         namesrv = given[NAMESRV]
-        _check_namesrv(namesrv)
         group = given.get(GROUP) or None
         starting_timestamp = _int(given, STARTING_TIMESTAMP, minimum=0)
         starting = _offsets(given, STARTING_OFFSETS, allow=(EARLIEST, LATEST, COMMITTED))
@@ -218,26 +206,33 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Validate Spark's write options (keys in any case); ConfigError saying what to fix."""
-        given: dict[str, str] = {}
-        for key, value in options.items():
-            name = _SINK_BY_LOWER.get(key.lower())
-            if name is None:
-                if key.lower() in _SPARK_WRITE_OPTIONS:
-                    continue
-                raise ConfigError(f"unknown option {key!r} of the spark_mq sink: the options are "
-                                  f"{', '.join(SINK_OPTIONS)}")
-            given[name] = value.strip() if isinstance(value, str) else str(value)
-        for name in (NAMESRV, TOPIC):
-            if not given.get(name):
-                raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"
-                                  + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
-                                     else " naming the topic to write to"))
-        _check_namesrv(given[NAMESRV])
+        given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS)
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE
         if batch_size > MAX_BATCH_SIZE:
             raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
         return cls(namesrv=given[NAMESRV], topic=given[TOPIC],
                    producer_group=given.get(PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
+
+
+def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,
+           ignored: frozenset[str] = frozenset()) -> dict[str, str]:
+    """Spark's options under their canonical names (keys in any case, values stripped), with the
+    required ``namesrv`` and ``topic`` present and well-formed; ConfigError saying what to fix."""
+    given: dict[str, str] = {}
+    for key, value in options.items():
+        name = by_lower.get(key.lower())
+        if name is None:
+            if key.lower() in ignored:
+                continue
+            raise ConfigError(f"unknown option {key!r} of the spark_mq {kind}: the options are {', '.join(names)}")
+        given[name] = value.strip() if isinstance(value, str) else str(value)
+    for name in (NAMESRV, TOPIC):
+        if not given.get(name):
+            raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"
+                              + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
+                                 else f" naming the topic to {verb}"))
+    _check_namesrv(given[NAMESRV])
+    return given
 
 
 def _check_namesrv(namesrv: str) -> None:
