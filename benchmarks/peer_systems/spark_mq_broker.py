@@ -40,7 +40,7 @@ BROKER_CONF = ROOT / "conf" / "broker.conf"
 NAMESRV_READY = "spark-mq namesrv listening on "
 BROKER_READY = "spark-mq broker serving at "
 QUEUES = 4  # conf/broker.conf defaultTopicQueueNums: what an auto-created topic gets
-PRODUCE_BATCH = 512  # messages per SEND_BATCH_MESSAGE (a 1 KiB batch is ~0.6 MB, under the 4 MiB cap)
+PRODUCE_BATCH = 2048  # messages per SEND_BATCH_MESSAGE (a 1 KiB batch is ~2.2 MB, under the 4 MiB cap)
 PRODUCE_WINDOW = 4  # batch requests in flight
 DRAIN_BATCH = 4096  # messages per pull (the broker also caps a pull at 4 MiB)
 # a pull's response waits while the event loop decodes the other queues' responses: on a loaded

@@ -337,11 +337,12 @@ class MQClientAPI:
     async def send_batch(self, addr: str, batch: MessageBatch, producer_group: str, *,
                          properties: str | None = None, broker_name: str | None = None,
                          default_topic: str = DEFAULT_TOPIC, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
-                         timeout: float | None = None) -> SendResult:
+                         timeout: float | None = None, msg_id: str | None = None) -> SendResult:
         """SEND_BATCH_MESSAGE (320) of ``batch`` to its topic and queue, as Java's batch send.
 
         ``properties`` are the batch's own (default ``WAIT=true``); each message's UNIQ_KEY, if
-        any, is in its encoded properties, and the result's ``msg_id`` joins them with commas.
+        any, is in its encoded properties, and the result's ``msg_id`` joins them with commas
+        (a caller that made the keys passes that string as ``msg_id`` and saves the scan).
         """
         n = len(batch)
         header = SendMessageRequestHeaderV2(
@@ -353,7 +354,8 @@ class MQClientAPI:
         body = encode_batch_body(batch)
         response = await self._invoke(addr, RequestCode.SEND_BATCH_MESSAGE, header, body, timeout,
                                       SEND_STATUS_BY_CODE)
-        return self._send_result(response, batch.topic, broker_name, _batch_uniq_keys(batch))
+        return self._send_result(response, batch.topic, broker_name,
+                                 _batch_uniq_keys(batch) if msg_id is None else msg_id)
 
     def _send_result(self, response: RemotingCommand, topic: str, broker_name: str | None,
                      msg_id: str | None) -> SendResult:

@@ -34,18 +34,15 @@ import contextlib
 import inspect
 import logging
 import time
-import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
-
 from spark_mq.client.api import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from spark_mq.client.config import ClientConfig
-from spark_mq.client.ids import uniq_key, uniq_keys
 from spark_mq.client.instance import MASTER_ID, ClientInstance
 from spark_mq.client.latency_fault import FaultStrategy
+from spark_mq.client.outgoing import Prepared, PreparedBatch, prepare, prepare_batch
 from spark_mq.client.results import SendResult
 from spark_mq.common.errors import (
     ClientError,
@@ -57,23 +54,17 @@ from spark_mq.common.errors import (
     SendFailedError,
 )
 from spark_mq.common.java_hash import java_hash
-from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, Message, MessageBatch, validate_topic
-from spark_mq.common.message_unit import COMPRESSED_FLAG
-from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties_checked
+from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, Message
 from spark_mq.remoting.bodies import MessageQueue, TopicRouteData
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import PERM_WRITE, SendMessageRequestHeaderV2
 from spark_mq.remoting.loop import LoopThread
-from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
-RETRY_TOPIC_PREFIX = "%RETRY%"
-DELAY_PROPERTY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL
 NO_BUYER_ID = 204
 NOT_IN_CURRENT_UNIT = 205
 # broker answers another broker may not give (DefaultMQProducer.retryResponseCodes, plus SYSTEM_BUSY)
@@ -104,23 +95,6 @@ def select_by_hash(queues: Sequence[MessageQueue], msg: Message, key: Any) -> Me
     Stable: the same key picks the same queue as long as the topic's queue list is unchanged.
     """
     return queues[abs(key_hash(key)) % len(queues)]
-
-
-@dataclass(frozen=True)
-class _Prepared:
-    """A validated message as it goes on the wire."""
-
-    topic: str
-    body: bytes
-    properties: bytes  # encoded, with UNIQ_KEY and WAIT
-    flag: int
-    sys_flag: int
-    uniq_key: str
-
-    @property
-    def record_size(self) -> int:
-        """Its size inside a SEND_BATCH_MESSAGE body."""
-        return MIN_RECORD_SIZE + len(self.body) + len(self.properties)
 
 
 @dataclass
@@ -221,8 +195,8 @@ class Producer:
             prepared = self._prepare(msg)
             return await self._send_retrying(prepared.topic, lambda mq, addr, left: self._send_one(
                 prepared, mq, addr, left))
-        batch = self._prepare_batch(msg)
-        size = sum(p.record_size for p in batch)
+        batch = prepare_batch(msg, self.max_message_size)
+        size = batch.size
         if size > self.max_message_size:
             raise MessageValidationError(
                 f"a batch of {len(batch)} messages is {size} bytes encoded, over max_message_size "
@@ -234,9 +208,9 @@ class Producer:
         bytes each (in order, each to one queue); one result per request. If a request fails for
         good, ``SendFailedError.results`` holds the results of the requests stored before it."""
         self._check_started()
-        prepared = self._prepare_batch(messages)
+        prepared = prepare_batch(messages, self.max_message_size)
         results: list[SendResult] = []
-        for group in self._split(prepared):
+        for group in prepared.split(self.max_message_size):
             try:
                 results.append(await self._send_batch_request(group))
             except SendFailedError as e:
@@ -275,7 +249,7 @@ class Producer:
         task.add_done_callback(self._pending.discard)
         return task
 
-    async def _callback_send(self, prepared: _Prepared, on_success: SuccessCallback,
+    async def _callback_send(self, prepared: Prepared, on_success: SuccessCallback,
                              on_error: ErrorCallback) -> None:
         try:
             result = await self._send_retrying(prepared.topic, lambda mq, addr, left: self._send_one(
@@ -285,78 +259,8 @@ class Producer:
         else:
             await _call(on_success, result)
 
-    # -- messages ------------------------------------------------------------------------------
-
-    def _prepare(self, msg: Message, compress: bool = True) -> _Prepared:
-        """Validate ``msg`` and encode what goes on the wire (RocketMQ's ``Validators.checkMessage``)."""
-        if not isinstance(msg, Message):
-            raise MessageValidationError(f"expected a spark_mq Message, got {type(msg).__name__}")
-        validate_topic(msg.topic)
-        if msg.topic == DEFAULT_TOPIC:
-            raise MessageValidationError(f"topic {DEFAULT_TOPIC} is the default topic for auto-creation: "
-                                         "sending to it is not allowed")
-        if not isinstance(msg.body, bytes | bytearray | memoryview):
-            raise MessageValidationError(f"message body must be bytes, not {type(msg.body).__name__}")
-        body = bytes(msg.body)
-        if not body:
-            raise MessageValidationError(f"message body for topic {msg.topic} is empty: a body needs at least one byte")
-        if len(body) > self.max_message_size:
-            raise MessageValidationError(f"message body is {len(body)} bytes, over max_message_size "
-                                         f"{self.max_message_size}: split the message or raise the limit")
-        if not -(1 << 31) <= msg.flag < 1 << 31:
-            raise MessageValidationError(f"message flag {msg.flag} does not fit a 32-bit int")
-        props = msg.all_properties()
-        props.setdefault(UNIQ_KEY, uniq_key())
-        props.setdefault(WAIT_STORE_MSG_OK, "true")
-        return self._finish(msg.topic, body, props, msg.flag, compress)
-
-    def _finish(self, topic: str, body: bytes, props: dict[str, str], flag: int, compress: bool) -> _Prepared:
-        encoded = encode_properties_checked(props)
-        sys_flag = 0
-        if compress and len(body) >= self.compress_threshold:
-            deflated = zlib.compress(body, COMPRESS_LEVEL)
-            if len(deflated) < len(body):  # never send a body that compression made bigger
-                body, sys_flag = deflated, COMPRESSED_FLAG
-        return _Prepared(topic, body, encoded, flag, sys_flag, props[UNIQ_KEY])
-
-    def _prepare_batch(self, messages: Sequence[Message]) -> list[_Prepared]:
-        """Validate a batch by RocketMQ's rules: one topic, no retry topic, no delay level."""
-        messages = list(messages)
-        if not messages:
-            raise MessageValidationError("a batch needs at least one message")
-        if not all(isinstance(m, Message) for m in messages):
-            raise MessageValidationError("every element of a batch must be a spark_mq Message")
-        topic = messages[0].topic
-        if any(m.topic != topic for m in messages):
-            raise MessageValidationError(f"every message of a batch must have the same topic (the first is {topic})")
-        if topic.startswith(RETRY_TOPIC_PREFIX):
-            raise MessageValidationError(f"retry topic {topic} is not supported in a batch")
-        keys = uniq_keys(len(messages)).astype(str).tolist()
-        prepared = []
-        for m, key in zip(messages, keys, strict=True):
-            delay = m.properties.get(DELAY_PROPERTY)
-            if delay not in (None, "", "0"):
-                raise MessageValidationError(f"delay level {delay} is not supported in a batch: send it alone")
-            p = self._prepare(Message(m.topic, m.body, m.tags, m.keys, {UNIQ_KEY: key, **m.properties}, m.flag),
-                              compress=False)
-            prepared.append(p)
-        return prepared
-
-    def _split(self, prepared: list[_Prepared]) -> list[list[_Prepared]]:
-        """Consecutive groups of at most ``max_message_size`` encoded bytes (a lone larger message
-        is a group of its own)."""
-        groups: list[list[_Prepared]] = []
-        current: list[_Prepared] = []
-        size = 0
-        for p in prepared:
-            if current and size + p.record_size > self.max_message_size:
-                groups.append(current)
-                current, size = [], 0
-            current.append(p)
-            size += p.record_size
-        if current:
-            groups.append(current)
-        return groups
+    def _prepare(self, msg: Message) -> Prepared:
+        return prepare(msg, self.max_message_size, self.compress_threshold)
 
     # -- routes --------------------------------------------------------------------------------
 
@@ -459,7 +363,7 @@ class Producer:
         raise SendFailedError(f"send to topic {topic} failed after {tried} attempt(s) in {elapsed:.0f} ms "
                               f"(send timeout {self.send_timeout_s:g}s){why}") from last_error
 
-    async def _send_one(self, p: _Prepared, mq: MessageQueue, addr: str, left: float,
+    async def _send_one(self, p: Prepared, mq: MessageQueue, addr: str, left: float,
                         oneway: bool = False) -> SendResult | None:
         header = SendMessageRequestHeaderV2(
             producer_group=self.group, topic=p.topic, default_topic=DEFAULT_TOPIC,
@@ -473,19 +377,13 @@ class Producer:
             return None
         return await api.send_message_v2(addr, header, p.body, timeout=left)
 
-    async def _send_batch_request(self, prepared: list[_Prepared]) -> SendResult:
-        topic = prepared[0].topic
-        bodies = [p.body for p in prepared]
-        props = [p.properties for p in prepared]
-        flags = np.fromiter((p.flag for p in prepared), dtype=np.int32, count=len(prepared))
-
+    async def _send_batch_request(self, prepared: PreparedBatch) -> SendResult:
         async def attempt(mq: MessageQueue, addr: str, left: float) -> SendResult:
-            batch = MessageBatch.of(topic, mq.queue_id, bodies, props)
-            batch.flags = flags
+            batch = prepared.to_message_batch(mq.queue_id)
             return await self.instance.api.send_batch(addr, batch, self.group, broker_name=mq.broker_name,
-                                                      timeout=left)
+                                                      timeout=left, msg_id=prepared.msg_id)
 
-        return await self._send_retrying(topic, attempt)
+        return await self._send_retrying(prepared.topic, attempt)
 
 
 def _writable_queues(topic: str, route: TopicRouteData, borrowed: bool) -> list[MessageQueue]:

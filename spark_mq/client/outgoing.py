@@ -1,0 +1,209 @@
+"""What a producer puts on the wire: messages checked by RocketMQ's rules (``Validators``) and
+encoded, one at a time (:func:`prepare`) or a whole batch in columns (:func:`prepare_batch`).
+
+Every message gets a UNIQ_KEY (kept if it has one) and ``WAIT=true``, as Java's ``Message``
+constructor and ``MessageClientIDSetter`` give it. A single message of at least the compress
+threshold is zlib-deflated; a batch never is (RocketMQ does not compress batches).
+
+A batch is validated and encoded with one pass of C-level calls per column (``map``, list
+comprehensions, numpy): the keys come from ``uniq_keys(n)`` in one numpy call and are appended
+to each message's encoded user properties, so a batch of plain messages costs a few hundred
+nanoseconds per message instead of a dict, a key and an object each.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from spark_mq.client.api import DEFAULT_TOPIC
+from spark_mq.client.ids import uniq_key, uniq_keys
+from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.message import Message, MessageBatch, validate_topic
+from spark_mq.common.message_unit import COMPRESSED_FLAG
+from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties_checked
+from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
+
+COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
+RETRY_TOPIC_PREFIX = "%RETRY%"
+DELAY_PROPERTY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL
+# what follows a batch message's own properties: its UNIQ_KEY, then WAIT (the order a dict gave)
+_KEY_HEAD = f"{UNIQ_KEY}\x01".encode()
+_KEY_TAIL = f"\x02{WAIT_STORE_MSG_OK}\x01true\x02".encode()
+_RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK, DELAY_PROPERTY})
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One validated message as it goes on the wire (SEND_MESSAGE_V2)."""
+
+    topic: str
+    body: bytes
+    properties: bytes  # encoded, with UNIQ_KEY and WAIT
+    flag: int
+    sys_flag: int
+    uniq_key: str
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """Validated messages of one topic in columns, as they go into SEND_BATCH_MESSAGE bodies."""
+
+    topic: str
+    bodies: list[bytes]
+    properties: list[bytes]  # encoded, each with its UNIQ_KEY and WAIT
+    flags: np.ndarray  # int32
+    record_sizes: np.ndarray  # int64: each message's size inside a batch body
+    uniq_keys: list[bytes]  # each message's UNIQ_KEY (ASCII)
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @property
+    def size(self) -> int:
+        """Encoded bytes of the whole batch body."""
+        return int(self.record_sizes.sum())
+
+    def split(self, max_bytes: int) -> list[PreparedBatch]:
+        """Consecutive groups of at most ``max_bytes`` encoded (a lone larger message is a group
+        of its own), found by binary search on the running size, not per message."""
+        n = len(self)
+        ends = np.cumsum(self.record_sizes)
+        groups: list[PreparedBatch] = []
+        start = 0
+        while start < n:
+            before = int(ends[start - 1]) if start else 0
+            stop = max(start + 1, int(np.searchsorted(ends, before + max_bytes, side="right")))
+            groups.append(self if start == 0 and stop >= n else self._slice(start, stop))
+            start = stop
+        return groups
+
+    def _slice(self, start: int, stop: int) -> PreparedBatch:
+        return PreparedBatch(self.topic, self.bodies[start:stop], self.properties[start:stop],
+                             self.flags[start:stop], self.record_sizes[start:stop], self.uniq_keys[start:stop])
+
+    @property
+    def msg_id(self) -> str:
+        """The UNIQ_KEYs joined by commas: a batch SendResult's ``msg_id``, as Java's."""
+        return b",".join(self.uniq_keys).decode()
+
+    def to_message_batch(self, queue_id: int) -> MessageBatch:
+        batch = MessageBatch.of(self.topic, queue_id, self.bodies, self.properties)
+        batch.flags = self.flags
+        return batch
+
+
+def check_topic(topic: str) -> None:
+    validate_topic(topic)
+    if topic == DEFAULT_TOPIC:
+        raise MessageValidationError(f"topic {DEFAULT_TOPIC} is the default topic for auto-creation: "
+                                     "sending to it is not allowed")
+
+
+def _body_error(body: object, topic: str, max_message_size: int) -> MessageValidationError | None:
+    if not isinstance(body, bytes | bytearray | memoryview):
+        return MessageValidationError(f"message body must be bytes, not {type(body).__name__}")
+    if not len(body):
+        return MessageValidationError(f"message body for topic {topic} is empty: a body needs at least one byte")
+    if len(body) > max_message_size:
+        return MessageValidationError(f"message body is {len(body)} bytes, over max_message_size "
+                                      f"{max_message_size}: split the message or raise the limit")
+    return None
+
+
+def _check_flag(flag: int) -> None:
+    if not INT32_MIN <= flag <= INT32_MAX:
+        raise MessageValidationError(f"message flag {flag} does not fit a 32-bit int")
+
+
+def prepare(msg: Message, max_message_size: int, compress_threshold: int) -> Prepared:
+    """Validate ``msg`` and encode what goes on the wire, deflating a large body."""
+    if not isinstance(msg, Message):
+        raise MessageValidationError(f"expected a spark_mq Message, got {type(msg).__name__}")
+    check_topic(msg.topic)
+    error = _body_error(msg.body, msg.topic, max_message_size)
+    if error is not None:
+        raise error
+    _check_flag(msg.flag)
+    body = bytes(msg.body)
+    props = msg.all_properties()
+    props.setdefault(UNIQ_KEY, uniq_key())
+    props.setdefault(WAIT_STORE_MSG_OK, "true")
+    encoded = encode_properties_checked(props)
+    sys_flag = 0
+    if len(body) >= compress_threshold:
+        deflated = zlib.compress(body, COMPRESS_LEVEL)
+        if len(deflated) < len(body):  # never send a body that compression made bigger
+            body, sys_flag = deflated, COMPRESSED_FLAG
+    return Prepared(msg.topic, body, encoded, msg.flag, sys_flag, props[UNIQ_KEY])
+
+
+def prepare_batch(messages: Sequence[Message], max_message_size: int) -> PreparedBatch:
+    """Validate a batch by RocketMQ's rules (one topic, no retry topic, no delay level, every
+    message storable) and encode it in columns."""
+    messages = list(messages)
+    if not messages:
+        raise MessageValidationError("a batch needs at least one message")
+    if not all(isinstance(m, Message) for m in messages):
+        raise MessageValidationError("every element of a batch must be a spark_mq Message")
+    topic = messages[0].topic
+    if any(m.topic != topic for m in messages):
+        raise MessageValidationError(f"every message of a batch must have the same topic (the first is {topic})")
+    check_topic(topic)
+    if topic.startswith(RETRY_TOPIC_PREFIX):
+        raise MessageValidationError(f"retry topic {topic} is not supported in a batch")
+
+    bodies = [m.body for m in messages]
+    if not all(type(b) is bytes for b in bodies):
+        for b in bodies:
+            error = _body_error(b, topic, max_message_size)
+            if error is not None:
+                raise error
+        bodies = [bytes(b) for b in bodies]
+    body_lengths = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies))
+    if int(body_lengths.min()) == 0 or int(body_lengths.max()) > max_message_size:
+        i = int(np.flatnonzero((body_lengths == 0) | (body_lengths > max_message_size))[0])
+        raise _body_error(bodies[i], topic, max_message_size)  # type: ignore[misc]  # not None: it failed
+    flags = np.fromiter((m.flag for m in messages), dtype=np.int64, count=len(messages))
+    if flags.size and (int(flags.min()) < INT32_MIN or int(flags.max()) > INT32_MAX):
+        _check_flag(int(flags[(flags < INT32_MIN) | (flags > INT32_MAX)][0]))
+
+    properties, keys = _batch_properties(messages)
+    property_lengths = np.fromiter(map(len, properties), dtype=np.int64, count=len(properties))
+    if int(property_lengths.max()) > MAX_PROPERTIES_LENGTH:
+        i = int(np.argmax(property_lengths > MAX_PROPERTIES_LENGTH))
+        raise MessageValidationError(f"message {i} properties are {int(property_lengths[i])} bytes encoded, over "
+                                     f"the {MAX_PROPERTIES_LENGTH} limit: use fewer or shorter keys and properties")
+    return PreparedBatch(topic, bodies, properties, flags.astype(np.int32),
+                         MIN_RECORD_SIZE + body_lengths + property_lengths, keys)
+
+
+def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]]:
+    """Each message's encoded properties, ending with a fresh UNIQ_KEY and WAIT=true, and its key.
+
+    A message without tags, keys or properties (the common case) costs one concatenation; one
+    that already names UNIQ_KEY or WAIT keeps its own values (``setdefault``, as ``prepare``).
+    """
+    keys = uniq_keys(len(messages)).tolist()
+    if not any(m.properties or m.tags or m.keys for m in messages):
+        return [_KEY_HEAD + k + _KEY_TAIL for k in keys], keys
+    out = []
+    for i, (m, key) in enumerate(zip(messages, keys, strict=True)):
+        if not (m.properties or m.tags or m.keys):
+            out.append(_KEY_HEAD + key + _KEY_TAIL)
+            continue
+        props = m.all_properties()
+        if _RESERVED.isdisjoint(props):
+            out.append(encode_properties_checked(props) + _KEY_HEAD + key + _KEY_TAIL)
+            continue
+        delay = props.get(DELAY_PROPERTY)
+        if delay not in (None, "", "0"):
+            raise MessageValidationError(f"delay level {delay} is not supported in a batch: send it alone")
+        keys[i] = props.setdefault(UNIQ_KEY, key.decode()).encode()
+        props.setdefault(WAIT_STORE_MSG_OK, "true")
+        out.append(encode_properties_checked(props))
+    return out, keys
