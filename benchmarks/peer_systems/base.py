@@ -170,11 +170,14 @@ class Server(abc.ABC):
     binary: ClassVar[str]  # the executable whose absence skips the system
     client_class: ClassVar[type[Client]]
     durability: ClassVar[str]  # the setting that makes it comparable to our ASYNC_FLUSH, for the notes
+    clean_exit_codes: ClassVar[tuple[int, ...]] = (0,)  # what the server exits with on SIGTERM
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.child: Child | None = None  # the server process; ``start`` makes it
+        self.helper: Child | None = None  # a name service kept across restarts (NameServer, epmd)
 
     @classmethod
     def missing(cls) -> str | None:
@@ -197,19 +200,40 @@ class Server(abc.ABC):
     def wait_ready(self) -> None:
         """Block until the server serves clients (after ``start``, for untimed set-up)."""
 
-    @abc.abstractmethod
     def stop(self) -> None:
-        """Stop cleanly (the state a restart recovers from is that of a clean shutdown)."""
+        """Stop cleanly: SIGTERM, and an unclean exit code is an error (the state a restart
+        recovers from is that of a clean shutdown). The helper keeps running."""
+        if self.child is not None:
+            child, self.child = self.child, None
+            child.stop_cleanly(self.name, self.clean_exit_codes)
 
     def close(self) -> None:
-        """Stop everything this server started (``stop`` may keep helpers such as a name
-        service running for the next ``start``)."""
+        """Stop everything this server started, the helper too."""
         self.stop()
+        if self.helper is not None:
+            helper, self.helper = self.helper, None
+            helper.stop()
 
     @property
     @abc.abstractmethod
     def endpoint(self) -> Endpoint:
         """What a :class:`Client` needs to connect, picklable."""
+
+
+class PortServer(Server):
+    """A server that is one native executable serving on ``self.port``."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.port = free_port()
+
+    def wait_ready(self) -> None:
+        assert self.child is not None
+        wait_for(lambda: port_open(self.port), self.child, self.binary)
+        self.after_listening()
+
+    def after_listening(self) -> None:
+        """Wait for what an open port does not promise yet (data loaded, subsystems up)."""
 
 
 class Client(abc.ABC):

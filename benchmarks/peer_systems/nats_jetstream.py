@@ -27,12 +27,9 @@ from peer_systems.base import (
     Endpoint,
     OnBody,
     PeerError,
-    Server,
+    PortServer,
     command_output,
-    free_port,
     package_version,
-    port_open,
-    wait_for,
 )
 
 PUBLISH_PENDING = 4000  # nats-py's default publish_async_max_pending
@@ -41,15 +38,11 @@ FETCH_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 2.0
 
 
-class NatsServer(Server):
+class NatsServer(PortServer):
     name = "nats"
     binary = "nats-server"
     durability = "JetStream file storage"
-
-    def __init__(self, workdir):
-        super().__init__(workdir)
-        self.port = free_port()
-        self.child: Child | None = None
+    clean_exit_codes = (0, 1)  # SIGTERM: lame-duck-free clean shutdown, stores flushed; nats-server 2.9 then exits 1
 
     @classmethod
     def versions(cls) -> str:
@@ -60,16 +53,8 @@ class NatsServer(Server):
                 "-sd", str(self.data_dir), "-l", str(self.workdir / "nats.log")]
         self.child = Child(argv, self.workdir / "nats.out")
 
-    def wait_ready(self) -> None:
-        assert self.child is not None
-        wait_for(lambda: port_open(self.port), self.child, "nats-server")
+    def after_listening(self) -> None:
         asyncio.run(_wait_jetstream(self.endpoint))
-
-    def stop(self) -> None:
-        if self.child is not None:
-            child, self.child = self.child, None
-            # SIGTERM: lame-duck-free clean shutdown, stores flushed; nats-server 2.9 then exits 1
-            child.stop_cleanly("nats-server", clean_codes=(0, 1))
 
     @property
     def endpoint(self) -> Endpoint:

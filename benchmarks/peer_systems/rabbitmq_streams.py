@@ -72,8 +72,6 @@ class RabbitMQServer(Server):
     def __init__(self, workdir: Path) -> None:
         super().__init__(workdir)
         self.amqp_port, self.stream_port, self.dist_port, self.epmd_port = (free_port() for _ in range(4))
-        self.epmd: Child | None = None
-        self.child: Child | None = None
         (workdir / "rabbitmq.conf").write_text(CONFIG.format(host=LOOPBACK, amqp=self.amqp_port,
                                                              stream=self.stream_port))
         (workdir / "enabled_plugins").write_text(ENABLED_PLUGINS)
@@ -112,26 +110,15 @@ class RabbitMQServer(Server):
         }
 
     def start(self) -> None:
-        if self.epmd is None:
-            self.epmd = Child([shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
+        if self.helper is None:
+            self.helper = Child([shutil.which("epmd") or "epmd", "-port", str(self.epmd_port)],
                               self.workdir / "epmd.log")
-            wait_for(lambda: port_open(self.epmd_port), self.epmd, "epmd")
+            wait_for(lambda: port_open(self.epmd_port), self.helper, "epmd")
         self.child = Child([str(SERVER_SCRIPT)], self.workdir / "rabbitmq.log", env=self._env(), cwd=self.workdir)
 
     def wait_ready(self) -> None:
         assert self.child is not None
         wait_for(lambda: port_open(self.stream_port), self.child, "rabbitmq-server (stream listener)")
-
-    def stop(self) -> None:
-        if self.child is not None:
-            child, self.child = self.child, None
-            child.stop_cleanly("rabbitmq-server")  # the script turns SIGTERM into a clean stop of the node
-
-    def close(self) -> None:
-        self.stop()
-        if self.epmd is not None:
-            self.epmd.stop()
-            self.epmd = None
 
     @property
     def endpoint(self) -> Endpoint:

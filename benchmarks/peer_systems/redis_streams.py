@@ -25,13 +25,10 @@ from peer_systems.base import (
     Endpoint,
     OnBody,
     PeerError,
-    Server,
+    PortServer,
     batches,
     command_output,
-    free_port,
     package_version,
-    port_open,
-    wait_for,
     windowed,
 )
 
@@ -43,15 +40,10 @@ READ_BATCH = 1000  # entries per blocking XREAD
 FIRST_ID = "0-0"
 
 
-class RedisServer(Server):
+class RedisServer(PortServer):
     name = "redis"
     binary = "redis-server"
-    durability = "AOF, appendfsync everysec"
-
-    def __init__(self, workdir):
-        super().__init__(workdir)
-        self.port = free_port()
-        self.child: Child | None = None
+    durability = "AOF, appendfsync everysec"  # SIGTERM fsyncs the AOF before exiting
 
     @classmethod
     def versions(cls) -> str:
@@ -64,15 +56,8 @@ class RedisServer(Server):
                 "--daemonize", "no", "--protected-mode", "no", "--logfile", ""]
         self.child = Child(argv, self.workdir / "redis.log")
 
-    def wait_ready(self) -> None:
-        assert self.child is not None
-        wait_for(lambda: port_open(self.port), self.child, "redis-server")
+    def after_listening(self) -> None:
         asyncio.run(_wait_loaded(self.endpoint))
-
-    def stop(self) -> None:
-        if self.child is not None:
-            child, self.child = self.child, None
-            child.stop_cleanly("redis-server")  # SIGTERM: fsync the AOF and exit
 
     @property
     def endpoint(self) -> Endpoint:
