@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -18,6 +16,9 @@ from spark_mq.common.errors import SparkMQError
 
 def _demo(args: argparse.Namespace) -> int:
     """Exercise the store end to end: produce, read back, look up by time and key, recover."""
+    import tempfile
+    import time
+
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
@@ -161,10 +162,26 @@ def _dev(args: argparse.Namespace) -> int:
     return _run_until_signal(main, "the dev servers")
 
 
-def build_parser() -> argparse.ArgumentParser:
+SERVER_COMMANDS = ("demo", "namesrv", "broker", "dev")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; when ``only`` names a server command, without the client
+    commands, so a starting server does not import and build their parsers."""
     parser = argparse.ArgumentParser(prog="spark-mq", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_server_commands(sub)
+    if only in SERVER_COMMANDS:
+        return parser
+    from spark_mq.commands import add_client_commands, offload
+
+    add_client_commands(sub)  # produce, consume, admin, query, status
+    offload.add_parser(sub)
+    return parser
+
+
+def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="run the demo on an embedded local store",
                           description=_demo.__doc__)
     demo.add_argument("--messages", type=int, default=200_000, help="messages to produce (default 200000)")
@@ -188,15 +205,22 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--store", default="./data/store", help="store directory (default ./data/store)")
     dev.add_argument("--metrics-port", type=int, default=9100, help="Prometheus port (default 9100, 0 = off)")
     dev.set_defaults(func=_dev)
-    from spark_mq.commands import add_client_commands, offload
 
-    add_client_commands(sub)  # produce, consume, admin, query, status
-    offload.add_parser(sub)
-    return parser
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command ``argv`` runs (top-level options take no value), None if it asks for the
+    top-level help or names no command."""
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            return None
+        if not arg.startswith("-"):
+            return arg
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(_command_of(argv)).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":"%(message)s"}',

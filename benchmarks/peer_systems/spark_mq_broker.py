@@ -3,7 +3,7 @@ shipped: ASYNC_FLUSH, 1 GiB commitlog files, index on), driven by our client lib
 
 - produce: ``Producer.send(list)``, one SEND_BATCH_MESSAGE per ``PRODUCE_BATCH`` messages, with
   ``PRODUCE_WINDOW`` batches in flight, round robin over the topic's queues;
-- drain: ``PullConsumer``, one pull of ``DRAIN_BATCH`` in flight per queue;
+- drain: ``PullConsumer.pull_batch`` (columns), one pull of ``DRAIN_BATCH`` in flight per queue;
 - latency: ``LitePullConsumer`` (long-polling pulls the broker holds until a message arrives);
 - restart: only the broker restarts (the NameServer holds no data); the probe goes through the
   NameServer as an application would, so it also waits for the broker to register.
@@ -80,8 +80,6 @@ class SparkMQServer(Server):
 
     def __init__(self, workdir: Path) -> None:
         super().__init__(workdir)
-        self.namesrv: Child | None = None
-        self.broker: Child | None = None
         self.namesrv_addr = ""
         self.broker_port = free_port()
 
@@ -94,30 +92,17 @@ class SparkMQServer(Server):
         return f"spark-mq {package_version('spark-mq')} (Python {sys.version.split()[0]})"
 
     def start(self) -> None:
-        if self.namesrv is None:
-            self.namesrv = Child(_cli("namesrv", "--port", "0"), self.workdir / "namesrv.log", stdout_pipe=True)
-            self.namesrv_addr = _read_ready(self.namesrv, NAMESRV_READY, "spark-mq namesrv")
-        self.broker = Child(_cli("broker", "-c", str(BROKER_CONF), "--namesrv", self.namesrv_addr,
+        if self.helper is None:
+            self.helper = Child(_cli("namesrv", "--port", "0"), self.workdir / "namesrv.log", stdout_pipe=True)
+            self.namesrv_addr = _read_ready(self.helper, NAMESRV_READY, "spark-mq namesrv")
+        self.child = Child(_cli("broker", "-c", str(BROKER_CONF), "--namesrv", self.namesrv_addr,
                                  "--port", str(self.broker_port), "--store", str(self.data_dir),
                                  "--metrics-port", "0"),
                             self.workdir / "broker.log", stdout_pipe=True)
 
     def wait_ready(self) -> None:
-        assert self.broker is not None
-        _read_ready(self.broker, BROKER_READY, "spark-mq broker")
-
-    def stop(self) -> None:
-        """Stop the broker (SIGTERM: flush, checkpoint, unregister) and keep the NameServer;
-        ``close`` stops both."""
-        if self.broker is not None:
-            broker, self.broker = self.broker, None
-            broker.stop_cleanly("spark-mq broker")
-
-    def close(self) -> None:
-        self.stop()
-        if self.namesrv is not None:
-            self.namesrv.stop()
-            self.namesrv = None
+        assert self.child is not None
+        _read_ready(self.child, BROKER_READY, "spark-mq broker")
 
     @property
     def endpoint(self) -> Endpoint:
@@ -177,11 +162,13 @@ class SparkMQClient(Client):
         async def one(mq) -> None:
             offset = 0
             while got[0] < count:
-                r = await self.puller.pull(mq, offset, DRAIN_BATCH, timeout=DRAIN_PULL_TIMEOUT_S)
-                if not r.messages and r.next_begin_offset >= r.max_offset:
+                # columns, not an object per message: every body still arrives as its own bytes
+                r = await self.puller.pull_batch(mq, offset, DRAIN_BATCH, timeout=DRAIN_PULL_TIMEOUT_S)
+                bodies = r.batch.bodies
+                if not bodies and r.next_begin_offset >= r.max_offset:
                     return  # this queue is drained
-                got[0] += len(r.messages)
-                got[1] += sum(len(m.body) for m in r.messages)
+                got[0] += len(bodies)
+                got[1] += sum(map(len, bodies))
                 offset = r.next_begin_offset
 
         await asyncio.gather(*(one(mq) for mq in queues))
@@ -221,9 +208,13 @@ class SparkMQClient(Client):
             await consumer.shutdown()
 
     async def first(self, stream: str) -> bytes | None:
-        queues = await self.puller.fetch_queues(stream)
-        r = await self.puller.pull(queues[0], 0, 1)
-        return r.messages[0].body if r.messages else None
+        """The first message of the first queue that has one (a small backlog need not reach
+        every queue: one batch request goes to one queue)."""
+        for mq in await self.puller.fetch_queues(stream):
+            r = await self.puller.pull(mq, 0, 1)
+            if r.messages:
+                return r.messages[0].body
+        return None
 
 
 SparkMQServer.client_class = SparkMQClient

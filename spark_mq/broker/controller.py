@@ -101,7 +101,6 @@ class BrokerController:
                           SendBackProcessor(self, self.retry), TieredOffsetProcessor(self)):
             processor.register_on(self.server)
         self.metrics.track_retention(self.store.retention)
-        self.metrics.serve(self.config.listen_address, self.config.metrics_port)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._register_loop(), name="broker-register"),
@@ -109,7 +108,17 @@ class BrokerController:
             loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients), name="broker-clients"),
             loop.create_task(self.retry.run(), name="broker-retry"),
         ]
+        # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
+        # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
+        # first requests are served meanwhile
+        if self.config.metrics_port > 0:
+            try:
+                await loop.run_in_executor(None, self.metrics.serve, self.config.listen_address,
+                                           self.config.metrics_port)
+            except BaseException:
+                await self.stop()
+                raise
         log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
         return port

@@ -2,6 +2,10 @@
 timeout passes (RocketMQ's PullRequestHoldService, driven by arrival notifications instead
 of a 5 s re-check loop).
 
+A held pull waits on a bare future with one timer beside it (``asyncio.wait_for`` would add a
+waiter future and callbacks: several loop turns between a message's arrival and the pull
+answering it). ``notify`` says how many pulls it woke, so a sender can let them answer first.
+
 Thread-safety: used from the broker's event loop only.
 """
 
@@ -11,9 +15,14 @@ import asyncio
 import contextlib
 
 
+def _expire(fut: asyncio.Future[bool]) -> None:
+    if not fut.done():
+        fut.set_result(False)
+
+
 class PullHoldService:
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[bool]]]] = {}
 
     @property
     def waiting(self) -> int:
@@ -21,16 +30,16 @@ class PullHoldService:
 
     async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """Hold until a message at or past ``offset`` arrives in the queue; False on timeout."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
         key = (topic, queue_id)
         entry = (offset, fut)
         self._waiters.setdefault(key, []).append(entry)
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            await asyncio.wait_for(fut, timeout_s)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            return await fut
         finally:
+            timer.cancel()
             waiters = self._waiters.get(key)
             if waiters is not None:
                 with contextlib.suppress(ValueError):
@@ -41,15 +50,19 @@ class PullHoldService:
     def has_waiters(self, topic: str, queue_id: int) -> bool:
         return (topic, queue_id) in self._waiters
 
-    def notify(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """Messages up to ``max_offset`` (exclusive) exist now: wake the pulls they satisfy."""
+    def notify(self, topic: str, queue_id: int, max_offset: int) -> int:
+        """Messages up to ``max_offset`` (exclusive) exist now: wake the pulls they satisfy;
+        returns how many were woken (each resumes at the event loop's next turn)."""
+        woken = 0
         for offset, fut in self._waiters.get((topic, queue_id), ()):
             if offset < max_offset and not fut.done():
-                fut.set_result(None)
+                fut.set_result(True)
+                woken += 1
+        return woken
 
     def wake_all(self) -> None:
         """Release every held pull (shutdown)."""
         for waiters in self._waiters.values():
             for _, fut in waiters:
                 if not fut.done():
-                    fut.set_result(None)
+                    fut.set_result(True)

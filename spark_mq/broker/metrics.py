@@ -1,53 +1,78 @@
-"""Prometheus metrics of one broker, on their own registry (so a test or ``spark-mq dev`` can
-run several brokers in one process), served over HTTP on ``metricsPort`` (0 = off)."""
+"""Prometheus metrics of one broker, served over HTTP on ``metricsPort`` (0 = off), each broker
+on its own registry (so a test or ``spark-mq dev`` can run several brokers in one process).
+
+The counters are plain Python numbers updated on the broker's event loop; ``prometheus_client``
+is imported only when the metrics are served, and reads them at scrape time through a collector.
+Importing it (and the ``http.server``/``email`` modules it pulls in) cost a broker start some
+30 ms, for nothing when ``metricsPort=0``.
+"""
 
 from __future__ import annotations
 
+import bisect
 import logging
 import shutil
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import CounterMetricFamily
-
-from spark_mq.store.retention import RetentionService
+if TYPE_CHECKING:
+    from spark_mq.store.retention import RetentionService
 
 log = logging.getLogger(__name__)
 
 TPS_WINDOW_S = 60.0
+PUT_SECONDS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+
+
+class GaugeValue:
+    """A gauge the broker moves (``inc``/``dec``) and scrapes read."""
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.value -= amount
 
 
 class BrokerMetrics:
     def __init__(self, store_root: Path) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.messages_in = Counter("spark_mq_messages_in", "Messages stored", ["topic"], registry=r)
-        self.messages_out = Counter("spark_mq_messages_out", "Messages delivered by pulls", ["topic"], registry=r)
-        self.bytes_in = Counter("spark_mq_bytes_in", "Commitlog bytes stored", ["topic"], registry=r)
-        self.bytes_out = Counter("spark_mq_bytes_out", "Bytes delivered by pulls", ["topic"], registry=r)
-        self.store_latency = Histogram(
-            "spark_mq_store_put_seconds", "Time to append one send request to the store", registry=r,
-            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
-        )
-        self.long_poll_waiters = Gauge("spark_mq_long_poll_waiters", "Pull requests held by long polling",
-                                       registry=r)
-        self.disk_used_ratio = Gauge("spark_mq_disk_used_ratio", "Used fraction of the store's disk", registry=r)
-        self.disk_used_ratio.set_function(lambda: _ratio(store_root))
+        self.store_root = store_root
+        # topic -> [messages, bytes]; a new topic replaces the dict, so a scrape thread iterating
+        # the old one never sees it change size
+        self._in: dict[str, list[int]] = {}
+        self._out: dict[str, list[int]] = {}
+        self._put_bucket_counts = [0] * (len(PUT_SECONDS_BUCKETS) + 1)  # the last is +Inf
+        self._put_seconds_sum = 0.0
+        self.long_poll_waiters = GaugeValue()
+        self._retention: RetentionService | None = None
+        self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
         self._pulled: deque[tuple[float, str, int]] = deque()
 
+    @staticmethod
+    def _add(table: dict[str, list[int]], topic: str, count: int, nbytes: int) -> dict[str, list[int]]:
+        row = table.get(topic)
+        if row is None:
+            table = {**table, topic: [count, nbytes]}
+        else:
+            row[0] += count
+            row[1] += nbytes
+        return table
+
     def stored(self, topic: str, count: int, nbytes: int, seconds: float) -> None:
-        self.messages_in.labels(topic).inc(count)
-        self.bytes_in.labels(topic).inc(nbytes)
-        self.store_latency.observe(seconds)
+        self._in = self._add(self._in, topic, count, nbytes)
+        self._put_bucket_counts[bisect.bisect_left(PUT_SECONDS_BUCKETS, seconds)] += 1
+        self._put_seconds_sum += seconds
         self._put_total += count
 
     def delivered(self, topic: str, group: str, count: int, nbytes: int, now: float) -> None:
-        self.messages_out.labels(topic).inc(count)
-        self.bytes_out.labels(topic).inc(nbytes)
+        self._out = self._add(self._out, topic, count, nbytes)
         self._get_total += count
         self._pulled.append((now, group, count))
         while self._pulled and self._pulled[0][0] < now - TPS_WINDOW_S:
@@ -65,12 +90,60 @@ class BrokerMetrics:
 
     def track_retention(self, retention: RetentionService) -> None:
         """Export the store's retention counters (read at scrape time)."""
-        self.registry.register(_RetentionCollector(retention))
+        self._retention = retention
 
     def serve(self, address: str, port: int) -> None:
-        if port > 0:
-            start_http_server(port, addr=address, registry=self.registry)
-            log.info("metrics on http://%s:%d/metrics", address, port)
+        """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
+        if port <= 0:
+            return
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        self.registry = CollectorRegistry()
+        self.registry.register(_BrokerCollector(self))
+        start_http_server(port, addr=address, registry=self.registry)
+        log.info("metrics on http://%s:%d/metrics", address, port)
+
+    def collect(self) -> Iterator[Any]:
+        """The metric families, as ``prometheus_client`` collectors yield them."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.utils import floatToGoString
+
+        for name, doc, table, col in (
+            ("spark_mq_messages_in", "Messages stored", self._in, 0),
+            ("spark_mq_messages_out", "Messages delivered by pulls", self._out, 0),
+            ("spark_mq_bytes_in", "Commitlog bytes stored", self._in, 1),
+            ("spark_mq_bytes_out", "Bytes delivered by pulls", self._out, 1),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["topic"])
+            for topic, row in list(table.items()):
+                family.add_metric([topic], row[col])
+            yield family
+        cumulative, buckets = 0, []
+        for le, n in zip((*PUT_SECONDS_BUCKETS, float("inf")), list(self._put_bucket_counts), strict=True):
+            cumulative += n
+            buckets.append((floatToGoString(le), cumulative))
+        yield HistogramMetricFamily("spark_mq_store_put_seconds", "Time to append one send request to the store",
+                                    buckets=buckets, sum_value=self._put_seconds_sum)
+        yield GaugeMetricFamily("spark_mq_long_poll_waiters", "Pull requests held by long polling",
+                                value=self.long_poll_waiters.value)
+        yield GaugeMetricFamily("spark_mq_disk_used_ratio", "Used fraction of the store's disk",
+                                value=_ratio(self.store_root))
+        if self._retention is not None:
+            family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
+                                         "Retention runs that kept a commitlog file holding messages not yet archived",
+                                         labels=["trigger"])
+            # ``trigger`` is ``expiry`` (kept quietly) or ``disk_pressure`` (an error: the disk stays full)
+            for trigger, count in list(self._retention.unarchived_refusals.items()):
+                family.add_metric([trigger], count)
+            yield family
+
+
+class _BrokerCollector:
+    def __init__(self, metrics: BrokerMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Any]:
+        return self.metrics.collect()
 
 
 def _ratio(root: Path) -> float:
@@ -79,20 +152,3 @@ def _ratio(root: Path) -> float:
     except OSError:
         return 0.0
     return usage.used / usage.total if usage.total else 0.0
-
-
-class _RetentionCollector:
-    """``spark_mq_retention_unarchived_refusals_total{trigger}``: retention runs that kept a
-    commitlog file because it holds messages not yet archived (tiered storage); ``trigger`` is
-    ``expiry`` (kept quietly) or ``disk_pressure`` (an error: the disk stays full)."""
-
-    def __init__(self, retention: RetentionService) -> None:
-        self.retention = retention
-
-    def collect(self) -> Iterator[CounterMetricFamily]:
-        family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
-                                     "Retention runs that kept a commitlog file holding messages not yet archived",
-                                     labels=["trigger"])
-        for trigger, count in self.retention.unarchived_refusals.items():
-            family.add_metric([trigger], count)
-        yield family

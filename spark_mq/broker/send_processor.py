@@ -3,7 +3,8 @@
 Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a
 negative queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is
 stored. Under SYNC_FLUSH the response waits for the group commit without blocking the event
-loop. A stored message wakes the pulls held on its queue at once.
+loop. A stored message wakes the pulls held on its queue at once, and they answer before the
+send does.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ class SendProcessor:
         except StoreNotWritableError as e:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         b.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
-        b.hold.notify(h.topic, queue_id, result.queue_offset + result.count)
+        if b.hold.notify(h.topic, queue_id, result.queue_offset + result.count):
+            # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
+            # the producer, is who waits for these messages)
+            await asyncio.sleep(0)
         code = ResponseCode.SUCCESS
         durable = b.store.durable(result.end_offset)
         if durable is not None:

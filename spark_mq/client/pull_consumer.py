@@ -22,7 +22,9 @@ may interleave freely. The Sync facades may be called from any thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 
 from spark_mq.client.config import ClientConfig
@@ -41,7 +43,7 @@ from spark_mq.client.subscription import (
 )
 from spark_mq.client.sync_facade import SyncFacade, make_blocking
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.message_unit import StoredBatch, StoredMessage
 from spark_mq.remoting.bodies import SUB_ALL, ConsumerData, MessageQueue
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
 from spark_mq.remoting.loop import stop_tasks, wait_event
@@ -49,6 +51,7 @@ from spark_mq.remoting.loop import stop_tasks, wait_event
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "ConsumerPullBatch",
     "ConsumerPullResult",
     "LitePullConsumer",
     "PullConsumer",
@@ -58,6 +61,11 @@ __all__ = [
 ]
 
 PULL_RETRY_BACKOFF_S = 1.0  # after a failed pull, as PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION
+
+
+def _resolve(fut: asyncio.Future[bool], value: bool) -> None:
+    if not fut.done():
+        fut.set_result(value)
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,20 @@ class ConsumerPullResult:
     min_offset: int
     max_offset: int
     messages: list[StoredMessage]
+    raw: PullResult
+
+
+@dataclass(frozen=True)
+class ConsumerPullBatch:
+    """:class:`ConsumerPullResult` with the messages as columns (``batch``, filtered by tag string):
+    what ``PullConsumer.pull_batch`` returns, to consume thousands of messages per pull without
+    an object per message."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    batch: StoredBatch
     raw: PullResult
 
 
@@ -90,13 +112,27 @@ async def pull_queue(instance: ClientInstance, group: str, mq: MessageQueue, off
                      expression: str = SUB_ALL, *, suspend_s: float = 0.0,
                      timeout: float | None = None) -> ConsumerPullResult:
     """One PULL_MESSAGE of ``mq`` at ``offset``, decoded and filtered by tag string."""
+    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout)
+    messages = filter_by_tags(raw.messages(), parse_tags(expression)) if raw.status == PullStatus.FOUND else []
+    return ConsumerPullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages, raw)
+
+
+async def pull_queue_batch(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
+                           expression: str = SUB_ALL, *, suspend_s: float = 0.0,
+                           timeout: float | None = None) -> ConsumerPullBatch:
+    """``pull_queue`` with the messages as columns."""
+    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout)
+    batch = raw.batch().with_tags(parse_tags(expression))
+    return ConsumerPullBatch(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, batch, raw)
+
+
+async def _pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
+                    expression: str, suspend_s: float, timeout: float | None) -> PullResult:
     if max_nums <= 0:
         raise ConfigError(f"max_nums must be positive, got {max_nums}")
     addr = await broker_addr_of(instance, mq)
     header = pull_header(group, mq, offset, max_nums, expression, suspend_s)
-    raw = await instance.api.pull_message(addr, header, timeout)
-    messages = filter_by_tags(raw.messages(), parse_tags(expression)) if raw.status == PullStatus.FOUND else []
-    return ConsumerPullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages, raw)
+    return await instance.api.pull_message(addr, header, timeout)
 
 
 def _consumer_data(group: str, subscriptions: dict[str, str], consume_from: str) -> ConsumerData:
@@ -165,6 +201,15 @@ class PullConsumer:
         self._check_started()
         return await pull_queue(self.instance, self.group, mq, offset, max_nums, expression, suspend_s=block_s,
                                 timeout=timeout)
+
+    async def pull_batch(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = SUB_ALL,
+                         timeout: float | None = None, *, block_s: float = 0.0) -> ConsumerPullBatch:
+        """``pull`` with the messages as columns (:class:`StoredBatch`: bodies, offsets and
+        timestamps as lists and arrays, properties decoded on demand): for large pulls, several
+        times faster than a StoredMessage per message."""
+        self._check_started()
+        return await pull_queue_batch(self.instance, self.group, mq, offset, max_nums, expression,
+                                      suspend_s=block_s, timeout=timeout)
 
     def update_offset(self, mq: MessageQueue, offset: int) -> None:
         """Set the group's offset of ``mq`` in memory (``persist`` writes it to the broker)."""
@@ -244,6 +289,7 @@ class LitePullConsumer:
         self._states: dict[MessageQueue, _QueueState] = {}
         self._polled: dict[MessageQueue, int] = {}  # offset after the last polled message, not yet committed
         self._buffer: asyncio.Queue[_Batch] | None = None
+        self._pollers: deque[asyncio.Future[bool]] = deque()  # polls waiting for a batch
         self._wake: asyncio.Event | None = None
         self._rebalance_lock: asyncio.Lock | None = None
         self._tasks: list[asyncio.Task] = []
@@ -400,6 +446,10 @@ class LitePullConsumer:
                 continue
             if result.status == PullStatus.FOUND:
                 await self._buffer.put(_Batch(state, version, result.messages, result.next_begin_offset))
+                if self._wake_poller():
+                    # one loop turn: the application gets these messages before the next pull is
+                    # built and sent (a message arriving meanwhile waits in the queue, not lost)
+                    await asyncio.sleep(0)
             elif result.status == PullStatus.OFFSET_ILLEGAL:
                 log.warning("group %s: offset %d of %s is illegal (min %d, max %d); going on from %d", self.group,
                             offset, state.mq, result.min_offset, result.max_offset, result.next_begin_offset)
@@ -413,10 +463,11 @@ class LitePullConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.poll_timeout_s if timeout is None else timeout)
         while True:
-            try:
-                batch = await asyncio.wait_for(self._buffer.get(), max(deadline - loop.time(), 0))
-            except asyncio.TimeoutError:
-                return []
+            if self._buffer.empty():
+                if not await self._batch_put(deadline - loop.time()):
+                    return []
+                continue  # another poll may have taken it
+            batch = self._buffer.get_nowait()
             state = batch.state
             if state.dropped or self._states.get(state.mq) is not state or batch.version != state.version:
                 continue  # the queue was released or seeked since this pull
@@ -426,6 +477,33 @@ class LitePullConsumer:
                 self._polled[state.mq] = batch.next_offset
             if batch.messages:
                 return batch.messages
+
+    async def _batch_put(self, timeout: float) -> bool:
+        """Wait until a pull loop buffers a batch (True) or ``timeout`` s pass (False).
+
+        A bare future woken by the pull loop: ``asyncio.wait_for(queue.get())`` costs a task and
+        three loop turns between a pull's response and ``poll`` returning its messages."""
+        if timeout <= 0:
+            return False
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        self._pollers.append(fut)
+        timer = loop.call_later(timeout, _resolve, fut, False)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            with contextlib.suppress(ValueError):
+                self._pollers.remove(fut)
+
+    def _wake_poller(self) -> bool:
+        """Wake one waiting ``poll`` (a batch was just buffered); False if none was waiting."""
+        while self._pollers:
+            fut = self._pollers.popleft()
+            if not fut.done():
+                fut.set_result(True)
+                return True
+        return False
 
     # -- offsets ------------------------------------------------------------------------------
 

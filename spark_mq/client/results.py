@@ -15,7 +15,7 @@ from enum import Enum
 
 import numpy as np
 
-from spark_mq.common.message_unit import StoredMessage, decode_messages
+from spark_mq.common.message_unit import StoredBatch, StoredMessage, back_to_back_units, decode_messages
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
@@ -95,16 +95,35 @@ class PullResult:
 
     def unit_starts(self, check_crc: bool = False) -> np.ndarray:
         """Start offsets (int64) of the units in ``body``; raises BatchBodyError on a torn body."""
-        return split_pull_body(self.body, check_crc)
+        return pull_body_starts(self.body, check_crc)
 
     def messages(self, check_crc: bool = False) -> list[StoredMessage]:
-        """The units decoded one by one (for tools and tests; bulk readers decode ``body`` to Arrow)."""
+        """The units decoded one by one (for tools and tests; bulk readers take ``batch()``)."""
         return decode_units_list(self.body, check_crc)
+
+    def batch(self, check_crc: bool = False) -> StoredBatch:
+        """The units as columns (bodies, offsets, timestamps... properties decoded on demand):
+        several times faster than ``messages()`` for a large pull. Raises BatchBodyError on a
+        torn body; empty unless FOUND."""
+        return StoredBatch.decode(bytes(self.body), pull_body_starts(self.body, check_crc))
+
+
+VECTOR_SPLIT_MIN_BYTES = 16 * 1024  # below ~64 units walking them one by one is faster
+
+
+def pull_body_starts(body: bytes, check_crc: bool = False) -> np.ndarray:
+    """``split_pull_body``, without its Python step per unit when the body is large and well
+    formed (the usual case) and no CRC check is asked for."""
+    if not check_crc and len(body) >= VECTOR_SPLIT_MIN_BYTES:
+        starts = back_to_back_units(np.frombuffer(body, dtype=np.uint8))
+        if starts is not None:
+            return starts
+    return split_pull_body(body, check_crc)
 
 
 def decode_units_list(body: bytes, check_crc: bool = False) -> list[StoredMessage]:
     """Every unit of a pull/query response body as a StoredMessage."""
-    starts = split_pull_body(body, check_crc)
+    starts = pull_body_starts(body, check_crc)
     if not starts.size:
         return []
     return decode_messages(bytes(body), starts.tolist())

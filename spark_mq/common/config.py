@@ -8,7 +8,6 @@ the key, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,6 +176,8 @@ def config_from_properties(cls: type[C], props: dict[str, str], **overrides: Any
     for key, value in props.items():
         name = camel_to_snake(key)
         if name not in fields:
+            import difflib  # only for this message: not on every start's import path
+
             known = sorted(snake_to_camel(f) for f in fields)
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"

@@ -110,11 +110,19 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     if len(frame) < 4:
         raise FrameError(f"frame of {len(frame)} bytes has no header-length word")
     word = _INT.unpack_from(frame)[0] & 0xFFFFFFFF
-    kind, header_len = word >> 24, word & _HEADER_LEN_MASK
-    if header_len > len(frame) - 4:
-        raise FrameError(f"header length {header_len} exceeds the frame ({len(frame) - 4} bytes after the word)")
-    header = frame[4 : 4 + header_len]
-    body = bytes(frame[4 + header_len :])
+    _check_header_length(word, len(frame) - 4)
+    header_len = word & _HEADER_LEN_MASK
+    return _command(word >> 24, frame[4 : 4 + header_len], bytes(frame[4 + header_len :]))
+
+
+def _check_header_length(word: int, after_word: int) -> None:
+    header_len = word & _HEADER_LEN_MASK
+    if header_len > after_word:
+        raise FrameError(f"header length {header_len} exceeds the frame ({after_word} bytes after the word)")
+
+
+def _command(kind: int, header: memoryview, body: bytes) -> RemotingCommand:
+    """The command of a frame split into its serialize type, header bytes and body."""
     if kind == SerializeType.JSON:
         cmd = _decode_json_header(header)
     elif kind == SerializeType.ROCKETMQ:
@@ -217,30 +225,87 @@ def _utf8(raw: memoryview, what: str) -> str:
 class FrameDecoder:
     """Turns a byte stream into commands; feed it chunks as they arrive.
 
+    A frame that arrives whole inside one chunk is decoded straight from that chunk. A frame
+    split across chunks (every multi-MB pull response) is read in two parts: its head (length
+    word, header-length word, header: small) into a bytearray, its body as references to the
+    chunks, joined once when the last one arrives. So each body byte is copied exactly once
+    whatever the chunking, where appending to and slicing one growing buffer copied it three
+    times and re-copied the buffer as it grew.
+
     After a ``FrameError`` the stream is out of sync and the decoder must be dropped with its
     connection. Not thread-safe: one decoder per connection, fed by its reader task.
     """
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
         self.max_frame = max_frame
-        self._buf = bytearray()
+        self._head = bytearray()  # the current frame's bytes before its body
+        self._head_size = 4  # how many head bytes we need next: 4 (length), 8 (+ word), 8 + header
+        self._length = 0  # the current frame's length word, once read
+        self._body_parts: list[bytes | memoryview] = []
+        self._body_left = -1  # body bytes still missing; -1 while the head is incomplete
+        self._body_have = 0
 
-    def feed(self, data: bytes) -> Iterator[RemotingCommand]:
-        """Append ``data``; yield every command now complete."""
-        self._buf += data
-        while len(self._buf) >= 4:
-            length = _INT.unpack_from(self._buf)[0]
-            if length < 4:
-                raise FrameError(f"frame length {length} is below the 4-byte minimum")
-            if length > self.max_frame:
-                raise FrameError(f"frame length {length} exceeds the {self.max_frame}-byte limit")
-            if len(self._buf) < 4 + length:
-                return
-            frame = bytes(self._buf[4 : 4 + length])
-            del self._buf[: 4 + length]
-            yield decode_frame(frame)
+    def feed(self, data: bytes | bytearray | memoryview) -> Iterator[RemotingCommand]:
+        """Take ``data``; yield every command now complete."""
+        if type(data) is not bytes:
+            data = bytes(data)  # the body parts we keep must not change under us
+        view = memoryview(data)
+        pos, end = 0, len(data)
+        while pos < end:
+            if not self._head and self._body_left < 0 and end - pos >= 4:  # at a frame boundary
+                length = _INT.unpack_from(view, pos)[0]
+                if 4 <= length <= self.max_frame and end - pos >= 4 + length:  # whole here: decode in place
+                    pos += 4 + length
+                    yield decode_frame(view[pos - length : pos])
+                    continue
+            if self._body_left < 0:
+                take = min(self._head_size - len(self._head), end - pos)
+                self._head += view[pos : pos + take]
+                pos += take
+                if len(self._head) < self._head_size or not self._head_done():
+                    continue
+            take = min(self._body_left, end - pos)
+            if take:
+                self._body_parts.append(data if take == end else view[pos : pos + take])
+                self._body_left -= take
+                self._body_have += take
+                pos += take
+            if not self._body_left:
+                yield self._finish()
+
+    def _checked_length(self, length: int) -> int:
+        if length < 4:
+            raise FrameError(f"frame length {length} is below the 4-byte minimum")
+        if length > self.max_frame:
+            raise FrameError(f"frame length {length} exceeds the {self.max_frame}-byte limit")
+        return length
+
+    def _head_done(self) -> bool:
+        """Act on a head just grown to ``_head_size`` bytes: True once the body is next."""
+        if self._head_size == 4:
+            self._length = self._checked_length(_INT.unpack_from(self._head)[0])
+            self._head_size = 8
+            return False
+        if self._head_size == 8:
+            word = _INT.unpack_from(self._head, 4)[0] & 0xFFFFFFFF
+            # a header length past the frame is reported once the frame is in, as decode_frame does
+            self._head_size = 8 + min(word & _HEADER_LEN_MASK, self._length - 4)
+            if self._head_size > 8:
+                return False
+        self._body_left = self._length + 4 - self._head_size
+        return True
+
+    def _finish(self) -> RemotingCommand:
+        """The command of the frame just completed; the decoder is then at a frame boundary."""
+        head = memoryview(self._head)
+        parts = self._body_parts
+        body = parts[0] if len(parts) == 1 and type(parts[0]) is bytes else b"".join(parts)
+        self._head, self._head_size, self._body_parts, self._body_left, self._body_have = bytearray(), 4, [], -1, 0
+        word = _INT.unpack_from(head, 4)[0] & 0xFFFFFFFF
+        _check_header_length(word, self._length - 4)
+        return _command(word >> 24, head[8:], body)
 
     @property
     def buffered(self) -> int:
         """Bytes held waiting for the rest of a frame."""
-        return len(self._buf)
+        return len(self._head) + self._body_have

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable
 
 from spark_mq.common.errors import FrameError, RemotingCommandError, RemotingConnectError, RemotingTimeoutError
@@ -25,6 +26,17 @@ log = logging.getLogger(__name__)
 Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand | None"]]
 CloseCallback = Callable[["Connection"], None]
 READ_CHUNK = 256 * 1024
+
+
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    """TCP_NODELAY on a TCP socket: every frame is one request or response that someone waits
+    for, so Nagle's algorithm (holding a small write until the previous one is acknowledged)
+    would only add a delayed-ACK wait to it. asyncio's own transports already set it; this
+    makes it hold whatever event loop runs the connection."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class Connection:
@@ -42,6 +54,7 @@ class Connection:
         self._role = role
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        _no_delay(writer)
         self.closed = False
         self.close_cause: BaseException | None = None
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{role}-read-{self.peer}")

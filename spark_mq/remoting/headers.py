@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from spark_mq.common.errors import HeaderError
+from spark_mq.common.lazy_dataclass import lazy_dataclass
 
 Int32 = Annotated[int, "int32"]  # Java Integer / int
 Int64 = Annotated[int, "int64"]  # Java Long / long
@@ -238,11 +239,12 @@ class Header:
 
 
 def header(request: str) -> Any:
-    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``."""
+    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``, built
+    on first use (``lazy_dataclass``): a process uses a few of the ~50 headers."""
 
     def wrap(cls: type[H]) -> type[H]:
         cls.REQUEST = request
-        return dataclass(frozen=True, kw_only=True)(cls)
+        return lazy_dataclass(frozen=True, kw_only=True)(cls)
 
     return wrap
 

@@ -42,7 +42,16 @@ import pyarrow.compute as pc
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_ids
-from spark_mq.common.message_unit import COMPRESSED_FLAG, HEADER, HEADER_SIZE, MESSAGE_MAGIC, MIN_UNIT_SIZE
+from spark_mq.common.message_unit import (
+    COMPRESSED_FLAG,
+    HEADER,
+    HEADER_SIZE,
+    MIN_UNIT_SIZE,
+    at_every_byte,
+    byte_positions,
+    chained_unit_starts,
+    gather_records,
+)
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
@@ -71,10 +80,6 @@ SCHEMA = pa.schema(
 
 _INT32_OFFSETS_LIMIT = 1 << 31
 _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
-_MAGIC_AT = HEADER.fields["magic"][1]
-_SIZE_MAGIC = np.dtype([("total_size", ">i4"), ("magic", ">i4")])  # how every unit begins (HEADER's first fields)
-_MAGIC_FIRST_BYTE = MESSAGE_MAGIC.to_bytes(4, "big", signed=True)[0]
-_SCAN_CHUNK = 1 << 22  # bytes tested per numpy call when searching a buffer (see _positions)
 
 
 def decode_units_to_arrow(
@@ -91,7 +96,7 @@ def decode_units_to_arrow(
         return pa.RecordBatch.from_pylist([], schema=SCHEMA)
     if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
         raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
-    head = _records(data, starts, HEADER)
+    head = gather_records(data, starts, HEADER)
     body_length = head["body_length"].astype(np.int64)
     body_start = starts + HEADER_SIZE
     body_end = body_start + body_length
@@ -99,7 +104,7 @@ def decode_units_to_arrow(
     topic_start = body_end + 1
     topic_end = topic_start + data[np.clip(body_end, 0, last)]
     props_start = topic_end + 2
-    props_end = props_start + _at_every_byte(data, ">u2")[np.clip(topic_end, 0, last - 1)]
+    props_end = props_start + at_every_byte(data, ">u2")[np.clip(topic_end, 0, last - 1)]
     unit_bound = np.append(starts[1:], data.size)  # no unit runs past the next one or the buffer
     if walked:  # a pull body's units are back to back: each must end exactly where the next begins
         bad = np.flatnonzero((body_length < 0) | (props_end != unit_bound))
@@ -136,49 +141,14 @@ def decode_units_to_arrow(
     return pa.RecordBatch.from_arrays([columns[f.name] for f in SCHEMA], schema=SCHEMA)
 
 
-def _at_every_byte(data: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
-    """A zero-copy view of ``data`` with a (mutually overlapping) ``dtype`` value at every byte
-    offset: indexing it with offsets gathers the fields there in one numpy take."""
-    dtype = np.dtype(dtype)
-    return np.ndarray((max(data.size - dtype.itemsize + 1, 0),), dtype=dtype, buffer=data, strides=(1,))
-
-
-def _records(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The ``dtype`` records at offsets ``at``, gathered as opaque items (a plain memcpy each,
-    several times faster than gathering structured records field by field), then viewed."""
-    return _at_every_byte(data, f"V{dtype.itemsize}")[at].view(dtype)
-
-
 def _unit_starts(data: np.ndarray) -> np.ndarray:
-    """Starts of the units of a whole pull body, as ``split_pull_body`` finds them but without its
-    Python step per unit: every offset whose MAGICCODE field holds the message magic is a
-    candidate, and when each candidate's TOTALSIZE leads exactly to the next one (the first at 0,
-    the last ending the body) the candidates are the units (the caller checks each unit's inner
-    lengths). Anything else (magic bytes inside a body, a torn or foreign body) is left to
-    ``split_pull_body``, which walks the chain or raises ``BatchBodyError`` saying what is wrong."""
-    if data.size < MIN_UNIT_SIZE:
-        return split_pull_body(memoryview(data))
-    at = _positions(data[_MAGIC_AT : data.size - 3], np.equal, _MAGIC_FIRST_BYTE)
-    heads = _records(data, at, _SIZE_MAGIC)
-    is_unit = heads["magic"] == MESSAGE_MAGIC
-    at = at[is_unit]
-    ends = at + heads["total_size"][is_unit]
-    if at.size and at[0] == 0 and ends[-1] == data.size and np.array_equal(ends[:-1], at[1:]):
-        return at
-    return split_pull_body(memoryview(data))
-
-
-def _positions(data: np.ndarray, test: np.ufunc, value: int) -> np.ndarray:
-    """Offsets (ascending int64) of the bytes ``b`` of ``data`` where ``test(b, value)`` holds. Tested
-    a chunk at a time into one reused mask: a fresh mask as large as a 275 MB body costs more in
-    page faults than the compares themselves."""
-    mask = np.empty(min(_SCAN_CHUNK, data.size), dtype=bool)
-    found = [np.empty(0, dtype=np.int64)]
-    for lo in range(0, data.size, _SCAN_CHUNK):  # one step per 4 MiB, not per message
-        chunk = data[lo : lo + _SCAN_CHUNK]
-        test(chunk, value, out=mask[: chunk.size])
-        found.append(np.flatnonzero(mask[: chunk.size]) + lo)
-    return np.concatenate(found)
+    """Starts of the units of a whole pull body, as ``split_pull_body`` finds them but, when
+    ``chained_unit_starts`` can tell, without its Python step per unit (the caller checks each
+    unit's inner lengths). Anything else (magic bytes inside a body, a torn or foreign body) is
+    left to ``split_pull_body``, which walks the chain or raises ``BatchBodyError`` saying what
+    is wrong."""
+    starts = chained_unit_starts(data)
+    return starts if starts is not None else split_pull_body(memoryview(data))
 
 
 # -- variable-length fields ----------------------------------------------------------------
@@ -234,7 +204,7 @@ def _property_pairs(props: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array, np
     nonempty = np.flatnonzero(offsets[1:] > offsets[:-1])
     row_last = offsets[nonempty + 1] - 1
     terminated = bool(np.all(flat[row_last] == _PS))
-    sep = _positions(flat, np.less_equal, _PS) if terminated else None
+    sep = byte_positions(flat, np.less_equal, _PS) if terminated else None
     plain = _plain_pairs(flat, sep) if sep is not None else None
     if plain is not None:  # the common case, as RocketMQ 4 producers write: name\x01value\x02 ...
         name_start, name_end, value_end = plain
@@ -312,7 +282,7 @@ def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.nda
     one queue), else the ranges compacted."""
     length = int(ends[0] - starts[0])
     if length and np.all(ends - starts == length):
-        topics = _at_every_byte(data, f"V{length}")[starts]
+        topics = at_every_byte(data, f"V{length}")[starts]
         if np.all(topics == topics[0]):
             return _repeat_string(data[starts[0] : ends[0]].tobytes(), starts.size)
     return _take_ranges(data, pybuf, starts, ends, pa.string())

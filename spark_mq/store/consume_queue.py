@@ -128,6 +128,9 @@ class ConsumeQueue:
         """Drop trailing entries whose unit does not end inside the commitlog."""
         lo = self.min_offset
         hi = self.max_offset
+        last = self.get(hi - 1, 1) if hi > lo else None
+        if last is None or last.size == 0 or int(last["phys"][0]) + int(last["size"][0]) <= commitlog_end:
+            return  # entries grow in commitlog offset: the last one inside means all are (a clean start)
         while hi > lo:  # walk back a file at a time; normally only the last few entries are bad
             chunk = self.get(max(lo, hi - self.entries_per_file), hi - max(lo, hi - self.entries_per_file))
             good = (chunk["phys"] + chunk["size"]) <= commitlog_end
@@ -189,6 +192,9 @@ class ConsumeQueue:
         """First queue offset whose unit starts at or after commitlog offset ``phys`` (entries'
         commitlog offsets grow with queue offset, so this is a binary search)."""
         lo, hi = self.min_offset, self.max_offset
+        first = self.get(lo, 1)
+        if first.size and int(first["phys"][0]) >= phys:
+            return lo  # the usual answer at start and after retention: no search
         while lo < hi:
             mid = (lo + hi) // 2
             entry = self.get(mid, 1)
@@ -237,13 +243,45 @@ class ConsumeQueue:
         self.files.close()
 
 
+_SCAN_CHUNK = 4096  # entries looked at first when searching for the first written one
+
+
+def _first_written(ent: np.ndarray) -> int | None:
+    """Index of the first entry with a positive size, None if none. A forward scan in growing
+    chunks: normally the first entry is written and one small chunk answers."""
+    sizes = ent["size"]
+    pos, step = 0, _SCAN_CHUNK
+    while pos < sizes.size:
+        nz = np.flatnonzero(sizes[pos : pos + step] > 0)
+        if nz.size:
+            return pos + int(nz[0])
+        pos += step
+        step *= 4
+    return None
+
+
 def _used_count(ent: np.ndarray) -> int:
-    """Entries written in a file: up to the last with a positive size (entries are appended
-    in order and the file starts zeroed)."""
-    nz = np.flatnonzero(ent["size"] > 0)
-    return int(nz[-1]) + 1 if nz.size else 0
+    """Entries written in a file: the end of the run of written (positive size) entries that
+    starts at the first one. Entries are appended in order into a zeroed file, so a binary
+    search finds it: O(log n) a file rather than a scan of every entry, which made a start
+    read every consume queue's last file whole.
+
+    Entries past the checkpoint's safe offset may have holes after a power loss; recovery
+    cuts every queue back to the safe offset, and the entries below it are all on disk."""
+    first = _first_written(ent)
+    if first is None:
+        return 0
+    sizes = ent["size"]
+    lo, hi = first + 1, sizes.size  # sizes[lo - 1] > 0; find the first zero in [lo, hi)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sizes[mid] > 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
 
 
 def _first_valid(ent: np.ndarray) -> int:
-    nz = np.flatnonzero(ent["size"] > 0)
-    return int(nz[0]) if nz.size else 0
+    first = _first_written(ent)
+    return 0 if first is None else first

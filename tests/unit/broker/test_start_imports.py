@@ -1,0 +1,30 @@
+"""What ``spark-mq broker`` imports before it serves: a broker's restart time is mostly
+imports, so modules only other commands or an enabled option need stay out of its path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+NOT_AT_BROKER_START = ("prometheus_client", "spark_mq.commands", "spark_mq.client", "spark_mq.tiered",
+                       "difflib", "rich", "pyarrow", "tempfile")
+
+
+def test_broker_start_path_leaves_out_other_commands_and_metrics():
+    code = ("import sys\n"
+            "from spark_mq.cli import build_parser\n"
+            "args = build_parser('broker').parse_args(['broker', '--metrics-port', '0'])\n"
+            "import spark_mq.broker.controller\n"
+            f"print(sorted(m for m in sys.modules if m.startswith({NOT_AT_BROKER_START!r})))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_full_parser_still_has_every_command():
+    from spark_mq.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) >= {"demo", "namesrv", "broker", "dev", "produce", "consume", "admin", "query",
+                                "status", "offload"}
+    only = next(a for a in build_parser("broker")._actions if a.dest == "command")
+    assert set(only.choices) == {"demo", "namesrv", "broker", "dev"}
