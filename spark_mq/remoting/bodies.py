@@ -40,11 +40,10 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spark_mq.common.errors import BodyError
-from spark_mq.common.lazy_dataclass import lazy_dataclass as dataclass  # built on first use: see there
 from spark_mq.remoting.fastjson import Bean, JsonKey, ObjectKey, dumps, loads
 
 T = TypeVar("T")

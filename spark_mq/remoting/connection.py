@@ -39,6 +39,11 @@ def _no_delay(writer: asyncio.StreamWriter) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(asyncio.TimeoutError())
+
+
 class Connection:
     """A socket speaking RocketMQ remoting; ``peer`` is the other end's ``host:port``."""
 
@@ -71,11 +76,19 @@ class Connection:
         if self.closed:
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}") from self.close_cause
         cmd.flag &= ~(RESPONSE_FLAG | ONEWAY_FLAG)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
         try:
             self._write(cmd)
-            return await asyncio.wait_for(self._drain_then(fut), timeout)
+            if self._writer.transport.get_write_buffer_size():  # the socket did not take it all: mind the buffer
+                return await asyncio.wait_for(self._drain_then(fut), timeout)
+            # the usual case: wait on the future itself with a timer, no task or wrapper in between
+            timer = loop.call_later(timeout, _expire, fut)
+            try:
+                return await fut
+            finally:
+                timer.cancel()
         except asyncio.TimeoutError:
             raise RemotingTimeoutError(
                 f"no response from {self.peer} to request code {cmd.code} (opaque {cmd.opaque}) within {timeout:.3g}s"

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from spark_mq.common.errors import HeaderError
-from spark_mq.common.lazy_dataclass import lazy_dataclass
 
 Int32 = Annotated[int, "int32"]  # Java Integer / int
 Int64 = Annotated[int, "int64"]  # Java Long / long
@@ -239,12 +238,11 @@ class Header:
 
 
 def header(request: str) -> Any:
-    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``, built
-    on first use (``lazy_dataclass``): a process uses a few of the ~50 headers."""
+    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``."""
 
     def wrap(cls: type[H]) -> type[H]:
         cls.REQUEST = request
-        return lazy_dataclass(frozen=True, kw_only=True)(cls)
+        return dataclass(frozen=True, kw_only=True)(cls)
 
     return wrap
 
