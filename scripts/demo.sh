@@ -109,8 +109,12 @@ spark-mq admin topic stats --namesrv "$NAMESRV" --topic "$TOPIC"
 step "replay the middle half of the produce window from both tiers into $REPLAY_TOPIC (jobs/replay.py)"
 read -r FROM_TIME TO_TIME < <("$PYSPARK_PYTHON" - "$WORK/orders_delta" <<'EOF'
 import sys
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
-times = sorted(DeltaTable(sys.argv[1]).to_pyarrow_table(columns=["store_timestamp"]).column(0).to_pylist())
+# the table's files read with pyarrow: deltalake's own dataset reader aborts this short-lived
+# interpreter at exit ("terminate called without an active exception", deltalake 1.x)
+files = DeltaTable(sys.argv[1]).file_uris()
+times = sorted(pq.read_table(files, columns=["store_timestamp"]).column(0).to_pylist())
 print(times[len(times) // 4].isoformat(), times[3 * len(times) // 4].isoformat())
 EOF
 )

@@ -77,8 +77,12 @@ class BrokerController:
         return split_addresses(self.config.namesrv_addr)
 
     async def start(self) -> int:
-        """Listen, open (and recover) the store, register with the NameServers; returns the port."""
-        port = await self.server.start()
+        """Bind, open (and recover) the store, serve, register with the NameServers; returns the port.
+
+        Connections are accepted only once every request handler is registered: a client that
+        still has this broker's route must not get REQUEST_CODE_NOT_SUPPORTED while it recovers.
+        """
+        port = await self.server.start(serve=False)
         # message ids carry the store host, so the store learns the port actually bound
         self.config = dataclasses.replace(self.config, listen_port=port)
         try:
@@ -100,6 +104,7 @@ class BrokerController:
         for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self),
                           SendBackProcessor(self, self.retry), TieredOffsetProcessor(self)):
             processor.register_on(self.server)
+        await self.server.start_serving()
         self.metrics.track_retention(self.store.retention)
         loop = asyncio.get_running_loop()
         self._tasks = [

@@ -46,12 +46,26 @@ class RemotingServer:
     def connections(self) -> frozenset[Connection]:
         return frozenset(self._connections)
 
-    async def start(self) -> int:
-        """Bind and listen; returns the bound port."""
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+    async def start(self, serve: bool = True) -> int:
+        """Bind and (with ``serve``) listen; returns the bound port.
+
+        ``serve=False`` only reserves the port: connection attempts are refused (clients retry)
+        until ``start_serving``, so that a process whose handlers are not registered yet never
+        answers a request REQUEST_CODE_NOT_SUPPORTED.
+        """
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True,
+                                                  start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
-        log.info("%s server listening on %s:%d", self.name, self.host, self.port)
+        if serve:
+            log.info("%s server listening on %s:%d", self.name, self.host, self.port)
         return self.port
+
+    async def start_serving(self) -> None:
+        """Start accepting connections on the port ``start(serve=False)`` bound."""
+        if self._server is None:
+            raise RuntimeError(f"{self.name} server is not started: await start() first")
+        await self._server.start_serving()
+        log.info("%s server listening on %s:%d", self.name, self.host, self.port)
 
     async def stop(self) -> None:
         """Stop listening, close every connection (failing their pending requests), wait for them."""

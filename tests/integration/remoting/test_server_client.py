@@ -305,3 +305,30 @@ def test_dial_locks_are_dropped_after_connecting_or_failing():
             await server.stop()
 
     run(main())
+
+
+def test_a_bound_server_refuses_connections_until_it_serves():
+    """``start(serve=False)`` reserves the port (the broker learns it before its store opens)
+    but a client is refused, never answered REQUEST_CODE_NOT_SUPPORTED, until the handlers are
+    in and ``start_serving`` ran."""
+    async def main():
+        server = RemotingServer("127.0.0.1", 0, name="test")
+        port = await server.start(serve=False)
+        addr = f"127.0.0.1:{port}"
+        client = RemotingClient()
+        try:
+            with pytest.raises(RemotingConnectError):
+                await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "early"}), timeout=2)
+
+            async def echo(cmd, conn):
+                return cmd.make_response(ResponseCode.SUCCESS, cmd.ext_fields.get("say"))
+
+            server.register(ECHO, echo)
+            await server.start_serving()
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "now"}), timeout=5)
+            assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, "now")
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
