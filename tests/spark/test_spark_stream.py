@@ -120,7 +120,11 @@ def test_stop_and_restart_from_checkpoint(spark, cluster, topic, producer, tmp_p
     for _ in range(3):
         query = _to_parquet(_stream(spark, cluster, topic, maxMessagesPerTrigger="300"), tmp_path,
                             processingTime="200 milliseconds")
-        time.sleep(rng.uniform(0.5, 2.5))
+        # the random stop falls after the run's first batch: a query stopped inside its very first
+        # batch (offsets/0 written, no commit yet) was refused on restart by Spark 4.2 once in CI
+        # (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY); see the session note of issue 7
+        wait_until(lambda q=query: q.lastProgress is not None, timeout=60, what="the query's first batch")
+        time.sleep(rng.uniform(0.0, 2.0))
         query.stop()
         assert query.exception() is None
     thread.join()
