@@ -28,17 +28,16 @@ Thread-safety: ``enqueue`` is called under the store's put lock; ``catch_up`` an
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from spark_mq.common.byte_ranges import split_ranges
-from spark_mq.common.java_hash import java_hash, java_hashes
+from spark_mq.common.java_hash import java_hash, java_hash_utf8, java_hashes
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -49,7 +48,7 @@ from spark_mq.common.properties import (
     scan_properties,
 )
 from spark_mq.store.consume_queue import ConsumeQueue
-from spark_mq.store.index_file import positive_hashes
+from spark_mq.store.index_file import positive_hash, positive_hashes
 from spark_mq.store.index_service import IndexService
 
 _SPACE = ord(KEY_SEPARATOR)
@@ -57,7 +56,6 @@ MAX_PASS_MESSAGES = 65_536  # bounds the memory of one dispatch pass
 IDLE_BEFORE_DISPATCH_S = 0.010  # the background pass waits for appends to pause this long
 SCALAR_PASS_MESSAGES = 32  # up to this many messages a pure-Python pass beats the vectorised one
 INDEX_BACKLOG_KEYS = 2048  # index keys of small passes written together (~1 ms) once this many wait
-_MASK32 = 0xFFFFFFFF
 _TAGS, _KEYS, _UNIQ_KEY = TAGS.encode(), KEYS.encode(), UNIQ_KEY.encode()
 _NV, _PS, _KEY_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(), KEY_SEPARATOR.encode()
 
@@ -126,29 +124,6 @@ def dispatch_info(
     return DispatchInfo(tag_codes, rows, hashes)
 
 
-def _java_hash_bytes(raw: bytes, h: int = 0) -> int:
-    """Java ``hashCode`` (unsigned) of UTF-8 ``raw``, continued from unsigned ``h`` (a prefix's
-    hash). Scalar, for the few short strings of a small pass; non-ASCII is decoded with
-    replacement and hashed by UTF-16 code unit, as ``java_hashes`` does."""
-    units: Iterable[int] = raw
-    if not raw.isascii():
-        utf16 = raw.decode("utf-8", "replace").encode("utf-16-be")
-        units = struct.unpack(f">{len(utf16) // 2}H", utf16)
-    for u in units:
-        h = (31 * h + u) & _MASK32
-    return h
-
-
-def _signed(h: int) -> int:
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def _positive(h: int) -> int:
-    """``positive_hashes`` of one signed hash: abs, with Integer.MIN_VALUE mapped to 0."""
-    a = abs(h)
-    return 0 if a > 0x7FFFFFFF else a
-
-
 def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str], int]) -> DispatchInfo:
     """``dispatch_info`` of a few records, in plain Python (same rules: the last duplicate
     property wins, index keys per message are UNIQ_KEY then the KEYS tokens in order);
@@ -158,7 +133,7 @@ def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str],
     key_hashes: list[int] = []
     row = 0
     for r in records:
-        prefix = prefix_of(r.topic) & _MASK32
+        prefix = prefix_of(r.topic)
         data = r.data
         end = 0
         for size, plen in zip(r.sizes.tolist(), r.property_lengths.tolist(), strict=True):
@@ -169,7 +144,7 @@ def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str],
                 if sep and name:
                     props[name] = value
             tags = props.get(_TAGS)
-            tag_codes.append(0 if tags is None else _signed(_java_hash_bytes(tags)))
+            tag_codes.append(0 if tags is None else java_hash_utf8(tags))
             keys = []
             uniq = props.get(_UNIQ_KEY)
             if uniq:
@@ -179,7 +154,7 @@ def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str],
                 keys += [k for k in raw_keys.split(_KEY_SEP) if k]
             for key in keys:
                 key_rows.append(row)
-                key_hashes.append(_positive(_signed(_java_hash_bytes(key, prefix))))
+                key_hashes.append(positive_hash(java_hash_utf8(key, prefix)))
             row += 1
     return DispatchInfo(np.array(tag_codes, dtype=np.int64), np.array(key_rows, dtype=np.int64),
                         np.array(key_hashes, dtype=np.int32))

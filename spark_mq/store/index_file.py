@@ -51,6 +51,12 @@ def positive_hashes(java_hashes: np.ndarray) -> np.ndarray:
     return h.astype(np.int32)
 
 
+def positive_hash(java_hash: int) -> int:
+    """``positive_hashes`` of one signed hash."""
+    h = abs(java_hash)
+    return 0 if h > 0x7FFFFFFF else h
+
+
 class IndexFile:
     def __init__(self, path: Path, slot_num: int, index_num: int) -> None:
         self.path = path

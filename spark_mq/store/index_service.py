@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.java_hash import java_hash
-from spark_mq.store.index_file import IndexFile, positive_hashes
+from spark_mq.store.index_file import IndexFile, positive_hash
 
 _NAME = re.compile(r"^\d{17}$")
 
@@ -70,7 +70,7 @@ class IndexService:
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Candidate commitlog offsets for ``key`` in ``topic``, newest first, deduplicated."""
-        h = int(positive_hashes(np.array([java_hash(f"{topic}#{key}")], dtype=np.int32))[0])
+        h = positive_hash(java_hash(f"{topic}#{key}"))
         out: list[int] = []
         seen: set[int] = set()
         for f in reversed(self.files):
