@@ -31,14 +31,14 @@ import struct
 import zlib
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from itertools import chain, repeat
 
 import numpy as np
 
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.properties import KEY_SEPARATOR, KEYS, TAGS, decode_properties
+from spark_mq.common.properties import TAGS, decode_properties, keys_of
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7 as Java's signed int
 BLANK_MAGIC = -875286124  # 0xCBD43194
@@ -192,6 +192,10 @@ class UnitColumns:
 
     def __len__(self) -> int:
         return self.starts.size
+
+    def take(self, rows: np.ndarray) -> UnitColumns:
+        """The units at ``rows``, in that order."""
+        return UnitColumns(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 def decode_units(buf: np.ndarray, starts: np.ndarray) -> UnitColumns:
@@ -388,7 +392,7 @@ class StoredMessage:
 
     @property
     def keys(self) -> list[str]:
-        return [k for k in self.properties.get(KEYS, "").split(KEY_SEPARATOR) if k]
+        return keys_of(self.properties)
 
 
 def decompress_bodies(bodies: list[bytes], sys_flags: np.ndarray) -> list[bytes]:
@@ -498,11 +502,7 @@ class StoredBatch:
 
     def take(self, rows: np.ndarray | list[int]) -> StoredBatch:
         """The batch of ``rows`` only (e.g. the messages a filter kept), in the order given."""
-        u = self.units
-        rows = np.asarray(rows, dtype=np.int64)
-        return StoredBatch(self.buf, UnitColumns(u.header[rows], u.starts[rows], u.body_start[rows], u.body_end[rows],
-                                                 u.topic_start[rows], u.topic_end[rows], u.props_start[rows],
-                                                 u.props_end[rows]))
+        return StoredBatch(self.buf, self.units.take(np.asarray(rows, dtype=np.int64)))
 
     def with_tags(self, tags: Collection[str] | None) -> StoredBatch:
         """The messages whose TAGS property is one of ``tags`` (all of them when None)."""
@@ -539,7 +539,7 @@ class StoredBatch:
 
     @property
     def keys(self) -> list[list[str]]:
-        return [[k for k in p.get(KEYS, "").split(KEY_SEPARATOR) if k] for p in self.properties]
+        return list(map(keys_of, self.properties))
 
     @cached_property
     def queue_ids(self) -> np.ndarray:

@@ -54,6 +54,11 @@ def encode_properties_checked(props: Mapping[str, str]) -> bytes:
     return encoded
 
 
+def keys_of(props: Mapping[str, str]) -> list[str]:
+    """The message keys in a property dict (KEYS holds them space-separated)."""
+    return [k for k in props.get(KEYS, "").split(KEY_SEPARATOR) if k]
+
+
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     """Decode a property string; tolerates a missing final separator (RocketMQ 5 omits it)."""
     out: dict[str, str] = {}
