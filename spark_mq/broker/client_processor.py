@@ -17,6 +17,7 @@ from spark_mq.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
+    is_tag_type,
 )
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -64,6 +65,13 @@ class ClientProcessor:
                 log.info("consumer %s joined group %s", hb.client_id, c.group_name)
                 changed.append(c.group_name)
         b.notify_group_changes(changed)
+        # registered as RocketMQ registers them (membership still counts), but the client is told
+        # at once; its pulls are refused too
+        for c in hb.consumer_data_set:
+            for sub in c.subscription_data_set:
+                if not is_tag_type(sub.expression_type):
+                    return b.unserved.refuse_subscription(cmd, c.group_name, sub.topic, sub.expression_type,
+                                                          conn.peer)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

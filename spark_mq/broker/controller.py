@@ -29,6 +29,7 @@ from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
@@ -58,6 +59,7 @@ class BrokerController:
         self.hold = PullHoldService()
         self.locks = QueueLockManager()
         self.metrics = BrokerMetrics(config.root)
+        self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
         self.namesrv_client = RemotingClient()
         self.store: MessageStore
         self.topics: TopicConfigManager
@@ -102,7 +104,7 @@ class BrokerController:
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
         for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self),
-                          SendBackProcessor(self, self.retry), TieredOffsetProcessor(self)):
+                          SendBackProcessor(self, self.retry), TieredOffsetProcessor(self), self.unserved):
             processor.register_on(self.server)
         await self.server.start_serving()
         self.metrics.track_retention(self.store.retention)

@@ -54,6 +54,7 @@ class BrokerMetrics:
         self._put_total = 0
         self._get_total = 0
         self._pulled: deque[tuple[float, str, int]] = deque()
+        self._refused: dict[str, int] = {}
 
     @staticmethod
     def _add(table: dict[str, list[int]], topic: str, count: int, nbytes: int) -> dict[str, list[int]]:
@@ -77,6 +78,13 @@ class BrokerMetrics:
         self._pulled.append((now, group, count))
         while self._pulled and self._pulled[0][0] < now - TPS_WINDOW_S:
             self._pulled.popleft()
+
+    def refused(self, feature: str) -> None:
+        """One request refused because the broker does not serve ``feature`` yet."""
+        self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
+
+    def refusals(self, feature: str) -> int:
+        return self._refused.get(feature, 0)
 
     def put_total(self) -> int:
         return self._put_total
@@ -128,6 +136,12 @@ class BrokerMetrics:
                                 value=self.long_poll_waiters.value)
         yield GaugeMetricFamily("spark_mq_disk_used_ratio", "Used fraction of the store's disk",
                                 value=_ratio(self.store_root))
+        family = CounterMetricFamily("spark_mq_unserved_feature_refusals",
+                                     "Requests refused because they need a feature this broker does not serve yet",
+                                     labels=["feature"])
+        for feature, count in list(self._refused.items()):
+            family.add_metric([feature], count)
+        yield family
         if self._retention is not None:
             family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
                                          "Retention runs that kept a commitlog file holding messages not yet archived",

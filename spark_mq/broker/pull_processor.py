@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from spark_mq.common.java_hash import java_hash
-from spark_mq.remoting.bodies import SUB_ALL
+from spark_mq.remoting.bodies import SUB_ALL, is_tag_type
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -70,10 +70,13 @@ class PullProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                 f"[{topic.read_queue_nums}]")
         if h.has_subscription:
-            codes = tag_codes(h.subscription)
+            expression, expression_type = h.subscription, h.expression_type
         else:
             sub = b.clients.subscription(h.consumer_group, h.topic)
-            codes = tag_codes(sub.sub_string) if sub else None
+            expression, expression_type = (sub.sub_string, sub.expression_type) if sub else (None, None)
+        if not is_tag_type(expression_type):
+            return b.unserved.refuse_subscription(cmd, h.consumer_group, h.topic, expression_type, conn.peer)
+        codes = tag_codes(expression)
         if h.has_commit_offset and h.commit_offset >= 0:
             b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 

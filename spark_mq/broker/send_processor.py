@@ -14,7 +14,8 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
+from spark_mq.broker.unserved_features import is_prepared_transaction
+from spark_mq.common.errors import BatchBodyError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host, validate_topic
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -48,6 +49,11 @@ class SendProcessor:
     async def send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         b = self.broker
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
+        try:
+            if is_prepared_transaction(h, cmd.body):  # refused before anything (a topic) is created
+                return b.unserved.refuse_transaction(cmd, h, conn)
+        except BatchBodyError as e:
+            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         topic = b.topics.get(h.topic)
         if topic is None:
             try:  # never auto-create (persist, register) a topic the store would refuse

@@ -132,7 +132,8 @@ _HINTS: dict[int, str] = {
     ResponseCode.SUBSCRIPTION_NOT_EXIST: "send a HEART_BEAT carrying the subscription before pulling",
     ResponseCode.SUBSCRIPTION_NOT_LATEST: "send a HEART_BEAT with the current subscription before pulling",
     ResponseCode.SUBSCRIPTION_PARSE_FAILED: "check the subscription expression (e.g. 'tagA || tagB')",
-    ResponseCode.NO_PERMISSION: "the topic's or the broker's perm forbids this; check them with get_route_info",
+    ResponseCode.NO_PERMISSION: "the topic's or the broker's perm forbids this (check them with get_route_info), "
+                                "or the broker does not serve what was asked (the remark says)",
     ResponseCode.SYSTEM_BUSY: "the broker is overloaded; retry after a short back-off",
     ResponseCode.SERVICE_NOT_AVAILABLE: "the broker cannot serve this now (stopping, slave, or disk full); "
     "try another broker",

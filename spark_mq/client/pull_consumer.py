@@ -34,6 +34,7 @@ from spark_mq.client.rebalance import AllocateStrategy, RebalanceResult, get_str
 from spark_mq.client.results import PullResult, PullStatus
 from spark_mq.client.subscription import (
     ConsumeFrom,
+    check_expression_type,
     consume_from_where,
     filter_by_tags,
     parse_consume_from,
@@ -44,7 +45,7 @@ from spark_mq.client.subscription import (
 from spark_mq.client.sync_facade import SyncFacade, make_blocking
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
 from spark_mq.common.message_unit import StoredBatch, StoredMessage
-from spark_mq.remoting.bodies import SUB_ALL, ConsumerData, MessageQueue
+from spark_mq.remoting.bodies import EXPRESSION_TAG, SUB_ALL, ConsumerData, MessageQueue
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
 from spark_mq.remoting.loop import stop_tasks, wait_event
 
@@ -298,8 +299,10 @@ class LitePullConsumer:
 
     # -- life cycle ---------------------------------------------------------------------------
 
-    async def subscribe(self, topic: str, expression: str = SUB_ALL) -> None:
-        """Read ``topic`` (messages whose tag matches ``expression``, e.g. ``"a || b"``)."""
+    async def subscribe(self, topic: str, expression: str = SUB_ALL, expression_type: str = EXPRESSION_TAG) -> None:
+        """Read ``topic`` (messages whose tag matches ``expression``, e.g. ``"a || b"``);
+        ``expression_type="SQL92"`` is refused (ConfigError: not served yet)."""
+        check_expression_type(expression_type)
         self._subscriptions[topic] = _Subscription(expression, parse_tags(expression))
         if self._started:
             await self.instance.route(topic, refresh=True)

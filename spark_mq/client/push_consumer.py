@@ -70,7 +70,7 @@ from spark_mq.common.errors import ClientError, ConfigError, MQClientError, Remo
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.properties import UNIQ_KEY
-from spark_mq.remoting.bodies import MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData
+from spark_mq.remoting.bodies import EXPRESSION_TAG, MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData
 from spark_mq.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     PullMessageRequestHeader,
@@ -170,9 +170,10 @@ class PushConsumer:
         return self.message_model == "CLUSTERING"
 
     # -- set-up ----------------------------------------------------------------------------------
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag matches ``expression`` (``"a || b"``, ``"*"``)."""
-        self.subscriptions[topic] = subscription_data(topic, expression, int(time.time() * 1000))
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"a || b"``, ``"*"``);
+        ``expression_type="SQL92"`` is refused (ConfigError: not served yet)."""
+        self.subscriptions[topic] = subscription_data(topic, expression, int(time.time() * 1000), expression_type)
         if self.clustering:
             retry = RETRY_GROUP_TOPIC_PREFIX + self.group
             self.subscriptions.setdefault(retry, subscription_data(retry, "*", int(time.time() * 1000)))

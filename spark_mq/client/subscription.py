@@ -22,7 +22,7 @@ from spark_mq.client.offset_store import OffsetStore, broker_addr_of
 from spark_mq.common.errors import ClientError, ConfigError
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message_unit import StoredMessage
-from spark_mq.remoting.bodies import EXPRESSION_TAG, SUB_ALL, MessageQueue, SubscriptionData
+from spark_mq.remoting.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, MessageQueue, SubscriptionData
 
 if TYPE_CHECKING:
     from spark_mq.client.instance import ClientInstance
@@ -34,6 +34,22 @@ ConsumeFrom = Literal["last", "first"] | int
 _CONSUME_FROM_WHERE = {"last": "CONSUME_FROM_LAST_OFFSET", "first": "CONSUME_FROM_FIRST_OFFSET"}
 
 
+def check_expression_type(expression_type: str) -> None:
+    """Refuse up front what spark_mq brokers do not serve: only tag expressions filter today.
+
+    A SQL92 expression passed as a tag expression would match no tag and its consumer would wait
+    forever, so the type is explicit and a SQL92 subscription fails at ``subscribe``.
+    """
+    if expression_type == EXPRESSION_TAG:
+        return
+    if expression_type == EXPRESSION_SQL92:
+        raise ConfigError("SQL92 subscriptions are not served by spark_mq brokers yet (they answer SYSTEM_ERROR "
+                          "\"The broker does not support consumer to filter message by SQL92\"): subscribe with a "
+                          "tag expression such as 'a || b' and filter on properties in the consumer")
+    raise ConfigError(f"expression_type must be {EXPRESSION_TAG!r} (or {EXPRESSION_SQL92!r}, not served yet), "
+                      f"got {expression_type!r}")
+
+
 def parse_tags(expression: str | None) -> frozenset[str] | None:
     """The tags of ``"a || b"``; None (everything) for ``"*"``, empty or None."""
     if expression is None or expression.strip() in ("", SUB_ALL):
@@ -42,8 +58,10 @@ def parse_tags(expression: str | None) -> frozenset[str] | None:
     return tags or None
 
 
-def subscription_data(topic: str, expression: str = SUB_ALL, sub_version: int = 0) -> SubscriptionData:
+def subscription_data(topic: str, expression: str = SUB_ALL, sub_version: int = 0,
+                      expression_type: str = EXPRESSION_TAG) -> SubscriptionData:
     """The HEART_BEAT subscription of ``topic`` by a tag expression (tags and their hash codes sorted)."""
+    check_expression_type(expression_type)
     tags = parse_tags(expression)
     if tags is None:
         return SubscriptionData(topic, SUB_ALL, sub_version=sub_version, expression_type=EXPRESSION_TAG)

@@ -23,6 +23,7 @@ _PS = ord(PROPERTY_SEPARATOR)
 KEYS = "KEYS"
 TAGS = "TAGS"
 UNIQ_KEY = "UNIQ_KEY"
+TRANSACTION_PREPARED = "TRAN_MSG"  # "true" on a transactional half message
 WAIT_STORE_MSG_OK = "WAIT"
 KEY_SEPARATOR = " "
 

@@ -60,7 +60,13 @@ CONSUME_FROM_WHERE = (
 )
 TOPIC_FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 EXPRESSION_TAG = "TAG"
+EXPRESSION_SQL92 = "SQL92"
 SUB_ALL = "*"
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """RocketMQ's ``ExpressionType.isTagType``: no type (C++ clients send none) or TAG."""
+    return not expression_type or expression_type == EXPRESSION_TAG
 
 
 class _Bad(Exception):
@@ -417,6 +423,27 @@ class LockBatchRequestBody(Body):
 
 class UnlockBatchRequestBody(LockBatchRequestBody):
     """UNLOCK_BATCH_MQ request body."""
+
+
+@dataclass
+class CheckClientRequestBody(Body):
+    """CHECK_CLIENT_CONFIG request body: a Java consumer asks, before it starts, whether the broker
+    serves its subscription's expression type (SQL92)."""
+
+    client_id: str
+    group: str
+    subscription_data: SubscriptionData | None = None
+
+    def to_obj(self) -> Bean:
+        sub = self.subscription_data.to_obj() if self.subscription_data is not None else None
+        return Bean(clientId=self.client_id, group=self.group, subscriptionData=sub)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> CheckClientRequestBody:
+        o = _obj(o, name)
+        sub = o.get("subscriptionData")
+        return cls(_str(o, "clientId", ""), _str(o, "group", ""),
+                   SubscriptionData.from_obj(sub, name) if sub is not None else None)
 
 
 @dataclass

@@ -19,8 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_mq.client.rebalance import STRATEGIES
+from spark_mq.client.subscription import check_expression_type
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
+from spark_mq.remoting.bodies import EXPRESSION_SQL92
 from spark_mq.spark.offsets import (
     COMMITTED,
     EARLIEST,
@@ -35,6 +37,7 @@ NAMESRV = "namesrv"
 TOPIC = "topic"
 GROUP = "group"
 TAGS = "tags"
+SQL = "sql"
 STARTING_OFFSETS = "startingOffsets"
 STARTING_TIMESTAMP = "startingTimestamp"
 ENDING_OFFSETS = "endingOffsets"
@@ -47,7 +50,7 @@ PULL_BATCH_SIZE = "pullBatchSize"
 REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
 TIERED_STORE_ROOT = "tieredStoreRoot"
 
-ALL_OPTIONS = (NAMESRV, TOPIC, GROUP, TAGS, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
+ALL_OPTIONS = (NAMESRV, TOPIC, GROUP, TAGS, SQL, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
                MAX_MESSAGES_PER_TRIGGER, MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER,
                FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
@@ -99,6 +102,12 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         """Validate Spark's options (keys in any case); ConfigError saying what to fix."""
         given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read")
+        if SQL in given:
+            try:
+                check_expression_type(EXPRESSION_SQL92)
+            except ConfigError as e:
+                raise ConfigError(f"option {SQL!r}: {e}. In Spark: filter at the broker with option {TAGS!r} and "
+                                  f"the rest with .where(...)") from None
         namesrv = given[NAMESRV]
         group = given.get(GROUP) or None
         starting_timestamp = _int(given, STARTING_TIMESTAMP, minimum=0)

@@ -445,3 +445,21 @@ def test_broadcasting_consumers_each_receive_every_message(namesrv, broker, tmp_
     offsets_file = broker.store / "config" / "consumerOffset.json"
     assert not offsets_file.exists() or group not in offsets_file.read_text()
     assert_broker_log_clean(broker)
+
+
+def test_prepared_transactional_send_is_refused_and_nothing_delivered(namesrv, broker):
+    """The C++ client sets TRAN_MSG=true like any property: the broker refuses it (it does not serve
+    transactions yet) and nothing is stored. This client retries the refused send and then reports
+    only "No route info of this topic" (its sendDefaultImpl drops the broker's remark), so the
+    remark is checked in the broker's log."""
+    topic = "CppTxRefusedTopic"
+    with SyncRemotingClient() as admin:
+        create_topic(admin, broker, topic, 2)
+        with cpp_producer(namesrv, "tx_peer_producer") as p:
+            m, _ = make_message(topic, "half", 0)
+            m.set_property("TRAN_MSG", "true")
+            with pytest.raises(Exception, match=topic):
+                p.send_sync(m)
+            send_sync(p, topic, "whole", 1)
+        assert offsets(admin, broker, RequestCode.GET_MAX_OFFSET, topic, 2) in ([1, 0], [0, 1])
+    assert f"refused a prepared transactional message to topic {topic} from group tx_peer_producer" in broker.log()

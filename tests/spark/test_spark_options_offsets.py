@@ -59,7 +59,7 @@ def test_defaults_and_case_insensitive_keys():
     assert (opts.rebalance_interval_ms, opts.tiered_store_root, opts.group_member) == (20_000, None, False)
     assert SourceOptions.parse({**BASE, "group": "g"}).group_member
     assert not SourceOptions.parse({**BASE, "group": "g", "commitToBroker": "false"}).group_member
-    assert len(set(o.ALL_OPTIONS)) == 15
+    assert len(set(o.ALL_OPTIONS)) == 16
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -77,6 +77,8 @@ def test_defaults_and_case_insensitive_keys():
     ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "not both"),
     ({"startingTimestamp": "yesterday"}, "'startingTimestamp' must be an integer"),
     ({"maxMessagesPerTrigger": "-4"}, ">= 1, got -4"),
+    # SQL92 filters are refused up front until the brokers serve them (issue 17)
+    ({"sql": "num >= 5 AND num < 10"}, "option 'sql': SQL92 subscriptions are not served .* option 'tags'"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ConfigError, match=message):
