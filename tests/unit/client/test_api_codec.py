@@ -7,7 +7,6 @@ with canned responses; NameServer requests go to a real NameServer started in-pr
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from collections.abc import Callable
@@ -16,7 +15,6 @@ import pytest
 
 from spark_mq.client import MQClientAPI, PullStatus, SendStatus, SyncMQClientAPI
 from spark_mq.client.ids import uniq_keys
-from spark_mq.client.sync_api import SYNC_METHODS
 from spark_mq.common.config import NamesrvConfig
 from spark_mq.common.errors import MQClientError, RemotingConnectError
 from spark_mq.common.message import Message, MessageBatch, pack_host
@@ -481,16 +479,6 @@ def test_broker_request_to_a_namesrv_says_so(namesrv):
 
 
 # --- the blocking facade --------------------------------------------------------------------
-
-
-def test_sync_facade_mirrors_every_async_method():
-    public = {n for n, f in inspect.getmembers(MQClientAPI, inspect.iscoroutinefunction) if not n.startswith("_")}
-    assert public - {"close"} == set(SYNC_METHODS)
-    for name in SYNC_METHODS:
-        sync = getattr(SyncMQClientAPI, name)
-        assert not inspect.iscoroutinefunction(sync)
-        assert inspect.signature(sync) == inspect.signature(getattr(MQClientAPI, name))
-        assert sync.__doc__ == getattr(MQClientAPI, name).__doc__
 
 
 def test_sync_facade_from_threads(broker):
