@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.group_membership import GroupMembership
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.offset_store import RemoteBrokerOffsetStore, broker_addr_of, query_committed_offset
 from spark_mq.client.rebalance import AllocateStrategy, RebalanceResult, get_strategy, rebalance_result
@@ -286,6 +287,7 @@ class LitePullConsumer:
         self._own_instance = instance is None
         self.instance = instance or ClientInstance(config)
         self.offset_store = RemoteBrokerOffsetStore(self.instance, group)
+        self.membership = GroupMembership(self.instance, group, self.allocate)
         self._subscriptions: dict[str, _Subscription] = {}
         self._states: dict[MessageQueue, _QueueState] = {}
         self._polled: dict[MessageQueue, int] = {}  # offset after the last polled message, not yet committed
@@ -355,8 +357,7 @@ class LitePullConsumer:
             await self.offset_store.persist_all(owned)
         finally:
             self._states.clear()
-            self.instance.unregister_consumer(self.group)
-            await self.instance.unregister_everywhere(None, self.group)
+            await self.membership.leave()
             if self._own_instance:
                 await self.instance.close()
 
@@ -388,12 +389,11 @@ class LitePullConsumer:
             wanted: set[MessageQueue] = set()
             kept: set[MessageQueue] = set()  # topics whose member list is unknown now: keep what we own
             for topic in list(self._subscriptions):
-                mqs = await self.instance.subscribe_queues(topic, refresh=True)
-                cids = await self.instance.group_members(topic, self.group) if mqs else []
-                if not cids:
+                mine = await self.membership.allocate(topic)
+                if mine is None:
                     kept |= {mq for mq in self._states if mq.topic == topic}
                     continue
-                wanted |= set(self.allocate(self.group, self.instance.client_id, mqs, cids))
+                wanted |= set(mine)
             result = rebalance_result(set(self._states), wanted | kept)
             for mq in sorted(result.removed):
                 await self._release(mq)

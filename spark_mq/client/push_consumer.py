@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.group_membership import LOCK_RENEW_INTERVAL_S, GroupMembership
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore, broker_addr_of
 from spark_mq.client.process_queue import MiB, ProcessQueue
@@ -82,7 +83,6 @@ log = logging.getLogger(__name__)
 
 REBALANCE_INTERVAL_S = 20.0
 REBALANCE_RETRY_S = 1.0  # a subscribed topic without a route yet (the retry topic at first start)
-LOCK_RENEW_INTERVAL_S = 20.0
 LOCK_RETRY_S = 0.3
 SUSPEND_TIMEOUT_MS = 15_000  # BROKER_SUSPEND_MAX_TIME_MILLIS
 PULL_ERROR_DELAY_S = 1.0
@@ -157,6 +157,7 @@ class PushConsumer:
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.listener: Listener | None = None
         self.instance: ClientInstance | None = None
+        self.membership: GroupMembership | None = None
         self.offset_store: OffsetStore | None = None
         self._slots: dict[MessageQueue, _Slot] = {}
         self._executor: ThreadPoolExecutor | None = None
@@ -210,6 +211,7 @@ class PushConsumer:
             raise ClientError("subscribe to at least one topic before starting the consumer")
         self.instance = ClientInstance(self.config)
         await self.instance.start()
+        self.membership = GroupMembership(self.instance, self.group, self.strategy, clustering=self.clustering)
         if self.clustering:
             self.offset_store = RemoteBrokerOffsetStore(self.instance, self.group)
         else:
@@ -245,9 +247,8 @@ class PushConsumer:
         self._tasks = []
         async with self._rebalance_lock:
             await asyncio.gather(*(self._release(mq) for mq in list(self._slots)))
-        assert self.instance is not None and self._executor is not None
-        self.instance.unregister_consumer(self.group)
-        await self.instance.unregister_everywhere(None, self.group)
+        assert self.instance is not None and self.membership is not None and self._executor is not None
+        await self.membership.leave()
         self._executor.shutdown(wait=False, cancel_futures=True)
         await self.instance.close()
 
@@ -275,8 +276,9 @@ class PushConsumer:
         async with self._rebalance_lock:
             if not self._running:
                 return True
+            assert self.membership is not None
             for topic, sub in list(self.subscriptions.items()):
-                mine = await self._allocate(topic)
+                mine = await self.membership.allocate(topic)
                 if mine is None:
                     complete = False
                     continue
@@ -290,21 +292,6 @@ class PushConsumer:
                 if added:
                     log.info("group %s: %s takes %s", self.group, self.instance.client_id, _names(added))
         return complete
-
-    async def _allocate(self, topic: str) -> list[MessageQueue] | None:
-        """This member's queues of ``topic``; None if they cannot be known now."""
-        assert self.instance is not None
-        try:
-            mqs = await self.instance.subscribe_queues(topic, refresh=True)
-        except RemotingError as e:
-            log.warning("group %s: no route for %s: %s", self.group, topic, e)
-            return None
-        if not mqs:
-            return None
-        if not self.clustering:
-            return mqs
-        cids = await self.instance.group_members(topic, self.group)
-        return self.strategy(self.group, self.instance.client_id, mqs, cids) if cids else None
 
     def _open(self, mq: MessageQueue, sub: SubscriptionData) -> None:
         slot = _Slot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes), parse_tags(sub.sub_string),
@@ -339,47 +326,22 @@ class PushConsumer:
         commit = pq.commit_offset()
         if commit >= 0:
             self.offset_store.update(mq, commit)
-        try:
-            await self.offset_store.persist(mq)
-        except (RemotingError, MQClientError, ClientError) as e:
-            log.warning("group %s: committing %s on release failed: %s", self.group, mq, e)
+        # an orderly queue whose consumption is still running keeps its lock (to expire), so no
+        # other member consumes it in parallel
+        unlock = self.clustering and pq.locked and (finished or not self.orderly)
+        assert self.membership is not None
+        await self.membership.hand_over([mq], lambda: self.offset_store.persist(mq), unlock=unlock)
         self.offset_store.remove(mq)
         self._slots.pop(mq, None)
-        if self.clustering and pq.locked and (finished or not self.orderly):
-            await self._unlock([mq])
 
     # -- broker locks ----------------------------------------------------------------------------
-    async def _lock(self, mqs: list[MessageQueue]) -> set[MessageQueue]:
-        """LOCK_BATCH_MQ per broker; the queues now held (failures count as not held)."""
-        assert self.instance is not None
-        held: set[MessageQueue] = set()
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for name, group_mqs in by_broker.items():
-            try:
-                addr = await broker_addr_of(self.instance, group_mqs[0])
-                held |= set(await self.instance.api.lock_batch_mq(addr, self.group, self.instance.client_id,
-                                                                  group_mqs))
-            except (RemotingError, MQClientError, ClientError) as e:
-                log.warning("group %s: locking queues at %s failed: %s", self.group, name, e)
-        return held
-
-    async def _unlock(self, mqs: list[MessageQueue]) -> None:
-        assert self.instance is not None
-        for mq in mqs:
-            try:
-                addr = await broker_addr_of(self.instance, mq)
-                await self.instance.api.unlock_batch_mq(addr, self.group, self.instance.client_id, [mq])
-            except (RemotingError, MQClientError, ClientError) as e:
-                log.warning("group %s: unlocking %s failed (it expires at the broker): %s", self.group, mq, e)
-
     async def _acquire(self, slot: _Slot) -> bool:
         """Wait for the queue's broker lock (its previous owner unlocks it once it committed).
         Concurrent mode gives up waiting after ``handoff_timeout_s`` (a crashed owner)."""
         deadline = None if self.orderly else time.monotonic() + self.handoff_timeout_s
+        assert self.membership is not None
         while not slot.pq.dropped:
-            if slot.mq in await self._lock([slot.mq]):
+            if slot.mq in await self.membership.lock([slot.mq]):
                 slot.pq.set_locked(True)
                 return True
             if deadline is not None and time.monotonic() >= deadline:
@@ -391,16 +353,18 @@ class PushConsumer:
         return False
 
     async def _lock_loop(self) -> None:
+        """Renew the locks of the queues being consumed (a queue taken over from a crashed member
+        without its lock gets it here once that lock expired)."""
+        assert self.membership is not None
         while self._running:
             await asyncio.sleep(LOCK_RENEW_INTERVAL_S)
             slots = [s for s in self._slots.values() if not s.pq.dropped and s.next_offset >= 0]
-            held = await self._lock([s.mq for s in slots])
+            lost = await self.membership.renew({s.mq for s in slots})
             for s in slots:
-                if s.mq in held:
+                if s.mq in self.membership.held:
                     s.pq.set_locked(True)
-                elif self.orderly:
+                elif self.orderly and s.mq in lost:
                     s.pq.set_locked(False)
-                    log.warning("group %s: lost the lock of %s", self.group, s.mq)
 
     # -- offsets ---------------------------------------------------------------------------------
     async def _persist_loop(self) -> None:

@@ -5,9 +5,10 @@ is: it heartbeats to every broker of the topic (so ``spark-mq admin group lag``,
 applications and plain RocketMQ consumers of the group see it), asks a broker for the group's
 member list, and takes the queues ``allocateStrategy`` gives it
 (:mod:`spark_mq.client.rebalance`). A queue changes hands only through the broker's queue lock
-(LOCK_BATCH_MQ, renewed every :data:`LOCK_RENEW_INTERVAL_S`): a member reads a queue only while it
-holds its lock, and unlocks it only after committing the offset it processed up to — so the next
-owner, which locks it and reads the committed offset, neither skips nor repeats messages. A
+(LOCK_BATCH_MQ, renewed every 20 s; :class:`~spark_mq.client.group_membership.GroupMembership`
+does the allocation and the locks for every kind of member): a member reads a queue only while
+it holds its lock, and unlocks it only after committing the offset it processed up to — so the
+next owner, which locks it and reads the committed offset, neither skips nor repeats messages. A
 member that died leaves its locks to expire at the broker (60 s).
 
 The allocation is recomputed when the broker says the group changed (NOTIFY_CONSUMER_IDS_CHANGED)
@@ -30,10 +31,11 @@ import time
 import uuid
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.group_membership import GroupMembership
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.rebalance import get_strategy
 from spark_mq.client.subscription import subscription_data
-from spark_mq.common.errors import MQClientError, RemotingError
+from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import ConsumerData, MessageQueue
 from spark_mq.remoting.loop import LoopThread, stop_tasks
 from spark_mq.spark.offsets import COMMITTED, EARLIEST, LATEST, QueueKey, TopicQueues
@@ -42,7 +44,6 @@ from spark_mq.spark.options import SourceOptions
 log = logging.getLogger(__name__)
 
 SIGTERM_GRACE_S = 5.0  # how long a SIGTERMed reader process may take to leave the group before it exits
-LOCK_RENEW_INTERVAL_S = 20.0  # RocketMQ's REBALANCE_LOCK_INTERVAL; the broker expires a lock after 60 s
 CONSUME_ACTIVELY = "CONSUME_ACTIVELY"  # a pull consumer, in the heartbeat's consumer data
 _CONSUME_FROM = {EARLIEST: "CONSUME_FROM_FIRST_OFFSET", LATEST: "CONSUME_FROM_LAST_OFFSET",
                  COMMITTED: "CONSUME_FROM_LAST_OFFSET"}
@@ -72,8 +73,14 @@ def _mq(topic: str, key: QueueKey) -> MessageQueue:
     return MessageQueue(topic, key[0], key[1])
 
 
+def _key(mq: MessageQueue) -> QueueKey:
+    return mq.broker_name, mq.queue_id
+
+
 class DriverGroupMember:
-    """This query's membership of ``opts.group`` (see the module doc)."""
+    """This query's membership of ``opts.group`` (see the module doc): a
+    :class:`~spark_mq.client.group_membership.GroupMembership` on a private loop thread, in the
+    stream reader's ``(broker, queueId)`` keys."""
 
     def __init__(self, opts: SourceOptions) -> None:
         assert opts.group is not None
@@ -84,7 +91,6 @@ class DriverGroupMember:
         self._consume_from = (_CONSUME_FROM.get(opts.starting, "CONSUME_FROM_FIRST_OFFSET")
                               if opts.starting_timestamp is None else "CONSUME_FROM_TIMESTAMP")
         self._subscription = subscription_data(opts.topic, opts.tags)
-        self._held: set[QueueKey] = set()  # loop thread only
         self._allocated: frozenset[QueueKey] | None = None
         self._allocated_at = float("-inf")
         self._members_changed = False
@@ -92,26 +98,26 @@ class DriverGroupMember:
         self._thread = LoopThread(f"spark-mq-member-{opts.group}")
         config = ClientConfig(opts.namesrv, instance_name=f"spark_mq_{uuid.uuid4().hex[:12]}")
         try:
-            self.instance: ClientInstance = self._thread.run(self._start(config))
+            self.membership: GroupMembership = self._thread.run(self._start(config))
         except BaseException:
             self._thread.stop()
             raise
 
     @property
     def client_id(self) -> str:
-        return self.instance.client_id
+        return self.membership.instance.client_id
 
-    async def _start(self, config: ClientConfig) -> ClientInstance:
+    async def _start(self, config: ClientConfig) -> GroupMembership:
         instance = ClientInstance(config)
         await instance.start()
+        membership = GroupMembership(instance, self.group, self._strategy)
         instance.register_consumer(self.group, self._consumer_data, self._on_members_changed)
         with contextlib.suppress(RemotingError):
             await instance.route(self.topic)
         await instance.heartbeat_all()  # before the first member list, so it names us
-        self._renew = asyncio.get_running_loop().create_task(self._renew_locks(instance),
-                                                             name=f"locks-{self.group}")
+        self._renew = asyncio.get_running_loop().create_task(membership.keep_locks(), name=f"locks-{self.group}")
         log.info("spark_mq: %s joined consumer group %s on %s", instance.client_id, self.group, self.topic)
-        return instance
+        return membership
 
     def _consumer_data(self) -> ConsumerData:
         return ConsumerData(self.group, CONSUME_ACTIVELY, "CLUSTERING", self._consume_from, [self._subscription])
@@ -129,15 +135,12 @@ class DriverGroupMember:
                  or not self._allocated <= set(queues.queues))
         if stale:
             self._members_changed = False
-            members = self._thread.run(self.instance.group_members(self.topic, self.group))
-            if members:
-                mine = self._strategy(self.group, self.client_id, [_mq(self.topic, k) for k in queues.queues],
-                                      members)
-                allocated = frozenset((mq.broker_name, mq.queue_id) for mq in mine)
+            mine = self._thread.run(self.membership.allocate(self.topic, [_mq(self.topic, k) for k in queues.queues]))
+            if mine is not None:
+                allocated = frozenset(_key(mq) for mq in mine)
                 if allocated != self._allocated:
-                    log.info("spark_mq: %s of group %s is allocated %d of %d queues of %s (%d members)",
-                             self.client_id, self.group, len(allocated), len(queues.queues), self.topic,
-                             len(members))
+                    log.info("spark_mq: %s of group %s is allocated %d of %d queues of %s", self.client_id,
+                             self.group, len(allocated), len(queues.queues), self.topic)
                 self._allocated = allocated
                 self._allocated_at = time.monotonic()
         return self._allocated or frozenset()
@@ -149,81 +152,34 @@ class DriverGroupMember:
         return self._thread.run(self._copy_held())
 
     async def _copy_held(self) -> frozenset[QueueKey]:
-        return frozenset(self._held)
+        return frozenset(_key(mq) for mq in self.membership.held)
 
-    def lock(self, queues: TopicQueues, keys: set[QueueKey]) -> frozenset[QueueKey]:
+    def lock(self, keys: set[QueueKey]) -> frozenset[QueueKey]:
         """Lock ``keys`` at their brokers; the ones now held (another member may still hold some)."""
-        return self._thread.run(self._lock(queues, keys)) if keys else frozenset()
+        if not keys:
+            return frozenset()
+        locked = self._thread.run(self.membership.lock(_mq(self.topic, k) for k in keys))
+        return frozenset(_key(mq) for mq in locked)
 
-    async def _lock(self, queues: TopicQueues, keys: set[QueueKey]) -> frozenset[QueueKey]:
-        got: set[QueueKey] = set()
-        for broker in sorted({k[0] for k in keys}):
-            mqs = [_mq(self.topic, k) for k in sorted(keys) if k[0] == broker]
-            try:
-                locked = await self.instance.api.lock_batch_mq(queues.brokers[broker], self.group, self.client_id,
-                                                               mqs)
-            except (RemotingError, MQClientError) as e:
-                log.warning("spark_mq: group %s: locking queues at %s failed: %s", self.group, broker, e)
-                continue
-            got |= {(mq.broker_name, mq.queue_id) for mq in locked}
-        self._held |= got
-        return frozenset(got)
-
-    def unlock(self, queues: TopicQueues, keys: set[QueueKey]) -> None:
+    def unlock(self, keys: set[QueueKey]) -> None:
         """Give ``keys`` up (their offsets must be committed first)."""
         if keys:
-            self._thread.run(self._unlock(queues.brokers, keys))
-
-    async def _unlock(self, brokers: dict[str, str], keys: set[QueueKey]) -> None:
-        self._held -= keys
-        for broker in sorted({k[0] for k in keys}):
-            if broker not in brokers:
-                continue
-            mqs = [_mq(self.topic, k) for k in sorted(keys) if k[0] == broker]
-            try:
-                await self.instance.api.unlock_batch_mq(brokers[broker], self.group, self.client_id, mqs)
-            except (RemotingError, MQClientError) as e:
-                log.warning("spark_mq: group %s: unlocking %s failed (the locks expire at the broker): %s",
-                            self.group, broker, e)
-
-    async def _renew_locks(self, instance: ClientInstance) -> None:
-        """Re-lock the held queues before the broker expires them; a queue whose lock was lost (we
-        were cut off longer than the expiry and another member took it) is dropped from ``held``."""
-        while True:
-            await asyncio.sleep(LOCK_RENEW_INTERVAL_S)
-            keys = set(self._held)
-            brokers = {name: addr for name in {k[0] for k in keys}
-                       if (addr := instance.broker_addr(name)) is not None}
-            for broker, addr in sorted(brokers.items()):
-                mine = {k for k in keys if k[0] == broker}
-                try:
-                    locked = await instance.api.lock_batch_mq(addr, self.group, instance.client_id,
-                                                              [_mq(self.topic, k) for k in sorted(mine)])
-                except (RemotingError, MQClientError) as e:
-                    log.warning("spark_mq: group %s: renewing locks at %s failed: %s", self.group, broker, e)
-                    continue
-                lost = mine - {(mq.broker_name, mq.queue_id) for mq in locked}
-                if lost:
-                    log.warning("spark_mq: group %s lost the lock of %s", self.group, sorted(lost))
-                    self._held -= lost
+            self._thread.run(self.membership.unlock(_mq(self.topic, k) for k in keys))
 
     # -- leaving ------------------------------------------------------------------------------------------------
 
-    def close(self, queues: TopicQueues | None) -> None:
+    def close(self) -> None:
         """Unlock every held queue, leave the group at every broker, stop (idempotent)."""
         if not self._thread.alive:
             return
         try:
-            self._thread.run(self._close(queues))
+            self._thread.run(self._close())
         finally:
             self._thread.stop()
 
-    async def _close(self, queues: TopicQueues | None) -> None:
+    async def _close(self) -> None:
         if self._renew is not None:
             await stop_tasks([self._renew])
-        if queues is not None:
-            await self._unlock(queues.brokers, set(self._held))
-        self.instance.unregister_consumer(self.group)
-        await self.instance.unregister_everywhere(None, self.group)
-        await self.instance.close()
+        await self.membership.leave()
+        await self.membership.instance.close()
         log.info("spark_mq: %s left consumer group %s", self.client_id, self.group)

@@ -195,8 +195,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit(queues, {k: v for k, v in begin.items() if k in held})
         wanted = member.allocation(queues)
         leaving = held - wanted
-        member.unlock(queues, set(leaving))
-        gained = member.lock(queues, set(wanted - held) & set(queues.queues))
+        member.unlock(set(leaving))
+        gained = member.lock(set(wanted - held) & set(queues.queues))
         held = (held - leaving) | gained
         reading: dict[QueueKey, int] = {}
         joining: dict[QueueKey, int] = {}
@@ -226,7 +226,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         source = offset_source(self._client(), queues, self.opts)
         if self.opts.group_member:
             member = self._group_member()
-            owned = member.lock(queues, set(member.allocation(queues)))
+            owned = member.lock(set(member.allocation(queues)))
             starting = resolve_starting(source, queues, self.opts, owned)
             self._committed.update(starting)  # nothing is processed yet: nothing to commit
         else:
@@ -299,7 +299,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         member, self._member = self._member, None
         if member is not None:
-            member.close(self._queues)
+            member.close()
         api, self._api = self._api, None
         if api is not None:
             api.close()
