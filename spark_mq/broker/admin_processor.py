@@ -10,7 +10,6 @@ import time
 from typing import TYPE_CHECKING
 
 from spark_mq import __version__
-from spark_mq.common.message import validate_topic
 from spark_mq.common.message_unit import STORE_TIMESTAMP_OFFSET
 from spark_mq.remoting.bodies import (
     ConsumeStats,
@@ -116,8 +115,7 @@ class AdminProcessor:
         return cmd.make_response(ResponseCode.SUCCESS, body=unit)
 
     async def create_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
-        validate_topic(h.topic)
+        h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)  # the topic follows the naming rule
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be positive")
         self.broker.topics.upsert(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,

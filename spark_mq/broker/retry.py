@@ -36,11 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from spark_mq.broker.topic_config import RETRY_GROUP_TOPIC_PREFIX, TopicConfigManager
-from spark_mq.common.errors import HeaderError, MessageValidationError, StoreNotWritableError
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import decode_message
+from spark_mq.common.names import dlq_topic, retry_topic
 from spark_mq.common.properties import UNIQ_KEY, encode_properties
 from spark_mq.remoting.bodies import TopicConfig
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst.PROPERTY_RETRY_TOPIC
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # MessageConst.PROPERTY_ORIGIN_MESSAGE_ID
 DELAY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL (dropped when the copy is stored)
@@ -77,14 +77,6 @@ def parse_delay_levels(text: str) -> list[int]:
     if not out:
         raise ValueError("no delay levels given")
     return out
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 @dataclass(frozen=True)
@@ -259,10 +251,7 @@ class SendBackProcessor:
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.send_back)
 
     async def send_back(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        try:
-            h = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
-        except HeaderError as e:
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+        h = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
             entry = self.scheduler.send_back(h)
         except SendBackError as e:

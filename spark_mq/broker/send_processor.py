@@ -2,21 +2,24 @@
 
 Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a
 negative queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is
-stored. Under SYNC_FLUSH the response waits for the group commit without blocking the event
-loop. A stored message wakes the pulls held on its queue at once, and they answer before the
-send does.
+stored; so is a topic name that breaks the naming rule (``common/names.py``), checked before
+the topic is looked up (a one-line warning is logged). Under SYNC_FLUSH the response waits for
+the group commit without blocking the event loop. A stored message wakes the pulls held on its
+queue at once, and they answer before the send does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from typing import TYPE_CHECKING
 
 from spark_mq.broker.unserved_features import is_prepared_transaction
-from spark_mq.common.errors import BatchBodyError, MessageValidationError, StoreNotWritableError
-from spark_mq.common.message import MessageBatch, pack_host, validate_topic
+from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
+from spark_mq.common.message import MessageBatch, pack_host
+from spark_mq.common.names import validate_topic
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -26,6 +29,8 @@ from spark_mq.store.results import PutStatus
 
 if TYPE_CHECKING:
     from spark_mq.broker.controller import BrokerController
+
+log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
@@ -50,16 +55,17 @@ class SendProcessor:
         b = self.broker
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
         try:
+            validate_topic(h.topic)
+        except InvalidNameError as e:
+            log.warning("%s: %s refused: %s", conn.peer, cmd.describe(), e)
+            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        try:
             if is_prepared_transaction(h, cmd.body):  # refused before anything (a topic) is created
                 return b.unserved.refuse_transaction(cmd, h, conn)
         except BatchBodyError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         topic = b.topics.get(h.topic)
         if topic is None:
-            try:  # never auto-create (persist, register) a topic the store would refuse
-                validate_topic(h.topic)
-            except MessageValidationError as e:
-                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
             topic = b.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:
                 return cmd.make_response(

@@ -3,6 +3,9 @@
 Topics are created explicitly (UPDATE_AND_CREATE_TOPIC) or on first send when
 ``autoCreateTopicEnable`` is on; ``TBW102`` is the default topic RocketMQ clients route
 unknown topics through, so it is registered with the inherit permission when auto-create is on.
+Every topic name is checked against the naming rule (``common/names.py``) before it is added: a
+topic is a directory under ``consumequeue/``. A name in ``topics.json`` that breaks the rule
+(written by an older version) is dropped at load with a warning.
 
 Thread-safety: used from the broker's event loop only.
 """
@@ -14,6 +17,8 @@ import logging
 import time
 
 from spark_mq.common.config import BrokerConfig
+from spark_mq.common.errors import InvalidNameError
+from spark_mq.common.names import retry_topic, validate_topic
 from spark_mq.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.remoting.headers import PERM_INHERIT, PERM_READ, PERM_WRITE
 from spark_mq.store.config_file import JsonConfigFile
@@ -21,7 +26,6 @@ from spark_mq.store.config_file import JsonConfigFile
 log = logging.getLogger(__name__)
 
 AUTO_CREATE_TOPIC_KEY = "TBW102"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 
@@ -36,7 +40,7 @@ class TopicConfigManager:
         raw = self.file.load()
         if raw is not None:
             wrapper = TopicConfigSerializeWrapper.from_json(json.dumps(raw))
-            self.topics = dict(wrapper.topic_config_table)
+            self.topics = {name: tc for name, tc in wrapper.topic_config_table.items() if _loadable(name, tc)}
             self.data_version = wrapper.data_version
         system = [self.config.broker_cluster_name, self.config.broker_name]
         if self.config.auto_create_topic_enable:
@@ -60,7 +64,9 @@ class TopicConfigManager:
         return self.topics.get(topic)
 
     def upsert(self, topic: TopicConfig) -> bool:
-        """Create or update; returns whether anything changed."""
+        """Create or update; returns whether anything changed. Raises InvalidNameError for a name
+        that breaks the naming rule."""
+        validate_topic(topic.topic_name)
         if self.topics.get(topic.topic_name) == topic:
             return False
         self.topics[topic.topic_name] = topic
@@ -88,11 +94,23 @@ class TopicConfigManager:
         return created
 
     def ensure_retry_topic(self, group: str) -> bool:
-        """``%RETRY%<group>`` (one queue) for a clustering consumer group; True if created."""
-        name = RETRY_GROUP_TOPIC_PREFIX + group
+        """``%RETRY%<group>`` (one queue) for a clustering consumer group; True if created. Raises
+        InvalidNameError unless the retry topic is a valid name as a whole."""
+        name = retry_topic(group)
         if name in self.topics:
             return False
         return self.upsert(TopicConfig(name, 1, 1, PERM_READ_WRITE))
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(dict(self.topics), self.data_version)
+
+
+def _loadable(name: str, topic: TopicConfig) -> bool:
+    """Whether a topic read from ``topics.json`` is kept: its name must follow the naming rule."""
+    try:
+        validate_topic(name)
+        validate_topic(topic.topic_name)
+    except InvalidNameError as e:
+        log.warning("topics.json: topic %r dropped: %s", name, e)
+        return False
+    return True

@@ -22,13 +22,13 @@ import numpy as np
 from spark_mq.client.api import DEFAULT_TOPIC
 from spark_mq.client.ids import uniq_key, uniq_keys
 from spark_mq.common.errors import MessageValidationError
-from spark_mq.common.message import Message, MessageBatch, validate_topic
+from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.message_unit import COMPRESSED_FLAG
+from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties_checked
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 
 COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
-RETRY_TOPIC_PREFIX = "%RETRY%"
 DELAY_PROPERTY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL
 # what follows a batch message's own properties: its UNIQ_KEY, then WAIT (the order a dict gave)
 _KEY_HEAD = f"{UNIQ_KEY}\x01".encode()
@@ -154,7 +154,7 @@ def prepare_batch(messages: Sequence[Message], max_message_size: int) -> Prepare
     if any(m.topic != topic for m in messages):
         raise MessageValidationError(f"every message of a batch must have the same topic (the first is {topic})")
     check_topic(topic)
-    if topic.startswith(RETRY_TOPIC_PREFIX):
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         raise MessageValidationError(f"retry topic {topic} is not supported in a batch")
 
     bodies = [m.body for m in messages]

@@ -58,7 +58,6 @@ from spark_mq.client.process_queue import MiB, ProcessQueue
 from spark_mq.client.rebalance import diff, get_strategy
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import (
-    RETRY_GROUP_TOPIC_PREFIX,
     consume_from_where,
     filter_by_tags,
     parse_consume_from,
@@ -69,6 +68,7 @@ from spark_mq.client.subscription import (
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
 from spark_mq.common.properties import UNIQ_KEY
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import EXPRESSION_TAG, MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData

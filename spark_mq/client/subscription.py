@@ -22,12 +22,11 @@ from spark_mq.client.offset_store import OffsetStore, broker_addr_of
 from spark_mq.common.errors import ClientError, ConfigError
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, MessageQueue, SubscriptionData
 
 if TYPE_CHECKING:
     from spark_mq.client.instance import ClientInstance
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 
 ConsumeFrom = Literal["last", "first"] | int
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
-from spark_mq.common.errors import ConfigError
+from spark_mq.common.errors import ConfigError, InvalidNameError
+from spark_mq.common.names import validate_broker_name
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
@@ -82,6 +83,11 @@ class BrokerConfig:
                 raise ConfigError(f"deleteWhen={self.delete_when!r}: give hours 0-23 separated by ';'")
         if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio <= 1:
             raise ConfigError("need 0 < diskSpaceCleanForciblyRatio <= diskSpaceWarningLevelRatio <= 1")
+        for key, name in (("brokerName", self.broker_name), ("brokerClusterName", self.broker_cluster_name)):
+            try:  # each becomes a topic of this broker, and a name the NameServer checks
+                validate_broker_name(name)
+            except InvalidNameError as e:
+                raise ConfigError(f"{key}={name!r}: {e}") from None
 
     @property
     def root(self) -> Path:

@@ -20,8 +20,17 @@ class MessageValidationError(SparkMQError):
     """A message was rejected before anything was written (bad topic, oversized body...)."""
 
 
+class InvalidNameError(MessageValidationError):
+    """A topic, group, broker name or KV key breaks the naming rule (``common/names.py``). A
+    MessageValidationError too: a message to such a topic is rejected before anything is written."""
+
+
 class StoreError(SparkMQError):
     """The message store cannot do what was asked."""
+
+
+class StorePathError(StoreError):
+    """A path built from names would not lie inside the store root; nothing was touched."""
 
 
 class StoreLockedError(StoreError):

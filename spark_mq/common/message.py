@@ -8,7 +8,6 @@ walks messages in Python bytecode.
 from __future__ import annotations
 
 import functools
-import re
 import socket
 import struct
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.names import validate_topic
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -27,21 +27,7 @@ from spark_mq.common.properties import (
     encode_properties,
 )
 
-TOPIC_MAX_LENGTH = 127  # stored behind an int8 length
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-
-
-def validate_topic(topic: str) -> None:
-    """RocketMQ's topic rules; raises with the rule that was broken."""
-    if not topic:
-        raise MessageValidationError("topic is empty: give a topic name")
-    if len(topic.encode()) > TOPIC_MAX_LENGTH:
-        raise MessageValidationError(f"topic is {len(topic.encode())} bytes, over the {TOPIC_MAX_LENGTH} limit")
-    if not TOPIC_PATTERN.match(topic):
-        raise MessageValidationError(
-            f"topic {topic!r} has illegal characters: use only letters, digits, '%', '|', '_' and '-'"
-        )
 
 
 def pack_host(host: str, port: int) -> bytes:

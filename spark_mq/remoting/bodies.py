@@ -31,6 +31,11 @@ What the C++ client (apache/rocketmq-client-cpp) sends and parses — checked fo
 - LOCK/UNLOCK_BATCH_MQ request bodies: ``{"clientId":..,"consumerGroup":..,"mqSet":[{"brokerName":..,
   "queueId":0,"topic":..}]}`` (``mqSet`` absent when empty).
 
+Names a client sends in a request body (groups and subscribed topics of a HEART_BEAT, the group
+and queues of LOCK/UNLOCK_BATCH_MQ, the topics of REGISTER_BROKER) are checked against the naming
+rule (``common/names.py``) as they are decoded: a refusal is a BodyError naming the field. Bodies
+a client decodes from a server are not checked.
+
 Enum-valued properties are kept as their Java names (``"CONSUME_PASSIVELY"``); ordinals are
 mapped to names on reading. Thread-safety: bodies are plain data; nothing here is shared.
 """
@@ -43,7 +48,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from spark_mq.common.errors import BodyError
+from spark_mq.common.errors import BodyError, InvalidNameError
+from spark_mq.common.names import validate_broker_name, validate_group, validate_topic
 from spark_mq.remoting.fastjson import Bean, JsonKey, ObjectKey, dumps, loads
 
 T = TypeVar("T")
@@ -189,6 +195,15 @@ def _item_str(v: Any, name: str) -> str:
     return v
 
 
+def _named(value: str, name: str, rule: Callable[[str], None]) -> str:
+    """``value`` if it follows the naming rule ``rule`` (a name in a client's request body)."""
+    try:
+        rule(value)
+    except InvalidNameError as e:
+        raise _Bad(f"{name} breaks the naming rule: {e}") from None
+    return value
+
+
 def _int_key(k: Any, name: str) -> int:
     return _as_int(k, f"key {k!r} of {name}")
 
@@ -310,7 +325,7 @@ class SubscriptionData(Body):
     def from_obj(cls, o: Any, name: str) -> SubscriptionData:
         o = _obj(o, name)
         return cls(
-            topic=_str(o, "topic"),
+            topic=_named(_str(o, "topic"), "topic", validate_topic),
             sub_string=_str(o, "subString", SUB_ALL),
             tags_set=_list(o, "tagsSet", _item_str),
             code_set=_list(o, "codeSet", _as_int),
@@ -329,7 +344,7 @@ class ProducerData(Body):
 
     @classmethod
     def from_obj(cls, o: Any, name: str) -> ProducerData:
-        return cls(_str(_obj(o, name), "groupName"))
+        return cls(_named(_str(_obj(o, name), "groupName"), "groupName", validate_group))
 
 
 @dataclass
@@ -355,7 +370,7 @@ class ConsumerData(Body):
     def from_obj(cls, o: Any, name: str) -> ConsumerData:
         o = _obj(o, name)
         return cls(
-            group_name=_str(o, "groupName"),
+            group_name=_named(_str(o, "groupName"), "groupName", validate_group),
             consume_type=_enum(o, "consumeType", CONSUME_TYPES, "CONSUME_PASSIVELY"),
             message_model=_enum(o, "messageModel", MESSAGE_MODELS, "CLUSTERING"),
             consume_from_where=_enum(o, "consumeFromWhere", CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"),
@@ -418,7 +433,16 @@ class LockBatchRequestBody(Body):
     @classmethod
     def from_obj(cls, o: Any, name: str) -> Any:
         o = _obj(o, name)
-        return cls(_str(o, "consumerGroup"), _str(o, "clientId"), _list(o, "mqSet", MessageQueue.from_obj))
+        return cls(_named(_str(o, "consumerGroup"), "consumerGroup", validate_group), _str(o, "clientId"),
+                   _list(o, "mqSet", _requested_queue))
+
+
+def _requested_queue(o: Any, name: str) -> MessageQueue:
+    """A MessageQueue a client names in a request: its topic and broker name follow the rule."""
+    mq = MessageQueue.from_obj(o, name)
+    _named(mq.topic, f"{name}.topic", validate_topic)
+    _named(mq.broker_name, f"{name}.brokerName", validate_broker_name)
+    return mq
 
 
 class UnlockBatchRequestBody(LockBatchRequestBody):
@@ -538,10 +562,11 @@ class RegisterBrokerBody(Body):
         wrapper = o.get("topicConfigSerializeWrapper")
         if wrapper is None and "topicConfigTable" in o:
             wrapper = o  # brokers before V3_0_11 send a bare TopicConfigSerializeWrapper
-        return cls(
-            TopicConfigSerializeWrapper.from_obj(wrapper or {}, "topicConfigSerializeWrapper"),
-            _list(o, "filterServerList", _item_str),
-        )
+        topics = TopicConfigSerializeWrapper.from_obj(wrapper or {}, "topicConfigSerializeWrapper")
+        for key, tc in topics.topic_config_table.items():
+            _named(key, "topicConfigTable key", validate_topic)
+            _named(tc.topic_name, f"topicConfigTable[{key}].topicName", validate_topic)
+        return cls(topics, _list(o, "filterServerList", _item_str))
 
     def encode_compressed(self) -> bytes:
         """``RegisterBrokerBody.encode(true)``: deflate of length-prefixed pieces; a topic
@@ -595,8 +620,11 @@ class RegisterBrokerBody(Body):
                 raise BodyError(f"{name}: bad topic config at byte {at}")
             try:
                 nums = [int(p) for p in parts[1:4]]
+                _named(parts[0], f"topic at byte {at}", validate_topic)
             except ValueError:
                 raise BodyError(f"{name}: bad topic config at byte {at}") from None
+            except _Bad as e:
+                raise BodyError(f"{name}: {e}") from None
             table[parts[0]] = TopicConfig(parts[0], nums[0], nums[1], nums[2], parts[4])
         servers = loads(piece(), name)
         if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):

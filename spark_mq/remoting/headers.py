@@ -13,6 +13,13 @@ ASCII digits, no blanks, in range), and raises :class:`HeaderError` naming the h
 request and the field. Unknown fields are ignored: clients add their own (the C++ client
 always sends ``Signature``, ``AccessKey`` and ``OnsChannel``; Java 4.9 sends ``bname``...).
 
+A field typed ``Topic``, ``Group``, ``BrokerName`` or ``KVName`` is a name that becomes a topic,
+a store path or a key: decoding checks it against the naming rule (``common/names.py``), so no
+request handler ever sees a name like ``g/../../x``, and the refusal (``HeaderError``, answered
+SYSTEM_ERROR as RocketMQ answers an illegal topic) says which rule was broken. An optional name
+sent empty reads as absent (the C++ client's UNREGISTER_CLIENT has ``consumerGroup: ""``). A send's
+topic is a plain string here: the send processor answers an illegal one MESSAGE_ILLEGAL.
+
 Leniencies, each for a client we must accept (verified in apache/rocketmq-client-cpp):
 
 - C++ client 1.0.1 (the ``librocketmq.so`` inside PyPI ``rocketmq==0.4.4``) and 2.0.x build
@@ -34,13 +41,20 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from spark_mq.common.errors import HeaderError
+from spark_mq.common.errors import HeaderError, InvalidNameError
+from spark_mq.common.names import validate_broker_name, validate_group, validate_kv_name, validate_topic
 
 Int32 = Annotated[int, "int32"]  # Java Integer / int
 Int64 = Annotated[int, "int64"]  # Java Long / long
+Topic = Annotated[str, validate_topic]
+Group = Annotated[str, validate_group]  # a producer or consumer group
+BrokerName = Annotated[str, validate_broker_name]  # a broker or cluster name
+KVName = Annotated[str, validate_kv_name]  # a NameServer KV namespace or key
+NameRule = Callable[[str], None]
 
 _RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
@@ -124,15 +138,18 @@ class _Spec:
     attr: str
     wire: str
     kind: str  # "str", "int32", "int64" or "bool"
+    rule: NameRule | None  # a name field's check (kind "str"), else None
     required: bool
 
 
-def _kind(hint: Any) -> str:
+def _kind(hint: Any) -> tuple[str, NameRule | None]:
+    """(kind, name rule) of a field's type hint."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         (hint,) = [a for a in typing.get_args(hint) if a is not type(None)]
     if typing.get_origin(hint) is Annotated:
-        return hint.__metadata__[0]
-    return {str: "str", bool: "bool", int: "int64"}[hint]
+        meta = hint.__metadata__[0]
+        return ("str", meta) if callable(meta) else (meta, None)
+    return {str: "str", bool: "bool", int: "int64"}[hint], None
 
 
 class Header:
@@ -156,8 +173,8 @@ class Header:
                 _Spec(
                     f.name,
                     f.metadata.get("wire", _camel(f.name)),
-                    _kind(hints[f.name]),
-                    f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                    *_kind(hints[f.name]),
+                    required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
                 )
                 for f in dataclasses.fields(cls)  # type: ignore[arg-type]
             )
@@ -202,13 +219,20 @@ class Header:
             return HeaderError(cls.label(), s.wire, f"{cls._alias(s)}{why}, got {raw!r}")
 
         if s.kind == "str":
-            if isinstance(raw, str):
-                return raw
             if isinstance(raw, bool):
-                return "true" if raw else "false"
-            if isinstance(raw, int):
-                return str(raw)
-            raise bad("must be a string")
+                text = "true" if raw else "false"
+            elif isinstance(raw, (str, int)):
+                text = str(raw)
+            else:
+                raise bad("must be a string")
+            if s.rule is not None:
+                if not text and not s.required:
+                    return None  # an optional name sent empty (the C++ client's UNREGISTER_CLIENT group)
+                try:
+                    s.rule(text)
+                except InvalidNameError as e:
+                    raise HeaderError(cls.label(), s.wire, f"{cls._alias(s)}breaks the naming rule: {e}") from None
+            return text
         if s.kind == "bool":
             if isinstance(raw, bool):
                 return raw
@@ -317,7 +341,7 @@ class SendMessageResponseHeader(Header):
 @header("CONSUMER_SEND_MSG_BACK")
 class ConsumerSendMsgBackRequestHeader(Header):
     offset: Int64
-    group: str
+    group: Group
     delay_level: Int32
     origin_msg_id: str | None = None
     origin_topic: str | None = None
@@ -330,8 +354,8 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
 @header("PULL_MESSAGE")
 class PullMessageRequestHeader(Header):
-    consumer_group: str
-    topic: str
+    consumer_group: Group
+    topic: Topic
     queue_id: Int32
     queue_offset: Int64
     max_msg_nums: Int32
@@ -371,8 +395,8 @@ class PullMessageResponseHeader(Header):
 
 @header("QUERY_CONSUMER_OFFSET")
 class QueryConsumerOffsetRequestHeader(Header):
-    consumer_group: str
-    topic: str
+    consumer_group: Group
+    topic: Topic
     queue_id: Int32
 
 
@@ -383,8 +407,8 @@ class QueryConsumerOffsetResponseHeader(Header):
 
 @header("UPDATE_CONSUMER_OFFSET")
 class UpdateConsumerOffsetRequestHeader(Header):
-    consumer_group: str
-    topic: str
+    consumer_group: Group
+    topic: Topic
     queue_id: Int32
     commit_offset: Int64
 
@@ -396,19 +420,19 @@ class UpdateConsumerOffsetResponseHeader(Header):
 
 @header("GET_CONSUMER_LIST_BY_GROUP")
 class GetConsumerListByGroupRequestHeader(Header):
-    consumer_group: str
+    consumer_group: Group
 
 
 @header("NOTIFY_CONSUMER_IDS_CHANGED")
 class NotifyConsumerIdsChangedRequestHeader(Header):
-    consumer_group: str
+    consumer_group: Group
 
 
 @header("UNREGISTER_CLIENT")
 class UnregisterClientRequestHeader(Header):
     client_id: str = wire("clientID")
-    producer_group: str | None = None
-    consumer_group: str | None = None
+    producer_group: Group | None = None
+    consumer_group: Group | None = None
 
 
 # --- offsets and lookups --------------------------------------------------------------------
@@ -416,7 +440,7 @@ class UnregisterClientRequestHeader(Header):
 
 @header("GET_MAX_OFFSET")
 class GetMaxOffsetRequestHeader(Header):
-    topic: str
+    topic: Topic
     queue_id: Int32
 
 
@@ -427,7 +451,7 @@ class GetMaxOffsetResponseHeader(Header):
 
 @header("GET_MIN_OFFSET")
 class GetMinOffsetRequestHeader(Header):
-    topic: str
+    topic: Topic
     queue_id: Int32
 
 
@@ -438,7 +462,7 @@ class GetMinOffsetResponseHeader(Header):
 
 @header("SEARCH_OFFSET_BY_TIMESTAMP")
 class SearchOffsetRequestHeader(Header):
-    topic: str
+    topic: Topic
     queue_id: Int32
     timestamp: Int64
 
@@ -450,7 +474,7 @@ class SearchOffsetResponseHeader(Header):
 
 @header("GET_EARLIEST_MSG_STORETIME")
 class GetEarliestMsgStoretimeRequestHeader(Header):
-    topic: str
+    topic: Topic
     queue_id: Int32
 
 
@@ -461,7 +485,7 @@ class GetEarliestMsgStoretimeResponseHeader(Header):
 
 @header("QUERY_MESSAGE")
 class QueryMessageRequestHeader(Header):
-    topic: str
+    topic: Topic
     key: str
     max_num: Int32
     begin_timestamp: Int64
@@ -484,23 +508,23 @@ class ViewMessageRequestHeader(Header):
 
 @header("GET_TOPIC_STATS_INFO")
 class GetTopicStatsInfoRequestHeader(Header):
-    topic: str
+    topic: Topic
 
 
 @header("GET_CONSUME_STATS")
 class GetConsumeStatsRequestHeader(Header):
-    consumer_group: str
-    topic: str | None = None
+    consumer_group: Group
+    topic: Topic | None = None
 
 
 @header("GET_CONSUMER_CONNECTION_LIST")
 class GetConsumerConnectionListRequestHeader(Header):
-    consumer_group: str
+    consumer_group: Group
 
 
 @header("UPDATE_AND_CREATE_TOPIC")
 class CreateTopicRequestHeader(Header):
-    topic: str
+    topic: Topic
     default_topic: str
     read_queue_nums: Int32
     write_queue_nums: Int32
@@ -512,7 +536,7 @@ class CreateTopicRequestHeader(Header):
 
 @header("DELETE_TOPIC_IN_BROKER")
 class DeleteTopicRequestHeader(Header):
-    topic: str
+    topic: Topic
 
 
 # --- tiered storage (spark_mq extensions, no RocketMQ counterpart) -------------------------------
@@ -522,14 +546,14 @@ class DeleteTopicRequestHeader(Header):
 class UpdateTieredOffsetRequestHeader(Header):
     """Queue offsets [0, offset) of ``topic``:``queueId`` are archived (exclusive watermark)."""
 
-    topic: str
+    topic: Topic
     queue_id: Int32
     offset: Int64
 
 
 @header("QUERY_TIERED_OFFSET")
 class QueryTieredOffsetRequestHeader(Header):
-    topic: str
+    topic: Topic
     queue_id: Int32
 
 
@@ -549,15 +573,15 @@ class QueryTieredOffsetResponseHeader(Header):
 
 @header("GET_ROUTEINFO_BY_TOPIC")
 class GetRouteInfoRequestHeader(Header):
-    topic: str
+    topic: Topic
     accept_standard_json_only: bool | None = None  # 4.9.4+: ask for quoted map keys
 
 
 @header("REGISTER_BROKER")
 class RegisterBrokerRequestHeader(Header):
-    broker_name: str
+    broker_name: BrokerName
     broker_addr: str
-    cluster_name: str
+    cluster_name: BrokerName
     ha_server_addr: str
     broker_id: Int64
     compressed: bool = False
@@ -572,17 +596,17 @@ class RegisterBrokerResponseHeader(Header):
 
 @header("UNREGISTER_BROKER")
 class UnRegisterBrokerRequestHeader(Header):
-    broker_name: str
+    broker_name: BrokerName
     broker_addr: str
-    cluster_name: str
+    cluster_name: BrokerName
     broker_id: Int64
 
 
 @header("QUERY_DATA_VERSION")
 class QueryDataVersionRequestHeader(Header):
-    broker_name: str
+    broker_name: BrokerName
     broker_addr: str
-    cluster_name: str
+    cluster_name: BrokerName
     broker_id: Int64
 
 
@@ -593,13 +617,13 @@ class QueryDataVersionResponseHeader(Header):
 
 @header("DELETE_TOPIC_IN_NAMESRV")
 class DeleteTopicFromNamesrvRequestHeader(Header):
-    topic: str
-    cluster_name: str | None = None
+    topic: Topic
+    cluster_name: BrokerName | None = None
 
 
 @header("WIPE_WRITE_PERM_OF_BROKER")
 class WipeWritePermOfBrokerRequestHeader(Header):
-    broker_name: str
+    broker_name: BrokerName
 
 
 @header("response to WIPE_WRITE_PERM_OF_BROKER")
@@ -609,20 +633,20 @@ class WipeWritePermOfBrokerResponseHeader(Header):
 
 @header("GET_TOPICS_BY_CLUSTER")
 class GetTopicsByClusterRequestHeader(Header):
-    cluster: str
+    cluster: BrokerName
 
 
 @header("PUT_KV_CONFIG")
 class PutKVConfigRequestHeader(Header):
-    namespace: str
-    key: str
+    namespace: KVName
+    key: KVName
     value: str
 
 
 @header("GET_KV_CONFIG")
 class GetKVConfigRequestHeader(Header):
-    namespace: str
-    key: str
+    namespace: KVName
+    key: KVName
 
 
 @header("response to GET_KV_CONFIG")
@@ -632,10 +656,10 @@ class GetKVConfigResponseHeader(Header):
 
 @header("DELETE_KV_CONFIG")
 class DeleteKVConfigRequestHeader(Header):
-    namespace: str
-    key: str
+    namespace: KVName
+    key: KVName
 
 
 @header("GET_KVLIST_BY_NAMESPACE")
 class GetKVListByNamespaceRequestHeader(Header):
-    namespace: str
+    namespace: KVName

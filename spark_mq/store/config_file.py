@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.store.store_paths import CONFIG_DIR, store_path
 
-CONFIG_DIR = "config"
 TOPICS = "topics.json"
 SUBSCRIPTION_GROUPS = "subscriptionGroup.json"
 CONSUMER_OFFSETS = "consumerOffset.json"
@@ -21,4 +21,4 @@ __all__ = ["CONFIG_DIR", "CONSUMER_OFFSETS", "DELAY_OFFSETS", "SUBSCRIPTION_GROU
 def config_file(store_root: Path, name: str) -> JsonConfigFile:
     """``<storePathRootDir>/config/<name>``: usable before the store is opened (the broker loads
     the tiered offsets its store's retention consults)."""
-    return JsonConfigFile(store_root / CONFIG_DIR / name)
+    return JsonConfigFile(store_path(store_root, CONFIG_DIR, name))

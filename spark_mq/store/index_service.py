@@ -18,6 +18,7 @@ import numpy as np
 
 from spark_mq.common.java_hash import java_hash
 from spark_mq.store.index_file import IndexFile, positive_hash
+from spark_mq.store.store_paths import store_path
 
 _NAME = re.compile(r"^\d{17}$")
 
@@ -39,7 +40,7 @@ class IndexService:
         if not self.directory.exists():
             return
         names = sorted(p.name for p in self.directory.iterdir() if _NAME.match(p.name))
-        self.files = [IndexFile(self.directory / n, self.slot_num, self.index_num) for n in names]
+        self.files = [IndexFile(store_path(self.directory, n), self.slot_num, self.index_num) for n in names]
         self._last_name = names[-1] if names else ""
 
     def end_phys(self) -> int:
@@ -57,7 +58,7 @@ class IndexService:
         if name <= self._last_name:  # two files in one millisecond: keep names unique and ordered
             name = str(int(self._last_name) + 1)
         self._last_name = name
-        f = IndexFile(self.directory / name, self.slot_num, self.index_num)
+        f = IndexFile(store_path(self.directory, name), self.slot_num, self.index_num)
         with self._lock:
             self.files = [*self.files, f]
         return f

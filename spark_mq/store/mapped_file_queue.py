@@ -19,6 +19,7 @@ from pathlib import Path
 
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.store.mapped_file import FILE_NAME_DIGITS, MappedFile, file_name
+from spark_mq.store.store_paths import store_path
 
 log = logging.getLogger(__name__)
 _NAME = re.compile(rf"^\d{{{FILE_NAME_DIGITS}}}$")
@@ -36,7 +37,7 @@ class MappedFileQueue:
         if not self.directory.exists():
             return
         names = sorted(p.name for p in self.directory.iterdir() if _NAME.match(p.name))
-        files = [MappedFile(self.directory / n, self.file_size) for n in names]
+        files = [MappedFile(store_path(self.directory, n), self.file_size) for n in names]
         for prev, cur in itertools.pairwise(files):
             if cur.file_from_offset != prev.file_from_offset + self.file_size:
                 raise CorruptFileError(
@@ -75,7 +76,7 @@ class MappedFileQueue:
         if self.files and start != self.files[-1].file_from_offset + self.file_size:
             raise ValueError(f"new file at {start} does not follow {self.files[-1].path.name}")
         self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / file_name(start), self.file_size)
+        mf = MappedFile(store_path(self.directory, file_name(start)), self.file_size)
         with self._lock:
             self.files = [*self.files, mf]
         return mf

@@ -1,7 +1,8 @@
 """``MessageStore``: the facade the broker talks to.
 
 Layout under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
-``index/``, ``checkpoint``, ``abort``, ``lock`` and ``config/*.json``.
+``index/``, ``checkpoint``, ``abort``, ``lock`` and ``config/*.json``, every path built by
+``store_path`` (which refuses one that would leave the root).
 
 Dispatch (consume queue and index entries) runs in batched passes, see ``dispatch.py``: on a
 background thread, before every read, and from a put once the backlog passes
@@ -42,6 +43,15 @@ from spark_mq.store.lock_file import StoreLock
 from spark_mq.store.recovery import RecoveryReport, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import ArchivedOffset, RetentionService, disk_used_ratio, nothing_archived
+from spark_mq.store.store_paths import (
+    ABORT_FILE,
+    CHECKPOINT_FILE,
+    COMMITLOG_DIR,
+    CONSUME_QUEUE_DIR,
+    INDEX_DIR,
+    LOCK_FILE,
+    store_path,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,16 +78,16 @@ class MessageStore:
         self.root = config.root
         self.clock = clock
         self.store_host = pack_host(config.broker_ip1, config.listen_port)
-        self.commitlog = CommitLog(self.root / "commitlog", config.maped_file_size_commit_log)
+        self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log)
         self.index = (
-            IndexService(self.root / "index", config.max_hash_slot_num, config.max_index_num)
+            IndexService(store_path(self.root, INDEX_DIR), config.max_hash_slot_num, config.max_index_num)
             if config.message_index_enable
             else None
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.retention = RetentionService(config, self.commitlog, self._dispatched_queues,
                                           self._delete_logic_files_below, disk_ratio, clock, archived_offset)
-        self._lock = StoreLock(self.root / "lock")
+        self._lock = StoreLock(store_path(self.root, LOCK_FILE))
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
         self._dispatcher: Dispatcher | None = None
@@ -92,7 +102,7 @@ class MessageStore:
     # -- lifecycle ------------------------------------------------------------------------
     @property
     def abort_path(self) -> Path:
-        return self.root / "abort"
+        return store_path(self.root, ABORT_FILE)
 
     def start(self) -> MessageStore:
         """Lock the directory, recover, and start flush and retention threads."""
@@ -104,7 +114,7 @@ class MessageStore:
             self._load_queues()
             if self.index is not None:
                 self.index.load()
-            self._checkpoint = Checkpoint(self.root / "checkpoint")
+            self._checkpoint = Checkpoint(store_path(self.root, CHECKPOINT_FILE))
             self.recovery = recover(
                 self.commitlog,
                 list(self.queues.values()),
@@ -202,16 +212,17 @@ class MessageStore:
 
     # -- consume queues -------------------------------------------------------------------
     def _queue_dir(self, topic: str, queue_id: int) -> Path:
-        return self.root / "consumequeue" / topic / str(queue_id)
+        return store_path(self.root, CONSUME_QUEUE_DIR, topic, str(queue_id))
 
     def _load_queues(self) -> None:
-        base = self.root / "consumequeue"
+        base = store_path(self.root, CONSUME_QUEUE_DIR)
         if not base.exists():
             return
         for tdir in sorted(base.iterdir()):
             for qdir in sorted(tdir.iterdir()):
                 if _QUEUE_DIR.match(qdir.name):
-                    cq = ConsumeQueue(tdir.name, int(qdir.name), qdir, self.config.maped_file_size_consume_queue)
+                    cq = ConsumeQueue(tdir.name, int(qdir.name), self._queue_dir(tdir.name, int(qdir.name)),
+                                      self.config.maped_file_size_consume_queue)
                     cq.load()
                     self.queues[(tdir.name, int(qdir.name))] = cq
 
@@ -432,8 +443,10 @@ class MessageStore:
     def delete_topic(self, topic: str) -> int:
         """Forget ``topic``: its consume queues are destroyed, so its offsets start again from 0
         and key queries no longer find its messages (their units stay in the commitlog until
-        retention deletes the files). Returns how many queues were removed."""
+        retention deletes the files). Returns how many queues were removed. A topic that is no plain
+        directory name raises StorePathError before anything is touched."""
         assert self._dispatcher is not None
+        topic_dir = store_path(self.root, CONSUME_QUEUE_DIR, topic)
         with self._put_lock:
             self._dispatcher.catch_up()
             with self._queues_lock:
@@ -442,7 +455,7 @@ class MessageStore:
             for key, cq in gone.items():
                 cq.destroy()
                 self._next_queue_offset.pop(key, None)
-            shutil.rmtree(self.root / "consumequeue" / topic, ignore_errors=True)
+            shutil.rmtree(topic_dir, ignore_errors=True)
             # move the safe offset past the topic's units, so crash recovery never rebuilds them
             self._checkpoint_now()
         log.info("topic %s deleted from the store (%d queues)", topic, len(gone))

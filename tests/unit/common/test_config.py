@@ -108,6 +108,8 @@ def test_wrong_types_name_the_key(tmp_path, line, named):
         ("mapedFileSizeCommitLog=1024", "mapedFileSizeCommitLog"),
         ("mapedFileSizeCommitLog=65536\nmaxMessageSize=65536", "maxMessageSize=65536"),
         ("diskSpaceCleanForciblyRatio=0.95\ndiskSpaceWarningLevelRatio=0.9", "diskSpaceCleanForciblyRatio"),
+        ("brokerName=../../x", "brokerName='../../x'"),
+        ("brokerClusterName=my.cluster", "brokerClusterName='my.cluster'"),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path, text, named):

@@ -20,6 +20,7 @@ _VALUES = {
     "int64": st.integers(-(2**63), 2**63 - 1),
     "bool": st.booleans(),
 }
+NAMES = st.from_regex(r"[%|a-zA-Z0-9_-]{1,20}", fullmatch=True)  # what a name field (Topic, Group...) takes
 
 
 @st.composite
@@ -28,7 +29,7 @@ def header_instances(draw):
     kwargs = {}
     for s in cls.specs():
         if s.required or draw(st.booleans()):  # an optional field left out keeps its default
-            kwargs[s.attr] = draw(_VALUES[s.kind])
+            kwargs[s.attr] = draw(NAMES if s.rule else _VALUES[s.kind])
     return cls(**kwargs)
 
 
@@ -175,6 +176,31 @@ def test_invalid_values_raise_header_error(field, value):
         h.PullMessageRequestHeader.from_ext_fields(ext)
     assert e.value.field == field
     assert isinstance(e.value, SparkMQError)
+
+
+NAME_FIELDS = [(cls, s) for cls in ALL_HEADERS for s in cls.specs() if s.rule is not None]
+
+
+@pytest.mark.parametrize(("cls", "spec"), NAME_FIELDS, ids=lambda x: getattr(x, "__name__", getattr(x, "wire", "")))
+@pytest.mark.parametrize("name", ["g/../../../x", "..", "/abs", "a\\b", "a\x00b", "abc\n", "主题", "a.b", "T" * 256])
+def test_every_name_field_refuses_a_name_that_breaks_the_rule(cls, spec, name):
+    ext = {s.wire: {"str": "x", "int32": "1", "int64": "1", "bool": "true"}[s.kind] for s in cls.specs()}
+    ext[spec.wire] = name
+    with pytest.raises(HeaderError) as e:
+        cls.from_ext_fields(ext)
+    assert e.value.field == spec.wire and "naming rule" in str(e.value)
+
+
+def test_name_fields_are_the_names_that_become_topics_paths_or_keys():
+    names = {(cls.REQUEST, s.wire) for cls, s in NAME_FIELDS}
+    for request in ("PULL_MESSAGE", "QUERY_CONSUMER_OFFSET", "UPDATE_CONSUMER_OFFSET", "GET_CONSUME_STATS"):
+        assert {(request, "topic"), (request, "consumerGroup")} <= names
+    assert {("CONSUMER_SEND_MSG_BACK", "group"), ("UPDATE_AND_CREATE_TOPIC", "topic"),
+            ("DELETE_TOPIC_IN_BROKER", "topic"), ("UPDATE_TIERED_OFFSET", "topic"), ("REGISTER_BROKER", "brokerName"),
+            ("REGISTER_BROKER", "clusterName"), ("PUT_KV_CONFIG", "namespace"), ("PUT_KV_CONFIG", "key")} <= names
+    # an optional name sent empty is absent (the C++ client unregisters with consumerGroup "")
+    req = h.UnregisterClientRequestHeader.from_ext_fields({"clientID": "c", "producerGroup": "p", "consumerGroup": ""})
+    assert (req.producer_group, req.consumer_group) == ("p", None)
 
 
 def test_bad_boolean_and_v2_error_mentions_meaning():
