@@ -39,6 +39,7 @@ from ._support import pull_header, send_header
 SENTINEL = "sentinel"
 RULE = "^[%|a-zA-Z0-9_-]+$"  # every refusal names the rule (or the length limit)
 LONG = ["T" * 128, "G" * 200]  # over the topic and group limits; a KV namespace or key may have 255
+OPTIONAL = {"GET_CONSUME_STATS.topic", "UNREGISTER_CLIENT.producerGroup", "UNREGISTER_CLIENT.consumerGroup"}
 
 
 def hostile_names(sentinel: Path) -> list[str]:
@@ -54,10 +55,11 @@ def hostile_names(sentinel: Path) -> list[str]:
 
 def must_refuse(label: str, name: str) -> bool:
     """Whether request field ``label`` must refuse ``name``: all do, but a KV namespace or key may be
-    255 bytes long, and an optional topic sent empty means "no topic"."""
+    255 bytes long, and an optional name sent empty means none (the C++ client unregisters with
+    consumerGroup "")."""
     if label.split(".")[0] in ("PUT_KV_CONFIG", "GET_KV_CONFIG", "DELETE_KV_CONFIG", "GET_KVLIST_BY_NAMESPACE"):
         return name not in LONG
-    return (label, name) != ("GET_CONSUME_STATS.topic", "")
+    return name != "" or label not in OPTIONAL
 
 
 def refused(resp: RemotingCommand) -> bool:
@@ -138,6 +140,10 @@ def broker_requests(name: str, phys: int) -> list[tuple[str, int, dict[str, obje
         ("CONSUMER_SEND_MSG_BACK.group-dlq", RequestCode.CONSUMER_SEND_MSG_BACK,
          {"offset": phys, "group": name, "delayLevel": -1}, b""),
         ("GET_CONSUMER_LIST_BY_GROUP.group", RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": name}, b""),
+        ("UNREGISTER_CLIENT.producerGroup", RequestCode.UNREGISTER_CLIENT, {"clientID": "cid", "producerGroup": name},
+         b""),
+        ("UNREGISTER_CLIENT.consumerGroup", RequestCode.UNREGISTER_CLIENT, {"clientID": "cid", "consumerGroup": name},
+         b""),
         ("LOCK_BATCH_MQ.group", RequestCode.LOCK_BATCH_MQ, {}, lock_body(group=name)),
         ("LOCK_BATCH_MQ.topic", RequestCode.LOCK_BATCH_MQ, {}, lock_body(topic=name)),
         ("LOCK_BATCH_MQ.brokerName", RequestCode.LOCK_BATCH_MQ, {}, lock_body(broker=name)),
