@@ -31,10 +31,10 @@ What the C++ client (apache/rocketmq-client-cpp) sends and parses — checked fo
 - LOCK/UNLOCK_BATCH_MQ request bodies: ``{"clientId":..,"consumerGroup":..,"mqSet":[{"brokerName":..,
   "queueId":0,"topic":..}]}`` (``mqSet`` absent when empty).
 
-Names a client sends in a request body (groups and subscribed topics of a HEART_BEAT, the group
-and queues of LOCK/UNLOCK_BATCH_MQ, the topics of REGISTER_BROKER) are checked against the naming
-rule (``common/names.py``) as they are decoded: a refusal is a BodyError naming the field. Bodies
-a client decodes from a server are not checked.
+Names a client sends in a request body (groups and subscribed topics of HEART_BEAT and
+CHECK_CLIENT_CONFIG, the group and queues of LOCK/UNLOCK_BATCH_MQ, the topics of REGISTER_BROKER)
+are checked against the naming rule (``common/names.py``) as they are decoded: a refusal is a
+BodyError naming the field. Bodies a client decodes from a server are not checked.
 
 Enum-valued properties are kept as their Java names (``"CONSUME_PASSIVELY"``); ordinals are
 mapped to names on reading. Thread-safety: bodies are plain data; nothing here is shared.
@@ -466,7 +466,8 @@ class CheckClientRequestBody(Body):
     def from_obj(cls, o: Any, name: str) -> CheckClientRequestBody:
         o = _obj(o, name)
         sub = o.get("subscriptionData")
-        return cls(_str(o, "clientId", ""), _str(o, "group", ""),
+        group = _str(o, "group", "")
+        return cls(_str(o, "clientId", ""), group and _named(group, "group", validate_group),
                    SubscriptionData.from_obj(sub, name) if sub is not None else None)
 
 

@@ -19,6 +19,7 @@ from servers import Broker, unique
 
 from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.remoting.bodies import (
+    CheckClientRequestBody,
     ConsumerData,
     DataVersion,
     HeartbeatData,
@@ -39,7 +40,8 @@ from ._support import pull_header, send_header
 SENTINEL = "sentinel"
 RULE = "^[%|a-zA-Z0-9_-]+$"  # every refusal names the rule (or the length limit)
 LONG = ["T" * 128, "G" * 200]  # over the topic and group limits; a KV namespace or key may have 255
-OPTIONAL = {"GET_CONSUME_STATS.topic", "UNREGISTER_CLIENT.producerGroup", "UNREGISTER_CLIENT.consumerGroup"}
+OPTIONAL = {"GET_CONSUME_STATS.topic", "UNREGISTER_CLIENT.producerGroup", "UNREGISTER_CLIENT.consumerGroup",
+            "CHECK_CLIENT_CONFIG.group"}
 
 
 def hostile_names(sentinel: Path) -> list[str]:
@@ -106,6 +108,10 @@ def lock_body(*, group: str = "c_ok", topic: str = "T_ok", broker: str = "broker
     return LockBatchRequestBody(group, "cid", [MessageQueue(topic, broker, 0)]).to_json()
 
 
+def check_body(*, group: str = "c_ok", topic: str = "T_ok") -> bytes:
+    return CheckClientRequestBody("cid", group, SubscriptionData(topic, "a > 1", expression_type="SQL92")).to_json()
+
+
 def broker_requests(name: str, phys: int) -> list[tuple[str, int, dict[str, object], bytes]]:
     """(label, code, extFields, body) of every broker request carrying ``name`` in one name field."""
     send = send_header("T_ok", 0).to_ext_fields()
@@ -149,6 +155,8 @@ def broker_requests(name: str, phys: int) -> list[tuple[str, int, dict[str, obje
         ("LOCK_BATCH_MQ.brokerName", RequestCode.LOCK_BATCH_MQ, {}, lock_body(broker=name)),
         ("UNLOCK_BATCH_MQ.group", RequestCode.UNLOCK_BATCH_MQ, {}, lock_body(group=name)),
         ("UNLOCK_BATCH_MQ.topic", RequestCode.UNLOCK_BATCH_MQ, {}, lock_body(topic=name)),
+        ("CHECK_CLIENT_CONFIG.group", RequestCode.CHECK_CLIENT_CONFIG, {}, check_body(group=name)),
+        ("CHECK_CLIENT_CONFIG.topic", RequestCode.CHECK_CLIENT_CONFIG, {}, check_body(topic=name)),
         ("GET_TOPIC_STATS_INFO.topic", RequestCode.GET_TOPIC_STATS_INFO, {"topic": name}, b""),
         ("GET_CONSUME_STATS.group", RequestCode.GET_CONSUME_STATS, {"consumerGroup": name}, b""),
         ("GET_CONSUME_STATS.topic", RequestCode.GET_CONSUME_STATS, {"consumerGroup": "c_ok", "topic": name}, b""),
