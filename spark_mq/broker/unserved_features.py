@@ -34,6 +34,8 @@ TRANSACTIONS_MISSING = ("transactional messages are not enabled on this broker: 
                         "and transaction check-back are not served yet; send the message without TRAN_MSG "
                         "(as an ordinary message) or use a broker that serves transactions")
 
+MAX_LOGGED_GROUPS = 1024  # groups remembered as logged: a client inventing group names costs bounded memory
+
 Count = Callable[[str], None]
 """``count(feature)``: one refusal of ``feature`` (a metric)."""
 
@@ -87,10 +89,15 @@ class UnservedFeatures:
 
     def _refused(self, feature: str, group: str, what: str, peer: str) -> None:
         self._count(feature)
-        if (feature, group) not in self._logged:
-            self._logged.add((feature, group))
-            log.warning("refused %s from group %s (%s); later refusals for this group are only counted",
-                        what, group or "<none>", peer)
+        if (feature, group) in self._logged or len(self._logged) > MAX_LOGGED_GROUPS:
+            return
+        self._logged.add((feature, group))
+        if len(self._logged) > MAX_LOGGED_GROUPS:
+            log.warning("refused requests from over %d groups: later refusals are only counted (see "
+                        "spark_mq_unserved_feature_refusals_total)", MAX_LOGGED_GROUPS)
+            return
+        log.warning("refused %s from group %s (%s); later refusals for this group are only counted",
+                    what, group or "<none>", peer)
 
     def refuse_transaction(self, cmd: RemotingCommand, h: SendMessageRequestHeader, conn: Connection
                            ) -> RemotingCommand:
