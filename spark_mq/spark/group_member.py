@@ -29,6 +29,7 @@ import threading
 import time
 import uuid
 
+from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.rebalance import get_strategy
@@ -36,7 +37,7 @@ from spark_mq.client.subscription import subscription_data
 from spark_mq.common.errors import MQClientError, RemotingError
 from spark_mq.remoting.bodies import ConsumerData, MessageQueue
 from spark_mq.remoting.loop import LoopThread, stop_tasks
-from spark_mq.spark.offsets import COMMITTED, EARLIEST, LATEST, QueueKey, TopicQueues
+from spark_mq.spark.offsets import COMMITTED, EARLIEST, LATEST
 from spark_mq.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
