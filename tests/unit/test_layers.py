@@ -3,9 +3,10 @@ no module imports a layer above its own, no import cycle anywhere (imports insid
 cycle they hide is still a cycle), and an import inside a function says why it is there.
 
 An import inside a function is allowed only for a dependency that is optional or heavy for the
-module's callers; it carries a comment with :data:`LAZY_MARKER` on its line or the line above, e.g.
-``# lazy import: deltalake only for Delta archives``. Imports under ``if TYPE_CHECKING:`` are for
-annotations only: they must respect the layers but do not run, so they cannot make a cycle.
+module's callers; it carries a comment with :data:`LAZY_MARKER` on its line or the line above (once
+for a run of import statements), e.g. ``# lazy import: deltalake only for Delta archives``. Imports
+under ``if TYPE_CHECKING:`` are for annotations only: they must respect the layers but do not run, so
+they cannot make a cycle.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ LAYERS: dict[str, set[str]] = {
 }
 # parts whose imports inside functions predate LAZY_MARKER; they are held to the layers and to no
 # cycles, and are to be marked (or moved to the module top) by their owners
-UNMARKED_LAZY_IMPORTS = {"common", "store", "remoting", "namesrv", "broker", "client", "commands", "cli"}
+UNMARKED_LAZY_IMPORTS = {"common", "store", "remoting", "namesrv", "broker", "client"}
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Import:
     line: int
     in_function: bool
     type_only: bool  # under `if TYPE_CHECKING:`
-    marked: bool  # LAZY_MARKER on its line or the line above
+    marked: bool  # LAZY_MARKER on its line or the line above, or on those of the first of its run of imports
 
     @property
     def internal(self) -> bool:
@@ -91,11 +92,15 @@ def imports_of(module: str, path: Path) -> Iterator[Import]:
                 for a in node.names]
 
     def walk(node: ast.AST, in_function: bool, type_only: bool) -> Iterator[Import]:
+        block_marked = False  # a run of import statements shares the marker of its first one
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Import, ast.ImportFrom)):
+                block_marked = block_marked or marked(child.lineno)
                 for target in dict.fromkeys(targets(child)):
-                    yield Import(module, target, child.lineno, in_function, type_only, marked(child.lineno))
-            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                    yield Import(module, target, child.lineno, in_function, type_only, block_marked)
+                continue
+            block_marked = False
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
                 for stmt in child.body:
                     yield from walk(ast.Module(body=[stmt], type_ignores=[]), in_function, True)
                 for stmt in child.orelse:
