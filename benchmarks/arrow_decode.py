@@ -74,7 +74,7 @@ def build_pull_body(messages: int, pool: int = 1024, queues: int = 4, body_size:
 
 def decode(data: bytes, starts: np.ndarray | None, messages: int, calls: int = 1) -> dict[str, Any]:
     """``calls`` decodes of ``data`` (``messages`` units in all)."""
-    from spark_mq.spark.arrow_decoder import decode_units_to_arrow
+    from spark_mq.arrow.decoder import decode_units_to_arrow
 
     with Timer() as t:
         for _ in range(calls):

@@ -126,8 +126,8 @@ def timed(targets: list[Target], lookup, expect_tier: str | None = None) -> dict
 
 
 def run(args) -> dict[str, Any]:
+    from spark_mq.arrow.queues import discover_queues
     from spark_mq.client.sync_api import SyncMQClientAPI
-    from spark_mq.spark.offsets import discover_queues
     from spark_mq.tiered.lookup import TimeWindow, find_archived, find_indexed, open_snapshot
 
     out: dict[str, Any] = {}
@@ -174,8 +174,8 @@ def spark_cases(namesrv: str, archive_root: str, cold: list[Target], w: int, sca
     from pyspark.sql import functions as F
 
     from spark_mq.query import by_key
+    from spark_mq.spark.archive_reader import read_archive
     from spark_mq.spark.session import build_session
-    from spark_mq.tiered.reader import read_archive
 
     spark = build_session("tiered_lookup")
     try:

@@ -61,7 +61,7 @@ def pull_all(plans) -> Any:
     """Every planned range pulled into one Arrow table (also the ceiling's input)."""
     import pyarrow as pa
 
-    from spark_mq.spark.source import QueueRange, read_range
+    from spark_mq.arrow.range_reader import QueueRange, read_range
     from spark_mq.tiered.offload import ALL_TAGS, DEFAULT_PULL_BATCH_SIZE, OFFLOAD_GROUP
 
     batches = []

@@ -152,9 +152,9 @@ def _arrow_from_pandas(batch_df):
 
 def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, int]) -> None:
     """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
+    from spark_mq.arrow.queues import discover_queues
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.config import split_addresses
-    from spark_mq.spark.offsets import discover_queues
     from spark_mq.spark.stream import from_spark_offset
 
     offsets = from_spark_offset(end, "final offsets")

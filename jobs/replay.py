@@ -8,7 +8,7 @@ committed`` with ``--group`` starts at the group's committed offsets), optionall
 ``--tags 'a || b'``; then either ``--to-topic T2`` (republish in per-queue order, each message
 with ORIGIN_MESSAGE_ID = its original id) or ``--sink console|parquet|delta --path P``. Without
 ``--root`` only the brokers are read (offsets below their min are then data loss).
-See ``spark_mq.tiered.replay``. Exit codes: 0 done, 2 a usage or data error (one line saying what
+See ``spark_mq.spark.replay``. Exit codes: 0 done, 2 a usage or data error (one line saying what
 to do).
 """
 
@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def spec_of(args: argparse.Namespace):
     from spark_mq.commands.common import parse_time_ms
-    from spark_mq.tiered.replay import ReplaySpec
+    from spark_mq.spark.replay import ReplaySpec
 
     spec = ReplaySpec(
         namesrv=args.namesrv, topic=args.topic, root=args.root,
@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from pyspark.errors import PySparkException
 
+    from spark_mq.spark.replay import describe, replay_frame, republish
     from spark_mq.spark.session import build_session
-    from spark_mq.tiered.replay import describe, replay_frame, republish
 
     spark = build_session(f"spark_mq-replay-{args.topic}")
     print(f"[replay] {describe(spec)}", flush=True)

@@ -5,6 +5,6 @@ name starts with ``pyspark_`` on the Python path of its workers, and registers t
 ``DefaultSource`` (a ``DataSource`` subclass) under ``DefaultSource.name()``.
 """
 
-from spark_mq.spark.source import SparkMQDataSource as DefaultSource
+from spark_mq.spark.provider import SparkMQDataSource as DefaultSource
 
 __all__ = ["DefaultSource"]

@@ -16,6 +16,7 @@ from spark_mq.common.errors import SparkMQError
 
 def _demo(args: argparse.Namespace) -> int:
     """Exercise the store end to end: produce, read back, look up by time and key, recover."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import tempfile
     import time
 
@@ -80,6 +81,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _namesrv(args: argparse.Namespace) -> int:
     """Run a NameServer until SIGTERM/SIGINT; prints its listening address once bound."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.common.config import NamesrvConfig, load_config
     from spark_mq.namesrv.controller import serve
 
@@ -91,6 +93,7 @@ def _namesrv(args: argparse.Namespace) -> int:
 
 
 def _run_until_signal(main: Callable[[], Awaitable[None]], what: str) -> int:
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.remoting.loop import new_event_loop
 
     loop = new_event_loop()
@@ -104,6 +107,7 @@ def _run_until_signal(main: Callable[[], Awaitable[None]], what: str) -> int:
 
 
 def _broker_config(args: argparse.Namespace, **overrides: object):
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.common.config import BrokerConfig, load_config
 
     if getattr(args, "namesrv", None) is not None:
@@ -121,6 +125,7 @@ def _broker_config(args: argparse.Namespace, **overrides: object):
 
 def _broker(args: argparse.Namespace) -> int:
     """Run a broker until SIGTERM/SIGINT; prints its address once it serves."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.broker.controller import serve
 
     config = _broker_config(args)
@@ -131,6 +136,7 @@ def _broker(args: argparse.Namespace) -> int:
 def _dev(args: argparse.Namespace) -> int:
     """Run a NameServer and a broker in one process, the store under ./data (the embedded
     broker the demo uses). Stops on SIGTERM/SIGINT."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import asyncio
     import signal
 
@@ -174,6 +180,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _add_server_commands(sub)
     if only in SERVER_COMMANDS:
         return parser
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.commands import add_client_commands, offload
 
     add_client_commands(sub)  # produce, consume, admin, query, status

@@ -22,16 +22,21 @@ that ends before it begins, a ``root`` that does not exist.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from spark_mq.arrow.queues import BrokerOffsets, QueueKey, TopicQueues, discover_queues
+from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.arrow.schema import UTC_SCHEMA, to_utc_schema
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.offsets import BrokerOffsets, QueueKey, TopicQueues, discover_queues, encode_offsets
-from spark_mq.spark.source import NAME, REQUEST_TIMEOUT_S, SPARK_ARROW_SCHEMA, SPARK_SCHEMA, to_spark_arrow
+from spark_mq.spark.archive_reader import read_archive_files
+from spark_mq.spark.offsets import encode_offsets
+from spark_mq.spark.provider import NAME
+from spark_mq.spark.schema import SPARK_SCHEMA
 from spark_mq.tiered.lookup import (
     COLD,
     DEFAULT_MAX_HOT,
@@ -43,12 +48,6 @@ from spark_mq.tiered.lookup import (
     find_by_key,
     open_snapshot,
 )
-from spark_mq.tiered.reader import read_archive_files
-
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-
-    from spark_mq.client.sync_api import SyncMQClientAPI
 
 QUERY_SCHEMA = StructType([*SPARK_SCHEMA.fields, StructField(TIER_COLUMN, StringType())])
 
@@ -60,15 +59,13 @@ def by_key(spark: SparkSession, topic: str, key: str, begin: TimeBound = None, e
 
     ``max_hot`` caps the hits each broker returns (its index answers newest first): a warning says when
     a broker reached it."""
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
     window = TimeWindow.of(begin, end)
     with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
         found = find_by_key(api, _namesrv_addrs(namesrv), topic, key, window, root=root, max_hot=max_hot)
     if not found.num_rows:  # pyspark 4.2 cannot convert an Arrow table without chunks
         return spark.createDataFrame([], QUERY_SCHEMA)
-    batches = [to_spark_arrow(b) for b in found.drop_columns([TIER_COLUMN]).to_batches()]
-    rows = pa.Table.from_batches(batches, schema=SPARK_ARROW_SCHEMA).append_column(
+    batches = [to_utc_schema(b) for b in found.drop_columns([TIER_COLUMN]).to_batches()]
+    rows = pa.Table.from_batches(batches, schema=UTC_SCHEMA).append_column(
         TIER_COLUMN, found.column(TIER_COLUMN))
     return spark.createDataFrame(rows, schema=QUERY_SCHEMA)
 
@@ -77,8 +74,6 @@ def by_time(spark: SparkSession, topic: str, begin: TimeBound, end: TimeBound, *
             root: str | None = None) -> DataFrame:
     """Every message of ``topic`` stored in [begin, end): the brokers' and (with ``root``) the archive's,
     once each, in no particular order (sort it if you need one: the window may be large)."""
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
     window = TimeWindow.of(begin, end)
     snapshot = open_snapshot(root, topic) if root is not None else None
     with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:

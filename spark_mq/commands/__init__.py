@@ -10,6 +10,7 @@ import argparse
 
 
 def add_client_commands(sub: argparse._SubParsersAction) -> None:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.commands import admin, consume, produce, query, status
 
     for module in (produce, consume, admin, query, status):

@@ -74,6 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _admin(args: argparse.Namespace):
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.admin import SyncAdmin
 
     return SyncAdmin(client_config(args))
@@ -107,6 +108,7 @@ def _topic_delete(args: argparse.Namespace) -> int:
 
 
 def _topic_stats(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from rich.table import Table
 
     with _admin(args) as admin:
@@ -125,6 +127,7 @@ def _topic_stats(args: argparse.Namespace) -> int:
 
 
 def _group_lag(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from rich.table import Table
 
     with _admin(args) as admin:
@@ -146,6 +149,7 @@ def _group_lag(args: argparse.Namespace) -> int:
 
 
 def _offsets_reset(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from rich.table import Table
 
     when = parse_time_ms(args.to_time, "--to-time")

@@ -31,6 +31,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
 
 
 def client_config(args: argparse.Namespace, **overrides: object):
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.config import ClientConfig
 
     return ClientConfig(namesrv_addr=args.namesrv, **overrides)
@@ -60,6 +61,7 @@ def format_ms(ms: int | None) -> str:
 def console():
     """A rich console on stdout, 200 columns wide when stdout is not a terminal (so pipes and tests
     get whole tables)."""
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from rich.console import Console
 
     return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
@@ -67,6 +69,7 @@ def console():
 
 def message_json(m, msg_id: str | None = None) -> str:
     """One JSON line for a StoredMessage: body as UTF-8 text, or base64 with ``body_base64: true``."""
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.common.message_id import offset_msg_id
 
     offset_id = offset_msg_id(m.store_host, m.physical_offset)

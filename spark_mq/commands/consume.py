@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     consume_from = _consume_from(args.from_)
     # offsets are committed by this command, exactly past what it printed: a poll may return more
     # messages than --max leaves room for, and those must stay unconsumed for the group
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.admin import SyncAdmin
     from spark_mq.client.pull_consumer import SyncLitePullConsumer
 
@@ -85,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _commit(args: argparse.Namespace, next_offsets: dict[tuple[bytes, str, int], int]) -> None:
     """UPDATE_CONSUMER_OFFSET to the broker that stored each queue (its address is the messages' store host)."""
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.message import unpack_host
 

@@ -80,6 +80,7 @@ def topics_of(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.tiered.offload import ColdBoundary, plan_offload, run_offload
 
@@ -116,6 +117,7 @@ class ProgressReporter:
     thread; rich's Progress is thread-safe."""
 
     def __init__(self, out: Console, queues: int, messages: int) -> None:
+        # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.out = out

@@ -37,6 +37,7 @@ def _lines(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.producer import SyncProducer
     from spark_mq.common.message import Message
 

@@ -41,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.admin import SyncAdmin
 
     if args.key is not None and not args.topic:
@@ -74,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _across_tiers(args: argparse.Namespace, begin: int, end: int | None):
     """(messages, their tiers) carrying --key in the brokers and the archive, newest first, at most --max."""
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.admin import FoundMessage
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.config import split_addresses
@@ -89,6 +91,7 @@ def _across_tiers(args: argparse.Namespace, begin: int, end: int | None):
 
 
 def _table(found, tiers: list[str] | None = None) -> None:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from rich.table import Table
 
     table = Table(title=f"{len(found)} message(s)")

@@ -19,6 +19,7 @@ def _num(v: int | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from rich.table import Table
 
     from spark_mq.client.admin import SyncAdmin

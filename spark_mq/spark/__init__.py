@@ -1,17 +1,12 @@
-"""Spark integration: the ``spark_mq`` data source (``spark.read.format("spark_mq")``) and the
-Arrow decoding of message units it shares with the archive and replay."""
+"""Spark integration: the ``spark_mq`` data source (``spark.read.format("spark_mq")``, ``readStream``,
+``write``, ``writeStream``), laid out as Spark's Kafka source: ``provider`` (the DataSource), ``batch``
+(the batch reader), ``stream`` (the micro-batch stream), ``partitions`` (planning), ``offsets``,
+``options``, ``sink``, ``group_member`` (the driver as a consumer-group member); plus the DataFrame
+side of the archive (``archive_reader``, ``replay``) and ``session`` for the jobs. The Arrow decoding
+and queue reads it shares with the offload are in :mod:`spark_mq.arrow`, the archive in
+:mod:`spark_mq.tiered`.
+"""
 
-from __future__ import annotations
+from spark_mq.spark.provider import SparkMQDataSource, register
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-
-def register(spark: SparkSession) -> None:
-    """Register the ``spark_mq`` data source with ``spark`` (not needed when the ``pyspark_spark_mq``
-    package is installed: Spark finds its ``DefaultSource`` by itself)."""
-    from spark_mq.spark.source import SparkMQDataSource
-
-    spark.dataSource.register(SparkMQDataSource)
+__all__ = ["SparkMQDataSource", "register"]

@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 
+from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.group_membership import GroupMembership
 from spark_mq.client.instance import ClientInstance
@@ -38,7 +39,7 @@ from spark_mq.client.subscription import subscription_data
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import ConsumerData, MessageQueue
 from spark_mq.remoting.loop import LoopThread, stop_tasks
-from spark_mq.spark.offsets import COMMITTED, EARLIEST, LATEST, QueueKey, TopicQueues
+from spark_mq.spark.offsets import COMMITTED, EARLIEST, LATEST
 from spark_mq.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)

@@ -1,9 +1,7 @@
-"""Offsets of the ``spark_mq`` source: the JSON form, queue discovery, and where each queue's read
-starts and ends.
+"""Offsets of the ``spark_mq`` source: the JSON form, and where each queue's read starts and ends.
 
 As Spark's ``KafkaSourceOffset`` + ``KafkaOffsetReader``, kept apart from the provider and the
-readers: the JSON codec (``{"<broker>:<queueId>": offset}``, ``-2`` earliest, ``-1`` latest), the
-queues of a topic from the NameServer route (readable queues, broker name → master address), and
+readers: the JSON codec (``{"<broker>:<queueId>": offset}``, ``-2`` earliest, ``-1`` latest) and
 the resolution of starting/ending offsets against the brokers — earliest = GET_MIN_OFFSET,
 latest = GET_MAX_OFFSET, committed = QUERY_CONSUMER_OFFSET of ``group`` (falling back to
 ``startingTimestamp``, else earliest, for queues without one), ``startingTimestamp`` =
@@ -13,8 +11,10 @@ A requested start below the broker's minimum (retention deleted those messages) 
 with ``failOnDataLoss`` (default) it raises :class:`DataLossError` naming the queue and offsets,
 otherwise it logs a warning and starts at the minimum.
 
-Thread-safety: pure functions, plus :class:`BrokerOffsets` whose calls block on one
-``SyncMQClientAPI`` (safe from any thread).
+The queues of a topic and their offsets at the brokers are :mod:`spark_mq.arrow.queues`'s; with
+``tieredStoreRoot`` the archive answers below the brokers (:mod:`spark_mq.tiered.tiers`).
+
+Thread-safety: pure functions.
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
-from spark_mq.remoting.bodies import TopicRouteData
-from spark_mq.remoting.headers import PERM_READ
+from spark_mq.arrow.queues import BrokerOffsets, DataLossError, QueueKey, TopicQueues, queue_key_text
+from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.errors import ConfigError
+from spark_mq.tiered.tiers import TieredOffsets
 
 if TYPE_CHECKING:
-    from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.spark.options import SourceOptions
 
 log = logging.getLogger(__name__)
@@ -40,21 +39,9 @@ LATEST = "latest"
 COMMITTED = "committed"
 EARLIEST_OFFSET = -2  # in offsets JSON, as Kafka's
 LATEST_OFFSET = -1
-MASTER_ID = 0
-
-QueueKey = tuple[str, int]  # (broker name, queue id); the topic is the source's
 OffsetSpec = Literal["earliest", "latest", "committed"] | dict[QueueKey, int]
 
 _EXAMPLE = '{"broker-a:0": 42, "broker-a:1": -2}'
-
-
-class DataLossError(SparkMQError):
-    """Messages a read asked for are gone from the broker (below its min offset)."""
-
-
-def queue_key_text(key: QueueKey) -> str:
-    """A queue's key in offsets JSON: ``"<broker>:<queueId>"``."""
-    return f"{key[0]}:{key[1]}"
 
 
 def encode_offsets(offsets: Mapping[QueueKey, int]) -> str:
@@ -82,55 +69,6 @@ def decode_offsets(text: str, what: str = "offsets") -> dict[QueueKey, int]:
     return out
 
 
-@dataclass(frozen=True)
-class TopicQueues:
-    """The readable queues of a topic and the master address of each of their brokers."""
-
-    topic: str
-    brokers: dict[str, str]  # broker name -> master "ip:port"
-    queues: tuple[QueueKey, ...]  # sorted
-
-    def addr(self, key: QueueKey) -> str:
-        return self.brokers[key[0]]
-
-
-def route_with_masters(
-    api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str
-) -> tuple[TopicRouteData, dict[str, str]]:
-    """The topic's route from the first NameServer that answers, with each broker's master
-    address; ConfigError when none answers or none knows the topic (a clear error before a query
-    plans or writes anything). Shared by the source and the sink."""
-    last_error: Exception | None = None
-    for namesrv in namesrv_addrs:
-        try:
-            route = api.get_route_info(namesrv, topic)
-        except (RemotingError, MQClientError) as e:
-            last_error = e
-            continue
-        if route is None:
-            raise ConfigError(f"topic {topic!r} is not known to the NameServer at {namesrv}: check option 'topic' "
-                              f"(`spark-mq admin topic list`) or create it (`spark-mq admin topic create`)")
-        brokers = {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
-                   if MASTER_ID in b.broker_addrs}
-        return route, brokers
-    raise ConfigError(f"cannot reach any NameServer of option 'namesrv' ({';'.join(namesrv_addrs)}): {last_error}; "
-                      f"check the address and that `spark-mq namesrv` runs there")
-
-
-def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> TopicQueues:
-    """The topic's readable queues (see ``route_with_masters`` for the errors)."""
-    route, brokers = route_with_masters(api, namesrv_addrs, topic)
-    queues: list[QueueKey] = []
-    for q in route.queue_datas:
-        if not q.perm & PERM_READ:
-            continue
-        if q.broker_name not in brokers:
-            log.warning("topic %s: broker %s has no master online; its queues are not read", topic, q.broker_name)
-            continue
-        queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
-    return TopicQueues(topic, brokers, tuple(sorted(queues)))
-
-
 class OffsetSource(Protocol):
     """What resolution asks the brokers (a fake in tests)."""
 
@@ -140,34 +78,10 @@ class OffsetSource(Protocol):
     def offset_by_timestamp(self, key: QueueKey, timestamp_ms: int) -> int: ...
 
 
-class BrokerOffsets:
-    """:class:`OffsetSource` over a ``SyncMQClientAPI`` and a topic's queues."""
-
-    def __init__(self, api: SyncMQClientAPI, queues: TopicQueues) -> None:
-        self.api = api
-        self.queues = queues
-
-    def _required(self, what: str, key: QueueKey, value: int | None) -> int:
-        if value is None or value < 0:
-            raise SparkMQError(f"broker {self.queues.addr(key)} gave no {what} for queue "
-                               f"{self.queues.topic}@{queue_key_text(key)}")
-        return value
-
-    def min_offset(self, key: QueueKey) -> int:
-        return self._required("min offset", key, self.api.get_min_offset(self.queues.addr(key), self.queues.topic,
-                                                                         key[1]))
-
-    def max_offset(self, key: QueueKey) -> int:
-        return self._required("max offset", key, self.api.get_max_offset(self.queues.addr(key), self.queues.topic,
-                                                                         key[1]))
-
-    def committed_offset(self, group: str, key: QueueKey) -> int | None:
-        offset = self.api.query_consumer_offset(self.queues.addr(key), group, self.queues.topic, key[1])
-        return offset if offset is not None and offset >= 0 else None
-
-    def offset_by_timestamp(self, key: QueueKey, timestamp_ms: int) -> int:
-        return self._required("offset by timestamp", key, self.api.search_offset_by_timestamp(
-            self.queues.addr(key), self.queues.topic, key[1], timestamp_ms))
+def offset_source(api: SyncMQClientAPI, queues: TopicQueues, opts: SourceOptions) -> OffsetSource:
+    """The brokers' offsets, with the archive below them when ``tieredStoreRoot`` is set."""
+    hot = BrokerOffsets(api, queues)
+    return TieredOffsets(hot, opts.tiered_store_root) if opts.tiered_store_root else hot
 
 
 def check_start(topic: str, key: QueueKey, requested: int, broker_min: int, fail_on_data_loss: bool) -> int:

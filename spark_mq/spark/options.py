@@ -81,7 +81,7 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     rebalance_interval_ms: int = DEFAULT_REBALANCE_INTERVAL_MS
-    tiered_store_root: str | None = None  # the archive read below each queue's hot min (spark_mq.spark.tiers)
+    tiered_store_root: str | None = None  # the archive read below each queue's hot min (spark_mq.tiered.tiers)
 
     @property
     def group_member(self) -> bool:

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
 
 LOCAL_MASTER = "local[2]"
 
 
 def build_session(app_name: str) -> SparkSession:
-    from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     SparkContext._ensure_initialized()  # launches the JVM (or joins spark-submit's) so SparkConf sees its settings
     conf = SparkConf()

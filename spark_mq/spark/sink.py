@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
@@ -42,6 +43,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from spark_mq.arrow.queues import QueueKey, route_with_masters
+from spark_mq.client.ids import uniq_key
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MessageValidationError, MQClientError, RemotingError, SparkMQError
 from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, MessageBatch
 from spark_mq.common.properties import (
@@ -52,6 +56,7 @@ from spark_mq.common.properties import (
     WAIT_STORE_MSG_OK,
     encode_properties_checked,
 )
+from spark_mq.remoting.headers import PERM_WRITE
 from spark_mq.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
@@ -71,8 +76,6 @@ SINK_COLUMNS: dict[str, tuple[tuple[DataType, ...], str]] = {
     QUEUE_ID: ((IntegerType(), ShortType(), ByteType(), LongType()), "INT (a queue id of the topic)"),
 }
 _ALLOWED_TEXT = ", ".join(f"{name} {spelled}" for name, (_, spelled) in SINK_COLUMNS.items()) + " (body required)"
-
-QueueKey = tuple[str, int]  # (broker name, queue id)
 
 
 def _same_type(a: DataType, b: DataType) -> bool:
@@ -132,12 +135,9 @@ class WritableQueues:
                                      f"topic {self.topic} has no writable queue")
 
 
-def writable_queues(api, namesrv_addrs: list[str], topic: str) -> WritableQueues:
+def writable_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> WritableQueues:
     """The topic's writable queues; ConfigError when the topic is unknown, no NameServer
     answers, or it has none."""
-    from spark_mq.remoting.headers import PERM_WRITE
-    from spark_mq.spark.offsets import route_with_masters
-
     route, brokers = route_with_masters(api, namesrv_addrs, topic)
     queues = sorted((q.broker_name, i) for q in route.queue_datas
                     if q.perm & PERM_WRITE and q.broker_name in brokers for i in range(q.write_queue_nums))
@@ -179,16 +179,13 @@ class _Sender:
     """Buffers messages per target and sends full batches; counts what was sent."""
 
     def __init__(self, api, opts: SinkOptions, queues: WritableQueues, start: int) -> None:
-        from spark_mq.client.ids import uniq_key
-
         self.api, self.opts, self.queues = api, opts, queues
-        self._uniq_key = uniq_key
         self._next = start % len(queues.queues)  # round robin position of unrouted batches
         self._buffers: dict[QueueKey | None, tuple[list[bytes], list[bytes], list[int]]] = {}
         self.result = SinkCommitMessage()
 
     def add(self, target: QueueKey | None, body: bytes, props: dict[str, str]) -> None:
-        props[UNIQ_KEY] = self._uniq_key()
+        props[UNIQ_KEY] = uniq_key()
         encoded = encode_properties_checked(props)
         bodies, properties, size = self._buffers.setdefault(target, ([], [], [0]))
         record = RECORD_OVERHEAD + len(body) + len(encoded)
@@ -237,10 +234,6 @@ class _Sender:
 
 def write_rows(opts: SinkOptions, columns: tuple[str, ...], rows: Iterable) -> SinkCommitMessage:
     """Send ``rows`` (executor side) as batch requests; the counts of what was sent."""
-    from pyspark import TaskContext
-
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
     ctx = TaskContext.get()
     start = ctx.partitionId() if ctx is not None else os.getpid()
     has_queue_id = QUEUE_ID in columns
@@ -299,8 +292,6 @@ class SparkMQStreamWriter(DataSourceStreamWriter):
 
 def make_writer(options, schema: StructType, overwrite: bool, *, streaming: bool):
     """Validate options and schema on the driver (before any task) and check the topic exists."""
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
     opts = SinkOptions.parse(options)
     columns = validate_sink_schema(schema)
     if overwrite:

@@ -5,8 +5,8 @@ offset to read of each queue), :meth:`SparkMQStreamReader.initialOffset` resolve
 ``startingOffsets`` (default ``latest``) / ``startingTimestamp`` with :mod:`spark_mq.spark.offsets`,
 :meth:`~SparkMQStreamReader.latestOffset` asks the brokers for each queue's max offset and caps the
 batch by the read limit (``maxMessagesPerTrigger``, see :func:`allocate_budget`), and
-:meth:`~SparkMQStreamReader.partitions` reuses the batch source's :func:`plan_partitions` and
-:func:`read_range` (``maxMessagesPerPartition`` splitting). ``Trigger.AvailableNow`` is supported:
+:meth:`~SparkMQStreamReader.partitions` plans as the batch reader does
+(:mod:`spark_mq.spark.partitions`, ``maxMessagesPerPartition`` splitting). ``Trigger.AvailableNow`` is supported:
 :meth:`~SparkMQStreamReader.prepareForTriggerAvailableNow` pins the max offsets of that moment and no
 later batch goes past them.
 
@@ -45,8 +45,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -55,26 +56,14 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues, queue_key_text
+from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
-from spark_mq.spark.offsets import (
-    OffsetSource,
-    QueueKey,
-    TopicQueues,
-    check_start,
-    decode_offsets,
-    discover_queues,
-    queue_key_text,
-    resolve_starting,
-)
+from spark_mq.spark.offsets import OffsetSource, check_start, decode_offsets, offset_source, resolve_starting
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.source import REQUEST_TIMEOUT_S, QueueRange, offset_source, plan_partitions, read_partition
-from spark_mq.spark.tiers import ArchiveRange
-
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-    from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.spark.partitions import plan_partitions, read_partition
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +127,6 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _client(self) -> SyncMQClientAPI:
         if self._api is None:
-            from spark_mq.client.sync_api import SyncMQClientAPI
-
             self._api = SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S)
         return self._api
 
@@ -268,7 +255,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> dict[str, int] | None:
         return to_spark_offset(self._latest) if self._latest is not None else None
 
-    def partitions(self, start: dict, end: dict) -> list[QueueRange | ArchiveRange]:
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin = from_spark_offset(start)
         finish = from_spark_offset(end)
         both = sorted(set(begin) & set(finish))  # a queue only in `end` joins: it is read from the next batch on

@@ -4,8 +4,9 @@ a queue's offset range to it exactly once.
 Layout (both formats): partitioned Hive-style by ``broker_name`` then ``queue_id``; the data files hold
 the other columns of the DESIGN's message schema (partition values live in the paths, as Delta and
 Hive keep them), rows sorted by ``queue_offset``, timestamps as UTC instants in µs (what Delta's
-``timestamp`` type is, and what Spark's ``TimestampType`` reads back). :data:`STORED_SCHEMA` is the
-full row schema as written; readers turn it back into :data:`~spark_mq.spark.arrow_decoder.SCHEMA`.
+``timestamp`` type is, and what Spark's ``TimestampType`` reads back): the full row schema as written
+is :data:`~spark_mq.arrow.schema.UTC_SCHEMA`; readers turn it back into
+:data:`~spark_mq.arrow.schema.SCHEMA`.
 
 * ``delta`` (default): a Delta table written with delta-rs. Each append of queue ``q`` of broker
   ``b`` commits with the app transaction ``<b>:<topic>:<q>`` whose version is the range's end
@@ -36,9 +37,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 
+from spark_mq.arrow.schema import UTC_SCHEMA, to_utc_schema
 from spark_mq.common.errors import ConfigError, SparkMQError
-from spark_mq.spark.arrow_decoder import SCHEMA
 from spark_mq.tiered.formats import DEFAULT_FORMAT, FORMAT_DELTA, FORMAT_PARQUET, FORMATS, Format
 
 BROKER_COLUMN = "broker_name"
@@ -46,11 +48,8 @@ QUEUE_COLUMN = "queue_id"
 OFFSET_COLUMN = "queue_offset"
 PARTITION_COLUMNS = (BROKER_COLUMN, QUEUE_COLUMN)
 
-STORED_TIMESTAMP = pa.timestamp("us", tz="UTC")
-STORED_SCHEMA = pa.schema([pa.field(f.name, STORED_TIMESTAMP) if pa.types.is_timestamp(f.type) else f
-                           for f in SCHEMA])
 # what one data file holds: the partition columns are in its directory names
-DATA_SCHEMA = pa.schema([f for f in STORED_SCHEMA if f.name not in PARTITION_COLUMNS])
+DATA_SCHEMA = pa.schema([f for f in UTC_SCHEMA if f.name not in PARTITION_COLUMNS])
 
 ROW_GROUP_ROWS = 64 * 1024  # rows per Parquet row group: the unit that offset/time statistics prune
 COMPRESSION = "snappy"  # delta-rs' default, used for both formats so they compare
@@ -97,15 +96,6 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" not in uri:
         return pafs.LocalFileSystem(), uri
     return pafs.FileSystem.from_uri(uri)
-
-
-def to_stored(rows: pa.Table | pa.RecordBatch) -> pa.Table:
-    """``rows`` (the decoder's :data:`SCHEMA`, Spark's Arrow form of it, or already stored) as
-    :data:`STORED_SCHEMA`; columns are cast only when their type differs."""
-    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
-    if table.schema.equals(STORED_SCHEMA):
-        return table
-    return pa.table([table.column(f.name).cast(f.type) for f in STORED_SCHEMA], schema=STORED_SCHEMA)
 
 
 def check_rows(rows: pa.Table, broker_name: str, queue_id: int, start: int, end: int) -> None:
@@ -173,7 +163,7 @@ class Archive(ABC):
         if done is not None and start < done:
             raise ArchiveError(f"{self.uri}: queue {broker_name}:{queue_id} is archived up to {done}; an append "
                                f"of [{start}, {end}) would repeat [{start}, {done}). Start at {done}")
-        stored = to_stored(rows)
+        stored = to_utc_schema(rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows]))
         check_rows(stored, broker_name, queue_id, start, end)
         self._write(broker_name, queue_id, start, end, stored)
         return True
@@ -187,11 +177,9 @@ class DeltaArchive(Archive):
 
     def __init__(self, root: str, topic: str) -> None:
         super().__init__(root, topic)
-        self._table = None  # deltalake.DeltaTable once the table exists
+        self._table: DeltaTable | None = None  # once the table exists
 
-    def _loaded(self):
-        from deltalake import DeltaTable
-
+    def _loaded(self) -> DeltaTable | None:
         if self._table is None:
             if not DeltaTable.is_deltatable(self.uri):
                 return None
@@ -216,8 +204,6 @@ class DeltaArchive(Archive):
         return pc.min(actions.filter(mine).column(f"min.{OFFSET_COLUMN}")).as_py()
 
     def _write(self, broker_name: str, queue_id: int, start: int, end: int, rows: pa.Table) -> None:
-        from deltalake import CommitProperties, Transaction, WriterProperties, write_deltalake
-
         app_id = transaction_app_id(broker_name, self.topic, queue_id)
         write_deltalake(
             self._table if self._table is not None else self.uri, rows, mode="append",

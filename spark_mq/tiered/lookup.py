@@ -33,7 +33,6 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -41,20 +40,21 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+from deltalake import DeltaTable
 
+from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues
+from spark_mq.arrow.schema import SCHEMA, UTC_SCHEMA, UTC_TIMESTAMP, to_message_schema
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.message import pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import CRC_MASK, StoredMessage
 from spark_mq.common.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
-from spark_mq.spark.arrow_decoder import SCHEMA
 from spark_mq.tiered.archive import (
     BROKER_COLUMN,
     FORMAT_DELTA,
     OFFSET_COLUMN,
     QUEUE_COLUMN,
-    STORED_SCHEMA,
-    STORED_TIMESTAMP,
     Archive,
     filesystem,
     open_archive,
@@ -62,11 +62,7 @@ from spark_mq.tiered.archive import (
     pruning_predicate,
     transaction_app_id,
 )
-from spark_mq.tiered.reader import dataset_paths, to_message_schema
-
-if TYPE_CHECKING:
-    from spark_mq.client.sync_api import SyncMQClientAPI
-    from spark_mq.spark.offsets import QueueKey, TopicQueues
+from spark_mq.tiered.reader import dataset_paths
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +77,7 @@ IDENTITY = (BROKER_COLUMN, QUEUE_COLUMN, OFFSET_COLUMN)  # one message of a topi
 ORDER = [(TIME_COLUMN, "ascending"), *((c, "ascending") for c in IDENTITY)]
 DEFAULT_MAX_HOT = 1000  # QUERY_MESSAGE max_num per broker: hits beyond it are dropped (with a warning)
 NO_END_MS = (1 << 63) - 1  # QUERY_MESSAGE's end bound for an open window (a Java long)
-PARTITIONING = ds.partitioning(pa.schema([STORED_SCHEMA.field(BROKER_COLUMN), STORED_SCHEMA.field(QUEUE_COLUMN)]),
+PARTITIONING = ds.partitioning(pa.schema([UTC_SCHEMA.field(BROKER_COLUMN), UTC_SCHEMA.field(QUEUE_COLUMN)]),
                                flavor="hive")
 _KEY_PASS_COLUMNS = [BROKER_COLUMN, QUEUE_COLUMN, OFFSET_COLUMN, TIME_COLUMN, UNIQ_KEY_COLUMN, KEYS_COLUMN]
 
@@ -145,7 +141,7 @@ def datetime_ms(value: datetime) -> int:
 
 
 def _stored_time(ms: int) -> pa.Scalar:
-    return pa.scalar(ms * 1000, STORED_TIMESTAMP)
+    return pa.scalar(ms * 1000, UTC_TIMESTAMP)
 
 
 def _utc(ms: int) -> datetime:
@@ -210,8 +206,6 @@ class ArchiveSnapshot:
             self._list_range_files()
 
     def _read_delta_log(self) -> None:
-        from deltalake import DeltaTable
-
         if not DeltaTable.is_deltatable(self.archive.uri):
             return
         self._delta = DeltaTable(self.archive.uri)
@@ -256,7 +250,7 @@ class ArchiveSnapshot:
     def dataset(self, files: Sequence[str]) -> ds.Dataset:
         """``files`` as one pyarrow dataset with the partition columns read from their paths."""
         fs, paths = dataset_paths(files)
-        return ds.dataset(paths, schema=STORED_SCHEMA, format="parquet", filesystem=fs, partitioning=PARTITIONING,
+        return ds.dataset(paths, schema=UTC_SCHEMA, format="parquet", filesystem=fs, partitioning=PARTITIONING,
                           partition_base_dir=self.base)
 
 
@@ -418,8 +412,6 @@ def find_by_key(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str, key:
     """Every message of ``topic`` carrying ``key`` stored within ``window``: the brokers' (index) and,
     with ``root``, the archive's, once each, in :data:`RESULT_SCHEMA` by store time. ConfigError for an
     unknown topic, unreachable NameServers or a missing ``root``."""
-    from spark_mq.spark.offsets import discover_queues
-
     check_key(key)
     snapshot = open_snapshot(root, topic) if root is not None else None
     queues = discover_queues(api, namesrv_addrs, topic)

@@ -10,10 +10,10 @@ offsets) and the table (its archived end) and picks the range:
   stored at or after it, at most ``max_offset``; an age may reach into the active commitlog file,
   which costs nothing and lets quiet queues be archived too), or everything (``max_offset``).
 
-:func:`offload_queue` then pulls the range from the broker in the driver (``read_range`` of the
-``spark_mq`` source: pull bodies decoded straight to Arrow) and appends it in chunks of about
-``chunk_bytes``; after every append the broker's watermark moves to the chunk's end. Reading in the
-driver rather than through Spark executors keeps the Arrow data out of the JVM (broker → Arrow →
+:func:`offload_queue` then pulls the range from the broker in the driver
+(:func:`~spark_mq.arrow.range_reader.read_range`: pull bodies decoded straight to Arrow) and appends
+it in chunks of about ``chunk_bytes``; after every append the broker's watermark moves to the chunk's
+end. Reading in the driver rather than through Spark executors keeps the Arrow data out of the JVM (broker → Arrow →
 Parquet with no row conversion, which executors would add on the way back to a driver-side Delta
 commit), and the per-queue order "commit, then watermark" wants one sequential writer per table
 anyway; a background thread pulls the next chunk while the current one is written, so the write
@@ -36,18 +36,17 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import pyarrow as pa
 
+from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues, queue_key_text
+from spark_mq.arrow.range_reader import QueueRange, read_range
+from spark_mq.arrow.schema import UTC_SCHEMA
+from spark_mq.client.results import TieredOffset
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.offsets import QueueKey, TopicQueues, discover_queues, queue_key_text
-from spark_mq.spark.source import QueueRange, read_range
-from spark_mq.tiered.archive import STORED_SCHEMA, Archive, ArchiveError, open_archive
-
-if TYPE_CHECKING:
-    from spark_mq.client.results import TieredOffset
-    from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.tiered.archive import Archive, ArchiveError, open_archive
 
 log = logging.getLogger(__name__)
 
@@ -236,7 +235,7 @@ def _chunks(part: QueueRange, chunk_bytes: int, plan: QueuePlan,
                         return
                     batches, size, start = [], 0, end
             if start < part.end:  # the rest (no rows at all: append refuses the range, naming it)
-                rows = pa.Table.from_batches(batches, schema=batches[0].schema if batches else STORED_SCHEMA)
+                rows = pa.Table.from_batches(batches, schema=batches[0].schema if batches else UTC_SCHEMA)
                 _put(ahead, (start, part.end, rows), stop)
             _put(ahead, _DONE, stop)
         except BaseException as e:  # handed to the consumer, which raises it

@@ -1,11 +1,11 @@
-"""Reads of the archive: a queue's offset range as Arrow (for executors, which cannot rely on a JVM
-Delta reader), and a topic's whole archive as a Spark DataFrame (no Delta jars needed).
+"""Reads of the archive as Arrow: a queue's offset range (for executors, which cannot rely on a JVM
+Delta reader, and for the offload's checks). :mod:`spark_mq.spark.archive_reader` reads a topic's
+whole archive as a Spark DataFrame.
 
 Both read only the data files the archive lists (:meth:`Archive.data_files`: a Delta table's current
 files, pruned by partition and ``queue_offset`` statistics; a Parquet archive's complete range files),
 never a directory listing, so files of an append that crashed before its commit or rename are never
-seen. Rows come back in the DESIGN's message schema: :data:`~spark_mq.spark.arrow_decoder.SCHEMA` for
-Arrow, the source's ``SPARK_SCHEMA`` for Spark.
+seen. Rows come back in the DESIGN's message schema, :data:`~spark_mq.arrow.schema.SCHEMA`.
 
 Thread-safety: pure functions; each call opens what it reads.
 """
@@ -13,13 +13,12 @@ Thread-safety: pure functions; each call opens what it reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from spark_mq.spark.arrow_decoder import SCHEMA
+from spark_mq.arrow.schema import SCHEMA, to_message_schema
 from spark_mq.tiered.archive import (
     BROKER_COLUMN,
     DATA_SCHEMA,
@@ -29,9 +28,6 @@ from spark_mq.tiered.archive import (
     filesystem,
     open_archive,
 )
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 
 def read_queue_range(root: str, topic: str, broker_name: str, queue_id: int, start: int, end: int, *,
@@ -56,11 +52,6 @@ def read_archived_range(archive: Archive, broker_name: str, queue_id: int, start
     return to_message_schema(data).sort_by(OFFSET_COLUMN)
 
 
-def to_message_schema(table: pa.Table) -> pa.Table:
-    """Archived rows (any column order, stored timestamps) as :data:`SCHEMA`."""
-    return pa.table([table.column(f.name).cast(f.type) for f in SCHEMA], schema=SCHEMA)
-
-
 def dataset_paths(files: Sequence[str]) -> tuple[pafs.FileSystem, list[str]]:
     """One filesystem and the paths within it of the archive's files (local paths or URIs)."""
     fs, first = filesystem(files[0])
@@ -68,24 +59,3 @@ def dataset_paths(files: Sequence[str]) -> tuple[pafs.FileSystem, list[str]]:
         return fs, list(files)
     prefix = files[0][: len(files[0]) - len(first)]
     return fs, [f.removeprefix(prefix) for f in files]
-
-
-def read_archive(spark: SparkSession, root: str, topic: str, *, fmt: str | None = None) -> DataFrame:
-    """The topic's archive as a DataFrame with the ``spark_mq`` source's schema (``SPARK_SCHEMA``).
-
-    Spark's own Parquet reader over the archive's data files, with the table directory as
-    ``basePath`` so ``broker_name`` and ``queue_id`` come back from the Hive-style paths typed by the
-    schema. For Delta the files are the current version's (read from the log with deltalake); where
-    the Delta Spark jars are installed, ``spark.read.format("delta")`` reads the same table."""
-    archive = open_archive(root, topic, fmt)
-    return read_archive_files(spark, archive, archive.data_files())
-
-
-def read_archive_files(spark: SparkSession, archive: Archive, files: Sequence[str]) -> DataFrame:
-    """Some of ``archive``'s data files (e.g. chosen by statistics) as a DataFrame in ``SPARK_SCHEMA``."""
-    from spark_mq.spark.source import SPARK_SCHEMA
-
-    if not files:
-        return spark.createDataFrame([], SPARK_SCHEMA)
-    df = spark.read.schema(SPARK_SCHEMA).option("basePath", archive.uri).parquet(*files)
-    return df.select(*SPARK_SCHEMA.names)

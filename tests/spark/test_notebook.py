@@ -16,12 +16,12 @@ from conftest import Cluster, create_topic
 from nbclient import NotebookClient
 from servers import Broker, start_namesrv, unique
 
+from spark_mq.arrow.range_reader import QueueRange, read_range
 from spark_mq.cli import main as cli_main
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
-from spark_mq.spark.source import QueueRange, read_range
 from spark_mq.tiered.lookup import COLD, HOT, find_archived
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "query_by_key_and_time.ipynb"

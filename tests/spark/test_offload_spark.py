@@ -13,9 +13,9 @@ from spark_mq.cli import main as cli_main
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.common.message import Message
-from spark_mq.spark.source import SPARK_SCHEMA
+from spark_mq.spark.archive_reader import read_archive
+from spark_mq.spark.schema import SPARK_SCHEMA
 from spark_mq.tiered.archive import FORMAT_DELTA, FORMATS, open_archive
-from spark_mq.tiered.reader import read_archive
 
 ORDER = ["broker_name", "queue_id", "queue_offset"]
 

@@ -157,7 +157,8 @@ def _reader(cluster, topic: str, group: str):
 
 
 def _ranges(reader, start: dict, end: dict) -> dict[str, tuple[int, int]]:
-    return {f"{p.broker_name}:{p.queue_id}": (p.start, p.end) for p in reader.partitions(start, end)}
+    ranges = [p.value for p in reader.partitions(start, end)]
+    return {f"{r.broker_name}:{r.queue_id}": (r.start, r.end) for r in ranges}
 
 
 def test_driver_readers_split_join_and_hand_over(cluster):

@@ -6,11 +6,11 @@ import logging
 
 import pytest
 
+from spark_mq.arrow.queues import DataLossError, TopicQueues
+from spark_mq.arrow.range_reader import QueueRange
 from spark_mq.common.errors import ConfigError
 from spark_mq.spark import options as o
 from spark_mq.spark.offsets import (
-    DataLossError,
-    TopicQueues,
     check_start,
     decode_offsets,
     encode_offsets,
@@ -18,8 +18,8 @@ from spark_mq.spark.offsets import (
     resolve_starting,
 )
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.source import QueueRange, plan_partitions, split_range
-from spark_mq.spark.tiers import ArchiveRange, TieredOffsets, split_tiers
+from spark_mq.spark.partitions import plan_partitions, split_range
+from spark_mq.tiered.tiers import ArchiveRange, TieredOffsets, split_tiers
 
 BASE = {"namesrv": "127.0.0.1:9876", "topic": "t"}
 QUEUES = TopicQueues("t", {"a": "10.0.0.1:10911", "b": "10.0.0.2:10911"}, (("a", 0), ("a", 1), ("b", 0)))
@@ -138,12 +138,13 @@ def test_partitions_split_ranges_and_pickle():
     assert split_range(3, 10, 4) == [(3, 7), (7, 10)]
     assert split_range(5, 5, 4) == []
     opts = parse(maxMessagesPerPartition="20", tags="x")
-    parts = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
-                            {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, BROKER)
+    planned = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
+                              {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, BROKER)
+    parts = [p.value for p in planned]
     assert [(p.broker_name, p.queue_id, p.start, p.end) for p in parts] == [
         ("a", 0, 5, 25), ("a", 0, 25, 45), ("a", 0, 45, 50), ("a", 1, 0, 7)]
     assert all(isinstance(p, QueueRange) and p.broker_addr == "10.0.0.1:10911" and p.tags == "x" for p in parts)
-    assert pickle.loads(pickle.dumps(parts)) == parts
+    assert [p.value for p in pickle.loads(pickle.dumps(planned))] == parts
 
 
 def test_ranges_below_the_hot_min_are_planned_from_the_archive():
@@ -155,12 +156,13 @@ def test_ranges_below_the_hot_min_are_planned_from_the_archive():
     hot = FakeBroker({("a", 0): 30, ("a", 1): 0, ("b", 0): 0}, {})
     hot.api, hot.queues = None, QUEUES
     opts = parse(maxMessagesPerPartition="20", tieredStoreRoot="/archive")
-    parts = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
-                            {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, TieredOffsets(hot, "/archive"))
+    planned = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
+                              {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, TieredOffsets(hot, "/archive"))
+    parts = [p.value for p in planned]
     assert [(type(p).__name__, p.queue_id, p.start, p.end) for p in parts] == [
         ("ArchiveRange", 0, 5, 25), ("ArchiveRange", 0, 25, 30), ("QueueRange", 0, 30, 50), ("QueueRange", 1, 0, 7)]
     assert all(p.root == "/archive" for p in parts if isinstance(p, ArchiveRange))
-    assert pickle.loads(pickle.dumps(parts)) == parts
+    assert [p.value for p in pickle.loads(pickle.dumps(planned))] == parts
 
 
 LOOKUP = """

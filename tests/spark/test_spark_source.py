@@ -13,7 +13,7 @@ from servers import free_addr, unique
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import unpack_host
-from spark_mq.spark.source import SCHEMA_DDL, SPARK_SCHEMA
+from spark_mq.spark.schema import SCHEMA_DDL, SPARK_SCHEMA
 
 BROKER = "broker-a"
 

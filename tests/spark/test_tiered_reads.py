@@ -15,13 +15,13 @@ from chispa import assert_df_equality
 from conftest import create_topic
 from servers import Broker, start_namesrv, unique, wait_until
 
+from spark_mq.arrow.queues import DataLossError
 from spark_mq.cli import main as cli_main
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
-from spark_mq.spark.offsets import DataLossError
-from spark_mq.spark.source import SPARK_SCHEMA
+from spark_mq.spark.schema import SPARK_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = 4

@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from servers import unique, wait_until
 
+from spark_mq.arrow.range_reader import QueueRange, read_range
+from spark_mq.arrow.schema import to_message_schema
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import SendResult
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
-from spark_mq.spark.source import QueueRange, read_range
 from spark_mq.tiered.archive import BROKER_COLUMN, FORMAT_DELTA, PARTITION_COLUMNS, QUEUE_COLUMN, open_archive
-from spark_mq.tiered.reader import to_message_schema
 
 ROOT = Path(__file__).resolve().parents[3]
 JOB = ROOT / "jobs" / "offload.py"

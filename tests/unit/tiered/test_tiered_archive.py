@@ -9,13 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from spark_mq.arrow.schema import SCHEMA, UTC_SCHEMA
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.arrow_decoder import SCHEMA
 from spark_mq.tiered.archive import (
     FORMAT_DELTA,
     FORMAT_PARQUET,
     FORMATS,
-    STORED_SCHEMA,
     TEMP_PREFIX,
     ArchiveError,
     ParquetArchive,
@@ -94,7 +93,7 @@ def test_data_files_prune_by_partition_and_offset(tmp_path, fmt):
     assert read_archived_range(archive, "b", 0, 12, 25).equals(rows("b", 0, 12, 25))
     # every data file is a plain Parquet file with the stored columns (partition values in its path)
     for f in archive.data_files():
-        assert pq.read_schema(f).names == [n for n in STORED_SCHEMA.names if n not in ("broker_name", "queue_id")]
+        assert pq.read_schema(f).names == [n for n in UTC_SCHEMA.names if n not in ("broker_name", "queue_id")]
 
 
 def test_parquet_files_are_named_by_range_and_crash_leftovers_are_ignored(tmp_path):

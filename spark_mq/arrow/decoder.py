@@ -1,7 +1,8 @@
 """Commitlog units (a PULL_MESSAGE body: units back to back) to one Arrow ``RecordBatch``.
 
-The columns are DESIGN.md's message schema (:data:`SCHEMA`). Nothing here runs Python code per
-message (the only exceptions: compressed bodies, which are rare, are inflated one by one):
+The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA`). Nothing here
+runs Python code per message (the only exceptions: compressed bodies, which are rare, are inflated
+one by one):
 
 * unit starts, when not given, come from a vectorised walk: every offset holding the message
   magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
@@ -39,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_ids
@@ -54,29 +56,6 @@ from spark_mq.common.message_unit import (
 )
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
 from spark_mq.remoting.message_batch_codec import split_pull_body
-
-SCHEMA = pa.schema(
-    [
-        ("topic", pa.string()),
-        ("broker_name", pa.string()),
-        ("queue_id", pa.int32()),
-        ("queue_offset", pa.int64()),
-        ("commitlog_offset", pa.int64()),
-        ("msg_id", pa.string()),
-        ("uniq_key", pa.string()),
-        ("keys", pa.string()),
-        ("tags", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())),
-        ("body", pa.binary()),
-        ("born_timestamp", pa.timestamp("ms")),
-        ("store_timestamp", pa.timestamp("ms")),
-        ("born_host", pa.string()),
-        ("store_host", pa.string()),
-        ("reconsume_times", pa.int32()),
-        ("sys_flag", pa.int32()),
-        ("flag", pa.int32()),
-    ]
-)
 
 _INT32_OFFSETS_LIMIT = 1 << 31
 _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}

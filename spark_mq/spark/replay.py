@@ -4,7 +4,7 @@ a sink.
 The range is per queue, by offsets (``--from-offsets``/``--to-offsets`` JSON, or ``committed`` for
 a group's committed offsets) or by store time (``--from-time``/``--to-time``: each queue's first
 offset stored at or after the time, in whichever tier holds it). It is read with the ``spark_mq``
-batch source with ``tieredStoreRoot`` set (:mod:`spark_mq.spark.tiers`): the archive below each
+batch source with ``tieredStoreRoot`` set (:mod:`spark_mq.tiered.tiers`): the archive below each
 queue's hot min, the broker above it, no gap and no duplicate at the seam. Optional filters: tags
 (pushed down to the broker), a key (KEYS or UNIQ_KEY, as the broker's index matches), the time window
 itself (store time in [from, to), exact, since time→offset search gives the boundaries only).
@@ -21,16 +21,17 @@ sending some batches sends them again when retried (consumers can deduplicate on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from spark_mq.arrow.queues import discover_queues
+from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK
-from spark_mq.spark.offsets import decode_offsets, discover_queues, encode_offsets
+from spark_mq.spark.offsets import decode_offsets, encode_offsets, offset_source
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.source import offset_source
-
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
 
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 REPLAY_ORIGIN = "REPLAY_ORIGIN"
@@ -92,10 +93,8 @@ def ending_offsets(spec: ReplaySpec) -> str | None:
         return spec.to_offsets
     if spec.to_ms is None:
         return None
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
     opts = SourceOptions.parse(spec.source_options())
-    with SyncMQClientAPI(timeout=10.0) as api:
+    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
         queues = discover_queues(api, opts.namesrv_addrs, spec.topic)
         source = offset_source(api, queues, opts)
         return encode_offsets({key: source.offset_by_timestamp(key, spec.to_ms) for key in queues.queues})
@@ -103,8 +102,6 @@ def ending_offsets(spec: ReplaySpec) -> str | None:
 
 def replay_frame(spark: SparkSession, spec: ReplaySpec) -> DataFrame:
     """The range as one DataFrame in the source's schema (both tiers), filtered by key and time."""
-    from pyspark.sql import functions as F
-
     spec.check()
     reader = spark.read.format("spark_mq")
     for name, value in spec.source_options().items():
@@ -126,8 +123,6 @@ def replay_frame(spark: SparkSession, spec: ReplaySpec) -> DataFrame:
 def republish_frame(df: DataFrame, source_topic: str) -> DataFrame:
     """``df`` as rows for the ``spark_mq`` sink: one Spark partition per source queue range, in offset
     order, with the origin properties added (see the module doc)."""
-    from pyspark.sql import functions as F
-
     user_props = F.map_filter(F.coalesce(F.col("properties"), F.create_map().cast("map<string,string>")),
                               lambda k, _: ~k.isin(*RESENT_PROPERTIES))
     origin = F.concat_ws(":", F.concat(F.lit(f"{source_topic}@"), F.col("broker_name")), F.col("queue_id"),

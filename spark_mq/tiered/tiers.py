@@ -1,12 +1,12 @@
 """Reading a queue across both tiers: offsets below the broker's min come from the archive.
 
-With the ``tieredStoreRoot`` option, the source treats the archive (:mod:`spark_mq.tiered`) and the
-broker as one queue: the archive holds [archived start, archived end), the broker [hot min, max).
+With the ``tieredStoreRoot`` option, the ``spark_mq`` source (and so a replay) treats the archive and
+the broker as one queue: the archive holds [archived start, archived end), the broker [hot min, max).
 While the two meet or overlap (offload runs before retention deletes anything, and with tiering on
 the broker never deletes what is not archived), the queue's earliest offset is the archive's
 start, and a range that starts below the hot min is read in two parts — an :class:`ArchiveRange`
 (Arrow straight from the table's Parquet files, pruned by partition and offset statistics) up to
-the hot min, then the broker's :class:`~spark_mq.spark.source.QueueRange` — with no gap and no
+the hot min, then the broker's :class:`~spark_mq.arrow.range_reader.QueueRange` — with no gap and no
 duplicate at the seam. When they do not meet (the archive stops short of the hot min, or there is
 none), only the hot tier counts and ``failOnDataLoss`` applies as without an archive.
 
@@ -23,16 +23,19 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import InputPartition
 
+from spark_mq.arrow.queues import BrokerOffsets, DataLossError, QueueKey, queue_key_text
+from spark_mq.arrow.schema import to_utc_schema
 from spark_mq.client.subscription import parse_tags
-from spark_mq.spark.offsets import BrokerOffsets, DataLossError, QueueKey, queue_key_text
+from spark_mq.tiered.archive import Archive, open_archive
+from spark_mq.tiered.lookup import first_offset_at_or_after
+from spark_mq.tiered.reader import read_queue_range
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ArchiveRange(InputPartition):
+class ArchiveRange:
     """Messages [start, end) of one queue, read from the archive: plain, picklable data only."""
 
     root: str
@@ -63,9 +66,7 @@ class TieredOffsets:
         self._hot_min: dict[QueueKey, int] = {}
 
     @cached_property
-    def archive(self):  # spark_mq.tiered.archive.Archive; imported on first use (pyarrow.dataset, deltalake)
-        from spark_mq.tiered.archive import open_archive
-
+    def archive(self) -> Archive:
         return open_archive(self.root, self.queues.topic)
 
     def hot_min(self, key: QueueKey) -> int:
@@ -91,8 +92,6 @@ class TieredOffsets:
         hot = self.hot_min(key)
         if offset > hot:
             return offset
-        from spark_mq.tiered.lookup import first_offset_at_or_after
-
         archived = first_offset_at_or_after(self.archive, key[0], key[1], timestamp_ms)
         return archived if archived is not None and archived < hot else offset
 
@@ -105,11 +104,9 @@ def split_tiers(start: int, end: int, hot_min: int) -> tuple[tuple[int, int] | N
 
 
 def read_archive_range(part: ArchiveRange) -> Iterator[pa.RecordBatch]:
-    """The archived messages of ``part`` (tag-filtered) as Spark Arrow batches; a hole in the archive
-    is data loss (``failOnDataLoss``) or a warning."""
-    from spark_mq.spark.source import to_spark_arrow
-    from spark_mq.tiered.reader import read_queue_range
-
+    """The archived messages of ``part`` (tag-filtered) in ``UTC_SCHEMA`` batches, as
+    :func:`~spark_mq.arrow.range_reader.read_range` yields the broker's; a hole in the archive is data
+    loss (``failOnDataLoss``) or a warning."""
     table = read_queue_range(part.root, part.topic, part.broker_name, part.queue_id, part.start, part.end)
     offsets = table.column("queue_offset").to_numpy()
     if len(offsets) != part.end - part.start or not np.array_equal(offsets, np.arange(part.start, part.end)):
@@ -124,4 +121,4 @@ def read_archive_range(part: ArchiveRange) -> Iterator[pa.RecordBatch]:
         table = table.filter(pc.fill_null(pc.is_in(table.column("tags"), value_set=pa.array(sorted(tags))), False))
     for batch in table.to_batches():
         if batch.num_rows:
-            yield to_spark_arrow(batch)
+            yield to_utc_schema(batch)

@@ -15,13 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_mq.arrow.decoder import decode_units_to_arrow
+from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC, decode_message, encode_batch
 from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
 from spark_mq.remoting.message_batch_codec import split_pull_body
-from spark_mq.spark.arrow_decoder import SCHEMA, decode_units_to_arrow
 
 BROKER = "broker-a"
 SCHEMA_TEXT = (

@@ -1,0 +1,114 @@
+"""The readable queues of a topic and their offsets at the brokers: what every reader of queue ranges
+(the ``spark_mq`` source, the offload, the lookups across tiers) plans with.
+
+A topic's queues come from the NameServer route (readable queues, broker name → master address);
+:class:`BrokerOffsets` asks each queue's broker for its min, max, committed and by-time offsets. A
+queue is named by its :data:`QueueKey`, written ``"<broker>:<queueId>"`` (:func:`queue_key_text`).
+
+Thread-safety: pure values and functions, plus :class:`BrokerOffsets` whose calls block on one
+``SyncMQClientAPI`` (safe from any thread).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
+from spark_mq.remoting.bodies import TopicRouteData
+from spark_mq.remoting.headers import PERM_READ
+
+log = logging.getLogger(__name__)
+
+MASTER_ID = 0
+
+QueueKey = tuple[str, int]  # (broker name, queue id); the topic is the reader's
+
+
+class DataLossError(SparkMQError):
+    """Messages a read asked for are gone from the broker (below its min offset)."""
+
+
+def queue_key_text(key: QueueKey) -> str:
+    """A queue's key in offsets JSON: ``"<broker>:<queueId>"``."""
+    return f"{key[0]}:{key[1]}"
+
+
+@dataclass(frozen=True)
+class TopicQueues:
+    """The readable queues of a topic and the master address of each of their brokers."""
+
+    topic: str
+    brokers: dict[str, str]  # broker name -> master "ip:port"
+    queues: tuple[QueueKey, ...]  # sorted
+
+    def addr(self, key: QueueKey) -> str:
+        return self.brokers[key[0]]
+
+
+def route_with_masters(
+    api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str
+) -> tuple[TopicRouteData, dict[str, str]]:
+    """The topic's route from the first NameServer that answers, with each broker's master
+    address; ConfigError when none answers or none knows the topic (a clear error before a query
+    plans or writes anything). Shared by the source and the sink."""
+    last_error: Exception | None = None
+    for namesrv in namesrv_addrs:
+        try:
+            route = api.get_route_info(namesrv, topic)
+        except (RemotingError, MQClientError) as e:
+            last_error = e
+            continue
+        if route is None:
+            raise ConfigError(f"topic {topic!r} is not known to the NameServer at {namesrv}: check option 'topic' "
+                              f"(`spark-mq admin topic list`) or create it (`spark-mq admin topic create`)")
+        brokers = {b.broker_name: b.broker_addrs[MASTER_ID] for b in route.broker_datas
+                   if MASTER_ID in b.broker_addrs}
+        return route, brokers
+    raise ConfigError(f"cannot reach any NameServer of option 'namesrv' ({';'.join(namesrv_addrs)}): {last_error}; "
+                      f"check the address and that `spark-mq namesrv` runs there")
+
+
+def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> TopicQueues:
+    """The topic's readable queues (see ``route_with_masters`` for the errors)."""
+    route, brokers = route_with_masters(api, namesrv_addrs, topic)
+    queues: list[QueueKey] = []
+    for q in route.queue_datas:
+        if not q.perm & PERM_READ:
+            continue
+        if q.broker_name not in brokers:
+            log.warning("topic %s: broker %s has no master online; its queues are not read", topic, q.broker_name)
+            continue
+        queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
+    return TopicQueues(topic, brokers, tuple(sorted(queues)))
+
+
+class BrokerOffsets:
+    """A topic's queue offsets at their brokers (an ``OffsetSource`` of :mod:`spark_mq.spark.offsets`)."""
+
+    def __init__(self, api: SyncMQClientAPI, queues: TopicQueues) -> None:
+        self.api = api
+        self.queues = queues
+
+    def _required(self, what: str, key: QueueKey, value: int | None) -> int:
+        if value is None or value < 0:
+            raise SparkMQError(f"broker {self.queues.addr(key)} gave no {what} for queue "
+                               f"{self.queues.topic}@{queue_key_text(key)}")
+        return value
+
+    def min_offset(self, key: QueueKey) -> int:
+        return self._required("min offset", key, self.api.get_min_offset(self.queues.addr(key), self.queues.topic,
+                                                                         key[1]))
+
+    def max_offset(self, key: QueueKey) -> int:
+        return self._required("max offset", key, self.api.get_max_offset(self.queues.addr(key), self.queues.topic,
+                                                                         key[1]))
+
+    def committed_offset(self, group: str, key: QueueKey) -> int | None:
+        offset = self.api.query_consumer_offset(self.queues.addr(key), group, self.queues.topic, key[1])
+        return offset if offset is not None and offset >= 0 else None
+
+    def offset_by_timestamp(self, key: QueueKey, timestamp_ms: int) -> int:
+        return self._required("offset by timestamp", key, self.api.search_offset_by_timestamp(
+            self.queues.addr(key), self.queues.topic, key[1], timestamp_ms))

@@ -1,0 +1,56 @@
+"""The message schema (DESIGN.md: one Arrow schema everywhere), in its two timestamp forms.
+
+:data:`SCHEMA` is what the decoder makes of message units: timestamps as the commitlog holds them,
+ms since the epoch. :data:`UTC_SCHEMA` is the same columns with timestamps as UTC instants in µs:
+what Spark's ``TimestampType`` and Delta's ``timestamp`` hold, so it is both the Arrow form the
+``spark_mq`` source yields (Spark checks every batch against it) and the form the archive stores.
+Every other schema of the package is derived from these two (a column added or dropped).
+
+Thread-safety: constants and pure functions.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("broker_name", pa.string()),
+        ("queue_id", pa.int32()),
+        ("queue_offset", pa.int64()),
+        ("commitlog_offset", pa.int64()),
+        ("msg_id", pa.string()),
+        ("uniq_key", pa.string()),
+        ("keys", pa.string()),
+        ("tags", pa.string()),
+        ("properties", pa.map_(pa.string(), pa.string())),
+        ("body", pa.binary()),
+        ("born_timestamp", pa.timestamp("ms")),
+        ("store_timestamp", pa.timestamp("ms")),
+        ("born_host", pa.string()),
+        ("store_host", pa.string()),
+        ("reconsume_times", pa.int32()),
+        ("sys_flag", pa.int32()),
+        ("flag", pa.int32()),
+    ]
+)
+UTC_SCHEMA = pa.schema([pa.field(f.name, UTC_TIMESTAMP) if pa.types.is_timestamp(f.type) else f for f in SCHEMA])
+
+
+def to_utc_schema(rows: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
+    """``rows`` (any column order, either form) in :data:`UTC_SCHEMA`, a batch as a batch and a table as
+    a table; returned as is when already in it."""
+    if rows.schema.equals(UTC_SCHEMA):
+        return rows
+    columns = [rows.column(f.name).cast(f.type) for f in UTC_SCHEMA]
+    if isinstance(rows, pa.RecordBatch):
+        return pa.RecordBatch.from_arrays(columns, schema=UTC_SCHEMA)
+    return pa.table(columns, schema=UTC_SCHEMA)
+
+
+def to_message_schema(table: pa.Table) -> pa.Table:
+    """``table`` (any column order, either form) in :data:`SCHEMA`."""
+    return pa.table([table.column(f.name).cast(f.type) for f in SCHEMA], schema=SCHEMA)

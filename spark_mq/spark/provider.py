@@ -1,0 +1,62 @@
+"""The ``spark_mq`` Python data source, as Spark's ``KafkaSourceProvider``: its name, its fixed schema
+(:mod:`spark_mq.spark.schema`), options validated up front (:mod:`spark_mq.spark.options`), and the
+readers and writers it hands out: the batch reader (:mod:`spark_mq.spark.batch`), the micro-batch
+stream (:mod:`spark_mq.spark.stream`) and the sink (:mod:`spark_mq.spark.sink`).
+
+The data source object is a plain picklable value: no socket or thread is stored on it.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourceStreamWriter, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from spark_mq.common.errors import ConfigError
+from spark_mq.spark.batch import SparkMQBatchReader
+from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.schema import SCHEMA_DDL, SPARK_SCHEMA
+from spark_mq.spark.sink import make_writer
+from spark_mq.spark.stream import SparkMQStreamReader
+
+NAME = "spark_mq"
+
+
+class SparkMQDataSource(DataSource):
+    """``spark.read.format("spark_mq").option("namesrv", ...).option("topic", ...).load()``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> StructType:
+        # a clear error at load(), before anything is planned. load() does not say whether a
+        # batch or a stream follows, so options valid for either pass here; reader() and
+        # streamReader() then apply their own mode's rules
+        try:
+            SourceOptions.parse(self.options)
+        except ConfigError:
+            SourceOptions.parse(self.options, streaming=True)
+        return SPARK_SCHEMA
+
+    def reader(self, schema: StructType) -> SparkMQBatchReader:
+        if schema != SPARK_SCHEMA:
+            raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
+        return SparkMQBatchReader(SourceOptions.parse(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        if schema != SPARK_SCHEMA:
+            raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
+        return SparkMQStreamReader(SourceOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return make_writer(self.options, schema, overwrite, streaming=False)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return make_writer(self.options, schema, overwrite, streaming=True)
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``spark_mq`` data source with ``spark`` (not needed when the ``pyspark_spark_mq``
+    package is installed: Spark finds its ``DefaultSource`` by itself)."""
+    spark.dataSource.register(SparkMQDataSource)
