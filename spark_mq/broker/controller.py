@@ -87,17 +87,19 @@ class BrokerController:
         self.config = dataclasses.replace(self.config, listen_port=port)
         try:
             # loaded before the store starts: its retention must never run without the watermarks
+            # and the consumer offsets (it keeps what groups have not consumed)
             self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
             self.tiered.load()
-            self.store = MessageStore(self.config, archived_offset=self.tiered.get)
+            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS))
+            self.offsets.load()
+            self.store = MessageStore(self.config, archived_offset=self.tiered.get,
+                                      consumed_offsets=self.offsets.committed)
             await asyncio.get_running_loop().run_in_executor(None, self.store.start)
         except BaseException:
             await self.server.stop()
             raise
         self.topics = TopicConfigManager(self.config, self.store.config_file(TOPICS))
         self.topics.load()
-        self.offsets = ConsumerOffsetManager(self.store.config_file(CONSUMER_OFFSETS))
-        self.offsets.load()
         self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
@@ -105,7 +107,7 @@ class BrokerController:
                           SendBackProcessor(self, self.retry), TieredOffsetProcessor(self)):
             processor.register_on(self.server)
         await self.server.start_serving()
-        self.metrics.track_retention(self.store.retention)
+        self.metrics.track_store(self.store)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._register_loop(), name="broker-register"),
