@@ -227,6 +227,14 @@ class Dispatcher:
         self.dispatched_offset = dispatched  # consume queues and index are built up to here
         self.last_store_timestamp = 0
 
+    def rebuilt(self, offset: int, timestamp: int) -> None:
+        """Recovery built every entry below ``offset`` itself (late, a full disk had stopped it);
+        nothing may be pending."""
+        with self._lock:
+            assert not (self._pending or self._held or self._index_backlog)
+            self._queued_offset = self.dispatched_offset = offset
+            self._queued_timestamp = self.last_store_timestamp = timestamp
+
     def enqueue(self, record: AppendRecord) -> None:
         self._pending.append(record)
         self._enqueued += int(record.sizes.size)

@@ -48,7 +48,7 @@ from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_file import index_file_size
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
-from spark_mq.store.recovery import RecoveryReport, recover
+from spark_mq.store.recovery import RecoveryReport, rebuild, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import (
     ArchivedOffset,
@@ -117,6 +117,7 @@ class MessageStore:
         self._tasks: list[PeriodicTask] = []
         self._running = False
         self._disk_full: str | None = None  # why writes are refused since a file did not fit the disk
+        self._rebuild_from: int | None = None  # queue and index entries recovery could not build (full disk)
         self.recovery: RecoveryReport | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -144,11 +145,17 @@ class MessageStore:
                 abnormal,
                 self.config.check_crc_on_recover,
             )
-            self._dispatcher = Dispatcher(self._queue_for_write, self.index, self.commitlog.max_offset())
+            self._rebuild_from = self.recovery.rebuild_from
+            dispatched = self.commitlog.max_offset() if self._rebuild_from is None else self._rebuild_from
+            self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched)
+            if self._rebuild_from is not None:
+                self._disk_full = (f"disk full: the store started without room for the consume queue and index "
+                                   f"files of the messages from commitlog offset {self._rebuild_from}; writes are "
+                                   "refused until space is freed (delete files on that disk or grow it), reads "
+                                   "and pulls keep working")
+                log.error("refusing writes: %s", self._disk_full)
             self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
-            for key, cq in self.queues.items():
-                cq.correct_min_offset(self.commitlog.min_offset())
-                self._next_queue_offset[key] = cq.max_offset
+            self._sync_queue_offsets()
             if not self._checkpoint_current():
                 self._checkpoint_now()
             self.abort_path.touch()
@@ -207,6 +214,12 @@ class MessageStore:
         if self._checkpoint is not None:
             self._checkpoint.close()
             self._checkpoint = None
+
+    def _sync_queue_offsets(self) -> None:
+        """Queue minimums and next offsets from the consume queues (after recovery built them)."""
+        for key, cq in list(self.queues.items()):
+            cq.correct_min_offset(self.commitlog.min_offset())
+            self._next_queue_offset[key] = cq.max_offset
 
     def _checkpoint_current(self) -> bool:
         """Whether the checkpoint already says what one taken now would (a clean restart): the
@@ -335,12 +348,31 @@ class MessageStore:
         (and the reserve kept with it) fits."""
         if self._disk_full is None:
             return
+        if self._rebuild_from is not None:
+            self._finish_rebuild()
+            if self._rebuild_from is not None:
+                return
         need = self.commitlog.file_size + self.commitlog.files.reserve
         free = free_bytes(self.root)
         if free >= need:
             log.warning("disk space is back (%d bytes free, %d needed for the next file): accepting writes again",
                         free, need)
             self._disk_full = None
+
+    def _finish_rebuild(self) -> None:
+        """Build the entries recovery could not (a full disk at start), once the disk takes them."""
+        assert self._rebuild_from is not None and self._dispatcher is not None
+        with self._put_lock:  # no put runs meanwhile anyway: they are refused until this is done
+            try:
+                end, ts = rebuild(self.commitlog, self._rebuild_from, self._queue_for_write, self.index,
+                                  self.config.check_crc_on_recover)
+            except DiskFullError:
+                return
+            self._dispatcher.rebuilt(end, ts)
+            self._last_store_ts = max(self._last_store_ts, ts)
+            self._sync_queue_offsets()
+            log.warning("consume queue and index entries from commitlog offset %d to %d built", self._rebuild_from, end)
+            self._rebuild_from = None
 
     def dispatch_backlog(self) -> int:
         """Messages stored but not yet in their consume queue and the index."""

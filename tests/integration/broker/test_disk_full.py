@@ -12,13 +12,11 @@ which deletes them and reports how many per topic and group (log line and metric
 
 from __future__ import annotations
 
-import os
+import contextlib
 import re
-import subprocess
-from pathlib import Path
 
 import pytest
-from servers import Broker, unique, wait_until
+from servers import Broker, small_tmpfs, unique, wait_until
 
 from spark_mq.client.results import PullStatus
 from spark_mq.common.errors import MQClientError
@@ -51,35 +49,23 @@ FORCED_FILLER = 24 * 1024 * 1024
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """``mount(root)`` mounts a 64 MiB tmpfs at ``root / "store"`` (the broker's store) and returns it;
-    everything mounted is unmounted after the test. Skips where mounting is not allowed."""
-    mounted: list[Path] = []
+def disk_broker(tmp_path, namesrv):
+    """``start(filler, conf)`` starts a broker whose store is a fresh 64 MiB tmpfs, ``filler`` bytes
+    of it taken by ``store / "filler"``. After the test a broker still running is killed and the
+    tmpfs unmounted. Skips where mounting is not allowed."""
+    brokers: list[Broker] = []
+    with contextlib.ExitStack() as mounts:
 
-    def mount(root: Path) -> Path:
-        if os.geteuid() != 0:
-            pytest.skip("mounting the small tmpfs these tests fill needs root")
-        point = root / "store"
-        point.mkdir(parents=True)
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(point)],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-        mounted.append(point)
-        return point
+        def start(filler: int, conf: str, metrics: bool = False) -> Broker:
+            store = mounts.enter_context(small_tmpfs(tmp_path / "store", DISK))
+            with open(store / "filler", "wb") as f:
+                f.write(b"\xff" * filler)
+            brokers.append(Broker(namesrv, tmp_path, conf, metrics=metrics, verbose=False))
+            return brokers[-1]
 
-    yield mount
-    for point in mounted:
-        subprocess.run(["umount", "-l", str(point)], check=False)
-
-
-def broker_on_small_disk(root: Path, namesrv: str, small_disk, filler: int, conf: str, metrics: bool = False
-                         ) -> Broker:
-    """A broker whose store is a fresh small tmpfs, ``filler`` bytes of it taken by ``store / "filler"``."""
-    store = small_disk(root)
-    with open(store / "filler", "wb") as f:
-        f.write(b"\xff" * filler)
-    return Broker(namesrv, root, conf, metrics=metrics, verbose=False)
+        yield start
+        for b in brokers:
+            b.server.kill()
 
 
 def topic_with_group(api, broker: Broker, prefix: str) -> tuple[str, str]:
@@ -142,8 +128,8 @@ def assert_refused_disk_full(e: MQClientError) -> None:
     assert "disk full" in str(e), e
 
 
-def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_message(tmp_path, namesrv, make_api, small_disk):
-    broker = broker_on_small_disk(tmp_path, namesrv, small_disk, FILLER, FULL_DISK_CONF)
+def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_message(disk_broker, make_api):
+    broker = disk_broker(FILLER, FULL_DISK_CONF)
     api = make_api(timeout=10.0)
     topic, group = topic_with_group(api, broker, "DiskFull")
 
@@ -193,9 +179,8 @@ def commitlog_files(broker: Broker) -> list[str]:
     return sorted(p.name for p in (broker.store / "commitlog").iterdir() if p.name.isdigit())
 
 
-def test_forced_clean_up_refuses_writes_rather_than_delete_unconsumed_messages(tmp_path, namesrv, make_api,
-                                                                                 small_disk):
-    broker = broker_on_small_disk(tmp_path, namesrv, small_disk, FORCED_FILLER, FORCED_CLEAN_CONF)
+def test_forced_clean_up_refuses_writes_rather_than_delete_unconsumed_messages(disk_broker, make_api):
+    broker = disk_broker(FORCED_FILLER, FORCED_CLEAN_CONF)
     api = make_api(timeout=10.0)
     topic, group = topic_with_group(api, broker, "Unconsumed")  # a group that has consumed nothing yet
 
@@ -224,9 +209,8 @@ def test_forced_clean_up_refuses_writes_rather_than_delete_unconsumed_messages(t
     broker.stop()
 
 
-def test_clean_unconsumed_forcibly_deletes_them_and_counts_them(tmp_path, namesrv, make_api, small_disk):
-    broker = broker_on_small_disk(tmp_path, namesrv, small_disk, FORCED_FILLER,
-                                  FORCED_CLEAN_CONF + "cleanUnconsumedForcibly=true\n", metrics=True)
+def test_clean_unconsumed_forcibly_deletes_them_and_counts_them(disk_broker, make_api):
+    broker = disk_broker(FORCED_FILLER, FORCED_CLEAN_CONF + "cleanUnconsumedForcibly=true\n", metrics=True)
     api = make_api(timeout=10.0)
     topic, group = topic_with_group(api, broker, "Forced")
 
