@@ -139,8 +139,11 @@ class BrokerController:
         self.hold.wake_all()
         await self.server.stop()
         await self.namesrv_client.close()
-        self.offsets.persist()
-        self.topics.persist()
+        for table in (self.offsets, self.topics):
+            try:
+                table.persist()
+            except OSError as e:  # a full disk: the store must still shut down cleanly
+                log.error("could not save %s at shutdown: %s", table.file.path, e)
         self.store.shutdown()
         log.info("broker %s stopped cleanly", self.config.broker_name)
 

@@ -50,6 +50,7 @@ ConsumedOffsets = Callable[[str, int], Mapping[str, int]]
 EXPIRY = "expiry"  # a refusal trigger: the file merely expired (kept quietly)
 DISK_PRESSURE = "disk_pressure"  # a refusal trigger: usage over diskMaxUsedSpaceRatio or diskSpaceCleanForciblyRatio
 MAX_QUEUES_LOGGED = 10
+TOPIC_GROUPS = "topic@group(s)"  # what a list of ``Unconsumed`` names
 
 
 def nothing_archived(topic: str, queue_id: int) -> int:
@@ -137,10 +138,10 @@ def unconsumed_in(queues: Iterable[ConsumeQueue], consumed_offsets: ConsumedOffs
     return [Unconsumed(t, g, n) for (t, g), n in sorted(counts.items())]
 
 
-def _describe(missing: list[Unarchived] | list[Unconsumed]) -> str:
+def _describe(missing: list[Unarchived] | list[Unconsumed], what: str = "queue(s)") -> str:
     shown = ", ".join(map(str, missing[:MAX_QUEUES_LOGGED]))
     more = len(missing) - MAX_QUEUES_LOGGED
-    return f"{shown} and {more} more queue(s)" if more > 0 else shown
+    return f"{shown} and {more} more {what}" if more > 0 else shown
 
 
 class RetentionService:
@@ -245,7 +246,8 @@ class RetentionService:
             return
         log.warning("disk %.1f%% over diskSpaceCleanForciblyRatio %.0f%%: deleted commitlog file %s with messages "
                     "never consumed (cleanUnconsumedForcibly=true), unconsumed messages removed per topic@group: %s",
-                    ratio * 100, self.config.disk_space_clean_forcibly_ratio * 100, name, _describe(unconsumed))
+                    ratio * 100, self.config.disk_space_clean_forcibly_ratio * 100, name,
+                    _describe(unconsumed, TOPIC_GROUPS))
         table = dict(self.unconsumed_deleted)
         for u in unconsumed:
             table[(u.topic, u.group)] = table.get((u.topic, u.group), 0) + u.count
@@ -260,8 +262,8 @@ class RetentionService:
         if unconsumed and ratio > cfg.disk_space_clean_forcibly_ratio:
             return (f"disk full: usage {ratio:.1%} is over diskSpaceCleanForciblyRatio "
                     f"({cfg.disk_space_clean_forcibly_ratio:.0%}) and the oldest commitlog file holds messages "
-                    f"consumer groups have not consumed ({_describe(unconsumed)}): writes are refused until they "
-                    "consume them or space is freed (cleanUnconsumedForcibly=true deletes them instead)")
+                    f"consumer groups have not consumed ({_describe(unconsumed, TOPIC_GROUPS)}): writes are refused "
+                    "until they consume them or space is freed (cleanUnconsumedForcibly=true deletes them instead)")
         return None
 
     def _set_refusal(self, refusal: str | None) -> None:
