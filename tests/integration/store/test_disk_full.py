@@ -11,11 +11,15 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
+import numpy as np
 import pytest
 from servers import small_tmpfs, wait_until
 
 from spark_mq.common.errors import DiskFullError
+from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message import Message
+from spark_mq.store.index_file import positive_hash
+from spark_mq.store.index_service import IndexService
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutStatus
 
@@ -94,3 +98,20 @@ def test_a_queue_file_that_does_not_fit_pauses_dispatch_and_loses_nothing(tmp_pa
             assert [served(reopened, q) for q in range(3)] == [[0, 2, 4], [1], [3]]
         finally:
             reopened.shutdown()
+
+
+def test_an_index_batch_that_needs_a_file_the_disk_cannot_hold_goes_in_whole_or_not_at_all(tmp_path):
+    with small_tmpfs(tmp_path / "disk", DISK) as disk:
+        index = IndexService(disk / "index", 64, 100)  # 99 keys a file
+        hashes = np.array([positive_hash(java_hash(f"{TOPIC}#k{i}")) for i in range(150)], dtype=np.int32)
+        phys = np.arange(150, dtype=np.int64) * 100
+        ts = np.full(150, 1_700_000_000_000, dtype=np.int64)
+        index.put_batch(hashes[:50], phys[:50], ts[:50])
+        filler = fill_disk(disk / "filler")
+        with pytest.raises(DiskFullError, match="disk full"):
+            index.put_batch(hashes[50:], phys[50:], ts[50:])  # needs a second file
+        assert index.end_phys() == int(phys[49]) and len(index.files) == 1  # nothing of it went in
+        filler.unlink()
+        index.put_batch(hashes[50:], phys[50:], ts[50:])  # the same batch again
+        assert [index.query(TOPIC, f"k{i}", 10, 0, 2**62) for i in range(150)] == [[int(p)] for p in phys]
+        index.close()
