@@ -81,13 +81,17 @@ class MappedFileQueue:
         if self.files and start != self.files[-1].file_from_offset + self.file_size:
             raise ValueError(f"new file at {start} does not follow {self.files[-1].path.name}")
         make_dirs(self.directory)
-        if self.reserve and free_bytes(self.directory) < self.file_size + self.reserve:
-            raise disk_full(self.directory, self.file_size + self.reserve,
+        if self.reserve and free_bytes(self.directory) < self.space_needed():
+            raise disk_full(self.directory, self.space_needed(),
                             f"the next file ({self.file_size} bytes) and {self.reserve} bytes kept for logic files")
         mf = MappedFile(self.directory / file_name(start), self.file_size)
         with self._lock:
             self.files = [*self.files, mf]
         return mf
+
+    def space_needed(self) -> int:
+        """Free bytes a new file needs: itself and the reserve."""
+        return self.file_size + self.reserve
 
     def last_writable(self) -> MappedFile:
         """The file appends go to, creating the next one when the last is full."""

@@ -42,7 +42,7 @@ from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
 from spark_mq.store.consume_queue import ConsumeQueue
-from spark_mq.store.disk_space import free_bytes
+from spark_mq.store.disk_space import disk_full, free_bytes
 from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_file import index_file_size
@@ -153,7 +153,11 @@ class MessageStore:
                                    f"files of the messages from commitlog offset {self._rebuild_from}; writes are "
                                    "refused until space is freed (delete files on that disk or grow it), reads "
                                    "and pulls keep working")
-                log.error("refusing writes: %s", self._disk_full)
+            elif free_bytes(self.root) < self.commitlog.files.space_needed():
+                self._disk_full = str(disk_full(self.root, self.commitlog.files.space_needed(),
+                                                "the next commitlog file and its reserve (checked at start)"))
+            if self._disk_full is not None:
+                log.error("starting read-only: %s", self._disk_full)
             self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
             self._sync_queue_offsets()
             if not self._checkpoint_current():
@@ -352,7 +356,7 @@ class MessageStore:
             self._finish_rebuild()
             if self._rebuild_from is not None:
                 return
-        need = self.commitlog.file_size + self.commitlog.files.reserve
+        need = self.commitlog.files.space_needed()
         free = free_bytes(self.root)
         if free >= need:
             log.warning("disk space is back (%d bytes free, %d needed for the next file): accepting writes again",

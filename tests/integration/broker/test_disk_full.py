@@ -129,7 +129,7 @@ def assert_refused_disk_full(e: MQClientError) -> None:
 
 
 def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_message(disk_broker, make_api):
-    broker = disk_broker(FILLER, FULL_DISK_CONF)
+    broker = disk_broker(FILLER, FULL_DISK_CONF, metrics=True)
     api = make_api(timeout=10.0)
     topic, group = topic_with_group(api, broker, "DiskFull")
 
@@ -147,10 +147,13 @@ def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_message(disk_br
     api.update_consumer_offset(broker.addr, group, topic, 0, 5)
     assert api.query_consumer_offset(broker.addr, group, topic, 0) == 5
     assert "disk full" in broker.log()
+    writable = ("spark_mq_store_writable", ())
+    assert scrape(broker.metrics_url)[writable] == 0
 
-    # a restart on the full disk: it starts, serves pulls, refuses writes
+    # a restart on the full disk: it starts read-only, serves pulls, refuses writes
     broker.server.stop_cleanly(broker.store)
     broker.server = broker._start(broker.server.port)
+    assert "starting read-only: disk full" in broker.log()
     for q in range(QUEUES):
         pull_all(api, broker.addr, group, topic, q, acked[q])
     with pytest.raises(MQClientError) as after_restart:
@@ -169,6 +172,7 @@ def test_a_full_disk_refuses_writes_and_keeps_every_acknowledged_message(disk_br
         return True
 
     wait_until(accepted, timeout=15, what="a send accepted once space was freed")
+    assert scrape(broker.metrics_url)[writable] == 1
     acked[1] += BATCH
     pull_all(api, broker.addr, group, topic, 1, acked[1])
     assert broker.server.alive()
