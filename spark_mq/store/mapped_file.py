@@ -129,7 +129,7 @@ class MappedFile:
         """Zero stale bytes after ``position`` so no old unit can ever be walked into again.
 
         Stops after ``clean_run`` bytes of zeros: a torn write never reaches further than one
-        append, and touching the rest of a large sparse file would only cost I/O.
+        append, and touching the rest of a large file would only cost I/O.
         """
         pos = position
         clean = 0
