@@ -211,7 +211,8 @@ class Dispatcher:
         self._queue_for = queue_for
         self._index = index
         self._pending: deque[AppendRecord] = deque()
-        self._held: list[AppendRecord] = []  # the records of a pass that hit a full disk, retried first
+        self._held: list[AppendRecord] = []  # the records of the pass in flight (retried after a full disk)
+        self._held_count = 0  # messages in them
         self.stalled: str | None = None  # why dispatch is paused (a full disk), None while it runs
         self._retry_at = 0.0
         self._lock = threading.Lock()
@@ -290,12 +291,7 @@ class Dispatcher:
 
     def _may_run(self) -> bool:
         """False while stalled on a full disk and the next retry is not due (under the lock)."""
-        if self.stalled is None:
-            return True
-        if time.monotonic() < self._retry_at:
-            return False
-        self._retry_at = time.monotonic() + STALL_RETRY_S
-        return True
+        return self.stalled is None or time.monotonic() >= self._retry_at
 
     def _stall(self, e: DiskFullError) -> None:
         if self.stalled is None:
@@ -306,15 +302,16 @@ class Dispatcher:
 
     def _drain(self) -> None:
         while self._held or self._pending:
-            records = self._held
-            if not records:
+            if not self._held:  # the next pass, held until it succeeds
+                records: list[AppendRecord] = []
                 count = 0
                 while self._pending and count < MAX_PASS_MESSAGES:
                     records.append(self._pending.popleft())
                     count += int(records[-1].sizes.size)
-            self._dispatch(records)  # on DiskFullError the records stay held for the retry
+                self._held, self._held_count = records, count
+            self._dispatch(self._held)  # on DiskFullError the records stay held for the retry
+            self._done += self._held_count
             self._held = []
-            self._done += sum(int(r.sizes.size) for r in records)
 
     def _flush_index(self) -> None:
         """Write the index backlog in one insert; then everything queued is dispatched."""
