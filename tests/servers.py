@@ -10,6 +10,7 @@ with SIGTERM (a clean stop must exit 0 and, for a broker, leave no abort file).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import select
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,23 @@ def wait_until(predicate, timeout: float = 10.0, what: str = "condition", interv
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g}s waiting for {what} (last: {value!r})")
         time.sleep(interval)
+
+
+@contextlib.contextmanager
+def small_tmpfs(point: Path, size: int) -> Iterator[Path]:
+    """A tmpfs of ``size`` bytes mounted at ``point`` (created) while the block runs: a disk a test
+    can fill. Skips the test where mounting is not allowed (it needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs for a test to fill needs root")
+    point.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", "-l", str(point)], check=False)
 
 
 class ServerProcess:

@@ -187,6 +187,6 @@ class AdminProcessor:
             "topicCount": str(len(b.topics.topics)),
             "bootTimestamp": str(self.started_ms),
             "flushDiskType": b.config.flush_disk_type,
-            "storeWritable": str(store.retention.writable).lower(),
+            "storeWritable": str(store.write_refusal is None).lower(),
         }
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

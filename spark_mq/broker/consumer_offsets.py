@@ -3,7 +3,8 @@ RocketMQ's ConsumerOffsetManager layout ``{"offsetTable": {"topic@group": {"0": 
 
 Commits land in memory; the file is rewritten atomically every few seconds and at shutdown.
 
-Thread-safety: used from the broker's event loop only.
+Thread-safety: changed from the broker's event loop only; ``committed`` may be called from any
+thread (the store's retention thread).
 """
 
 from __future__ import annotations
@@ -39,6 +40,19 @@ class ConsumerOffsetManager:
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """Committed offset, or -1 if the group never committed for this queue."""
         return self.table.get(self.key(topic, group), {}).get(queue_id, -1)
+
+    def committed(self, topic: str, queue_id: int) -> dict[str, int]:
+        """The committed offset of every group with one for the queue: what forced retention must
+        not delete past. (``list`` copies the table in one step under the GIL, so a commit on the
+        event loop meanwhile cannot break the iteration.)"""
+        prefix = topic + TOPIC_GROUP_SEPARATOR
+        out = {}
+        for key, offsets in list(self.table.items()):
+            if key.startswith(prefix):
+                offset = offsets.get(queue_id)
+                if offset is not None:
+                    out[key[len(prefix):]] = offset
+        return out
 
     def groups_of(self, topic: str) -> list[str]:
         prefix = topic + TOPIC_GROUP_SEPARATOR

@@ -89,17 +89,19 @@ class BrokerController:
         self.config = dataclasses.replace(self.config, listen_port=port)
         try:
             # loaded before the store starts: its retention must never run without the watermarks
+            # and the consumer offsets (it keeps what groups have not consumed)
             self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
             self.tiered.load()
-            self.store = MessageStore(self.config, archived_offset=self.tiered.get)
+            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS))
+            self.offsets.load()
+            self.store = MessageStore(self.config, archived_offset=self.tiered.get,
+                                      consumed_offsets=self.offsets.committed)
             await asyncio.get_running_loop().run_in_executor(None, self.store.start)
         except BaseException:
             await self.server.stop()
             raise
         self.topics = TopicConfigManager(self.config, self.store.config_file(TOPICS))
         self.topics.load()
-        self.offsets = ConsumerOffsetManager(self.store.config_file(CONSUMER_OFFSETS))
-        self.offsets.load()
         self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
@@ -107,7 +109,7 @@ class BrokerController:
                           SendBackProcessor(self, self.retry), TieredOffsetProcessor(self), self.unserved):
             processor.register_on(self.server)
         await self.server.start_serving()
-        self.metrics.track_retention(self.store.retention)
+        self.metrics.track_store(self.store)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._register_loop(), name="broker-register"),
@@ -139,8 +141,11 @@ class BrokerController:
         self.hold.wake_all()
         await self.server.stop()
         await self.namesrv_client.close()
-        self.offsets.persist()
-        self.topics.persist()
+        for table in (self.offsets, self.topics):
+            try:
+                table.persist()
+            except OSError as e:  # a full disk: the store must still shut down cleanly
+                log.error("could not save %s at shutdown: %s", table.file.path, e)
         self.store.shutdown()
         log.info("broker %s stopped cleanly", self.config.broker_name)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from spark_mq.store.retention import RetentionService
+    from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class BrokerMetrics:
         self._put_bucket_counts = [0] * (len(PUT_SECONDS_BUCKETS) + 1)  # the last is +Inf
         self._put_seconds_sum = 0.0
         self.long_poll_waiters = GaugeValue()
-        self._retention: RetentionService | None = None
+        self._store: MessageStore | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -96,9 +96,9 @@ class BrokerMetrics:
         """Messages per second pulled by ``group`` over the last minute."""
         return sum(c for t, g, c in self._pulled if g == group and t >= now - TPS_WINDOW_S) / TPS_WINDOW_S
 
-    def track_retention(self, retention: RetentionService) -> None:
-        """Export the store's retention counters (read at scrape time)."""
-        self._retention = retention
+    def track_store(self, store: MessageStore) -> None:
+        """Export the store's retention counters and write state (read at scrape time)."""
+        self._store = store
 
     def serve(self, address: str, port: int) -> None:
         """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
@@ -142,14 +142,24 @@ class BrokerMetrics:
         for feature, count in list(self._refused.items()):
             family.add_metric([feature], count)
         yield family
-        if self._retention is not None:
+        if self._store is not None:
+            retention = self._store.retention
             family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
                                          "Retention runs that kept a commitlog file holding messages not yet archived",
                                          labels=["trigger"])
             # ``trigger`` is ``expiry`` (kept quietly) or ``disk_pressure`` (an error: the disk stays full)
-            for trigger, count in list(self._retention.unarchived_refusals.items()):
+            for trigger, count in list(retention.unarchived_refusals.items()):
                 family.add_metric([trigger], count)
             yield family
+            family = CounterMetricFamily("spark_mq_retention_unconsumed_deleted",
+                                         "Messages no consumer group had consumed, deleted by forced clean-up "
+                                         "(cleanUnconsumedForcibly=true)", labels=["topic", "group"])
+            for (topic, group), count in list(retention.unconsumed_deleted.items()):
+                family.add_metric([topic, group], count)
+            yield family
+            yield GaugeMetricFamily("spark_mq_store_writable",
+                                    "1 while the store accepts writes, 0 while it refuses them (disk full or over "
+                                    "a disk ratio)", value=0 if self._store.write_refusal else 1)
 
 
 class _BrokerCollector:

@@ -55,6 +55,8 @@ class BrokerConfig:
     disk_space_clean_forcibly_ratio: float = 0.85  # above it, delete oldest files even if not expired
     disk_space_warning_level_ratio: float = 0.90  # above it, writes are refused
     clean_resource_interval: int = 10_000  # ms
+    # past diskSpaceCleanForciblyRatio, delete messages consumer groups have not consumed (else refuse writes)
+    clean_unconsumed_forcibly: bool = False
     delete_files_batch_max: int = 10
     max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a client
     # tiered storage: with it on, retention keeps every commitlog file holding messages not yet archived

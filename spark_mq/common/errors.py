@@ -41,6 +41,11 @@ class StoreNotWritableError(StoreError):
     """Writes are refused (disk over its warning ratio, store shutting down)."""
 
 
+class DiskFullError(StoreNotWritableError):
+    """A store file could not get its disk blocks (ENOSPC): the store refuses writes until
+    space is freed; nothing already stored is lost."""
+
+
 class CorruptFileError(StoreError):
     """A store file breaks its format; names the file and the offset."""
 

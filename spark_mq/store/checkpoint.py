@@ -20,6 +20,8 @@ import os
 import struct
 from pathlib import Path
 
+from spark_mq.store.disk_space import allocate
+
 FILE_SIZE = 4096
 _RMQ = struct.Struct(">qqq")
 _OURS = struct.Struct(">4siq")
@@ -32,10 +34,15 @@ class Checkpoint:
     def __init__(self, path: Path) -> None:
         self.path = path
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if os.fstat(fd).st_size < FILE_SIZE:
-            os.ftruncate(fd, FILE_SIZE)
+        try:
+            existing = os.fstat(fd).st_size
+            if existing < FILE_SIZE:  # written through mmap: its blocks must exist (see disk_space)
+                allocate(fd, FILE_SIZE, path, empty=existing == 0)
+            self._mm = mmap.mmap(fd, FILE_SIZE)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
-        self._mm = mmap.mmap(fd, FILE_SIZE)
         self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = _RMQ.unpack_from(
             self._mm, 0
         )

@@ -4,6 +4,9 @@ A unit never spans two files: when a file cannot hold the next unit plus room fo
 marker, the tail gets a blank unit and the write moves to a fresh file. A batch is encoded
 once per file it lands in and copied with one memcpy per file.
 
+A batch is all or nothing: when the disk cannot take the next file (``DiskFullError``), what the
+batch wrote into earlier files is taken back before the error propagates.
+
 Thread-safety: ``append_batch`` must be serialised by the caller (the store's put lock);
 reads may run concurrently with appends.
 """
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.errors import DiskFullError, MessageValidationError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_unit import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -40,8 +43,9 @@ class AppendResult:
 
 
 class CommitLog:
-    def __init__(self, directory: Path, file_size: int) -> None:
-        self.files = MappedFileQueue(directory, file_size)
+    def __init__(self, directory: Path, file_size: int, reserve: int = 0) -> None:
+        """``reserve``: bytes a roll to a new file leaves free on the disk (see ``MappedFileQueue``)."""
+        self.files = MappedFileQueue(directory, file_size, reserve)
 
     @property
     def file_size(self) -> int:
@@ -72,8 +76,13 @@ class CommitLog:
         data_parts = []
         done = 0
         n = len(batch)
+        start = self.files.max_offset()
         while done < n:
-            mf = self.files.last_writable()
+            try:
+                mf = self.files.last_writable()
+            except DiskFullError:
+                self.files.truncate(start)  # the units written so far never happened
+                raise
             room = mf.remaining - END_FILE_MIN_BLANK_LENGTH
             rest = sizes[done:]
             if rest.size == 1:

@@ -22,12 +22,19 @@ order for ``catch_up()``, the next large pass or a backlog of ``INDEX_BACKLOG_KE
 dispatched offset (the checkpoint's safe offset) stays below every unit not yet indexed, so
 crash recovery rebuilds what was still waiting.
 
+A full disk (a consume queue or index file that cannot be created: ``DiskFullError``) pauses
+dispatch rather than losing or skipping entries: the records of the failed pass stay at the
+head, ``stalled`` says why, and the pass is tried again at most every ``STALL_RETRY_S`` (reads
+meanwhile see what was dispatched; the store refuses writes). Retrying is safe: a consume
+queue skips entries it already has and an index batch goes in whole or not at all.
+
 Thread-safety: ``enqueue`` is called under the store's put lock; ``catch_up`` and
 ``catch_up_queues`` may be called from any thread and serialise themselves.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -37,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_mq.common.byte_ranges import split_ranges
+from spark_mq.common.errors import DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hash_utf8, java_hashes
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
@@ -51,11 +59,14 @@ from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.index_file import positive_hash, positive_hashes
 from spark_mq.store.index_service import IndexService
 
+log = logging.getLogger(__name__)
+
 _SPACE = ord(KEY_SEPARATOR)
 MAX_PASS_MESSAGES = 65_536  # bounds the memory of one dispatch pass
 IDLE_BEFORE_DISPATCH_S = 0.010  # the background pass waits for appends to pause this long
 SCALAR_PASS_MESSAGES = 32  # up to this many messages a pure-Python pass beats the vectorised one
 INDEX_BACKLOG_KEYS = 2048  # index keys of small passes written together (~1 ms) once this many wait
+STALL_RETRY_S = 1.0  # a pass that hit a full disk is tried again after this long
 _TAGS, _KEYS, _UNIQ_KEY = TAGS.encode(), KEYS.encode(), UNIQ_KEY.encode()
 _NV, _PS, _KEY_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(), KEY_SEPARATOR.encode()
 
@@ -200,6 +211,10 @@ class Dispatcher:
         self._queue_for = queue_for
         self._index = index
         self._pending: deque[AppendRecord] = deque()
+        self._held: list[AppendRecord] = []  # the records of the pass in flight (retried after a full disk)
+        self._held_count = 0  # messages in them
+        self.stalled: str | None = None  # why dispatch is paused (a full disk), None while it runs
+        self._retry_at = 0.0
         self._lock = threading.Lock()
         self._prefix_cache: dict[str, int] = {}
         self._enqueued = 0  # messages, written by enqueue only
@@ -213,6 +228,14 @@ class Dispatcher:
         self.dispatched_offset = dispatched  # consume queues and index are built up to here
         self.last_store_timestamp = 0
 
+    def rebuilt(self, offset: int, timestamp: int) -> None:
+        """Recovery built every entry below ``offset`` itself (late, a full disk had stopped it);
+        nothing may be pending."""
+        with self._lock:
+            assert not (self._pending or self._held or self._index_backlog)
+            self._queued_offset = self.dispatched_offset = offset
+            self._queued_timestamp = self.last_store_timestamp = timestamp
+
     def enqueue(self, record: AppendRecord) -> None:
         self._pending.append(record)
         self._enqueued += int(record.sizes.size)
@@ -220,7 +243,8 @@ class Dispatcher:
 
     def catch_up_when_idle(self) -> None:
         """Background duty: dispatch the backlog once appends have paused for a moment."""
-        if (self._pending or self._index_backlog) and time.monotonic() - self._last_enqueue >= IDLE_BEFORE_DISPATCH_S:
+        if ((self._pending or self._held or self._index_backlog)
+                and time.monotonic() - self._last_enqueue >= IDLE_BEFORE_DISPATCH_S):
             self.catch_up()
 
     @property
@@ -238,8 +262,7 @@ class Dispatcher:
         """Build consume queue and index entries for every pending append; returns the
         dispatched commitlog offset (everything below it is in both)."""
         with self._lock:  # even with nothing pending, wait out a dispatch in flight on another thread
-            self._drain()
-            self._flush_index()
+            self._run(flush_index=True)
             return self.dispatched_offset
 
     def catch_up_queues(self) -> None:
@@ -249,31 +272,59 @@ class Dispatcher:
         ``INDEX_BACKLOG_KEYS`` writes them): one index insert costs ~0.1 ms whatever its size, the
         largest part of dispatching a single message for a long-polling consumer."""
         with self._lock:  # wait out a dispatch in flight: a put that returned must be readable
+            self._run(flush_index=self._index_backlog_keys >= INDEX_BACKLOG_KEYS)
+
+    def _run(self, flush_index: bool) -> None:
+        """Drain (and flush the index backlog if asked, or to retry it); a full disk stalls."""
+        if not self._may_run():
+            return
+        try:
             self._drain()
-            if self._index_backlog_keys >= INDEX_BACKLOG_KEYS:
+            if flush_index or self.stalled is not None:
                 self._flush_index()
+        except DiskFullError as e:
+            self._stall(e)
+            return
+        if self.stalled is not None:
+            log.warning("dispatch resumed: consume queue and index files could be created again")
+            self.stalled = None
+
+    def _may_run(self) -> bool:
+        """False while stalled on a full disk and the next retry is not due (under the lock)."""
+        return self.stalled is None or time.monotonic() >= self._retry_at
+
+    def _stall(self, e: DiskFullError) -> None:
+        if self.stalled is None:
+            log.error("dispatch paused, %d messages wait for their consume queue or index entries: %s",
+                      self.backlog, e)
+        self.stalled = str(e)
+        self._retry_at = time.monotonic() + STALL_RETRY_S
 
     def _drain(self) -> None:
-        while self._pending:
-            records = []
-            count = 0
-            while self._pending and count < MAX_PASS_MESSAGES:
-                records.append(self._pending.popleft())
-                count += int(records[-1].sizes.size)
-            self._dispatch(records)
-            self._done += count
+        while self._held or self._pending:
+            if not self._held:  # the next pass, held until it succeeds
+                records: list[AppendRecord] = []
+                count = 0
+                while self._pending and count < MAX_PASS_MESSAGES:
+                    records.append(self._pending.popleft())
+                    count += int(records[-1].sizes.size)
+                self._held, self._held_count = records, count
+            self._dispatch(self._held)  # on DiskFullError the records stay held for the retry
+            self._done += self._held_count
+            self._held = []
 
     def _flush_index(self) -> None:
         """Write the index backlog in one insert; then everything queued is dispatched."""
         if self._index_backlog:
             assert self._index is not None
-            backlog, self._index_backlog = self._index_backlog, []
-            self._index_backlog_keys = 0
+            backlog = self._index_backlog
             if len(backlog) == 1:
                 hashes, phys, ts = backlog[0]
             else:
                 hashes, phys, ts = (np.concatenate(col) for col in zip(*backlog, strict=True))
-            self._index.put_batch(hashes, phys, ts)
+            self._index.put_batch(hashes, phys, ts)  # whole or not at all: the backlog stays on DiskFullError
+            self._index_backlog = []
+            self._index_backlog_keys = 0
         self.dispatched_offset = self._queued_offset
         self.last_store_timestamp = self._queued_timestamp
 

@@ -1,7 +1,7 @@
 """All index files of a store: puts go to the newest, queries walk newest to oldest.
 
 Files are named by creation time (``yyyyMMddHHmmssSSS``, as RocketMQ names them) and a new
-one starts when the newest is full.
+one starts when the newest is full (an empty newest file may wait for the next put).
 
 Thread-safety: one writer; queries may run concurrently; a lock orders file-list changes
 (the writer adds files, retention deletes them).
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.java_hash import java_hash
+from spark_mq.store.disk_space import make_dirs
 from spark_mq.store.index_file import IndexFile, positive_hash
 from spark_mq.store.store_paths import store_path
 
@@ -50,24 +51,39 @@ class IndexService:
                 return f.end_phys
         return -1
 
-    def _writable(self) -> IndexFile:
-        if self.files and not self.files[-1].is_full():
-            return self.files[-1]
-        self.directory.mkdir(parents=True, exist_ok=True)
+    def _open_files(self) -> list[IndexFile]:
+        """The newest files that are not full yet, oldest first (puts fill them in that order)."""
+        tail: list[IndexFile] = []
+        for f in reversed(self.files):
+            if f.is_full():
+                break
+            tail.append(f)
+        return tail[::-1]
+
+    def _add_file(self) -> None:
+        make_dirs(self.directory)
         name = _time_name(int(time.time() * 1000))
         if name <= self._last_name:  # two files in one millisecond: keep names unique and ordered
             name = str(int(self._last_name) + 1)
-        self._last_name = name
         f = IndexFile(store_path(self.directory, name), self.slot_num, self.index_num)
+        self._last_name = name
         with self._lock:
             self.files = [*self.files, f]
-        return f
 
     def put_batch(self, key_hashes: np.ndarray, phys: np.ndarray, store_ts: np.ndarray) -> None:
-        """Index ``key_hashes[i]`` (positive ``topic#key`` hashes) → ``phys[i]``, in order."""
+        """Index ``key_hashes[i]`` (positive ``topic#key`` hashes) → ``phys[i]``, in order.
+
+        Every file the batch needs is created before any key goes in, so a full disk
+        (``DiskFullError``) leaves the index as it was and the same batch can be put again."""
+        room = sum(f.index_num - f.index_count for f in self._open_files())
+        while room < key_hashes.size:
+            self._add_file()
+            room += self.index_num - 1  # entry 0 of a file is never used
         done = 0
-        while done < key_hashes.size:
-            done += self._writable().put_batch(key_hashes[done:], phys[done:], store_ts[done:])
+        for f in self._open_files():
+            if done >= key_hashes.size:
+                break
+            done += f.put_batch(key_hashes[done:], phys[done:], store_ts[done:])
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """Candidate commitlog offsets for ``key`` in ``topic``, newest first, deduplicated."""

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spark_mq.common.errors import CorruptFileError
+from spark_mq.common.errors import CorruptFileError, DiskFullError
+from spark_mq.store.disk_space import allocate, is_allocated
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,30 @@ def file_name(offset: int) -> str:
     return f"{offset:0{FILE_NAME_DIGITS}d}"
 
 
+def _allocate_new(fd: int, size: int, path: Path) -> None:
+    """Allocate a file just created; on a full disk remove it again (it holds nothing)."""
+    try:
+        allocate(fd, size, path)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _allocate_sparse(fd: int, size: int, path: Path) -> None:
+    """Fill the holes of a file written sparse (by a version before allocation): best effort,
+    a file that cannot get its blocks is still mapped for reading."""
+    try:
+        allocate(fd, size, path, empty=False)
+    except DiskFullError as e:
+        log.warning("%s is sparse and the disk cannot fill it (%s): do not write to this store before "
+                    "freeing space", path, e)
+
+
 class MappedFile:
     def __init__(self, path: Path, size: int, file_from_offset: int | None = None) -> None:
-        """Map ``path`` (created sparse if new); its name gives its offset unless one is given."""
+        """Map ``path`` with every disk block allocated (see ``disk_space``); its name gives its
+        offset unless one is given. Raises ``DiskFullError`` (and leaves no file) if a new file
+        does not fit the disk."""
         self.path = path
         self.size = size
         self.file_from_offset = int(path.name) if file_from_offset is None else file_from_offset
@@ -38,12 +60,14 @@ class MappedFile:
         try:
             existing = os.fstat(fd).st_size
             if existing == 0:
-                os.ftruncate(fd, size)
+                _allocate_new(fd, size, path)
             elif existing != size:
                 raise CorruptFileError(
                     str(path), existing, f"file is {existing} bytes but the configured size is {size}; "
                     "was the file size setting changed after the store was created?"
                 )
+            elif not is_allocated(fd, size):
+                _allocate_sparse(fd, size, path)
             self._mm = mmap.mmap(fd, size)
         except BaseException:
             os.close(fd)
@@ -105,7 +129,7 @@ class MappedFile:
         """Zero stale bytes after ``position`` so no old unit can ever be walked into again.
 
         Stops after ``clean_run`` bytes of zeros: a torn write never reaches further than one
-        append, and touching the rest of a large sparse file would only cost I/O.
+        append, and touching the rest of a large file would only cost I/O.
         """
         pos = position
         clean = 0

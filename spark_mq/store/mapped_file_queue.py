@@ -3,6 +3,10 @@
 File ``i`` covers ``[start_i, start_i + size)`` and is named by ``start_i``. Used by the
 commitlog and by each consume queue.
 
+A queue with a ``reserve`` checks before each new file that the disk keeps ``reserve`` bytes
+free after it: the commitlog leaves room for the consume queue and index files its messages
+still need (a write it refuses is refused before anything is stored).
+
 Thread-safety: as ``MappedFile``: one writer, concurrent readers. ``files`` is replaced, never
 mutated in place, so a reader iterating an old list never sees a half-updated one; a lock
 orders replacements, since the writer adds files while retention deletes them.
@@ -18,6 +22,7 @@ import time
 from pathlib import Path
 
 from spark_mq.common.errors import CorruptFileError
+from spark_mq.store.disk_space import disk_full, free_bytes, make_dirs
 from spark_mq.store.mapped_file import FILE_NAME_DIGITS, MappedFile, file_name
 from spark_mq.store.store_paths import store_path
 
@@ -26,9 +31,10 @@ _NAME = re.compile(rf"^\d{{{FILE_NAME_DIGITS}}}$")
 
 
 class MappedFileQueue:
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int, reserve: int = 0) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.reserve = reserve
         self.files: list[MappedFile] = []
         self._lock = threading.Lock()
 
@@ -75,11 +81,18 @@ class MappedFileQueue:
             raise ValueError(f"file start {start} is not a multiple of {self.file_size}")
         if self.files and start != self.files[-1].file_from_offset + self.file_size:
             raise ValueError(f"new file at {start} does not follow {self.files[-1].path.name}")
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
+        if self.reserve and free_bytes(self.directory) < self.space_needed():
+            raise disk_full(self.directory, self.space_needed(),
+                            f"the next file ({self.file_size} bytes) and {self.reserve} bytes kept for logic files")
         mf = MappedFile(store_path(self.directory, file_name(start)), self.file_size)
         with self._lock:
             self.files = [*self.files, mf]
         return mf
+
+    def space_needed(self) -> int:
+        """Free bytes a new file needs: itself and the reserve."""
+        return self.file_size + self.reserve
 
     def last_writable(self) -> MappedFile:
         """The file appends go to, creating the next one when the last is full."""

@@ -10,6 +10,13 @@ background thread, before every read, and from a put once the backlog passes
 cheap per message. The dispatched-up-to position survives restarts as the checkpoint's safe
 offset.
 
+A full disk: every mapped file gets its blocks when created (``disk_space``), the commitlog
+rolls to a new file only while the disk keeps ``logic_reserve`` bytes free for the consume
+queue and index files still to come, and a put that cannot be stored is refused with
+``DiskFullError`` (a ``StoreNotWritableError``: SERVICE_NOT_AVAILABLE at the broker) before
+anything is written. The store then refuses writes (reads go on) until a check every
+``DISK_CHECK_INTERVAL_S`` finds room for the next file again.
+
 Thread-safety: every public method may be called from any thread. Puts are serialised by one
 lock; gets and queries run without it.
 """
@@ -28,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
-from spark_mq.common.errors import StoreError, StoreNotWritableError
+from spark_mq.common.errors import DiskFullError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message
@@ -36,13 +43,22 @@ from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
 from spark_mq.store.consume_queue import ConsumeQueue
+from spark_mq.store.disk_space import disk_full, free_bytes
 from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
+from spark_mq.store.index_file import index_file_size
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
-from spark_mq.store.recovery import RecoveryReport, recover
+from spark_mq.store.recovery import RecoveryReport, rebuild, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
-from spark_mq.store.retention import ArchivedOffset, RetentionService, disk_used_ratio, nothing_archived
+from spark_mq.store.retention import (
+    ArchivedOffset,
+    ConsumedOffsets,
+    RetentionService,
+    disk_used_ratio,
+    no_consumers,
+    nothing_archived,
+)
 from spark_mq.store.store_paths import (
     ABORT_FILE,
     CHECKPOINT_FILE,
@@ -59,9 +75,18 @@ log = logging.getLogger(__name__)
 # appends anyway, and every wake-up takes the GIL from the event loop (1 ms meant 1000 a second)
 DISPATCH_INTERVAL_S = 0.010
 DISPATCH_BACKLOG = 8_192  # messages: past this a put dispatches the backlog itself
+DISK_CHECK_INTERVAL_S = 1.0  # while writes are refused for a full disk, how often free space is looked at
+RESERVED_QUEUE_FILES = 16  # consume queue files' worth of space a commitlog roll leaves free
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
 _QUEUE_DIR = re.compile(r"^\d+$")
+
+
+def logic_reserve(config: BrokerConfig) -> int:
+    """Bytes a commitlog roll leaves free: the consume queue and index files its messages may
+    need (a message stored whose entries cannot be written is readable only once space returns)."""
+    index = index_file_size(config.max_hash_slot_num, config.max_index_num) if config.message_index_enable else 0
+    return RESERVED_QUEUE_FILES * config.maped_file_size_consume_queue + index
 
 
 class MessageStore:
@@ -71,14 +96,18 @@ class MessageStore:
         disk_ratio: Callable[[Path], float] = disk_used_ratio,
         clock: Callable[[], float] = time.time,
         archived_offset: ArchivedOffset = nothing_archived,
+        consumed_offsets: ConsumedOffsets = no_consumers,
     ) -> None:
         """``archived_offset(topic, queue_id)`` is consulted by retention when tieredStoreEnable is
-        on (the broker gives its tiered offset table; it may be called from the retention thread)."""
+        on (the broker gives its tiered offset table), ``consumed_offsets(topic, queue_id)`` (each
+        group's committed offset, from the broker's offset table) before a forced deletion; both
+        may be called from the retention thread."""
         self.config = config
         self.root = config.root
         self.clock = clock
         self.store_host = pack_host(config.broker_ip1, config.listen_port)
-        self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log)
+        self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log,
+                                   logic_reserve(config))
         self.index = (
             IndexService(store_path(self.root, INDEX_DIR), config.max_hash_slot_num, config.max_index_num)
             if config.message_index_enable
@@ -86,7 +115,8 @@ class MessageStore:
         )
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.retention = RetentionService(config, self.commitlog, self._dispatched_queues,
-                                          self._delete_logic_files_below, disk_ratio, clock, archived_offset)
+                                          self._delete_logic_files_below, disk_ratio, clock, archived_offset,
+                                          consumed_offsets)
         self._lock = StoreLock(store_path(self.root, LOCK_FILE))
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()
@@ -97,6 +127,8 @@ class MessageStore:
         self._group_commit: GroupCommit | None = None
         self._tasks: list[PeriodicTask] = []
         self._running = False
+        self._disk_full: str | None = None  # why writes are refused since a file did not fit the disk
+        self._rebuild_from: int | None = None  # queue and index entries recovery could not build (full disk)
         self.recovery: RecoveryReport | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -124,11 +156,21 @@ class MessageStore:
                 abnormal,
                 self.config.check_crc_on_recover,
             )
-            self._dispatcher = Dispatcher(self._queue_for_write, self.index, self.commitlog.max_offset())
+            self._rebuild_from = self.recovery.rebuild_from
+            dispatched = self.commitlog.max_offset() if self._rebuild_from is None else self._rebuild_from
+            self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched)
+            if self._rebuild_from is not None:
+                self._disk_full = (f"disk full: the store started without room for the consume queue and index "
+                                   f"files of the messages from commitlog offset {self._rebuild_from}; writes are "
+                                   "refused until space is freed (delete files on that disk or grow it), reads "
+                                   "and pulls keep working")
+            elif free_bytes(self.root) < self.commitlog.files.space_needed():
+                self._disk_full = str(disk_full(self.root, self.commitlog.files.space_needed(),
+                                                "the next commitlog file and its reserve (checked at start)"))
+            if self._disk_full is not None:
+                log.error("starting read-only: %s", self._disk_full)
             self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
-            for key, cq in self.queues.items():
-                cq.correct_min_offset(self.commitlog.min_offset())
-                self._next_queue_offset[key] = cq.max_offset
+            self._sync_queue_offsets()
             if not self._checkpoint_current():
                 self._checkpoint_now()
             self.abort_path.touch()
@@ -147,6 +189,7 @@ class MessageStore:
         self._tasks.append(PeriodicTask("flush-logic", cfg.flush_interval_consume_queue / 1000,
                                         self._checkpoint_now))
         self._tasks.append(PeriodicTask("retention", cfg.clean_resource_interval / 1000, self.retention.run_once))
+        self._tasks.append(PeriodicTask("disk-space", DISK_CHECK_INTERVAL_S, self._check_disk_space))
         for t in self._tasks:
             t.start()
         self._running = True
@@ -186,6 +229,12 @@ class MessageStore:
         if self._checkpoint is not None:
             self._checkpoint.close()
             self._checkpoint = None
+
+    def _sync_queue_offsets(self) -> None:
+        """Queue minimums and next offsets from the consume queues (after recovery built them)."""
+        for key, cq in list(self.queues.items()):
+            cq.correct_min_offset(self.commitlog.min_offset())
+            self._next_queue_offset[key] = cq.max_offset
 
     def _checkpoint_current(self) -> bool:
         """Whether the checkpoint already says what one taken now would (a clean restart): the
@@ -266,18 +315,25 @@ class MessageStore:
         """
         if not self._running:
             raise StoreNotWritableError("store is not running: start() it first")
-        if not self.retention.writable:
-            raise StoreNotWritableError(
-                f"disk usage is over diskSpaceWarningLevelRatio ({self.config.disk_space_warning_level_ratio:.0%}):"
-                " writes are refused until retention or an operator frees space"
-            )
+        refusal = self.retention.refusal
+        if refusal is not None:
+            raise StoreNotWritableError(refusal)
+        refusal = self.disk_full
+        if refusal is not None:
+            raise DiskFullError(refusal)
+        assert self._dispatcher is not None
         batch.validate(self.config.max_message_size)
         key = (batch.topic, batch.queue_id)
-        assert self._dispatcher is not None
         with self._put_lock:
             now = max(int(self.clock() * 1000), self._last_store_ts)
             queue_offset = self._next_queue_offset.get(key, 0)
-            res = self.commitlog.append_batch(batch, queue_offset, now, self.store_host)
+            try:
+                res = self.commitlog.append_batch(batch, queue_offset, now, self.store_host)
+            except DiskFullError as e:
+                if self._disk_full is None:
+                    log.error("refusing writes: %s", e)
+                self._disk_full = str(e)
+                raise
             self._next_queue_offset[key] = queue_offset + len(batch)
             self._dispatcher.enqueue(
                 AppendRecord(batch.topic, batch.queue_id, queue_offset, res.physical_offsets, res.sizes,
@@ -292,6 +348,47 @@ class MessageStore:
         ):
             status = PutStatus.FLUSH_DISK_TIMEOUT
         return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
+
+    @property
+    def disk_full(self) -> str | None:
+        """Why writes are refused for a full disk (a file that could not be allocated), else None."""
+        return self._disk_full or (self._dispatcher.stalled if self._dispatcher is not None else None)
+
+    @property
+    def write_refusal(self) -> str | None:
+        """Why writes are refused now (disk over a ratio, or full), None while they are accepted."""
+        return self.retention.refusal or self.disk_full
+
+    def _check_disk_space(self) -> None:
+        """While refusing writes for a full disk: accept them again once the next commitlog file
+        (and the reserve kept with it) fits."""
+        if self._disk_full is None:
+            return
+        if self._rebuild_from is not None:
+            self._finish_rebuild()
+            if self._rebuild_from is not None:
+                return
+        need = self.commitlog.files.space_needed()
+        free = free_bytes(self.root)
+        if free >= need:
+            log.warning("disk space is back (%d bytes free, %d needed for the next file): accepting writes again",
+                        free, need)
+            self._disk_full = None
+
+    def _finish_rebuild(self) -> None:
+        """Build the entries recovery could not (a full disk at start), once the disk takes them."""
+        assert self._rebuild_from is not None and self._dispatcher is not None
+        with self._put_lock:  # no put runs meanwhile anyway: they are refused until this is done
+            try:
+                end, ts = rebuild(self.commitlog, self._rebuild_from, self._queue_for_write, self.index,
+                                  self.config.check_crc_on_recover)
+            except DiskFullError:
+                return
+            self._dispatcher.rebuilt(end, ts)
+            self._last_store_ts = max(self._last_store_ts, ts)
+            self._sync_queue_offsets()
+            log.warning("consume queue and index entries from commitlog offset %d to %d built", self._rebuild_from, end)
+            self._rebuild_from = None
 
     def dispatch_backlog(self) -> int:
         """Messages stored but not yet in their consume queue and the index."""

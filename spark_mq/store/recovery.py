@@ -9,6 +9,11 @@ index entries) is on disk. Recovery therefore:
 3. truncates the commitlog there (zeroing the stale tail, deleting later files), and
 4. rebuilds consume queue and index entries for the units between safe offset and end.
 
+On a full disk step 4 may need a consume queue or index file that cannot be created
+(``DiskFullError``): the walk then only finds the end (nothing acknowledged is cut) and the
+report's ``rebuild_from`` tells the store to ``rebuild`` from there once space returns (a
+rebuild is safe to repeat: queues skip entries they have, the index keys it has).
+
 After a clean shutdown the safe offset is the end and steps 2-4 read nothing. After a crash
 (abort file present) they replay the unflushed tail. Without a valid checkpoint the walk
 starts at the first commitlog file.
@@ -23,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark_mq.common.errors import CorruptFileError
+from spark_mq.common.errors import CorruptFileError, DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.message_unit import decode_units, walk_units
 from spark_mq.store.checkpoint import Checkpoint
@@ -47,6 +52,7 @@ class RecoveryReport:
     stop_reason: str
     seconds: float
     last_store_timestamp: int  # newest store time seen (keeps store times monotonic)
+    rebuild_from: int | None = None  # a full disk stopped the rebuild: entries from here still to build
 
 
 def recover(
@@ -71,23 +77,45 @@ def recover(
     if verify_from < safe:
         end, _, reason, _ = _walk(commitlog, verify_from, safe, check_crc, None)
     # phase 2: replay what lies past the safe offset, rebuilding queue and index entries
+    rebuild_from = None
     if end == safe:
         for cq in queues:
             _cut_queue(cq, safe)
-
-        def rebuild(mf: MappedFile, starts: np.ndarray) -> int:
-            return _replay(mf.buf, starts, mf.file_from_offset, queue_for, index, index_done)
-
-        end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, rebuild)
+        try:
+            end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, _replayer(queue_for, index, index_done))
+        except DiskFullError as e:
+            log.error("recovery: %s; consume queue and index entries from commitlog offset %d are built once space "
+                      "is freed", e, safe)
+            end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, None)
+            rebuild_from = safe
         last_ts = max(last_ts, ts)
     if reason not in ("blank", "end", "zero", "empty"):
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
     commitlog.files.truncate(end)
     for cq in queues:
         cq.truncate_past(end)
-    report = RecoveryReport(abnormal, verify_from, end, replayed, reason, time.perf_counter() - t0, last_ts)
+    report = RecoveryReport(abnormal, verify_from, end, replayed, reason, time.perf_counter() - t0, last_ts,
+                            rebuild_from)
     log.info("recovery %s", report)
     return report
+
+
+def rebuild(commitlog: CommitLog, start: int, queue_for: QueueFor, index: IndexService | None,
+            check_crc: bool) -> tuple[int, int]:
+    """Build the consume queue and index entries of every unit from ``start`` to the end (what a
+    full disk stopped at start); returns (end, newest store time). Raises ``DiskFullError``
+    while the disk still cannot take their files."""
+    index_done = index.end_phys() if index is not None else -1
+    end, _, _, ts = _walk(commitlog, start, None, check_crc, _replayer(queue_for, index, index_done))
+    return end, ts
+
+
+def _replayer(queue_for: QueueFor, index: IndexService | None,
+              index_done: int) -> Callable[[MappedFile, np.ndarray], int]:
+    def replay(mf: MappedFile, starts: np.ndarray) -> int:
+        return _replay(mf.buf, starts, mf.file_from_offset, queue_for, index, index_done)
+
+    return replay
 
 
 def _walk(

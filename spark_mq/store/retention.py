@@ -9,6 +9,13 @@ RocketMQ's rules (CleanCommitLogService), with the thresholds as config:
   time until usage is back under it;
 * past ``diskSpaceWarningLevelRatio`` the store also refuses writes until usage drops.
 
+Unlike RocketMQ, forced deletion (the files that have not expired) keeps messages a consumer
+group has not consumed yet: ``consumed_offsets(topic, queue_id)`` gives the committed offset of
+every group with one for the queue (the broker's offset table), and a file holding a message
+at or past one of them is kept and writes are refused instead, until the groups consume or an
+operator frees space. ``cleanUnconsumedForcibly=true`` deletes it anyway; the messages lost
+are logged and counted (``unconsumed_deleted``) per topic and group.
+
 The active (last) file is never deleted. At most ``deleteFilesBatchMax`` files go per run.
 
 With ``tieredStoreEnable`` a file also needs every message in it archived: for each consume
@@ -24,7 +31,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,14 +44,23 @@ log = logging.getLogger(__name__)
 ArchivedOffset = Callable[[str, int], int]
 """``archived_offset(topic, queue_id)``: queue offsets below it are archived (tiered storage)."""
 
+ConsumedOffsets = Callable[[str, int], Mapping[str, int]]
+"""``consumed_offsets(topic, queue_id)``: committed offset per consumer group of the queue."""
+
 EXPIRY = "expiry"  # a refusal trigger: the file merely expired (kept quietly)
 DISK_PRESSURE = "disk_pressure"  # a refusal trigger: usage over diskMaxUsedSpaceRatio or diskSpaceCleanForciblyRatio
 MAX_QUEUES_LOGGED = 10
+TOPIC_GROUPS = "topic@group(s)"  # what a list of ``Unconsumed`` names
 
 
 def nothing_archived(topic: str, queue_id: int) -> int:
     """The archived offset of every queue when nothing provides one: no message is archived."""
     return 0
+
+
+def no_consumers(topic: str, queue_id: int) -> Mapping[str, int]:
+    """The consumed offsets of every queue when nothing provides them: no group to wait for."""
+    return {}
 
 
 def disk_used_ratio(path: Path) -> float:
@@ -91,19 +107,52 @@ def unarchived_below(queues: Iterable[ConsumeQueue], archived_offset: ArchivedOf
     return out
 
 
-def _describe(missing: list[Unarchived]) -> str:
+@dataclass(frozen=True)
+class Unconsumed:
+    """``count`` messages of ``topic`` (over its queues) in a commitlog file that ``group`` has not consumed."""
+
+    topic: str
+    group: str
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.group}: {self.count}"
+
+
+def unconsumed_in(queues: Iterable[ConsumeQueue], consumed_offsets: ConsumedOffsets, start: int,
+                  end: int) -> list[Unconsumed]:
+    """Per topic and group, the messages stored in commitlog range [``start``, ``end``) at or past
+    the group's committed offset. A queue's messages in the range are the queue offsets from the
+    first at or after ``start`` to the first at or after ``end``: two binary searches per queue
+    that some group consumes."""
+    counts: dict[tuple[str, str], int] = {}
+    for cq in queues:
+        committed = consumed_offsets(cq.topic, cq.queue_id)
+        if not committed or min(committed.values()) >= cq.max_offset:
+            continue
+        lo, hi = cq.first_offset_at_or_after(start), cq.first_offset_at_or_after(end)
+        for group, offset in committed.items():
+            n = hi - max(lo, offset)
+            if n > 0:
+                counts[(cq.topic, group)] = counts.get((cq.topic, group), 0) + n
+    return [Unconsumed(t, g, n) for (t, g), n in sorted(counts.items())]
+
+
+def _describe(missing: list[Unarchived] | list[Unconsumed], what: str = "queue(s)") -> str:
     shown = ", ".join(map(str, missing[:MAX_QUEUES_LOGGED]))
     more = len(missing) - MAX_QUEUES_LOGGED
-    return f"{shown} and {more} more queue(s)" if more > 0 else shown
+    return f"{shown} and {more} more {what}" if more > 0 else shown
 
 
 class RetentionService:
     """Decides and performs deletions; ``run_once`` is called periodically by the store.
 
-    ``queues()`` returns every consume queue with all stored messages dispatched into it (only
-    called with tiering on). ``unarchived_refusals`` counts, per trigger (``EXPIRY``,
-    ``DISK_PRESSURE``), the runs that kept a file because of unarchived messages; it is read by
-    metrics from other threads.
+    ``queues()`` returns every consume queue with all stored messages dispatched into it (called
+    with tiering on, and under forced deletion). ``unarchived_refusals`` counts, per trigger
+    (``EXPIRY``, ``DISK_PRESSURE``), the runs that kept a file because of unarchived messages;
+    ``unconsumed_deleted`` the unconsumed messages forced deletion removed, per (topic, group);
+    ``refusal`` says why writes are refused (None while they are accepted). Metrics read them
+    from other threads.
     """
 
     def __init__(
@@ -115,6 +164,7 @@ class RetentionService:
         disk_ratio: Callable[[Path], float] = disk_used_ratio,
         clock: Callable[[], float] = time.time,
         archived_offset: ArchivedOffset = nothing_archived,
+        consumed_offsets: ConsumedOffsets = no_consumers,
     ) -> None:
         self.config = config
         self.commitlog = commitlog
@@ -123,9 +173,15 @@ class RetentionService:
         self.disk_ratio = disk_ratio
         self.clock = clock
         self.archived_offset = archived_offset
-        self.writable = True
+        self.consumed_offsets = consumed_offsets
+        self.refusal: str | None = None
         self.manual_deletes = 0
         self.unarchived_refusals = {EXPIRY: 0, DISK_PRESSURE: 0}
+        self.unconsumed_deleted: dict[tuple[str, str], int] = {}
+
+    @property
+    def writable(self) -> bool:
+        return self.refusal is None
 
     def request_delete(self, times: int = 1) -> None:
         """Force the next ``times`` runs to delete expired files whatever the hour (admin)."""
@@ -141,22 +197,13 @@ class RetentionService:
         root = cfg.root
         ratio = self.disk_ratio(root)
         clean_now = ratio > cfg.disk_space_clean_forcibly_ratio
-        if ratio > cfg.disk_space_warning_level_ratio:
-            if self.writable:
-                log.error(
-                    "disk %.1f%% full, over diskSpaceWarningLevelRatio %.0f%%: refusing writes until space is "
-                    "freed", ratio * 100, cfg.disk_space_warning_level_ratio * 100,
-                )
-            self.writable = False
-        elif not self.writable:
-            log.warning("disk back to %.1f%%: accepting writes again", ratio * 100)
-            self.writable = True
-        elif ratio > cfg.disk_max_used_space_ratio / 100:
+        if cfg.disk_max_used_space_ratio / 100 < ratio <= cfg.disk_space_warning_level_ratio and self.writable:
             log.warning(
                 "disk %.1f%% used, over diskMaxUsedSpaceRatio %d%%", ratio * 100, cfg.disk_max_used_space_ratio
             )
 
         deleted = 0
+        unconsumed: list[Unconsumed] = []  # what keeps the oldest file under forced deletion
         files = self.commitlog.files
         space_to_delete = ratio > cfg.disk_max_used_space_ratio / 100
         manual = self.manual_deletes > 0
@@ -171,7 +218,12 @@ class RetentionService:
             while clean_now and not refused and deleted < cfg.delete_files_batch_max and len(files.files) > 1:
                 if not self._archived_prefix(1, pressure):
                     break
-                files.delete_first(1)
+                unconsumed = self._unconsumed_in_oldest()
+                if unconsumed and not cfg.clean_unconsumed_forcibly:
+                    break
+                gone = files.delete_first(1)
+                self._count_unconsumed(gone[0].path.name, ratio, unconsumed)
+                unconsumed = []
                 deleted += 1
                 ratio = self.disk_ratio(root)
                 clean_now = ratio > cfg.disk_space_clean_forcibly_ratio
@@ -180,9 +232,46 @@ class RetentionService:
                          deleted, self.commitlog.min_offset())
                 self.after_delete(self.commitlog.min_offset())
                 ratio = self.disk_ratio(root)
-                if not self.writable and ratio <= cfg.disk_space_warning_level_ratio:
-                    self.writable = True
+        self._set_refusal(self._refusal_for(ratio, unconsumed))
         return RetentionReport(deleted, ratio, self.writable)
+
+    def _unconsumed_in_oldest(self) -> list[Unconsumed]:
+        """The messages of the oldest commitlog file some consumer group has not consumed."""
+        mf = self.commitlog.files.files[0]
+        return unconsumed_in(self.queues(), self.consumed_offsets, mf.file_from_offset, mf.file_from_offset + mf.size)
+
+    def _count_unconsumed(self, name: str, ratio: float, unconsumed: list[Unconsumed]) -> None:
+        """Log and count what forced deletion of file ``name`` took from consumer groups."""
+        if not unconsumed:
+            return
+        log.warning("disk %.1f%% over diskSpaceCleanForciblyRatio %.0f%%: deleted commitlog file %s with messages "
+                    "never consumed (cleanUnconsumedForcibly=true), unconsumed messages removed per topic@group: %s",
+                    ratio * 100, self.config.disk_space_clean_forcibly_ratio * 100, name,
+                    _describe(unconsumed, TOPIC_GROUPS))
+        table = dict(self.unconsumed_deleted)
+        for u in unconsumed:
+            table[(u.topic, u.group)] = table.get((u.topic, u.group), 0) + u.count
+        self.unconsumed_deleted = table  # replaced, never changed in place: a scrape may be iterating it
+
+    def _refusal_for(self, ratio: float, unconsumed: list[Unconsumed]) -> str | None:
+        cfg = self.config
+        if ratio > cfg.disk_space_warning_level_ratio:
+            return (f"disk full: usage {ratio:.1%} is over diskSpaceWarningLevelRatio "
+                    f"({cfg.disk_space_warning_level_ratio:.0%}): writes are refused until retention or an operator "
+                    "frees space")
+        if unconsumed and ratio > cfg.disk_space_clean_forcibly_ratio:
+            return (f"disk full: usage {ratio:.1%} is over diskSpaceCleanForciblyRatio "
+                    f"({cfg.disk_space_clean_forcibly_ratio:.0%}) and the oldest commitlog file holds messages "
+                    f"consumer groups have not consumed ({_describe(unconsumed, TOPIC_GROUPS)}): writes are refused "
+                    "until they consume them or space is freed (cleanUnconsumedForcibly=true deletes them instead)")
+        return None
+
+    def _set_refusal(self, refusal: str | None) -> None:
+        if refusal is not None and self.refusal is None:
+            log.error("refusing writes: %s", refusal)
+        elif refusal is None and self.refusal is not None:
+            log.warning("disk usage is back under the limits: accepting writes again")
+        self.refusal = refusal
 
     def _archived_prefix(self, count: int, pressure: bool) -> int:
         """How many of the ``count`` oldest commitlog files may go as far as tiered storage is

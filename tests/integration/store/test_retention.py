@@ -7,6 +7,7 @@ called directly (the background thread's interval is an hour). Files are aged wi
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import time
@@ -61,7 +62,8 @@ def _hour_start(hour_offset: int) -> float:
     return t - lt.tm_min * 60 - lt.tm_sec + 600
 
 
-def _open(root: Path, clock: Clock, disk: Disk, **overrides) -> MessageStore:
+def _open(root: Path, clock: Clock, disk: Disk, consumed: dict | None = None, **overrides) -> MessageStore:
+    """A store with small files; ``consumed`` maps (topic, queue) to each group's committed offset."""
     cfg = store_config(
         root,
         maped_file_size_consume_queue=20 * 50,  # 50 entries per consume queue file
@@ -71,7 +73,8 @@ def _open(root: Path, clock: Clock, disk: Disk, **overrides) -> MessageStore:
         delete_when=overrides.pop("delete_when", "04"),
         **overrides,
     )
-    return MessageStore(cfg, disk_ratio=disk, clock=clock).start()
+    table = {} if consumed is None else consumed
+    return MessageStore(cfg, disk_ratio=disk, clock=clock, consumed_offsets=lambda t, q: table.get((t, q), {})).start()
 
 
 def _fill(store: MessageStore, files: int, seq0: int = 0) -> dict[int, tuple[str, int, int, int]]:
@@ -298,5 +301,68 @@ def test_over_warning_ratio_writes_are_refused_until_usage_drops(tmp_path: Path)
         assert res.status == PutStatus.PUT_OK
         assert store.get_messages(TOPIC, 0, res.queue_offset, 1).status == GetStatus.FOUND
         assert _commitlog_names(root)[0] == names[-1]
+    finally:
+        store.shutdown()
+
+
+def _in_file(written: dict, topic: str, queue_id: int, index: int) -> list[int]:
+    """Queue offsets of ``topic:queue_id`` stored in commitlog file ``index``."""
+    return sorted(o for t, q, o, phys in written.values()
+                  if (t, q) == (topic, queue_id) and phys // COMMITLOG_FILE == index)
+
+
+def test_forced_clean_up_keeps_messages_a_group_has_not_consumed(tmp_path: Path, caplog) -> None:
+    root = tmp_path / "store"
+    now = _hour_start(0)
+    consumed: dict[tuple[str, int], dict[str, int]] = {}
+    disk = Disk()
+    disk.per_file, disk.base = 0.05, 0.67  # 4 files: 87%, over diskSpaceCleanForciblyRatio (85%)
+    store = _open(root, Clock(now), disk, consumed, delete_when=f"{(time.localtime(now).tm_hour + 12) % 24:02d}")
+    try:
+        written = _fill(store, 4)
+        names = _commitlog_names(root)
+        consumed[(OLD_TOPIC, 0)] = {"done": store.get_max_offset(OLD_TOPIC, 0)}  # consumed everything
+        consumed[(TOPIC, 0)] = {"slow": 0, "done": store.get_max_offset(TOPIC, 0)}
+        with caplog.at_level(logging.INFO, "spark_mq.store.retention"):
+            rep = store.retention.run_once()
+        assert rep.deleted_files == 0 and not rep.writable and _commitlog_names(root) == names
+        in_first = len(_in_file(written, TOPIC, 0, 0))
+        assert in_first > 0
+        with pytest.raises(StoreNotWritableError) as refused:
+            store.put_message(Message(TOPIC, body_for(0, 20)), 0)
+        assert f"{TOPIC}@slow: {in_first}" in str(refused.value) and "done" not in str(refused.value)
+        assert sum("refusing writes" in r.getMessage() for r in caplog.records) == 1
+        assert read_queue(store, TOPIC, 0)[0].queue_offset == 0  # nothing of it went
+
+        consumed[(TOPIC, 0)]["slow"] = _in_file(written, TOPIC, 0, 1)[0]  # consumed the first file
+        rep = store.retention.run_once()
+        assert rep.deleted_files == 1 and rep.writable  # 82%: done
+        assert _commitlog_names(root) == names[1:] and store.retention.unconsumed_deleted == {}
+        assert store.put_message(Message(TOPIC, body_for(1, 20)), 0).status == PutStatus.PUT_OK
+    finally:
+        store.shutdown()
+
+
+def test_clean_unconsumed_forcibly_deletes_and_counts_per_topic_and_group(tmp_path: Path, caplog) -> None:
+    root = tmp_path / "store"
+    now = _hour_start(0)
+    consumed: dict[tuple[str, int], dict[str, int]] = {}
+    disk = Disk()
+    disk.per_file, disk.base = 0.05, 0.67  # 4 files: 87%; 82% once the oldest is gone
+    store = _open(root, Clock(now), disk, consumed, clean_unconsumed_forcibly=True,
+                  delete_when=f"{(time.localtime(now).tm_hour + 12) % 24:02d}")
+    try:
+        written = _fill(store, 4)
+        consumed[(TOPIC, 0)] = {"slow": 0, "half": len(_in_file(written, TOPIC, 0, 0)) // 2}
+        consumed[(TOPIC, 1)] = {"slow": 0}
+        with caplog.at_level(logging.INFO, "spark_mq.store.retention"):
+            rep = store.retention.run_once()
+        assert rep.deleted_files == 1 and rep.writable
+        q0, q1 = _in_file(written, TOPIC, 0, 0), _in_file(written, TOPIC, 1, 0)
+        expected = {(TOPIC, "half"): len(q0) - len(q0) // 2, (TOPIC, "slow"): len(q0) + len(q1)}
+        assert store.retention.unconsumed_deleted == expected
+        logged = [r.getMessage() for r in caplog.records if "cleanUnconsumedForcibly=true" in r.getMessage()]
+        assert len(logged) == 1 and all(f"{t}@{g}: {n}" in logged[0] for (t, g), n in expected.items()), logged
+        assert store.get_min_offset(TOPIC, 0) == q0[-1] + 1
     finally:
         store.shutdown()
