@@ -25,7 +25,7 @@ GiB = 1024**3
 class ServerChannelConfig:
     """What one client connection may cost a server (broker or NameServer); both configs carry these keys.
 
-    A connection is closed after ``serverChannelMaxIdleTimeSeconds`` with nothing read or written
+    A connection is closed after ``serverChannelMaxIdleTimeSeconds`` with nothing received from it
     (RocketMQ's key and default), or when a frame stays incomplete for
     ``serverPartialFrameTimeoutSeconds``. Its memory is bounded by stopping to read from it while its
     unsent answers pass ``writeBufferHighWaterMark`` (until they drain to ``writeBufferLowWaterMark``;

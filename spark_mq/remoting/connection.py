@@ -19,7 +19,7 @@ memory, whatever its client does:
   connection from being read. A handler awaiting a request it sent back on its own connection
   keeps its slot: with every slot so taken the answers wait behind the bound until they time out;
 * ``expire`` (the server calls it every second) closes a connection idle for
-  ``serverChannelMaxIdleTimeSeconds`` (nothing read or written: RocketMQ's all-idle) or holding
+  ``serverChannelMaxIdleTimeSeconds`` (nothing received; clients heartbeat every 30 s) or holding
   part of a frame for ``serverPartialFrameTimeoutSeconds``. The decoder holds only the bytes that
   arrived, never the length a frame declares.
 
@@ -100,7 +100,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # what log limits are keyed by
         _no_delay(writer)
-        self.last_io = time.monotonic()  # when a chunk was last read or a frame written
+        self.last_io = time.monotonic()  # when a chunk was last read
         self._frame_since: float | None = None  # since when a partial frame sits in the decoder (server side)
         self._channel = channel
         self._max_in_flight = channel.server_channel_max_in_flight_requests if channel else 0  # 0: unbounded
@@ -248,7 +248,6 @@ class Connection:
             self.close(ConnectionResetError("socket is closing"))
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
         self._writer.write(encode(cmd))
-        self.last_io = time.monotonic()
 
     def _take_slot_now(self) -> bool:
         """Take an in-flight slot if one is free and nobody waits for one."""
@@ -294,9 +293,12 @@ class Connection:
                     break
                 self.last_io = time.monotonic()
                 for cmd in self._decoder.feed(data):
-                    if self._max_in_flight and not cmd.is_response and not self._take_slot_now():
-                        self._frame_since = None
-                        await self._wait_for_slot()
+                    if self._max_in_flight and not cmd.flag & RESPONSE_FLAG:  # a request: it needs a slot
+                        if self._in_flight < self._max_in_flight and not self._slot_waiters:
+                            self._in_flight += 1
+                        else:
+                            self._frame_since = None
+                            await self._wait_for_slot()
                     self._dispatch(cmd)
                 if server_side:
                     self._frame_since = (self._frame_since or self.last_io) if self._decoder.buffered else None
@@ -325,7 +327,25 @@ class Connection:
 
     async def _serve(self, cmd: RemotingCommand) -> None:
         try:
-            response = await self._respond(cmd)
+            handler = self._handlers.get(cmd.code)
+            if handler is None:
+                # RocketMQ's NettyRemotingAbstract remark, word for word
+                response: RemotingCommand | None = cmd.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+                log.debug("%s: %s not supported", self.peer, cmd.describe())
+            else:
+                try:
+                    response = await handler(cmd, self)
+                except asyncio.CancelledError:
+                    raise
+                except CLIENT_ERRORS as e:
+                    client_faults.warning(self.peer_host, f"bad request {cmd.code}", "%s: bad %s: %s", self.peer,
+                                          cmd.describe(), e)
+                    response = cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+                except Exception as e:
+                    client_faults.log(logging.ERROR, self.peer_host, f"request {cmd.code} failed",
+                                      "%s: handler for %s failed", self.peer, cmd.describe(), exc_info=True)
+                    response = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             if cmd.is_oneway or response is None or self.closed:
                 return
             response.opaque = cmd.opaque
@@ -338,24 +358,7 @@ class Connection:
                 log.debug("%s: response to %s dropped: %s", self.peer, cmd.describe(), e)
         finally:
             if self._max_in_flight:
-                self._release_slot()
-
-    async def _respond(self, cmd: RemotingCommand) -> RemotingCommand | None:
-        """The handler's answer to ``cmd``, or the error response a failing handler earns."""
-        handler = self._handlers.get(cmd.code)
-        if handler is None:
-            log.debug("%s: %s not supported", self.peer, cmd.describe())
-            # RocketMQ's NettyRemotingAbstract remark, word for word
-            return cmd.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
-        try:
-            return await handler(cmd, self)
-        except asyncio.CancelledError:
-            raise
-        except CLIENT_ERRORS as e:
-            client_faults.warning(self.peer_host, f"bad request {cmd.code}", "%s: bad %s: %s", self.peer,
-                                  cmd.describe(), e)
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-        except Exception as e:
-            client_faults.log(logging.ERROR, self.peer_host, f"request {cmd.code} failed", "%s: handler for %s failed",
-                              self.peer, cmd.describe(), exc_info=True)
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+                if self._slot_waiters:
+                    self._release_slot()
+                else:
+                    self._in_flight -= 1
