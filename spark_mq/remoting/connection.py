@@ -64,6 +64,7 @@ CLIENT_ERRORS = (RemotingCommandError, MessageValidationError)
 Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand | None"]]
 CloseCallback = Callable[["Connection"], None]
 READ_CHUNK = 256 * 1024
+CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing socket may take to send what is left before it is aborted
 
 
 def _no_delay(writer: asyncio.StreamWriter) -> None:
@@ -231,11 +232,16 @@ class Connection:
             self._run_callback(cb)
 
     async def wait_closed(self) -> None:
-        """Close and wait for the reader, the handler tasks and the socket to finish."""
+        """Close and wait for the reader, the handler tasks and the socket to finish. The socket
+        sends what is left first, for ``CLOSE_FLUSH_TIMEOUT_S`` at most: a peer that does not read
+        must not hold up a shutdown, so it is then aborted."""
         self.close()
         await asyncio.gather(self._reader_task, *self._tasks, return_exceptions=True)
+        closing = asyncio.ensure_future(self._writer.wait_closed())
+        if not (await asyncio.wait({closing}, timeout=CLOSE_FLUSH_TIMEOUT_S))[0]:
+            self._writer.transport.abort()
         with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+            await closing
 
     def _run_callback(self, cb: CloseCallback) -> None:
         try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import socket
 import struct
 import time
@@ -173,3 +174,21 @@ def test_held_pulls_never_block_their_connection(own_broker):
             assert [[m.body for m in a.messages()] for a in answers] == [[f"m{q}".encode()] for q in range(8)]
 
     asyncio.run(main())
+
+
+def test_a_broker_stops_cleanly_while_a_client_ignores_its_answers(own_broker):
+    broker = own_broker("stop")
+    topic = unique("Ignored")
+    with SyncMQClientAPI(timeout=10) as api:
+        api.create_topic(broker.addr, topic, 1, 1)
+        api.send_batch(broker.addr, MessageBatch.from_messages([Message(topic, bytes([i]) * BODY)
+                                                                 for i in range(32)], 0), "itest_producer")
+        # its answers fill the socket buffers on both sides and wait: stuck, but connected
+        frames = b"".join(encode(RemotingCommand.request(RequestCode.PULL_MESSAGE,
+                                                         pull_header("g", topic, 0, 0).to_ext_fields()))
+                          for _ in range(100))
+        with socket.create_connection(host_port(broker.addr)) as greedy:
+            greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+            pipeline(greedy, frames, limit_s=2.0)
+            wait_until(lambda: select.select([greedy], [], [], 0)[0], what="the first answers")  # more wait behind
+            broker.stop()  # SIGTERM: exit 0 within the stop timeout, no abort file
