@@ -41,6 +41,26 @@ def rss_anon(pid: int) -> int:
     raise AssertionError(f"no RssAnon in /proc/{pid}/status")
 
 
+def fill_queue(api: SyncMQClientAPI, addr: str, prefix: str) -> str:
+    """A new topic of one queue holding 32 messages of ``BODY`` bytes: a pull from 0 answers 1 MiB."""
+    topic = unique(prefix)
+    api.create_topic(addr, topic, 1, 1)
+    api.send_batch(addr, MessageBatch.from_messages([Message(topic, bytes([i]) * BODY) for i in range(32)], 0),
+                   "itest_producer")
+    return topic
+
+
+def greedy_connection(addr: str, topic: str, pulls: int) -> socket.socket:
+    """A connection with a tiny receive buffer that sends ``pulls`` pulls of 1 MiB and reads nothing."""
+    sock = socket.create_connection(host_port(addr))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    frames = b"".join(encode(RemotingCommand.request(RequestCode.PULL_MESSAGE,
+                                                     pull_header("g", topic, 0, 0).to_ext_fields()))
+                      for _ in range(pulls))
+    pipeline(sock, frames, limit_s=5.0)
+    return sock
+
+
 def pipeline(sock: socket.socket, frames: bytes, limit_s: float) -> None:
     """Send as much of ``frames`` as the server takes within ``limit_s`` (a server that stops
     reading fills the socket buffers, and then sends block)."""
@@ -55,20 +75,11 @@ def pipeline(sock: socket.socket, frames: bytes, limit_s: float) -> None:
 
 def test_a_client_that_never_reads_costs_bounded_memory(own_broker):
     broker = own_broker("unread")
-    topic = unique("Unread")
     with SyncMQClientAPI(timeout=10) as api:
-        api.create_topic(broker.addr, topic, 1, 1)
-        api.send_batch(broker.addr, MessageBatch.from_messages([Message(topic, bytes([i]) * BODY)
-                                                                 for i in range(32)], 0), "itest_producer")
+        topic = fill_queue(api, broker.addr, "Unread")
         assert api.pull_message(broker.addr, pull_header("g", topic, 0, 0)).status == PullStatus.FOUND
-        baseline = rss_anon(broker.server.pid)
-        frames = b"".join(encode(RemotingCommand.request(RequestCode.PULL_MESSAGE,
-                                                         pull_header("g", topic, 0, 0).to_ext_fields()))
-                          for _ in range(PIPELINED_PULLS))
-        peak = baseline
-        with socket.create_connection(host_port(broker.addr)) as greedy:
-            greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-            pipeline(greedy, frames, limit_s=5.0)
+        baseline = peak = rss_anon(broker.server.pid)
+        with greedy_connection(broker.addr, topic, PIPELINED_PULLS):
             # meanwhile a client on another connection is answered, again and again
             for _ in range(20):
                 peak = max(peak, rss_anon(broker.server.pid))
@@ -178,17 +189,9 @@ def test_held_pulls_never_block_their_connection(own_broker):
 
 def test_a_broker_stops_cleanly_while_a_client_ignores_its_answers(own_broker):
     broker = own_broker("stop")
-    topic = unique("Ignored")
     with SyncMQClientAPI(timeout=10) as api:
-        api.create_topic(broker.addr, topic, 1, 1)
-        api.send_batch(broker.addr, MessageBatch.from_messages([Message(topic, bytes([i]) * BODY)
-                                                                 for i in range(32)], 0), "itest_producer")
-        # its answers fill the socket buffers on both sides and wait: stuck, but connected
-        frames = b"".join(encode(RemotingCommand.request(RequestCode.PULL_MESSAGE,
-                                                         pull_header("g", topic, 0, 0).to_ext_fields()))
-                          for _ in range(100))
-        with socket.create_connection(host_port(broker.addr)) as greedy:
-            greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-            pipeline(greedy, frames, limit_s=2.0)
-            wait_until(lambda: select.select([greedy], [], [], 0)[0], what="the first answers")  # more wait behind
-            broker.stop()  # SIGTERM: exit 0 within the stop timeout, no abort file
+        topic = fill_queue(api, broker.addr, "Ignored")
+    # its answers fill the socket buffers on both sides and wait: stuck, but connected
+    with greedy_connection(broker.addr, topic, 100) as greedy:
+        wait_until(lambda: select.select([greedy], [], [], 0)[0], what="the first answers")  # more wait behind
+        broker.stop()  # SIGTERM: exit 0 within the stop timeout, no abort file
