@@ -13,7 +13,7 @@ memory, whatever its client does:
   has read them down to the low-water mark);
 * at most ``serverChannelMaxInFlightRequests`` requests are served at once: a request takes a
   slot when it is dispatched and gives it back once its answer is written and the buffer is
-  below the high-water mark, so each slot adds at most one answer beyond the mark. A handler that
+  back under the mark, so each slot adds at most one answer beyond it. A handler that
   waits on an outside event (a long-polling pull waiting for messages) gives its slot back for
   the wait (``try_hold``/``end_hold``): a consumer holding a pull per queue never stops its
   connection from being read. A handler awaiting a request it sent back on its own connection
@@ -24,7 +24,7 @@ memory, whatever its client does:
   arrived, never the length a frame declares.
 
 A client connection never stops reading (both ends waiting for the other to read would be a
-deadlock) and has no timeouts: its behaviour is what it always was.
+deadlock) and is never closed for idleness or a slow frame.
 
 Log lines a peer's bad input causes go through ``client_faults``, rate-limited per peer host and
 reason: a flood of bad frames or requests writes a bounded amount of log.
@@ -101,7 +101,7 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # what log limits are keyed by
         _no_delay(writer)
-        self.last_io = time.monotonic()  # when a chunk was last read
+        self._last_read = time.monotonic()  # when a chunk was last read
         self._frame_since: float | None = None  # since when a partial frame sits in the decoder (server side)
         self._channel = channel
         self._max_in_flight = channel.server_channel_max_in_flight_requests if channel else 0  # 0: unbounded
@@ -193,7 +193,7 @@ class Connection:
         channel = self._channel
         if channel is None or self.closed:
             return
-        idle = now - self.last_io
+        idle = now - self._last_read
         max_idle = channel.server_channel_max_idle_time_seconds
         max_partial = channel.server_partial_frame_timeout_seconds
         if max_idle and idle > max_idle:
@@ -297,7 +297,7 @@ class Connection:
                 if not data:
                     cause = ConnectionResetError(f"{self.peer} closed the connection")
                     break
-                self.last_io = time.monotonic()
+                self._last_read = time.monotonic()
                 for cmd in self._decoder.feed(data):
                     if self._max_in_flight and not cmd.flag & RESPONSE_FLAG:  # a request: it needs a slot
                         if self._in_flight < self._max_in_flight and not self._slot_waiters:
@@ -307,7 +307,7 @@ class Connection:
                             await self._wait_for_slot()
                     self._dispatch(cmd)
                 if server_side:
-                    self._frame_since = (self._frame_since or self.last_io) if self._decoder.buffered else None
+                    self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
         except FrameError as e:
             client_faults.warning(self.peer_host, "bad frame", "closing %s connection from %s: bad frame: %s",
                                   self._role, self.peer, e)
