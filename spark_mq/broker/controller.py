@@ -54,7 +54,7 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_address, config.listen_port, config.max_frame_size, name="broker")
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker")
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
         self.locks = QueueLockManager()

@@ -82,13 +82,16 @@ class PullProcessor:
 
         result = b.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
         code = response_code(result, h.queue_offset)
-        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0:
+        # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
+        # held pulls it is answered now instead)
+        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 and conn.try_hold():
             b.metrics.long_poll_waiters.inc()
             try:
                 await b.hold.wait(h.topic, h.queue_id, h.queue_offset,
                                   min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S))
             finally:
                 b.metrics.long_poll_waiters.dec()
+                await conn.end_hold()
             result = b.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
             code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:

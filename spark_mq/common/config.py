@@ -22,7 +22,41 @@ GiB = 1024**3
 
 
 @dataclass(frozen=True)
-class BrokerConfig:
+class ServerChannelConfig:
+    """What one client connection may cost a server (broker or NameServer); both configs carry these keys.
+
+    A connection is closed after ``serverChannelMaxIdleTimeSeconds`` with nothing received from it
+    (RocketMQ's key and default), or when a frame stays incomplete for
+    ``serverPartialFrameTimeoutSeconds``. Its memory is bounded by stopping to read from it while its
+    unsent answers pass ``writeBufferHighWaterMark`` (until they drain to ``writeBufferLowWaterMark``;
+    RocketMQ's keys, its 4.9.3 defaults) and while ``serverChannelMaxInFlightRequests`` of its
+    requests are being served; long-polling pulls waiting for messages do not count there (a consumer
+    holds one per queue), up to ``serverChannelMaxHeldRequests`` of them.
+    """
+
+    max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a peer
+    server_channel_max_idle_time_seconds: int = 120  # 0: never close an idle connection
+    server_partial_frame_timeout_seconds: int = 30  # 0: no deadline for a frame once it started
+    server_channel_max_in_flight_requests: int = 64
+    server_channel_max_held_requests: int = 4096  # past it, a pull finding nothing is answered at once
+    write_buffer_high_water_mark: int = 4 * 1024 * 1024
+    write_buffer_low_water_mark: int = 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_frame_size < 1024:
+            raise ConfigError(f"maxFrameSize={self.max_frame_size}: give at least 1024 bytes")
+        if self.server_channel_max_idle_time_seconds < 0 or self.server_partial_frame_timeout_seconds < 0:
+            raise ConfigError("serverChannelMaxIdleTimeSeconds and serverPartialFrameTimeoutSeconds must be >= 0 "
+                              "(0 turns the timeout off)")
+        if self.server_channel_max_in_flight_requests < 1 or self.server_channel_max_held_requests < 0:
+            raise ConfigError("serverChannelMaxInFlightRequests must be >= 1 and serverChannelMaxHeldRequests >= 0")
+        if not 0 <= self.write_buffer_low_water_mark <= self.write_buffer_high_water_mark:
+            raise ConfigError(f"need 0 <= writeBufferLowWaterMark ({self.write_buffer_low_water_mark}) <= "
+                              f"writeBufferHighWaterMark ({self.write_buffer_high_water_mark})")
+
+
+@dataclass(frozen=True)
+class BrokerConfig(ServerChannelConfig):
     """Everything a broker process reads from conf/broker.conf (store settings included)."""
 
     broker_name: str = "broker-a"
@@ -58,7 +92,6 @@ class BrokerConfig:
     # past diskSpaceCleanForciblyRatio, delete messages consumer groups have not consumed (else refuse writes)
     clean_unconsumed_forcibly: bool = False
     delete_files_batch_max: int = 10
-    max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a client
     # tiered storage: with it on, retention keeps every commitlog file holding messages not yet archived
     tiered_store_enable: bool = False
     tiered_store_root: str = ""  # archive root (a local path or any filesystem pyarrow opens)
@@ -69,6 +102,7 @@ class BrokerConfig:
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ConfigError(f"flushDiskType={self.flush_disk_type}: use {ASYNC_FLUSH} or {SYNC_FLUSH}")
         if self.maped_file_size_commit_log < 4096:
@@ -97,7 +131,7 @@ class BrokerConfig:
 
 
 @dataclass(frozen=True)
-class NamesrvConfig:
+class NamesrvConfig(ServerChannelConfig):
     """What a NameServer process reads from conf/namesrv.conf.
 
     RocketMQ 4.x hard-codes the scan (10 s) and the expiry (120 s); they are keys here so tests
@@ -109,17 +143,15 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 10_000  # ms between scans of the broker live table
     broker_channel_expired_time: int = 120_000  # ms of silence after which a broker is evicted
     order_message_enable: bool = False  # attach ORDER_TOPIC_CONFIG KV entries to routes, as RocketMQ does
-    max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a peer
     kv_config_path: str = ""  # kvConfig.json; empty keeps KV config in memory only
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive (ms)")
-        if self.max_frame_size < 1024:
-            raise ConfigError(f"maxFrameSize={self.max_frame_size}: give at least 1024 bytes")
 
 
 C = TypeVar("C")

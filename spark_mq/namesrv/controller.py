@@ -33,7 +33,7 @@ class NamesrvController:
         self.config = config
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_time / 1000, on_evict=self._close_evicted)
         self.kv = KVConfigManager(JsonConfigFile(Path(config.kv_config_path)) if config.kv_config_path else None)
-        self.server = RemotingServer(config.listen_address, config.listen_port, config.max_frame_size, name="namesrv")
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="namesrv")
         NamesrvProcessor(self.routes, self.kv, config).register_on(self.server)
         self.server.on_connect(lambda conn: conn.on_close(self.routes.on_connection_closed))
         self._scan_task: asyncio.Task | None = None

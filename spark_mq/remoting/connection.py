@@ -5,6 +5,30 @@ server and client share this class. The reader task decodes frames; a response c
 future waiting under its opaque (responses may arrive in any order); a request runs its
 handler in a task of its own, so a long-polling request never blocks the ones behind it.
 
+On the server side (a ``ServerChannelConfig`` given) one connection costs a bounded amount of
+memory, whatever its client does:
+
+* the reader reads nothing more while the answers not yet sent exceed the write buffer's
+  high-water mark (a client that does not read its answers is served no more requests until it
+  has read them down to the low-water mark);
+* at most ``serverChannelMaxInFlightRequests`` requests are served at once: a request takes a
+  slot when it is dispatched and gives it back once its answer is written and the buffer is
+  back under the mark, so each slot adds at most one answer beyond it. A handler that
+  waits on an outside event (a long-polling pull waiting for messages) gives its slot back for
+  the wait (``try_hold``/``end_hold``): a consumer holding a pull per queue never stops its
+  connection from being read. A handler awaiting a request it sent back on its own connection
+  keeps its slot: with every slot so taken the answers wait behind the bound until they time out;
+* ``expire`` (the server calls it every second) closes a connection idle for
+  ``serverChannelMaxIdleTimeSeconds`` (nothing received; clients heartbeat every 30 s) or holding
+  part of a frame for ``serverPartialFrameTimeoutSeconds``. The decoder holds only the bytes that
+  arrived, never the length a frame declares.
+
+A client connection never stops reading (both ends waiting for the other to read would be a
+deadlock) and is never closed for idleness or a slow frame.
+
+Log lines a peer's bad input causes go through ``client_faults``, rate-limited per peer host and
+reason: a flood of bad frames or requests writes a bounded amount of log.
+
 All methods run on the connection's event loop; coroutines may interleave freely.
 """
 
@@ -14,18 +38,33 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
-from spark_mq.common.errors import FrameError, RemotingCommandError, RemotingConnectError, RemotingTimeoutError
+from spark_mq.common.config import ServerChannelConfig
+from spark_mq.common.errors import (
+    FrameError,
+    MessageValidationError,
+    RemotingCommandError,
+    RemotingConnectError,
+    RemotingTimeoutError,
+)
+from spark_mq.common.log_limit import LogLimiter
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, encode
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
 
 log = logging.getLogger(__name__)
+client_faults = LogLimiter(log)  # the lines a peer's bad input causes, rate-limited per peer host and reason
+
+# a handler raising one of these met the client's mistake, not ours: one WARNING line, no traceback
+CLIENT_ERRORS = (RemotingCommandError, MessageValidationError)
 
 Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand | None"]]
 CloseCallback = Callable[["Connection"], None]
 READ_CHUNK = 256 * 1024
+CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing socket may take to send what is left before it is aborted
 
 
 def _no_delay(writer: asyncio.StreamWriter) -> None:
@@ -48,7 +87,8 @@ class Connection:
     """A socket speaking RocketMQ remoting; ``peer`` is the other end's ``host:port``."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handlers: dict[int, Handler],
-                 max_frame: int = DEFAULT_MAX_FRAME, role: str = "remoting") -> None:
+                 max_frame: int = DEFAULT_MAX_FRAME, role: str = "remoting",
+                 channel: ServerChannelConfig | None = None) -> None:
         self._reader = reader
         self._writer = writer
         self._handlers = handlers  # shared with the owning server/client: registrations apply at once
@@ -59,7 +99,19 @@ class Connection:
         self._role = role
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)  # what log limits are keyed by
         _no_delay(writer)
+        self._last_read = time.monotonic()  # when a chunk was last read
+        self._frame_since: float | None = None  # since when a partial frame sits in the decoder (server side)
+        self._channel = channel
+        self._max_in_flight = channel.server_channel_max_in_flight_requests if channel else 0  # 0: unbounded
+        self._max_held = channel.server_channel_max_held_requests if channel else 0
+        self._in_flight = 0  # requests holding a slot: served, or answered but above the high-water mark
+        self._held = 0  # requests waiting on an outside event with their slot given back
+        self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        if channel is not None:
+            writer.transport.set_write_buffer_limits(channel.write_buffer_high_water_mark,
+                                                     channel.write_buffer_low_water_mark)
         self.closed = False
         self.close_cause: BaseException | None = None
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{role}-read-{self.peer}")
@@ -113,8 +165,50 @@ class Connection:
         await self.drain()
         return await fut
 
-    def close(self, cause: BaseException | None = None) -> None:
-        """Close now; every pending request fails with ``RemotingConnectError`` naming ``cause``."""
+    def try_hold(self) -> bool:
+        """Called by a handler about to wait on an outside event (a long-polling pull waiting for
+        messages): gives the request's in-flight slot back for the wait, so held requests never
+        stop the connection from being read. False when the connection holds its
+        ``serverChannelMaxHeldRequests`` already: answer now instead of waiting."""
+        if not self._max_in_flight:
+            return True
+        if self._held >= self._max_held:
+            return False
+        self._held += 1
+        self._release_slot()
+        return True
+
+    async def end_hold(self) -> None:
+        """After ``try_hold``'s wait: take a slot again before answering (waits while all are taken)."""
+        if not self._max_in_flight:
+            return
+        self._held -= 1
+        if not self._take_slot_now() and not self.closed:
+            await self._wait_for_slot()
+
+    def expire(self, now: float) -> None:
+        """Close the connection if it has been idle past ``serverChannelMaxIdleTimeSeconds`` or held a
+        partial frame past ``serverPartialFrameTimeoutSeconds`` (server side; the server calls this
+        every second). Unsent answers are dropped: a client that stopped reading never takes them."""
+        channel = self._channel
+        if channel is None or self.closed:
+            return
+        idle = now - self._last_read
+        max_idle = channel.server_channel_max_idle_time_seconds
+        max_partial = channel.server_partial_frame_timeout_seconds
+        if max_idle and idle > max_idle:
+            client_faults.log(logging.INFO, self.peer_host, "idle", "closing %s connection from %s: idle for %.0f s "
+                              "(serverChannelMaxIdleTimeSeconds=%d)", self._role, self.peer, idle, max_idle)
+            self.close(RemotingConnectError(f"idle for {idle:.0f} s"), abort=True)
+        elif max_partial and self._frame_since is not None and now - self._frame_since > max_partial:
+            client_faults.warning(self.peer_host, "partial frame", "closing %s connection from %s: a frame still "
+                                  "incomplete after %.0f s, %d bytes of it in (serverPartialFrameTimeoutSeconds=%d)",
+                                  self._role, self.peer, now - self._frame_since, self._decoder.buffered, max_partial)
+            self.close(FrameError(f"frame incomplete after {max_partial} s"), abort=True)
+
+    def close(self, cause: BaseException | None = None, abort: bool = False) -> None:
+        """Close now; every pending request fails with ``RemotingConnectError`` naming ``cause``.
+        ``abort`` drops what is not sent yet instead of flushing it first."""
         if self.closed:
             return
         self.closed = True
@@ -129,17 +223,25 @@ class Connection:
             task.cancel()
         if asyncio.current_task() is not self._reader_task:
             self._reader_task.cancel()
-        self._writer.close()
+        if abort:
+            self._writer.transport.abort()
+        else:
+            self._writer.close()
         callbacks, self._close_callbacks = self._close_callbacks, []
         for cb in callbacks:
             self._run_callback(cb)
 
     async def wait_closed(self) -> None:
-        """Close and wait for the reader, the handler tasks and the socket to finish."""
+        """Close and wait for the reader, the handler tasks and the socket to finish. The socket
+        sends what is left first, for ``CLOSE_FLUSH_TIMEOUT_S`` at most: a peer that does not read
+        must not hold up a shutdown, so it is then aborted."""
         self.close()
         await asyncio.gather(self._reader_task, *self._tasks, return_exceptions=True)
+        closing = asyncio.ensure_future(self._writer.wait_closed())
+        if not (await asyncio.wait({closing}, timeout=CLOSE_FLUSH_TIMEOUT_S))[0]:
+            self._writer.transport.abort()
         with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+            await closing
 
     def _run_callback(self, cb: CloseCallback) -> None:
         try:
@@ -153,24 +255,68 @@ class Connection:
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
         self._writer.write(encode(cmd))
 
+    def _take_slot_now(self) -> bool:
+        """Take an in-flight slot if one is free and nobody waits for one."""
+        if self._in_flight < self._max_in_flight and not self._slot_waiters:
+            self._in_flight += 1
+            return True
+        return False
+
+    async def _wait_for_slot(self) -> None:
+        """Wait in line for a slot; ``_release_slot`` hands it over (``_in_flight`` unchanged)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed a slot just as we were cancelled: pass it on
+                self._release_slot()
+            raise
+
+    def _release_slot(self) -> None:
+        """Give a slot back: to the first in line (the reader, or a request back from its hold), else free it."""
+        while self._slot_waiters:
+            waiter = self._slot_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._in_flight -= 1
+
     async def _read_loop(self) -> None:
         cause: BaseException
+        abort = False
+        server_side = self._channel is not None
+        high_water = self._channel.write_buffer_high_water_mark if self._channel else 0
+        transport = self._writer.transport
         try:
             while True:
+                if server_side and transport.get_write_buffer_size() > high_water:
+                    self._frame_since = None  # waiting for the peer to read is not the frame's time
+                    await self._writer.drain()
                 data = await self._reader.read(READ_CHUNK)
                 if not data:
                     cause = ConnectionResetError(f"{self.peer} closed the connection")
                     break
+                self._last_read = time.monotonic()
                 for cmd in self._decoder.feed(data):
+                    if self._max_in_flight and not cmd.flag & RESPONSE_FLAG:  # a request: it needs a slot
+                        if self._in_flight < self._max_in_flight and not self._slot_waiters:
+                            self._in_flight += 1
+                        else:
+                            self._frame_since = None
+                            await self._wait_for_slot()
                     self._dispatch(cmd)
+                if server_side:
+                    self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
         except FrameError as e:
-            log.warning("closing %s connection from %s: bad frame: %s", self._role, self.peer, e)
-            cause = e
+            client_faults.warning(self.peer_host, "bad frame", "closing %s connection from %s: bad frame: %s",
+                                  self._role, self.peer, e)
+            cause, abort = e, server_side
         except (ConnectionError, OSError) as e:
             cause = e
         except asyncio.CancelledError:
             cause = RemotingConnectError("closed locally")
-        self.close(cause)
+        self.close(cause, abort)
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
@@ -186,29 +332,39 @@ class Connection:
         task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, cmd: RemotingCommand) -> None:
-        handler = self._handlers.get(cmd.code)
-        if handler is None:
-            # RocketMQ's NettyRemotingAbstract remark, word for word
-            response: RemotingCommand | None = cmd.make_response(
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
-            log.debug("%s: %s not supported", self.peer, cmd.describe())
-        else:
-            try:
-                response = await handler(cmd, self)
-            except asyncio.CancelledError:
-                raise
-            except RemotingCommandError as e:  # the client's mistake: one line, no traceback
-                log.warning("%s: bad %s: %s", self.peer, cmd.describe(), e)
-                response = cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-            except Exception as e:
-                log.exception("%s: handler for %s failed", self.peer, cmd.describe())
-                response = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
-        if cmd.is_oneway or response is None or self.closed:
-            return
-        response.opaque = cmd.opaque
-        response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG
         try:
-            self._write(response)
-            await self._writer.drain()
-        except (RemotingConnectError, ConnectionError) as e:
-            log.debug("%s: response to %s dropped: %s", self.peer, cmd.describe(), e)
+            handler = self._handlers.get(cmd.code)
+            if handler is None:
+                # RocketMQ's NettyRemotingAbstract remark, word for word
+                response: RemotingCommand | None = cmd.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+                log.debug("%s: %s not supported", self.peer, cmd.describe())
+            else:
+                try:
+                    response = await handler(cmd, self)
+                except asyncio.CancelledError:
+                    raise
+                except CLIENT_ERRORS as e:
+                    client_faults.warning(self.peer_host, f"bad request {cmd.code}", "%s: bad %s: %s", self.peer,
+                                          cmd.describe(), e)
+                    response = cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
+                except Exception as e:
+                    client_faults.log(logging.ERROR, self.peer_host, f"request {cmd.code} failed",
+                                      "%s: handler for %s failed", self.peer, cmd.describe(), exc_info=True)
+                    response = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
+            if cmd.is_oneway or response is None or self.closed:
+                return
+            response.opaque = cmd.opaque
+            response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG
+            try:
+                self._write(response)
+                response = None  # while the slot waits for the drain, only the encoded frame is held
+                await self._writer.drain()
+            except (RemotingConnectError, ConnectionError) as e:
+                log.debug("%s: response to %s dropped: %s", self.peer, cmd.describe(), e)
+        finally:
+            if self._max_in_flight:
+                if self._slot_waiters:
+                    self._release_slot()
+                else:
+                    self._in_flight -= 1

@@ -3,36 +3,45 @@
 A client's mistake never takes the server down: an unknown code is answered
 REQUEST_CODE_NOT_SUPPORTED, a failing handler SYSTEM_ERROR with the exception text, and a
 malformed or oversized frame closes only the connection it came on (one log line names the
-peer and the reason).
+peer and the reason, rate-limited per peer).
+
+What one connection may cost is bounded by the ``ServerChannelConfig`` its connections get
+(see ``connection.py``); a watch task closes idle connections and partial frames past their
+deadline every second, and reports the log lines the rate limit held back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
-from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
-from spark_mq.remoting.connection import Connection, Handler
+from spark_mq.common.config import ServerChannelConfig
+from spark_mq.remoting.connection import Connection, Handler, client_faults
+from spark_mq.remoting.loop import stop_tasks
 
 log = logging.getLogger(__name__)
 
 ConnectCallback = Callable[[Connection], None]
+DEFAULT_CHANNEL = ServerChannelConfig()
+WATCH_INTERVAL_S = 1.0  # how often idle connections and stalled frames are looked for
 
 
 class RemotingServer:
     """Listens on ``host:port`` (port 0 picks a free one); all methods run on one event loop."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, max_frame: int = DEFAULT_MAX_FRAME,
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, channel: ServerChannelConfig = DEFAULT_CHANNEL,
                  name: str = "remoting") -> None:
         self.host = host
         self.port = port
-        self.max_frame = max_frame
+        self.channel = channel
         self.name = name
         self._handlers: dict[int, Handler] = {}
         self._connections: set[Connection] = set()
         self._connect_callbacks: list[ConnectCallback] = []
         self._server: asyncio.Server | None = None
+        self._watch_task: asyncio.Task | None = None
 
     def register(self, code: int, handler: Handler) -> None:
         """Serve request ``code`` with ``async handler(cmd, conn) -> response | None``."""
@@ -56,6 +65,7 @@ class RemotingServer:
         self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True,
                                                   start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name=f"{self.name}-watch")
         if serve:
             log.info("%s server listening on %s:%d", self.name, self.host, self.port)
         return self.port
@@ -71,6 +81,9 @@ class RemotingServer:
         """Stop listening, close every connection (failing their pending requests), wait for them."""
         if self._server is not None:
             self._server.close()
+        if self._watch_task is not None:
+            await stop_tasks([self._watch_task])
+            self._watch_task = None
         conns = list(self._connections)
         await asyncio.gather(*(c.wait_closed() for c in conns), return_exceptions=True)
         if self._server is not None:
@@ -79,7 +92,8 @@ class RemotingServer:
         log.info("%s server on %s:%d stopped", self.name, self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self._handlers, self.max_frame, role=self.name)
+        conn = Connection(reader, writer, self._handlers, self.channel.max_frame_size, role=self.name,
+                          channel=self.channel)
         self._connections.add(conn)
         conn.on_close(self._connections.discard)
         log.debug("%s: connection from %s", self.name, conn.peer)
@@ -88,3 +102,16 @@ class RemotingServer:
                 cb(conn)
             except Exception:
                 log.exception("%s: connect callback failed for %s", self.name, conn.peer)
+
+    async def _watch(self) -> None:
+        """Every second: close the connections idle or stuck in a frame past their limits, and report
+        the client-caused log lines held back in windows that ended."""
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            try:
+                now = time.monotonic()
+                for conn in list(self._connections):
+                    conn.expire(now)
+                client_faults.flush()
+            except Exception:  # a bug in one round must not stop the next
+                log.exception("%s: connection watch failed", self.name)

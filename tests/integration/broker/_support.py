@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 from spark_mq.common.properties import encode_properties
@@ -39,3 +40,25 @@ def pull_header(group: str, topic: str, queue_id: int, offset: int, *, max_nums:
         commit_offset=commit_offset if commit_offset is not None else 0, suspend_timeout_millis=suspend_ms,
         sub_version=0, subscription=subscription)
 
+
+
+# --- raw sockets ----------------------------------------------------------------------------
+
+
+def host_port(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host, int(port)
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 3.0) -> bool:
+    """True once the server closes the connection (EOF or reset) within ``timeout``."""
+    sock.settimeout(timeout)
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False

@@ -9,7 +9,7 @@ order does not matter.
 from __future__ import annotations
 
 import pytest
-from servers import Broker, start_namesrv
+from servers import Broker, start_namesrv, unique
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 
@@ -35,6 +35,23 @@ def broker(tmp_path_factory, namesrv, broker_conf):
     yield b
     if b.server.alive():
         b.stop()
+
+
+@pytest.fixture
+def own_broker(tmp_path, namesrv):
+    """``own_broker(name, extra_conf="")``: a broker of this test alone (it may kill or stop it), with
+    ``extra_conf`` in its broker.conf; stopped cleanly after the test if still running."""
+    brokers: list[Broker] = []
+
+    def make(name: str, extra_conf: str = "") -> Broker:
+        b = Broker(namesrv, tmp_path / name, extra_conf, broker_name=unique(name), verbose=False)
+        brokers.append(b)
+        return b
+
+    yield make
+    for b in brokers:
+        if b.server.alive():
+            b.stop()
 
 
 @pytest.fixture

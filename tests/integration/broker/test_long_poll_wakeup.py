@@ -24,9 +24,15 @@ SUSPEND_MS = 15_000
 
 
 class _Conn:
-    """What the handlers read of a connection."""
+    """What the handlers use of a connection (a client-side one: no in-flight bound)."""
 
     peer = "127.0.0.1:40000"
+
+    def try_hold(self) -> bool:
+        return True
+
+    async def end_hold(self) -> None:
+        pass
 
 
 def _wire(cmd: RemotingCommand) -> RemotingCommand:

@@ -12,7 +12,7 @@ import sys
 import time
 
 import pytest
-from servers import Broker, unique
+from servers import unique
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.results import PullStatus, SendStatus
@@ -22,7 +22,7 @@ from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import pull_header, send_header
+from ._support import closed_by_peer, host_port, pull_header, send_header
 
 MAX_MESSAGE_SIZE = 4096
 
@@ -30,41 +30,6 @@ MAX_MESSAGE_SIZE = 4096
 @pytest.fixture(scope="module")
 def broker_conf() -> str:
     return f"maxMessageSize={MAX_MESSAGE_SIZE}\n"
-
-
-@pytest.fixture
-def own_broker(tmp_path, namesrv):
-    """A broker of this test alone (it gets killed or stopped by the test); stopped if still running."""
-    brokers: list[Broker] = []
-
-    def make(name: str) -> Broker:
-        b = Broker(namesrv, tmp_path / name, broker_name=unique(name), verbose=False)
-        brokers.append(b)
-        return b
-
-    yield make
-    for b in brokers:
-        if b.server.alive():
-            b.stop()
-
-
-def host_port(addr: str) -> tuple[str, int]:
-    host, _, port = addr.rpartition(":")
-    return host, int(port)
-
-
-def closed_by_peer(sock: socket.socket, timeout: float = 3.0) -> bool:
-    """True once the server closes the connection (EOF or reset) within ``timeout``."""
-    sock.settimeout(timeout)
-    try:
-        while True:
-            data = sock.recv(65536)
-            if not data:
-                return True
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
 
 
 @pytest.mark.parametrize("garbage", [

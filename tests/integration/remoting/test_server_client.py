@@ -7,21 +7,25 @@ import time
 
 import pytest
 
+from spark_mq.common.config import ServerChannelConfig
 from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
 from spark_mq.remoting.client import RemotingClient, SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand, SerializeType
 from spark_mq.remoting.server import RemotingServer
 
-ECHO, SLOW, BOOM, ASK_BACK, NOTE = 9001, 9002, 9003, 9004, 9005
+ECHO, SLOW, BOOM, ASK_BACK, NOTE, BUSY = 9001, 9002, 9003, 9004, 9005, 9006
 
 
 def run(coro, timeout: float = 20):
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def start_server(max_frame: int = 1 << 20, port: int = 0) -> tuple[RemotingServer, str, list]:
-    server = RemotingServer("127.0.0.1", port, max_frame=max_frame, name="test")
+async def start_server(max_frame: int = 1 << 20, port: int = 0,
+                       in_flight: int = 64) -> tuple[RemotingServer, str, list]:
+    server = RemotingServer("127.0.0.1", port, ServerChannelConfig(max_frame_size=max_frame,
+                                                                   server_channel_max_in_flight_requests=in_flight),
+                            name="test")
     notes: list[RemotingCommand] = []
 
     async def echo(cmd, conn):
@@ -68,6 +72,33 @@ def test_concurrent_requests_complete_out_of_order():
             assert done == ["0", "0.3", "0.6"]  # the slow request did not hold the others back
             assert elapsed < 1.0
             assert len(server.connections) == 1  # all on one connection
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
+
+
+def test_requests_in_flight_on_a_connection_are_bounded():
+    async def main():
+        server, addr, _ = await start_server(in_flight=2)
+        running = peak = 0
+
+        async def busy(cmd, conn):
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0.05)
+            running -= 1
+            return cmd.make_response(ResponseCode.SUCCESS, cmd.ext_fields["i"])
+
+        server.register(BUSY, busy)
+        client = RemotingClient()
+        try:
+            answers = await asyncio.gather(*(client.invoke(addr, RemotingCommand.request(BUSY, {"i": i}), timeout=5)
+                                             for i in range(6)))
+            assert [a.remark for a in answers] == [str(i) for i in range(6)]
+            assert peak <= 2  # the others waited, unread, until one finished
         finally:
             await client.close()
             await server.stop()

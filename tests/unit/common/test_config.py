@@ -110,6 +110,10 @@ def test_wrong_types_name_the_key(tmp_path, line, named):
         ("diskSpaceCleanForciblyRatio=0.95\ndiskSpaceWarningLevelRatio=0.9", "diskSpaceCleanForciblyRatio"),
         ("brokerName=../../x", "brokerName='../../x'"),
         ("brokerClusterName=my.cluster", "brokerClusterName='my.cluster'"),
+        ("maxFrameSize=100", "maxFrameSize=100"),
+        ("serverChannelMaxIdleTimeSeconds=-1", "serverChannelMaxIdleTimeSeconds"),
+        ("serverChannelMaxInFlightRequests=0", "serverChannelMaxInFlightRequests"),
+        ("writeBufferLowWaterMark=8388608", "writeBufferLowWaterMark (8388608)"),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path, text, named):
