@@ -104,6 +104,7 @@ class BrokerMetrics:
         """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
         if port <= 0:
             return
+        # lazy import: prometheus_client (and the http.server it pulls in) only when metrics are served
         from prometheus_client import CollectorRegistry, start_http_server
 
         self.registry = CollectorRegistry()
@@ -113,6 +114,7 @@ class BrokerMetrics:
 
     def collect(self) -> Iterator[Any]:
         """The metric families, as ``prometheus_client`` collectors yield them."""
+        # lazy import: as in serve
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
         from prometheus_client.utils import floatToGoString
 

@@ -216,7 +216,8 @@ def config_from_properties(cls: type[C], props: dict[str, str], **overrides: Any
     for key, value in props.items():
         name = camel_to_snake(key)
         if name not in fields:
-            import difflib  # only for this message: not on every start's import path
+            # lazy import: only for this message, not on every start's import path
+            import difflib
 
             known = sorted(snake_to_camel(f) for f in fields)
             close = difflib.get_close_matches(key, known, n=1)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_mq.common.byte_ranges import positions_in_ranges
+from spark_mq.common.errors import MessageValidationError
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -43,8 +44,6 @@ def encode_properties(props: Mapping[str, str]) -> bytes:
 def encode_properties_checked(props: Mapping[str, str]) -> bytes:
     """``encode_properties`` for a message about to be sent: a bad name or value, or a string
     over the stored int16 length, raises MessageValidationError before anything is sent."""
-    from spark_mq.common.errors import MessageValidationError
-
     try:
         encoded = encode_properties(props)
     except ValueError as e:

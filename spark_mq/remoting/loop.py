@@ -17,6 +17,7 @@ T = TypeVar("T")
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """A factory of new event loops, uvloop's if importable."""
     try:
+        # lazy import: an optional dependency, looked for once when a loop is made
         import uvloop
     except ImportError:
         return asyncio.new_event_loop

@@ -38,9 +38,6 @@ LAYERS: dict[str, set[str]] = {
     "commands": {"tiered"},  # never spark: commands run without pyspark
     "cli": {"commands", "broker", "namesrv", "proxy"},
 }
-# parts whose imports inside functions predate LAZY_MARKER; they are held to the layers and to no
-# cycles, and are to be marked (or moved to the module top) by their owners
-UNMARKED_LAZY_IMPORTS = {"common", "store", "remoting", "namesrv", "broker", "client"}
 
 
 @dataclass(frozen=True)
@@ -174,8 +171,7 @@ def test_no_import_cycle():
 def test_imports_inside_functions_say_why():
     unmarked = [f"{i.module}:{i.line} imports {i.target} inside a function without a '# {LAZY_MARKER} <why>' comment"
                 for i in ALL_IMPORTS
-                if i.in_function and not i.type_only and not i.marked
-                and part_of(i.module) not in UNMARKED_LAZY_IMPORTS]
+                if i.in_function and not i.type_only and not i.marked]
     assert not unmarked, "\n".join(unmarked)
 
 
