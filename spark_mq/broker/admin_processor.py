@@ -7,9 +7,16 @@ GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessa
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from spark_mq import __version__
+from spark_mq.broker.client_registry import ClientRegistry
+from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.tiered_offsets import TieredOffsetManager
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.common.config import BrokerConfig
 from spark_mq.common.message_unit import STORE_TIMESTAMP_OFFSET
 from spark_mq.remoting.bodies import (
     ConsumeStats,
@@ -37,9 +44,6 @@ from spark_mq.remoting.headers import (
 )
 from spark_mq.store.message_store import MessageStore
 
-if TYPE_CHECKING:
-    from spark_mq.broker.controller import BrokerController
-
 ROCKETMQ_VERSION_DESC = "V4_9_7"  # the protocol level we speak
 
 
@@ -54,8 +58,21 @@ def last_store_time(store: MessageStore, topic: str, queue_id: int, offset: int)
 
 
 class AdminProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Serves offsets, lookups and administration with the collaborators it is given; runs on the
+    broker's event loop."""
+
+    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
+                 offsets: ConsumerOffsetManager, tiered: TieredOffsetManager, hold: PullHoldService,
+                 metrics: BrokerMetrics, on_topic_changed: Callable[[], None]) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.offsets = offsets
+        self.tiered = tiered
+        self.hold = hold
+        self.metrics = metrics
+        self.on_topic_changed = on_topic_changed
         self.started_ms = int(time.time() * 1000)
 
     def register_on(self, server) -> None:
@@ -78,26 +95,26 @@ class AdminProcessor:
     async def max_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         return cmd.make_response(ResponseCode.SUCCESS,
-                                 ext_fields={"offset": self.broker.store.get_max_offset(h.topic, h.queue_id)})
+                                 ext_fields={"offset": self.store.get_max_offset(h.topic, h.queue_id)})
 
     async def min_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetMinOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         return cmd.make_response(ResponseCode.SUCCESS,
-                                 ext_fields={"offset": self.broker.store.get_min_offset(h.topic, h.queue_id)})
+                                 ext_fields={"offset": self.store.get_min_offset(h.topic, h.queue_id)})
 
     async def search_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.broker.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        offset = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"offset": offset})
 
     async def earliest_time(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(cmd.ext_fields)
-        ts = self.broker.store.get_earliest_store_time(h.topic, h.queue_id)
+        ts = self.store.get_earliest_store_time(h.topic, h.queue_id)
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": max(ts, 0)})
 
     async def query_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        store = self.broker.store
+        store = self.store
         units = store.query_by_key(h.topic, h.key, max(1, h.max_num), h.begin_timestamp, h.end_timestamp)
         if not units:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND,
@@ -109,7 +126,7 @@ class AdminProcessor:
 
     async def view_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        unit = self.broker.store.look_message_by_offset(h.offset)
+        unit = self.store.look_message_by_offset(h.offset)
         if unit is None:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}")
         return cmd.make_response(ResponseCode.SUCCESS, body=unit)
@@ -118,75 +135,72 @@ class AdminProcessor:
         h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)  # the topic follows the naming rule
         if h.read_queue_nums <= 0 or h.write_queue_nums <= 0:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be positive")
-        self.broker.topics.upsert(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+        self.topics.upsert(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                                               h.topic_filter_type, h.topic_sys_flag or 0, h.order))
-        self.broker.request_registration()
+        self.on_topic_changed()
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
-        if self.broker.topics.delete(h.topic):
-            self.broker.offsets.drop_topic(h.topic)
-            self.broker.tiered.drop_topic(h.topic)
-            self.broker.store.delete_topic(h.topic)
-            self.broker.request_registration()
+        if self.topics.delete(h.topic):
+            self.offsets.drop_topic(h.topic)
+            self.tiered.drop_topic(h.topic)
+            self.store.delete_topic(h.topic)
+            self.on_topic_changed()
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def all_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.make_response(ResponseCode.SUCCESS, body=self.broker.topics.wrapper().to_json())
+        return cmd.make_response(ResponseCode.SUCCESS, body=self.topics.wrapper().to_json())
 
     async def topic_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        b = self.broker
-        topic = b.topics.get(h.topic)
+        topic = self.topics.get(h.topic)
         if topic is None:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
         table = {}
         for q in range(topic.write_queue_nums):
-            hi = b.store.get_max_offset(h.topic, q)
-            table[MessageQueue(h.topic, b.config.broker_name, q)] = TopicOffset(
-                b.store.get_min_offset(h.topic, q), hi, last_store_time(b.store, h.topic, q, hi))
+            hi = self.store.get_max_offset(h.topic, q)
+            table[MessageQueue(h.topic, self.config.broker_name, q)] = TopicOffset(
+                self.store.get_min_offset(h.topic, q), hi, last_store_time(self.store, h.topic, q, hi))
         return cmd.make_response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
 
     async def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
-        b = self.broker
-        info = b.clients.consumer_group(h.consumer_group)
+        info = self.clients.consumer_group(h.consumer_group)
         topics = {h.topic} if h.topic else {
-            t for t in b.topics.topics if b.offsets.offsets(h.consumer_group, t)
+            t for t in self.topics.topics if self.offsets.offsets(h.consumer_group, t)
         } | set(info.subscriptions if info else ())
         table = {}
         for t in sorted(topics):
-            topic = b.topics.get(t)
+            topic = self.topics.get(t)
             if topic is None:
                 continue
             for q in range(topic.write_queue_nums):
-                committed = b.offsets.query(h.consumer_group, t, q)
-                table[MessageQueue(t, b.config.broker_name, q)] = OffsetWrapper(
-                    b.store.get_max_offset(t, q), max(committed, 0),
-                    last_store_time(b.store, t, q, committed) if committed > 0 else 0)
+                committed = self.offsets.query(h.consumer_group, t, q)
+                table[MessageQueue(t, self.config.broker_name, q)] = OffsetWrapper(
+                    self.store.get_max_offset(t, q), max(committed, 0),
+                    last_store_time(self.store, t, q, committed) if committed > 0 else 0)
         if not table:
             return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE,
                                      f"the consumer group[{h.consumer_group}] not online and has no offsets")
-        tps = b.metrics.consume_tps(h.consumer_group, time.monotonic())
+        tps = self.metrics.consume_tps(h.consumer_group, time.monotonic())
         return cmd.make_response(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).to_json())
 
     async def runtime_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        b = self.broker
-        store = b.store
+        store = self.store
         table = {
             "brokerVersionDesc": ROCKETMQ_VERSION_DESC,
             "sparkMqVersion": __version__,
-            "msgPutTotalTodayNow": str(b.metrics.put_total()),
-            "msgGetTotalTodayNow": str(b.metrics.get_total()),
+            "msgPutTotalTodayNow": str(self.metrics.put_total()),
+            "msgGetTotalTodayNow": str(self.metrics.get_total()),
             "commitLogMinOffset": str(store.commitlog.min_offset()),
             "commitLogMaxOffset": str(store.commitlog.max_offset()),
             "commitLogDiskRatio": f"{store.retention.disk_ratio(store.root):.4f}",
             "dispatchBehindMessages": str(store.dispatch_backlog()),
-            "pullHoldWaiters": str(b.hold.waiting),
-            "topicCount": str(len(b.topics.topics)),
+            "pullHoldWaiters": str(self.hold.waiting),
+            "topicCount": str(len(self.topics.topics)),
             "bootTimestamp": str(self.started_ms),
-            "flushDiskType": b.config.flush_disk_type,
+            "flushDiskType": self.config.flush_disk_type,
             "storeWritable": str(store.write_refusal is None).lower(),
         }
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

@@ -9,8 +9,13 @@ NOTIFY_CONSUMER_IDS_CHANGED so they rebalance at once instead of at their next 2
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
 
+from spark_mq.broker.client_registry import ClientRegistry
+from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.queue_locks import QueueLockManager
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.remoting.bodies import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
@@ -28,16 +33,25 @@ from spark_mq.remoting.headers import (
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-
-if TYPE_CHECKING:
-    from spark_mq.broker.controller import BrokerController
+from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 
 class ClientProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Serves the group requests with the collaborators it is given; runs on the broker's event loop."""
+
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
+                 offsets: ConsumerOffsetManager, locks: QueueLockManager, unserved: UnservedFeatures,
+                 on_topic_created: Callable[[], None], notify_group_changes: Callable[[Iterable[str]], None]) -> None:
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.offsets = offsets
+        self.locks = locks
+        self.unserved = unserved
+        self.on_topic_created = on_topic_created
+        self.notify_group_changes = notify_group_changes
 
     def register_on(self, server) -> None:
         server.register(RequestCode.HEART_BEAT, self.heartbeat)
@@ -50,51 +64,49 @@ class ClientProcessor:
         server.on_connect(lambda conn: conn.on_close(self._closed))
 
     def _closed(self, conn: Connection) -> None:
-        self.broker.notify_group_changes(self.broker.clients.drop_connection(conn))
+        self.notify_group_changes(self.clients.drop_connection(conn))
 
     async def heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        b = self.broker
         hb = HeartbeatData.from_json(cmd.body)
         for p in hb.producer_data_set:
-            b.clients.register_producer(p.group_name, hb.client_id, conn)
+            self.clients.register_producer(p.group_name, hb.client_id, conn)
         changed = []
         for c in hb.consumer_data_set:
-            if c.message_model == "CLUSTERING" and b.topics.ensure_retry_topic(c.group_name):
-                b.request_registration()
-            if b.clients.register_consumer(c, hb.client_id, conn):
+            if c.message_model == "CLUSTERING" and self.topics.ensure_retry_topic(c.group_name):
+                self.on_topic_created()
+            if self.clients.register_consumer(c, hb.client_id, conn):
                 log.info("consumer %s joined group %s", hb.client_id, c.group_name)
                 changed.append(c.group_name)
-        b.notify_group_changes(changed)
+        self.notify_group_changes(changed)
         # registered as RocketMQ registers them (membership still counts), but the client is told
         # at once; its pulls are refused too
         for c in hb.consumer_data_set:
             for sub in c.subscription_data_set:
                 if not is_tag_type(sub.expression_type):
-                    return b.unserved.refuse_subscription(cmd, c.group_name, sub.topic, sub.expression_type,
+                    return self.unserved.refuse_subscription(cmd, c.group_name, sub.topic, sub.expression_type,
                                                           conn.peer)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext_fields(cmd.ext_fields)
-        changed = self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
-        self.broker.notify_group_changes(changed)
+        changed = self.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
+        self.notify_group_changes(changed)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def consumer_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self.broker.clients.consumer_group(h.consumer_group)
+        info = self.clients.consumer_group(h.consumer_group)
         if info is None or not info.channels:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
         return cmd.make_response(ResponseCode.SUCCESS,
                                  body=GetConsumerListByGroupResponseBody(info.client_ids()).to_json())
 
     async def query_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        b = self.broker
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = b.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
         # RocketMQ 5: a client that resolves its own start (consume-from) sends setZeroIfNotFound=false
         zero_if_not_found = str(cmd.ext_fields.get("setZeroIfNotFound", "true")).lower() != "false"
-        if offset < 0 and zero_if_not_found and b.store.get_min_offset(h.topic, h.queue_id) <= 0:
+        if offset < 0 and zero_if_not_found and self.store.get_min_offset(h.topic, h.queue_id) <= 0:
             offset = 0  # the queue still starts at 0: a new group may read it from the start
         if offset < 0:
             return cmd.make_response(ResponseCode.QUERY_NOT_FOUND,
@@ -103,16 +115,16 @@ class ClientProcessor:
 
     async def update_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.broker.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def lock(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         req = LockBatchRequestBody.from_json(cmd.body)
-        held = self.broker.locks.try_lock(req.consumer_group, req.mq_set, req.client_id)
+        held = self.locks.try_lock(req.consumer_group, req.mq_set, req.client_id)
         ordered = [mq for mq in req.mq_set if mq in held]
         return cmd.make_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(ordered).to_json())
 
     async def unlock(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         req = UnlockBatchRequestBody.from_json(cmd.body)
-        self.broker.locks.unlock(req.consumer_group, req.mq_set, req.client_id)
+        self.locks.unlock(req.consumer_group, req.mq_set, req.client_id)
         return cmd.make_response(ResponseCode.SUCCESS)

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import signal
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from spark_mq.broker.admin_processor import AdminProcessor
 from spark_mq.broker.client_processor import ClientProcessor
@@ -47,6 +48,12 @@ REGISTER_INTERVAL_S = 30.0
 PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 6.0
+
+
+class Processor(Protocol):
+    """A request processor: it registers its handlers for its request codes on the server."""
+
+    def register_on(self, server: RemotingServer) -> None: ...
 
 
 class BrokerController:
@@ -105,8 +112,7 @@ class BrokerController:
         self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
-        for processor in (SendProcessor(self), PullProcessor(self), ClientProcessor(self), AdminProcessor(self),
-                          SendBackProcessor(self, self.retry), TieredOffsetProcessor(self), self.unserved):
+        for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
         self.metrics.track_store(self.store)
@@ -131,6 +137,22 @@ class BrokerController:
         log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
         return port
+
+    def _processors(self) -> tuple[Processor, ...]:
+        """Every request processor, each given the parts it uses (built by ``start``)."""
+        c = self.config
+        return (
+            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
+                          self.request_registration),
+            PullProcessor(self.store, self.topics, self.clients, self.offsets, self.hold, self.metrics, self.unserved),
+            ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
+                            self.request_registration, self.notify_group_changes),
+            AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
+                           self.metrics, self.request_registration),
+            SendBackProcessor(self.retry),
+            TieredOffsetProcessor(self.store, self.topics, self.tiered),
+            self.unserved,
+        )
 
     async def stop(self) -> None:
         # a registration answered just as it is cancelled swallows the cancellation (wait_for before

@@ -9,18 +9,21 @@ arrives on its queue or the suspend timeout passes, then answered from a second 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from spark_mq.broker.client_registry import ClientRegistry
+from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.java_hash import java_hash
 from spark_mq.remoting.bodies import SUB_ALL, is_tag_type
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import PERM_READ, PullMessageRequestHeader
+from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetResult, GetStatus
-
-if TYPE_CHECKING:
-    from spark_mq.broker.controller import BrokerController
 
 MAX_SUSPEND_S = 30.0  # never hold a pull longer than this, whatever the client asks
 
@@ -49,16 +52,25 @@ def response_code(result: GetResult, offset: int) -> ResponseCode:
 
 
 class PullProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Serves PULL_MESSAGE with the collaborators it is given; runs on the broker's event loop."""
+
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
+                 offsets: ConsumerOffsetManager, hold: PullHoldService, metrics: BrokerMetrics,
+                 unserved: UnservedFeatures) -> None:
+        self.store = store
+        self.topics = topics
+        self.clients = clients
+        self.offsets = offsets
+        self.hold = hold
+        self.metrics = metrics
+        self.unserved = unserved
 
     def register_on(self, server) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
 
     async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        b = self.broker
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        topic = b.topics.get(h.topic)
+        topic = self.topics.get(h.topic)
         if topic is None:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST,
                                      f"topic[{h.topic}] not exist, apply first please!")
@@ -72,30 +84,30 @@ class PullProcessor:
         if h.has_subscription:
             expression, expression_type = h.subscription, h.expression_type
         else:
-            sub = b.clients.subscription(h.consumer_group, h.topic)
+            sub = self.clients.subscription(h.consumer_group, h.topic)
             expression, expression_type = (sub.sub_string, sub.expression_type) if sub else (None, None)
         if not is_tag_type(expression_type):
-            return b.unserved.refuse_subscription(cmd, h.consumer_group, h.topic, expression_type, conn.peer)
+            return self.unserved.refuse_subscription(cmd, h.consumer_group, h.topic, expression_type, conn.peer)
         codes = tag_codes(expression)
         if h.has_commit_offset and h.commit_offset >= 0:
-            b.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+            self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
-        result = b.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+        result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
         code = response_code(result, h.queue_offset)
         # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
         # held pulls it is answered now instead)
         if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 and conn.try_hold():
-            b.metrics.long_poll_waiters.inc()
+            self.metrics.long_poll_waiters.inc()
             try:
-                await b.hold.wait(h.topic, h.queue_id, h.queue_offset,
+                await self.hold.wait(h.topic, h.queue_id, h.queue_offset,
                                   min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S))
             finally:
-                b.metrics.long_poll_waiters.dec()
+                self.metrics.long_poll_waiters.dec()
                 await conn.end_hold()
-            result = b.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+            result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
             code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
-            b.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
+            self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
         return cmd.make_response(code, ext_fields={
             "suggestWhichBrokerId": 0,
             "nextBeginOffset": result.next_begin_offset,

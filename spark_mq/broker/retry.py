@@ -34,7 +34,6 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
@@ -50,9 +49,6 @@ from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import PERM_READ, PERM_WRITE, ConsumerSendMsgBackRequestHeader
 from spark_mq.store.config_file import JsonConfigFile
 from spark_mq.store.message_store import MessageStore
-
-if TYPE_CHECKING:
-    from spark_mq.broker.controller import BrokerController
 
 log = logging.getLogger(__name__)
 
@@ -243,8 +239,7 @@ class RetryScheduler:
 class SendBackProcessor:
     """Serves CONSUMER_SEND_MSG_BACK with the broker's ``RetryScheduler``."""
 
-    def __init__(self, broker: BrokerController, scheduler: RetryScheduler) -> None:
-        self.broker = broker
+    def __init__(self, scheduler: RetryScheduler) -> None:
         self.scheduler = scheduler
 
     def register_on(self, server) -> None:

@@ -11,26 +11,24 @@ queue at once, and they answer before the send does.
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from spark_mq.broker.unserved_features import is_prepared_transaction
+from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.unserved_features import UnservedFeatures, is_prepared_transaction
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.names import validate_topic
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.connection import Connection, client_faults
 from spark_mq.remoting.headers import PERM_WRITE, SendMessageRequestHeader, parse_send_request_header
 from spark_mq.remoting.message_batch_codec import decode_batch_body
+from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutStatus
-
-if TYPE_CHECKING:
-    from spark_mq.broker.controller import BrokerController
-
-log = logging.getLogger(__name__)
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 
@@ -44,34 +42,42 @@ def born_host(conn: Connection) -> bytes:
 
 
 class SendProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    """Serves the send codes with the collaborators it is given; runs on the broker's event loop."""
+
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, hold: PullHoldService, metrics: BrokerMetrics,
+                 unserved: UnservedFeatures, sync_flush_timeout_ms: int, on_topic_created: Callable[[], None]) -> None:
+        self.store = store
+        self.topics = topics
+        self.hold = hold
+        self.metrics = metrics
+        self.unserved = unserved
+        self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
+        self.on_topic_created = on_topic_created
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
             server.register(code, self.send)
 
     async def send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        b = self.broker
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
         try:
             validate_topic(h.topic)
         except InvalidNameError as e:
-            log.warning("%s: %s refused: %s", conn.peer, cmd.describe(), e)
+            client_faults.warning(conn.peer_host, "invalid topic", "%s: %s refused: %s", conn.peer, cmd.describe(), e)
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
             if is_prepared_transaction(h, cmd.body):  # refused before anything (a topic) is created
-                return b.unserved.refuse_transaction(cmd, h, conn)
+                return self.unserved.refuse_transaction(cmd, h, conn)
         except BatchBodyError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        topic = b.topics.get(h.topic)
+        topic = self.topics.get(h.topic)
         if topic is None:
-            topic = b.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+            topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:
                 return cmd.make_response(
                     ResponseCode.TOPIC_NOT_EXIST,
                     f"topic[{h.topic}] not exist, apply first please! (autoCreateTopicEnable is off)")
-            b.request_registration()
+            self.on_topic_created()
         if not topic.perm & PERM_WRITE:
             return cmd.make_response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending is forbidden")
         queue_id = h.queue_id if h.queue_id >= 0 else random.randrange(topic.write_queue_nums)
@@ -82,21 +88,21 @@ class SendProcessor:
         try:
             batch = self._batch(cmd, h, queue_id, conn)
             started = time.perf_counter()
-            result = b.store.put_messages(batch, wait_flush=False)
+            result = self.store.put_messages(batch, wait_flush=False)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
-        b.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
-        if b.hold.notify(h.topic, queue_id, result.queue_offset + result.count):
+        self.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        if self.hold.notify(h.topic, queue_id, result.queue_offset + result.count):
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)
         code = ResponseCode.SUCCESS
-        durable = b.store.durable(result.end_offset)
+        durable = self.store.durable(result.end_offset)
         if durable is not None:
             try:
-                await asyncio.wait_for(asyncio.wrap_future(durable), b.config.sync_flush_timeout / 1000)
+                await asyncio.wait_for(asyncio.wrap_future(durable), self.sync_flush_timeout_s)
             except (asyncio.TimeoutError, StoreNotWritableError):
                 code = ResponseCode.FLUSH_DISK_TIMEOUT
         if result.status == PutStatus.FLUSH_DISK_TIMEOUT:

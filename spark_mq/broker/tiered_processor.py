@@ -13,8 +13,9 @@ waits for them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from spark_mq.broker.tiered_offsets import TieredOffsetManager
+from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -23,16 +24,16 @@ from spark_mq.remoting.headers import (
     QueryTieredOffsetResponseHeader,
     UpdateTieredOffsetRequestHeader,
 )
-
-if TYPE_CHECKING:
-    from spark_mq.broker.controller import BrokerController
+from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 
 class TieredOffsetProcessor:
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, tiered: TieredOffsetManager) -> None:
+        self.store = store
+        self.topics = topics
+        self.tiered = tiered
 
     def register_on(self, server) -> None:
         server.register(RequestCode.UPDATE_TIERED_OFFSET, self.update)
@@ -40,7 +41,7 @@ class TieredOffsetProcessor:
 
     def _unknown_queue(self, cmd: RemotingCommand, topic: str, queue_id: int) -> RemotingCommand | None:
         """The error response when ``topic``:``queue_id`` is not a queue of this broker, else None."""
-        config = self.broker.topics.get(topic)
+        config = self.topics.get(topic)
         if config is None:
             return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         queues = max(config.read_queue_nums, config.write_queue_nums)
@@ -54,10 +55,9 @@ class TieredOffsetProcessor:
         refused = self._unknown_queue(cmd, h.topic, h.queue_id)
         if refused is not None:
             return refused
-        b = self.broker
         queue = f"{h.topic}:{h.queue_id}"
-        current = b.tiered.get(h.topic, h.queue_id)
-        max_offset = b.store.get_max_offset(h.topic, h.queue_id)
+        current = self.tiered.get(h.topic, h.queue_id)
+        max_offset = self.store.get_max_offset(h.topic, h.queue_id)
         if h.offset < 0:
             return cmd.make_response(ResponseCode.INVALID_PARAMETER, f"tiered offset {h.offset} of {queue} is negative")
         if h.offset > max_offset:
@@ -68,7 +68,7 @@ class TieredOffsetProcessor:
                                      f"tiered offset of {queue} is {current} already and never moves back "
                                      f"(asked for {h.offset})")
         try:
-            changed = b.tiered.set(h.topic, h.queue_id, h.offset)
+            changed = self.tiered.set(h.topic, h.queue_id, h.offset)
         except OSError as e:
             log.error("cannot persist the tiered offset of %s: %s", queue, e)
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"cannot persist the tiered offset of {queue}: {e}")
@@ -81,9 +81,9 @@ class TieredOffsetProcessor:
         refused = self._unknown_queue(cmd, h.topic, h.queue_id)
         if refused is not None:
             return refused
-        store = self.broker.store
+        store = self.store
         out = QueryTieredOffsetResponseHeader(
-            offset=self.broker.tiered.get(h.topic, h.queue_id),
+            offset=self.tiered.get(h.topic, h.queue_id),
             min_offset=store.get_min_offset(h.topic, h.queue_id),
             cold_offset=store.get_cold_offset(h.topic, h.queue_id),
             max_offset=store.get_max_offset(h.topic, h.queue_id),  # read last: never below the cold offset
