@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
+from spark_mq.common.perm import PERM_READ
 from spark_mq.remoting.bodies import TopicRouteData
-from spark_mq.remoting.headers import PERM_READ
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,12 @@ from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.java_hash import java_hash
+from spark_mq.common.perm import PERM_READ
 from spark_mq.remoting.bodies import SUB_ALL, is_tag_type
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
-from spark_mq.remoting.headers import PERM_READ, PullMessageRequestHeader
+from spark_mq.remoting.headers import PullMessageRequestHeader
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetResult, GetStatus
 

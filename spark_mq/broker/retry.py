@@ -41,20 +41,18 @@ from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import decode_message
 from spark_mq.common.names import dlq_topic, retry_topic
-from spark_mq.common.properties import UNIQ_KEY, encode_properties
+from spark_mq.common.perm import PERM_READ, PERM_WRITE
+from spark_mq.common.properties import DELAY, ORIGIN_MESSAGE_ID, RETRY_TOPIC, UNIQ_KEY, encode_properties
 from spark_mq.remoting.bodies import TopicConfig
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
-from spark_mq.remoting.headers import PERM_READ, PERM_WRITE, ConsumerSendMsgBackRequestHeader
+from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 from spark_mq.store.config_file import JsonConfigFile
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst.PROPERTY_RETRY_TOPIC
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # MessageConst.PROPERTY_ORIGIN_MESSAGE_ID
-DELAY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL (dropped when the copy is stored)
 DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}

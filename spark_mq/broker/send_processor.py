@@ -22,10 +22,11 @@ from spark_mq.broker.unserved_features import UnservedFeatures, is_prepared_tran
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.names import validate_topic
+from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, client_faults
-from spark_mq.remoting.headers import PERM_WRITE, SendMessageRequestHeader, parse_send_request_header
+from spark_mq.remoting.headers import SendMessageRequestHeader, parse_send_request_header
 from spark_mq.remoting.message_batch_codec import decode_batch_body
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutStatus

@@ -18,15 +18,13 @@ import time
 
 from spark_mq.common.config import BrokerConfig
 from spark_mq.common.errors import InvalidNameError
-from spark_mq.common.names import retry_topic, validate_topic
+from spark_mq.common.names import AUTO_CREATE_TOPIC, retry_topic, validate_topic
+from spark_mq.common.perm import PERM_INHERIT, PERM_READ_WRITE
 from spark_mq.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from spark_mq.remoting.headers import PERM_INHERIT, PERM_READ, PERM_WRITE
 from spark_mq.store.config_file import JsonConfigFile
 
 log = logging.getLogger(__name__)
 
-AUTO_CREATE_TOPIC_KEY = "TBW102"
-PERM_READ_WRITE = PERM_READ | PERM_WRITE
 
 
 class TopicConfigManager:
@@ -45,8 +43,8 @@ class TopicConfigManager:
         system = [self.config.broker_cluster_name, self.config.broker_name]
         if self.config.auto_create_topic_enable:
             self.topics.setdefault(
-                AUTO_CREATE_TOPIC_KEY,
-                TopicConfig(AUTO_CREATE_TOPIC_KEY, self.config.default_topic_queue_nums,
+                AUTO_CREATE_TOPIC,
+                TopicConfig(AUTO_CREATE_TOPIC, self.config.default_topic_queue_nums,
                             self.config.default_topic_queue_nums, PERM_READ_WRITE | PERM_INHERIT),
             )
         for name in system:
@@ -85,7 +83,7 @@ class TopicConfigManager:
         """Auto-create ``topic`` on first send, as RocketMQ does through the default topic."""
         if not self.config.auto_create_topic_enable:
             return None
-        base = self.topics.get(default_topic or AUTO_CREATE_TOPIC_KEY)
+        base = self.topics.get(default_topic or AUTO_CREATE_TOPIC)
         if base is None or not base.perm & PERM_INHERIT:
             return None
         nums = max(1, min(queue_nums or self.config.default_topic_queue_nums, base.write_queue_nums))

@@ -46,6 +46,8 @@ from spark_mq.common.errors import HeaderError, MQClientError
 from spark_mq.common.message import MessageBatch, unpack_host
 from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.names import AUTO_CREATE_TOPIC
+from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
 from spark_mq.remoting.bodies import (
     ClusterInfo,
@@ -69,8 +71,6 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
-    PERM_READ,
-    PERM_WRITE,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
@@ -117,7 +117,6 @@ from spark_mq.remoting.message_batch_codec import encode_batch_body
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: QUERY_MESSAGE by UNIQ_KEY
 MSG_REGION = "MSG_REGION"  # MessageConst.PROPERTY_MSG_REGION, in a send response's extFields
@@ -337,8 +336,9 @@ class MQClientAPI:
 
     async def send_batch(self, addr: str, batch: MessageBatch, producer_group: str, *,
                          properties: str | None = None, broker_name: str | None = None,
-                         default_topic: str = DEFAULT_TOPIC, default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
-                         timeout: float | None = None, msg_id: str | None = None) -> SendResult:
+                         default_topic: str = AUTO_CREATE_TOPIC,
+                         default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS, timeout: float | None = None,
+                         msg_id: str | None = None) -> SendResult:
         """SEND_BATCH_MESSAGE (320) of ``batch`` to its topic and queue, as Java's batch send.
 
         ``properties`` are the batch's own (default ``WAIT=true``); each message's UNIQ_KEY, if
@@ -549,7 +549,7 @@ class MQClientAPI:
         return ConsumeStats.from_json(response.body)
 
     async def create_topic(self, addr: str, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
-                           perm: int = PERM_READ | PERM_WRITE, *, default_topic: str = DEFAULT_TOPIC,
+                           perm: int = PERM_READ_WRITE, *, default_topic: str = AUTO_CREATE_TOPIC,
                            topic_filter_type: str = "SINGLE_TAG", topic_sys_flag: int = 0, order: bool = False,
                            timeout: float | None = None) -> None:
         """UPDATE_AND_CREATE_TOPIC on one broker (which then registers it with the NameServers)."""

@@ -19,8 +19,8 @@ from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import client_id
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
+from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, TopicRouteData
-from spark_mq.remoting.headers import PERM_READ, PERM_WRITE
 
 log = logging.getLogger(__name__)
 

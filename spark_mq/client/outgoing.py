@@ -19,21 +19,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark_mq.client.api import DEFAULT_TOPIC
 from spark_mq.client.ids import uniq_key, uniq_keys
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.message_unit import COMPRESSED_FLAG
-from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX, validate_topic
-from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, UNIQ_KEY, WAIT_STORE_MSG_OK, encode_properties_checked
+from spark_mq.common.names import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX, validate_topic
+from spark_mq.common.properties import (
+    DELAY,
+    MAX_PROPERTIES_LENGTH,
+    UNIQ_KEY,
+    WAIT_STORE_MSG_OK,
+    encode_properties_checked,
+)
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 
 COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
-DELAY_PROPERTY = "DELAY"  # MessageConst.PROPERTY_DELAY_TIME_LEVEL
 # what follows a batch message's own properties: its UNIQ_KEY, then WAIT (the order a dict gave)
 _KEY_HEAD = f"{UNIQ_KEY}\x01".encode()
 _KEY_TAIL = f"\x02{WAIT_STORE_MSG_OK}\x01true\x02".encode()
-_RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK, DELAY_PROPERTY})
+_RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK, DELAY})
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -99,8 +103,8 @@ class PreparedBatch:
 
 def check_topic(topic: str) -> None:
     validate_topic(topic)
-    if topic == DEFAULT_TOPIC:
-        raise MessageValidationError(f"topic {DEFAULT_TOPIC} is the default topic for auto-creation: "
+    if topic == AUTO_CREATE_TOPIC:
+        raise MessageValidationError(f"topic {AUTO_CREATE_TOPIC} is the default topic for auto-creation: "
                                      "sending to it is not allowed")
 
 
@@ -200,7 +204,7 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
         if _RESERVED.isdisjoint(props):
             out.append(encode_properties_checked(props) + _KEY_HEAD + key + _KEY_TAIL)
             continue
-        delay = props.get(DELAY_PROPERTY)
+        delay = props.get(DELAY)
         if delay not in (None, "", "0"):
             raise MessageValidationError(f"delay level {delay} is not supported in a batch: send it alone")
         keys[i] = props.setdefault(UNIQ_KEY, key.decode()).encode()

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from spark_mq.client.api import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
+from spark_mq.client.api import DEFAULT_TOPIC_QUEUE_NUMS
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.instance import MASTER_ID, ClientInstance
 from spark_mq.client.latency_fault import FaultStrategy
@@ -55,11 +55,13 @@ from spark_mq.common.errors import (
 )
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, Message
+from spark_mq.common.names import AUTO_CREATE_TOPIC
+from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import MessageQueue, TopicRouteData
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import PERM_WRITE, SendMessageRequestHeaderV2
+from spark_mq.remoting.headers import SendMessageRequestHeaderV2
 
 log = logging.getLogger(__name__)
 
@@ -281,10 +283,10 @@ class Producer:
             route = await inst.route(topic, refresh=True)
         borrowed = route is None
         if route is None:
-            route = await inst.route(DEFAULT_TOPIC, refresh=refresh)
+            route = await inst.route(AUTO_CREATE_TOPIC, refresh=refresh)
             if route is None:
-                raise SendFailedError(f"no route for topic {topic} and no default topic {DEFAULT_TOPIC} to create it "
-                                      f"through: create the topic (spark-mq admin) or enable autoCreateTopicEnable")
+                raise SendFailedError(f"no route for topic {topic} and no default topic {AUTO_CREATE_TOPIC} to create "
+                                      f"it through: create the topic (spark-mq admin) or enable autoCreateTopicEnable")
         info = self._publish.get(topic)
         if info is None or info.route is not route:
             expires = now + self.config.poll_name_server_interval_s if borrowed else float("inf")
@@ -366,7 +368,7 @@ class Producer:
     async def _send_one(self, p: Prepared, mq: MessageQueue, addr: str, left: float,
                         oneway: bool = False) -> SendResult | None:
         header = SendMessageRequestHeaderV2(
-            producer_group=self.group, topic=p.topic, default_topic=DEFAULT_TOPIC,
+            producer_group=self.group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC,
             default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=mq.queue_id, sys_flag=p.sys_flag,
             born_timestamp=int(time.time() * 1000), flag=p.flag, properties=p.properties.decode(),
             reconsume_times=0, unit_mode=False, batch=False, bname=mq.broker_name)

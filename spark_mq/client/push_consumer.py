@@ -69,7 +69,7 @@ from spark_mq.common.errors import ClientError, ConfigError, MQClientError, Remo
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
-from spark_mq.common.properties import UNIQ_KEY
+from spark_mq.common.properties import RETRY_TOPIC, UNIQ_KEY
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import EXPRESSION_TAG, MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData
 from spark_mq.remoting.headers import (
@@ -89,7 +89,6 @@ PULL_ERROR_DELAY_S = 1.0
 FLOW_CONTROL_DELAY_S = 0.05
 SEND_BACK_RETRY_DELAY_S = 5.0  # a batch whose send-back failed is consumed again locally after this
 ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
-RETRY_TOPIC = "RETRY_TOPIC"  # MessageConst.PROPERTY_RETRY_TOPIC: the topic a retried message was first sent to
 
 
 class ConsumeStatus(enum.Enum):

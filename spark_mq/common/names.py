@@ -23,6 +23,7 @@ from spark_mq.common.errors import InvalidNameError
 NAME_RULE = "^[%|a-zA-Z0-9_-]+$"
 _NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 TOPIC_MAX_LENGTH = 127  # stored behind an int8 length
+AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC: unknown topics route through it
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)

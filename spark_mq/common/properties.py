@@ -25,6 +25,9 @@ KEYS = "KEYS"
 TAGS = "TAGS"
 UNIQ_KEY = "UNIQ_KEY"
 TRANSACTION_PREPARED = "TRAN_MSG"  # "true" on a transactional half message
+DELAY = "DELAY"  # PROPERTY_DELAY_TIME_LEVEL
+RETRY_TOPIC = "RETRY_TOPIC"  # PROPERTY_RETRY_TOPIC: the topic a retried message was first sent to
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # PROPERTY_ORIGIN_MESSAGE_ID: the UNIQ_KEY of the message copied
 WAIT_STORE_MSG_OK = "WAIT"
 KEY_SEPARATOR = " "
 

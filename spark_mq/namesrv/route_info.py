@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.bodies import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
-from spark_mq.remoting.headers import PERM_WRITE
 
 log = logging.getLogger(__name__)
 

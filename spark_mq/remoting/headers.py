@@ -90,21 +90,6 @@ def clear_commit_offset_flag(sys_flag: int) -> int:
     return sys_flag & ~FLAG_COMMIT_OFFSET
 
 
-# PermName (common/.../constant/PermName.java)
-PERM_PRIORITY = 0x1 << 3
-PERM_READ = 0x1 << 2
-PERM_WRITE = 0x1 << 1
-PERM_INHERIT = 0x1
-
-
-def perm_readable(perm: int) -> bool:
-    return perm & PERM_READ == PERM_READ
-
-
-def perm_writeable(perm: int) -> bool:
-    return perm & PERM_WRITE == PERM_WRITE
-
-
 # MessageSysFlag (common/.../sysflag/MessageSysFlag.java): the SEND header's sysFlag
 SYS_FLAG_COMPRESSED = 0x1
 SYS_FLAG_MULTI_TAGS = 0x1 << 1

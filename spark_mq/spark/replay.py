@@ -29,11 +29,10 @@ from spark_mq.arrow.queues import discover_queues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
-from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK
+from spark_mq.common.properties import KEYS, ORIGIN_MESSAGE_ID, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK
 from spark_mq.spark.offsets import decode_offsets, encode_offsets, offset_source
 from spark_mq.spark.options import SourceOptions
 
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 REPLAY_ORIGIN = "REPLAY_ORIGIN"
 # set again by the sink for every message it sends (UNIQ_KEY fresh, KEYS/TAGS from their columns)
 RESENT_PROPERTIES = (UNIQ_KEY, KEYS, TAGS, WAIT_STORE_MSG_OK)

@@ -48,6 +48,7 @@ from spark_mq.client.ids import uniq_key
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MessageValidationError, MQClientError, RemotingError, SparkMQError
 from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, MessageBatch
+from spark_mq.common.perm import PERM_WRITE
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -56,7 +57,6 @@ from spark_mq.common.properties import (
     WAIT_STORE_MSG_OK,
     encode_properties_checked,
 )
-from spark_mq.remoting.headers import PERM_WRITE
 from spark_mq.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from spark_mq.client.ids import uniq_keys
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ClientError, RemotingError
 from spark_mq.common.message import Message, MessageBatch
+from spark_mq.common.perm import PERM_READ
 from spark_mq.remoting.bodies import MessageQueue
-from spark_mq.remoting.headers import PERM_READ
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spark_mq.common import perm
 from spark_mq.common.errors import HeaderError, SparkMQError
 from spark_mq.remoting import headers as h
 from spark_mq.remoting.codes import RequestCode
@@ -103,8 +104,7 @@ def test_pull_sys_flags():
     assert h.build_pull_sys_flag(suspend=True, subscription=True) == 6
     assert h.build_pull_sys_flag(class_filter=True) == h.FLAG_CLASS_FILTER == 8
     assert h.clear_commit_offset_flag(7) == 6
-    assert (h.PERM_READ, h.PERM_WRITE, h.PERM_INHERIT) == (4, 2, 1)
-    assert h.perm_readable(6) and h.perm_writeable(6) and not h.perm_writeable(4)
+    assert (perm.PERM_READ, perm.PERM_WRITE, perm.PERM_INHERIT, perm.PERM_READ_WRITE) == (4, 2, 1, 6)
 
 
 def _send_v1() -> h.SendMessageRequestHeader:
