@@ -106,6 +106,7 @@ class BrokerController:
             processor.register_on(self.server)
         await self.server.start_serving()
         self.metrics.track_retention(self.store.retention)
+        self.metrics.track_corrupt_units(lambda: self.store.corrupt_units)
         loop = asyncio.get_running_loop()
         self._tasks = [
             loop.create_task(self._register_loop(), name="broker-register"),

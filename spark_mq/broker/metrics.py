@@ -13,7 +13,7 @@ import bisect
 import logging
 import shutil
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +50,7 @@ class BrokerMetrics:
         self._put_seconds_sum = 0.0
         self.long_poll_waiters = GaugeValue()
         self._retention: RetentionService | None = None
+        self._corrupt_units: Callable[[], int] | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -92,6 +93,10 @@ class BrokerMetrics:
         """Export the store's retention counters (read at scrape time)."""
         self._retention = retention
 
+    def track_corrupt_units(self, count: Callable[[], int]) -> None:
+        """Export the store's count of damaged units (quarantined at start-up or skipped by reads)."""
+        self._corrupt_units = count
+
     def serve(self, address: str, port: int) -> None:
         """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
         if port <= 0:
@@ -128,6 +133,9 @@ class BrokerMetrics:
                                 value=self.long_poll_waiters.value)
         yield GaugeMetricFamily("spark_mq_disk_used_ratio", "Used fraction of the store's disk",
                                 value=_ratio(self.store_root))
+        if self._corrupt_units is not None:
+            yield CounterMetricFamily("spark_mq_store_corrupt_units", "Damaged commitlog units found and never served",
+                                      value=self._corrupt_units())
         if self._retention is not None:
             family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
                                          "Retention runs that kept a commitlog file holding messages not yet archived",

@@ -30,11 +30,11 @@ from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
 from spark_mq.common.errors import StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message
+from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_mismatch
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
-from spark_mq.store.consume_queue import ConsumeQueue
+from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
 from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_service import IndexService
@@ -88,6 +88,7 @@ class MessageStore:
         self._tasks: list[PeriodicTask] = []
         self._running = False
         self.recovery: RecoveryReport | None = None
+        self._unserved: set[int] = set()  # commitlog offsets of damaged units reads found (and skip)
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -113,6 +114,7 @@ class MessageStore:
                 self._checkpoint,
                 abnormal,
                 self.config.check_crc_on_recover,
+                self.config.check_crc_on_recover_files,
             )
             self._dispatcher = Dispatcher(self._queue_for_write, self.index, self.commitlog.max_offset())
             self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
@@ -355,7 +357,7 @@ class MessageStore:
         if tag_codes:
             candidates = first + np.flatnonzero(np.isin(ent["tag"][first:], np.fromiter(tag_codes, dtype=np.int64)))
         else:
-            candidates = np.arange(first, ent.size)
+            candidates = first + np.flatnonzero(ent["tag"][first:] != QUARANTINED_TAG)
         picked = candidates[:max_count]
         if picked.size and int(sizes[picked].sum()) > max_bytes:
             within = np.cumsum(sizes[picked]) <= max_bytes
@@ -371,7 +373,33 @@ class MessageStore:
             data = self.commitlog.read_units(phys, sizes)
         except LookupError:  # retention removed the file under us: the queue minimum has moved
             return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
-        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offset + picked, sizes)
+        offsets = offset + picked
+        bad = served_mismatch(data, sizes, queue_id, offsets, phys)
+        if bad.any():
+            data, offsets, phys, sizes = self._drop_damaged(topic, queue_id, data, offsets, phys, sizes, bad)
+            if not sizes.size:
+                return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
+        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes)
+
+    def _drop_damaged(self, topic: str, queue_id: int, data: bytes, offsets: np.ndarray, phys: np.ndarray,
+                      sizes: np.ndarray, bad: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+        """A read's units without those whose header is not what the consume queue says (logged
+        and counted once per unit)."""
+        ends = np.cumsum(sizes)
+        for i in np.flatnonzero(bad).tolist():
+            if int(phys[i]) not in self._unserved:
+                self._unserved.add(int(phys[i]))
+                mf = self.commitlog.files.find(int(phys[i]))
+                log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) has a damaged header: "
+                            "not served", topic, queue_id, int(offsets[i]), int(phys[i]), mf.path.name if mf else "-")
+        keep = np.flatnonzero(~bad)
+        data = b"".join(data[int(ends[i]) - int(sizes[i]) : int(ends[i])] for i in keep.tolist())
+        return data, offsets[keep], phys[keep], sizes[keep]
+
+    @property
+    def corrupt_units(self) -> int:
+        """Damaged units found so far: quarantined by recovery or skipped by reads."""
+        return (self.recovery.quarantined if self.recovery is not None else 0) + len(self._unserved)
 
     def _store_time_of(self, phys: int) -> int | None:
         view = self.commitlog.read(phys + STORE_TIMESTAMP_OFFSET, 8)

@@ -1,35 +1,43 @@
-"""Bringing a store back to a consistent state at start-up.
+"""Bringing a store back to a consistent state at start-up, after a clean stop or a crash.
 
 The checkpoint's safe offset says everything below it (commitlog units, consume queue and
-index entries) is on disk. Recovery therefore:
+index entries) is on disk. On every start recovery checks a region of the commitlog against
+the consume queues: the last ``checkCRCOnRecoverFiles`` files (RocketMQ checks the last 3),
+after a crash also the whole file holding the safe offset, and everything past the safe
+offset. It
 
-1. cuts every consume queue back to its first entry at or past the safe offset,
-2. walks the commitlog from the safe offset, checking each unit's lengths and body CRC, up
-   to the first blank-free gap, torn or corrupt unit (the end),
-3. truncates the commitlog there (zeroing the stale tail, deleting later files), and
-4. rebuilds consume queue and index entries for the units between safe offset and end.
+1. (after a crash) cuts every consume queue back to its first entry at or past the safe offset,
+2. walks the region's TOTALSIZE/MAGICCODE chain up to a blank-free gap or a broken link (the
+   end), and checks every unit (inner lengths, PHYSICALOFFSET, QUEUEID, body CRC) in batch,
+3. (after a crash) treats damaged units past the safe offset with no intact unit behind them as
+   a torn tail and ends the commitlog before them,
+4. truncates the commitlog at the end (zeroing the stale tail, deleting later files), and
+5. reconciles every topic queue with its units in the region: entries that already point at
+   the right units stay (the common case: one vectorised comparison per queue), missing or
+   wrong ones are rebuilt from the units (with index entries for units not yet indexed), and
+   a damaged unit whose chain holds is quarantined: logged, counted, and its entry kept but
+   marked (``QUARANTINED_TAG``), so reads skip it and its queue offset is never reused. A unit
+   whose QUEUEOFFSET disagrees with the run of its queue's offsets is damaged too.
 
-After a clean shutdown the safe offset is the end and steps 2-4 read nothing. After a crash
-(abort file present) they replay the unflushed tail. Without a valid checkpoint the walk
-starts at the first commitlog file.
+Without a valid checkpoint the region is the whole commitlog.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.java_hash import java_hash, java_hashes
-from spark_mq.common.message_unit import decode_units, walk_units
+from spark_mq.common.message_unit import UnitColumns, decode_units, follow_chain, unit_faults
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
-from spark_mq.store.consume_queue import ConsumeQueue
-from spark_mq.store.dispatch import QueueFor, QueueRun, build_entries, dispatch_info
+from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
+from spark_mq.store.dispatch import QueueFor, dispatch_info
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.mapped_file import MappedFile
 
@@ -41,12 +49,40 @@ WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
 @dataclass(frozen=True)
 class RecoveryReport:
     abnormal: bool
-    start_offset: int
+    start_offset: int  # where the checked region begins
     end_offset: int
-    units_replayed: int
+    units_replayed: int  # consume queue entries written (rebuilt) by recovery
     stop_reason: str
     seconds: float
     last_store_timestamp: int  # newest store time seen (keeps store times monotonic)
+    units_checked: int = 0
+    quarantined: int = 0  # damaged units (and entries without a unit) found and quarantined
+
+
+@dataclass(frozen=True)
+class _Units:
+    """The readable units of one queue in the region, commitlog order."""
+
+    chunk_of: np.ndarray  # which _Chunk
+    row_of: np.ndarray  # row in that chunk's decoded columns
+    phys: np.ndarray
+    qoff: np.ndarray
+    size: np.ndarray
+    damaged: np.ndarray
+
+    def take(self, rows: np.ndarray) -> _Units:
+        return _Units(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+
+@dataclass
+class _Chunk:
+    """Units of one mapped file found by one walk step."""
+
+    mf: MappedFile
+    starts: np.ndarray  # positions in the file
+    damaged: np.ndarray  # bool per unit
+    readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be read
+    cols: UnitColumns | None = None  # the readable units, decoded
 
 
 def recover(
@@ -57,72 +93,269 @@ def recover(
     checkpoint: Checkpoint,
     abnormal: bool,
     check_crc: bool,
+    check_files: int,
 ) -> RecoveryReport:
     t0 = time.perf_counter()
     queues = list(queues)
     safe = _safe_offset(commitlog, checkpoint)
-    verify_from = _verify_from(commitlog, safe) if abnormal else safe
-    index_done = index.end_phys() if index is not None else -1
-    last_ts = checkpoint.physic_msg_timestamp
-
-    # phase 1, after a crash: re-check the units of the last safe file below the safe offset
-    # (their queue and index entries exist already, so nothing is rebuilt unless one is bad)
-    end, replayed, reason = safe, 0, "empty"
-    if verify_from < safe:
-        end, _, reason, _ = _walk(commitlog, verify_from, safe, check_crc, None)
-    # phase 2: replay what lies past the safe offset, rebuilding queue and index entries
-    if end == safe:
+    start = _check_from(commitlog, safe, abnormal, check_files)
+    if abnormal:
         for cq in queues:
             _cut_queue(cq, safe)
-
-        def rebuild(mf: MappedFile, starts: np.ndarray) -> int:
-            return _replay(mf.buf, starts, mf.file_from_offset, queue_for, index, index_done)
-
-        end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, rebuild)
-        last_ts = max(last_ts, ts)
+    chunks, end, reason = _walk(commitlog, start, check_crc)
     if reason not in ("blank", "end", "zero", "empty"):
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
+    if abnormal:
+        end = _torn_tail(chunks, safe, end)
     commitlog.files.truncate(end)
+    rec = _Reconcile(chunks, queue_for, index, start, safe)
+    rec.run(queues)
     for cq in queues:
         cq.truncate_past(end)
-    report = RecoveryReport(abnormal, verify_from, end, replayed, reason, time.perf_counter() - t0, last_ts)
+    report = RecoveryReport(abnormal, start, end, rec.rebuilt, reason, time.perf_counter() - t0, rec.last_ts,
+                            sum(c.starts.size for c in chunks), rec.quarantined)
     log.info("recovery %s", report)
     return report
 
 
-def _walk(
-    commitlog: CommitLog,
-    start: int,
-    stop: int | None,
-    check_crc: bool,
-    on_units: Callable[[MappedFile, np.ndarray], int] | None,
-) -> tuple[int, int, str, int]:
-    """Walk valid units from ``start`` up to ``stop`` (or the first invalid one), file by file,
-    handing each run of units to ``on_units``; returns (end, units, stop reason, newest store
-    time reported by ``on_units``)."""
-    end, count, reason, last_ts = start, 0, "empty", 0
+def _walk(commitlog: CommitLog, start: int, check_crc: bool) -> tuple[list[_Chunk], int, str]:
+    """Follow the unit chain from ``start``, file by file, checking every unit found; returns the
+    chunks, where the chain ends and why."""
+    chunks: list[_Chunk] = []
+    end, reason = start, "empty"
     mf = commitlog.files.find(start)
     while mf is not None:
         pos = max(start - mf.file_from_offset, 0)
-        limit = mf.size if stop is None else min(mf.size, stop - mf.file_from_offset)
         while True:
-            walk = walk_units(mf.mv, pos, limit, check_crc, max_units=WALK_CHUNK_UNITS)
-            if walk.starts.size:
-                count += int(walk.starts.size)
-                if on_units is not None:
-                    last_ts = max(last_ts, on_units(mf, walk.starts))
-            pos = walk.end
-            if walk.reason != "max":
+            chain = follow_chain(mf.mv, pos, mf.size, WALK_CHUNK_UNITS)
+            if chain.starts.size:
+                damaged, readable = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, check_crc)
+                chunks.append(_Chunk(mf, chain.starts, damaged, readable))
+            pos = chain.end
+            if chain.reason != "max":
                 break
-        end, reason = mf.file_from_offset + pos, walk.reason
-        if stop is not None and end >= stop:
-            return stop, count, "end", last_ts
-        if walk.reason not in ("blank", "end"):
+        end, reason = mf.file_from_offset + pos, chain.reason
+        if chain.reason not in ("blank", "end"):
             break
         mf.reset_to(mf.size)  # full: continue in the next file
         end = mf.file_from_offset + mf.size
         mf = commitlog.files.find(end)
-    return end, count, reason, last_ts
+    return chunks, end, reason
+
+
+def _torn_tail(chunks: list[_Chunk], safe: int, end: int) -> int:
+    """After a crash, damaged units past the safe offset with no intact unit after them are a
+    write torn by the crash, not data: the commitlog ends before the first of them."""
+    cut = end
+    while chunks:
+        ch = chunks[-1]
+        good = np.flatnonzero(~ch.damaged)
+        tail = ch.starts[good[-1] + 1:] if good.size else ch.starts
+        tail = tail[tail + ch.mf.file_from_offset >= safe]
+        if tail.size == 0:
+            break
+        keep = ch.starts.size - tail.size
+        cut = ch.mf.file_from_offset + int(tail[0])
+        log.warning("recovery: %d damaged units at the end of %s from position %d are a torn write: discarded",
+                    tail.size, ch.mf.path.name, int(tail[0]))
+        if keep:
+            chunks[-1] = _Chunk(ch.mf, ch.starts[:keep], ch.damaged[:keep], ch.readable[:keep])
+            break
+        chunks.pop()
+    return cut
+
+
+class _Reconcile:
+    """Makes every consume queue agree with the units of the checked region."""
+
+    def __init__(self, chunks: list[_Chunk], queue_for: QueueFor, index: IndexService | None, start: int,
+                 safe: int) -> None:
+        self.chunks = chunks
+        self.queue_for = queue_for
+        self.index = index
+        self.index_done = index.end_phys() if index is not None else -1
+        self.start = start
+        self.safe = safe
+        self.rebuilt = 0
+        self.quarantined = 0
+        self.last_ts = 0
+
+    def run(self, loaded: list[ConsumeQueue]) -> None:
+        by_name = {(cq.topic, cq.queue_id): cq for cq in loaded}
+        checked: set[tuple[str, int]] = set()
+        rows = self._rows()
+        if rows is not None:
+            key, topics, chunk_of, row_of, phys, qoff, size, damaged, ts = rows
+            if ts.size:
+                self.last_ts = int(ts.max())
+            lost = int(sum(int((~c.readable).sum()) for c in self.chunks))
+            order = np.argsort(key, kind="stable")  # by queue, commitlog order within
+            for group in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
+                if not group.size:
+                    continue
+                name = (topics[int(key[group[0]])], int(key[group[0]] & 0xFFFFFFFF))
+                cq = by_name.get(name)
+                if cq is None:  # a queue first written past the safe offset, or a deleted topic's units
+                    group = group[phys[group] >= self.safe]
+                    if not group.size:
+                        continue
+                    cq = self.queue_for(*name)
+                checked.add(name)
+                self._queue(cq, _Units(chunk_of[group], row_of[group], phys[group], qoff[group], size[group],
+                                       damaged[group]), lost)
+        empty = _Units(*(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=bool))
+        for name, cq in by_name.items():
+            if name not in checked:
+                self._queue(cq, empty, 0)
+        self._report_unreadable()
+
+    # -- the units of the region as columns -------------------------------------------------
+    def _rows(self) -> tuple | None:
+        parts = []
+        topics: dict[int, str] = {}
+        for c, ch in enumerate(self.chunks):
+            at = np.flatnonzero(ch.readable)
+            if not at.size:
+                continue
+            buf = ch.mf.buf
+            cols = ch.cols = decode_units(buf, ch.starts[at])
+            head = cols.header
+            qids = head["queue_id"].astype(np.int64)
+            topic_hash = java_hashes(buf, cols.topic_start, cols.topic_end).astype(np.int64)
+            key = (topic_hash << 32) | qids
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            _check_no_collision(buf, cols, first, inverse)
+            for i in first.tolist():
+                name = bytes(buf[cols.topic_start[i]:cols.topic_end[i]])
+                topics.setdefault(int(key[i]), name.decode("utf-8", "replace"))
+            parts.append((key, np.full(at.size, c, dtype=np.int64), np.arange(at.size, dtype=np.int64),
+                          ch.starts[at] + ch.mf.file_from_offset, head["queue_offset"].astype(np.int64),
+                          head["total_size"].astype(np.int64), ch.damaged[at],
+                          head["store_timestamp"].astype(np.int64)))
+        if not parts:
+            return None
+        cols = [np.concatenate(col) for col in zip(*parts, strict=True)]
+        return cols[0], topics, *cols[1:]
+
+    # -- one queue ------------------------------------------------------------------------
+    def _queue(self, cq: ConsumeQueue, units: _Units, lost: int) -> None:
+        """Check ``cq``'s entries that point into the region against its units there
+        (commitlog order), then append entries for its units past its last good entry."""
+        last = self._check_entries(cq, units)
+        todo = np.flatnonzero(units.phys > last)
+        if not todo.size:
+            return
+        u = units.take(todo)
+        if cq.files.files:
+            first = cq.max_offset
+        else:  # a new queue (or one whose files are all gone) starts where its units say
+            intact = np.flatnonzero(~u.damaged)
+            first = int(u.qoff[intact[0]]) - int(intact[0]) if intact.size else 0
+        n = u.qoff.size
+        if not u.damaged.any() and u.qoff[0] == first and (n == 1 or np.all(np.diff(u.qoff) == 1)):
+            rows, quar = np.arange(n), np.zeros(n, dtype=bool)  # the usual case
+        else:
+            rows, quar = _positions(u.qoff, u.damaged, first, lost)
+        tags = self._tags(u.chunk_of[rows], u.row_of[rows], u.phys[rows], cq.topic)
+        tags[quar] = QUARANTINED_TAG
+        cq.put_batch(first, u.phys[rows], u.size[rows], tags)
+        self.rebuilt += rows.size
+        self._log_quarantined(cq, first + np.flatnonzero(quar), u.phys[rows][quar], "damaged units")
+
+    def _check_entries(self, cq: ConsumeQueue, units: _Units) -> int:
+        """Quarantine entries pointing into the region at anything but an intact unit of the queue
+        holding their queue offset; returns the commitlog offset of the last entry that points
+        at one of the queue's units (-1 if none)."""
+        e0 = cq.first_offset_at_or_after(self.start)
+        before = cq.get(e0 - 1, 1) if e0 > cq.min_offset else None
+        last = int(before["phys"][0]) if before is not None and before.size else -1
+        if e0 >= cq.max_offset:
+            return last
+        ent = cq.get(e0, cq.max_offset - e0)
+        n = units.phys.size
+        at = np.minimum(np.searchsorted(units.phys, ent["phys"]), max(n - 1, 0))
+        if n:
+            hit = (units.phys[at] == ent["phys"]) & (units.size[at] == ent["size"])
+            good = hit & ~units.damaged[at] & (units.qoff[at] == e0 + np.arange(ent.size))
+        else:
+            hit = good = np.zeros(ent.size, dtype=bool)
+        bad = np.flatnonzero(~good)
+        if bad.size:
+            cq.quarantine(e0 + bad[ent["tag"][bad] != QUARANTINED_TAG])
+            self._log_quarantined(cq, e0 + bad, ent["phys"][bad], "entries without an intact unit")
+        hit = np.flatnonzero(hit)
+        return int(ent["phys"][hit[-1]]) if hit.size else last
+
+    def _tags(self, chunk_of: np.ndarray, row_of: np.ndarray, phys: np.ndarray, topic: str) -> np.ndarray:
+        """Tag codes of units (one queue's, commitlog order), adding index entries for those not
+        yet indexed."""
+        tags = np.zeros(row_of.size, dtype=np.int64)
+        prefix = java_hash(topic + "#")
+        bounds = np.flatnonzero(np.diff(chunk_of)) + 1
+        for part in np.split(np.arange(row_of.size), bounds):
+            if not part.size:
+                continue
+            ch = self.chunks[int(chunk_of[part[0]])]
+            assert ch.cols is not None
+            cols = ch.cols.take(row_of[part])
+            need_keys = self.index is not None and int(phys[part[-1]]) > self.index_done
+            info = dispatch_info(ch.mf.buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
+            tags[part] = info.tag_codes
+            if need_keys and info.key_rows.size:
+                assert self.index is not None
+                key_phys = phys[part][info.key_rows]
+                todo = key_phys > self.index_done
+                ts = cols.header["store_timestamp"].astype(np.int64)[info.key_rows]
+                self.index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
+        return tags
+
+    def _log_quarantined(self, cq: ConsumeQueue, offsets: np.ndarray, phys: np.ndarray, why: str) -> None:
+        if not offsets.size:
+            return
+        self.quarantined += int(offsets.size)
+        shown = ", ".join(f"{int(o)}@{int(p)}" for o, p in zip(offsets[:20].tolist(), phys[:20].tolist(), strict=True))
+        log.warning("recovery: %s:%d: %d %s quarantined, never served (queue offset@commitlog offset: %s%s)",
+                    cq.topic, cq.queue_id, offsets.size, why, shown, ", ..." if offsets.size > 20 else "")
+
+    def _report_unreadable(self) -> None:
+        """Log units whose queue cannot be read; count those past the safe offset (the entries of
+        the others were counted when checked)."""
+        for ch in self.chunks:
+            bad = np.flatnonzero(~ch.readable)
+            if bad.size:
+                self.quarantined += int(np.count_nonzero(ch.starts[bad] + ch.mf.file_from_offset >= self.safe))
+                log.warning("recovery: %s: %d units with inconsistent lengths skipped, never served (positions %s)",
+                            ch.mf.path.name, bad.size, ch.starts[bad[:20]].tolist())
+
+
+def _positions(qoff: np.ndarray, damaged: np.ndarray, first: int, lost: int) -> tuple[np.ndarray, np.ndarray]:
+    """Queue position of each unit of one queue (commitlog order) when the fast check failed:
+    ``(row per position, quarantined per position)``. A unit keeps its own QUEUEOFFSET when it is
+    intact, part of a run of consecutive offsets and not behind the positions given out already;
+    a gap before it may be at most ``lost`` (units whose queue could not be read) long, except
+    before the first unit. Any other unit takes the next position, quarantined."""
+    n = qoff.size
+    run = np.zeros(n, dtype=bool)
+    if n == 1:
+        run[0] = True
+    else:
+        step = np.diff(qoff) == 1
+        run[1:] |= step
+        run[:-1] |= step
+    run &= ~damaged
+    rows: list[int] = []
+    quar: list[bool] = []
+    nxt = first
+    for i, (q, ok) in enumerate(zip(qoff.tolist(), run.tolist(), strict=True)):
+        if ok and q >= nxt and (q - nxt <= lost or not rows):
+            rows += [i] * (q - nxt + 1)
+            quar += [True] * (q - nxt) + [False]
+            nxt = q + 1
+        else:
+            rows.append(i)
+            quar.append(True)
+            nxt += 1
+    return np.array(rows, dtype=np.int64), np.array(quar, dtype=bool)
 
 
 def _safe_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
@@ -141,53 +374,25 @@ def _safe_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
     return safe
 
 
-def _verify_from(commitlog: CommitLog, safe: int) -> int:
-    """After a crash, re-check the whole last safe file (the one holding the last byte below
-    the safe offset), as RocketMQ does: a damaged unit there is never served."""
-    last_safe = commitlog.files.find(safe - 1) if safe > commitlog.min_offset() else None
-    return last_safe.file_from_offset if last_safe is not None else safe
+def _check_from(commitlog: CommitLog, safe: int, abnormal: bool, check_files: int) -> int:
+    """Start of the checked region: the last ``check_files`` commitlog files, after a crash also
+    the whole file holding the last byte below the safe offset (as RocketMQ re-checks it), and
+    everything past the safe offset."""
+    start = safe
+    files = commitlog.files.files
+    if check_files > 0 and files:
+        start = min(start, files[-min(check_files, len(files))].file_from_offset)
+    if abnormal and safe > commitlog.min_offset():
+        last_safe = commitlog.files.find(safe - 1)
+        if last_safe is not None:
+            start = min(start, last_safe.file_from_offset)
+    return max(start, commitlog.min_offset())
 
 
 def _cut_queue(cq: ConsumeQueue, safe: int) -> None:
     """Drop entries whose unit is at or past ``safe``: they are rebuilt from the commitlog."""
     if cq.last_phys() >= safe:
         cq.truncate(cq.first_offset_at_or_after(safe))
-
-
-def _replay(
-    buf: np.ndarray,
-    starts: np.ndarray,
-    file_from: int,
-    queue_for: QueueFor,
-    index: IndexService | None,
-    index_done: int,
-) -> int:
-    """Rebuild consume queue and index entries for the units at ``starts`` of one file;
-    returns the newest store timestamp among them."""
-    cols = decode_units(buf, starts)
-    head = cols.header
-    phys = starts + file_from
-    qids = head["queue_id"].astype(np.int64)
-    topic_hash = java_hashes(buf, cols.topic_start, cols.topic_end).astype(np.int64)
-    _, first, inverse = np.unique((topic_hash << 32) | qids, return_index=True, return_inverse=True)
-    topics = [bytes(buf[cols.topic_start[i] : cols.topic_end[i]]).decode() for i in first.tolist()]
-    _check_no_collision(buf, cols, first, inverse)
-    prefix = np.array([java_hash(t + "#") for t in topics], dtype=np.int64)[inverse]
-    need_keys = index is not None and int(phys[-1]) > index_done  # else all already indexed
-    info = dispatch_info(buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
-    runs = []
-    for g, topic in enumerate(topics):
-        rows = np.flatnonzero(inverse == g)
-        qoff = head["queue_offset"][rows].astype(np.int64)
-        if qoff.size > 1 and not np.all(np.diff(qoff) == 1):
-            bad = int(np.flatnonzero(np.diff(qoff) != 1)[0]) + 1
-            raise CorruptFileError(
-                "commitlog", int(phys[rows[bad]]), f"queue offsets of {topic}:{int(qids[rows[0]])} jump"
-            )
-        runs.append(QueueRun(topic, int(qids[rows[0]]), int(qoff[0]), rows))
-    store_ts = head["store_timestamp"].astype(np.int64)
-    build_entries(runs, phys, head["total_size"].astype(np.int64), store_ts, info, queue_for, index, index_done)
-    return int(store_ts.max())
 
 
 def _check_no_collision(buf: np.ndarray, cols, first: np.ndarray, inverse: np.ndarray) -> None:
