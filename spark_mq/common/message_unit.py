@@ -366,17 +366,20 @@ def unit_faults(
     return damaged, readable
 
 
-def served_mismatch(
+def served_faults(
     data: bytes, sizes: np.ndarray, queue_id: int, queue_offsets: np.ndarray, phys: np.ndarray
 ) -> np.ndarray:
-    """Which of the units back to back in ``data`` (a read's result) do not carry the header their
-    consume queue entries promise: MAGICCODE, TOTALSIZE, QUEUEID, QUEUEOFFSET and PHYSICALOFFSET,
-    compared in one gather (a damaged header is never served; the body CRC is left to recovery)."""
+    """Which of the units back to back in ``data`` (a read's result) are damaged: a header other
+    than their consume queue entries promise (MAGICCODE, TOTALSIZE, QUEUEID, QUEUEOFFSET,
+    PHYSICALOFFSET), inner lengths that do not add up, or a wrong body CRC."""
     starts = np.zeros(sizes.size, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
-    head = gather_records(np.frombuffer(data, dtype=np.uint8), starts, HEADER)
-    return ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
-            | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
+    buf = np.frombuffer(data, dtype=np.uint8)
+    head = gather_records(buf, starts, HEADER)
+    bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
+           | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
+    body_start, body_end, readable = _check_lengths(buf, starts, starts + sizes)
+    return bad | ~readable | crc_mismatch(memoryview(data), starts, body_start, body_end)
 
 
 def _be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:

@@ -30,7 +30,7 @@ from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
 from spark_mq.common.errors import StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_mismatch
+from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_faults
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
@@ -89,6 +89,10 @@ class MessageStore:
         self._running = False
         self.recovery: RecoveryReport | None = None
         self._unserved: set[int] = set()  # commitlog offsets of damaged units reads found (and skip)
+        # units below this commitlog offset were not checked at start-up (older than the last
+        # checkCRCOnRecoverFiles files): reads check them (header and body CRC) before serving;
+        # those above were checked at start or written since
+        self._checked_from = 0
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -116,6 +120,7 @@ class MessageStore:
                 self.config.check_crc_on_recover,
                 self.config.check_crc_on_recover_files,
             )
+            self._checked_from = self.recovery.start_offset
             self._dispatcher = Dispatcher(self._queue_for_write, self.index, self.commitlog.max_offset())
             self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
             for key, cq in self.queues.items():
@@ -374,24 +379,24 @@ class MessageStore:
         except LookupError:  # retention removed the file under us: the queue minimum has moved
             return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
         offsets = offset + picked
-        bad = served_mismatch(data, sizes, queue_id, offsets, phys)
-        if bad.any():
-            data, offsets, phys, sizes = self._drop_damaged(topic, queue_id, data, offsets, phys, sizes, bad)
-            if not sizes.size:
-                return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
+        if int(phys[0]) < self._checked_from:  # units no check has seen: check them now
+            bad = served_faults(data, sizes, queue_id, offsets, phys)
+            if bad.any():
+                data, offsets, phys, sizes = self._drop_damaged(topic, queue_id, data, offsets, phys, sizes, bad)
+                if not sizes.size:
+                    return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
         return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes)
 
     def _drop_damaged(self, topic: str, queue_id: int, data: bytes, offsets: np.ndarray, phys: np.ndarray,
                       sizes: np.ndarray, bad: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
-        """A read's units without those whose header is not what the consume queue says (logged
-        and counted once per unit)."""
+        """A read's units without the damaged ones (logged and counted once per unit)."""
         ends = np.cumsum(sizes)
         for i in np.flatnonzero(bad).tolist():
             if int(phys[i]) not in self._unserved:
                 self._unserved.add(int(phys[i]))
                 mf = self.commitlog.files.find(int(phys[i]))
-                log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) has a damaged header: "
-                            "not served", topic, queue_id, int(offsets[i]), int(phys[i]), mf.path.name if mf else "-")
+                log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) is damaged: not served",
+                            topic, queue_id, int(offsets[i]), int(phys[i]), mf.path.name if mf else "-")
         keep = np.flatnonzero(~bad)
         data = b"".join(data[int(ends[i]) - int(sizes[i]) : int(ends[i])] for i in keep.tolist())
         return data, offsets[keep], phys[keep], sizes[keep]

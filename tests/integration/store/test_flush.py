@@ -131,7 +131,8 @@ def test_async_flush_checkpoint_advances_and_clean_restart_replays_nothing(tmp_p
         rec = store.recovery
         assert rec.abnormal is False
         assert rec.units_replayed == 0
-        assert rec.start_offset == rec.end_offset == end
+        assert rec.end_offset == end and rec.quarantined == 0
+        assert rec.start_offset < end and rec.units_checked > 0  # the last checkCRCOnRecoverFiles files
         assert store.commitlog.max_offset() == end
         for q in range(3):
             assert store.get_max_offset("asyncT", q) == max_offsets[q]
