@@ -32,6 +32,8 @@ from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_faults
 from spark_mq.store.checkpoint import Checkpoint
+from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
+from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
 from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
@@ -39,7 +41,7 @@ from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
-from spark_mq.store.recovery import RecoveryReport, recover
+from spark_mq.store.recovery import RecoveryReport, check_from, check_region, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import ArchivedOffset, RetentionService, disk_used_ratio, nothing_archived
 
@@ -51,6 +53,10 @@ DISPATCH_INTERVAL_S = 0.010
 DISPATCH_BACKLOG = 8_192  # messages: past this a put dispatches the backlog itself
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
+# the background start-up check waits this long first: its Python loop holds the GIL, and every
+# I/O wake-up of the starting broker (registration, first connections and pulls) would wait up to
+# a switch interval for it; reads check unchecked units themselves meanwhile
+STARTUP_CHECK_DELAY_S = 2.0
 _QUEUE_DIR = re.compile(r"^\d+$")
 
 
@@ -88,11 +94,13 @@ class MessageStore:
         self._tasks: list[PeriodicTask] = []
         self._running = False
         self.recovery: RecoveryReport | None = None
-        self._unserved: set[int] = set()  # commitlog offsets of damaged units reads found (and skip)
-        # units below this commitlog offset were not checked at start-up (older than the last
-        # checkCRCOnRecoverFiles files): reads check them (header and body CRC) before serving;
-        # those above were checked at start or written since
+        self._corrupt: set[int] = set()  # commitlog offsets of the damaged units found (never served)
+        # units below this commitlog offset are not checked (yet): older than the last
+        # checkCRCOnRecoverFiles files, or the background check of those files still runs. Reads
+        # check them (header and body CRC) before serving; the others were checked or written since
         self._checked_from = 0
+        self.startup_check: threading.Thread | None = None  # the background check after a clean stop
+        self._stop_check = threading.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -110,6 +118,10 @@ class MessageStore:
             if self.index is not None:
                 self.index.load()
             self._checkpoint = Checkpoint(self.root / "checkpoint")
+            safe = self._checkpoint.safe_offset if self._checkpoint.valid else -1
+            as_left = take_clean_stop(self.root / CLEAN_STOP, safe, self.queues.values())
+            check_files = self.config.check_crc_on_recover_files
+            later = as_left and not abnormal and check_files > 0  # check while serving
             self.recovery = recover(
                 self.commitlog,
                 list(self.queues.values()),
@@ -118,9 +130,16 @@ class MessageStore:
                 self._checkpoint,
                 abnormal,
                 self.config.check_crc_on_recover,
-                self.config.check_crc_on_recover_files,
+                0 if later else check_files,
             )
+            self._corrupt.update(self.recovery.damaged)
             self._checked_from = self.recovery.start_offset
+            if later:
+                end = self.commitlog.max_offset()
+                self._checked_from = end
+                self.startup_check = threading.Thread(
+                    target=self._check_in_background, args=(check_from(self.commitlog, end, False, check_files), end),
+                    name="startup-check", daemon=True)
             self._dispatcher = Dispatcher(self._queue_for_write, self.index, self.commitlog.max_offset())
             self._last_store_ts = max(self.recovery.last_store_timestamp, 0)
             for key, cq in self.queues.items():
@@ -146,6 +165,8 @@ class MessageStore:
         self._tasks.append(PeriodicTask("retention", cfg.clean_resource_interval / 1000, self.retention.run_once))
         for t in self._tasks:
             t.start()
+        if self.startup_check is not None:
+            self.startup_check.start()
         self._running = True
         log.info("store started at %s (%s recovery, commitlog [%d, %d))", self.root,
                  "abnormal" if abnormal else "normal", self.commitlog.min_offset(), self.commitlog.max_offset())
@@ -161,8 +182,15 @@ class MessageStore:
         self._tasks.clear()
         if self._group_commit is not None:
             self._group_commit.stop()
+        self._stop_check.set()
+        if self.startup_check is not None:
+            self.startup_check.join()
         with self._put_lock:
             self._checkpoint_now()
+            try:
+                write_clean_stop(self.root / CLEAN_STOP, self.commitlog.max_offset(), self.queues.values())
+            except OSError as e:  # the next start then checks before serving
+                log.warning("store: cannot record the clean stop: %s", e)
             self.abort_path.unlink(missing_ok=True)
             self._close_files()
         self._lock.release()
@@ -183,6 +211,22 @@ class MessageStore:
         if self._checkpoint is not None:
             self._checkpoint.close()
             self._checkpoint = None
+
+    def _check_in_background(self, start: int, end: int) -> None:
+        """Check the units of ``[start, end)`` and the consume queues against them while the store
+        serves (see ``clean_stop``); until done, reads check those units themselves."""
+        if self._stop_check.wait(STARTUP_CHECK_DELAY_S):
+            return
+        try:
+            damaged = check_region(self.commitlog, list(self.queues.values()), start, end,
+                                   self.config.check_crc_on_recover, self._stop_check)
+        except (LookupError, ValueError, OSError) as e:  # e.g. retention deleted a file being checked
+            log.warning("store: start-up check of commitlog [%d, %d) stopped: %s; reads keep checking those units",
+                        start, end, e)
+            return
+        if not self._stop_check.is_set():
+            self._corrupt.update(damaged.tolist())
+            self._checked_from = start
 
     def _checkpoint_current(self) -> bool:
         """Whether the checkpoint already says what one taken now would (a clean restart): the
@@ -392,8 +436,8 @@ class MessageStore:
         """A read's units without the damaged ones (logged and counted once per unit)."""
         ends = np.cumsum(sizes)
         for i in np.flatnonzero(bad).tolist():
-            if int(phys[i]) not in self._unserved:
-                self._unserved.add(int(phys[i]))
+            if int(phys[i]) not in self._corrupt:
+                self._corrupt.add(int(phys[i]))
                 mf = self.commitlog.files.find(int(phys[i]))
                 log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) is damaged: not served",
                             topic, queue_id, int(offsets[i]), int(phys[i]), mf.path.name if mf else "-")
@@ -403,8 +447,8 @@ class MessageStore:
 
     @property
     def corrupt_units(self) -> int:
-        """Damaged units found so far: quarantined by recovery or skipped by reads."""
-        return (self.recovery.quarantined if self.recovery is not None else 0) + len(self._unserved)
+        """Damaged units found so far: quarantined by the start-up checks or skipped by reads."""
+        return len(self._corrupt)
 
     def _store_time_of(self, phys: int) -> int | None:
         view = self.commitlog.read(phys + STORE_TIMESTAMP_OFFSET, 8)

@@ -25,9 +25,10 @@ Without a valid checkpoint the region is the whole commitlog.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -57,6 +58,7 @@ class RecoveryReport:
     last_store_timestamp: int  # newest store time seen (keeps store times monotonic)
     units_checked: int = 0
     quarantined: int = 0  # damaged units (and entries without a unit) found and quarantined
+    damaged: tuple[int, ...] = field(default=(), repr=False, compare=False)  # their commitlog offsets
 
 
 @dataclass(frozen=True)
@@ -98,36 +100,63 @@ def recover(
     t0 = time.perf_counter()
     queues = list(queues)
     safe = _safe_offset(commitlog, checkpoint)
-    start = _check_from(commitlog, safe, abnormal, check_files)
+    start = check_from(commitlog, safe, abnormal, check_files)
     if abnormal:
         for cq in queues:
             _cut_queue(cq, safe)
-    chunks, end, reason = _walk(commitlog, start, check_crc)
+    chunks, end, reason = _walk(commitlog, start, None, check_crc)
     if reason not in ("blank", "end", "zero", "empty"):
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
     if abnormal:
         end = _torn_tail(chunks, safe, end)
     commitlog.files.truncate(end)
-    rec = _Reconcile(chunks, queue_for, index, start, safe)
+    rec = _Reconcile(chunks, queue_for, index, start, safe, end)
     rec.run(queues)
     for cq in queues:
         cq.truncate_past(end)
-    report = RecoveryReport(abnormal, start, end, rec.rebuilt, reason, time.perf_counter() - t0, rec.last_ts,
-                            sum(c.starts.size for c in chunks), rec.quarantined)
+    last_ts = max(checkpoint.physic_msg_timestamp, rec.last_ts)
+    report = RecoveryReport(abnormal, start, end, rec.rebuilt, reason, time.perf_counter() - t0, last_ts,
+                            sum(c.starts.size for c in chunks), rec.quarantined, tuple(rec.damaged().tolist()))
     log.info("recovery %s", report)
     return report
 
 
-def _walk(commitlog: CommitLog, start: int, check_crc: bool) -> tuple[list[_Chunk], int, str]:
-    """Follow the unit chain from ``start``, file by file, checking every unit found; returns the
-    chunks, where the chain ends and why."""
+def check_region(
+    commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, end: int, check_crc: bool,
+    stop: threading.Event,
+) -> np.ndarray:
+    """The checks of ``recover`` over ``[start, end)`` while the store runs (after a clean stop
+    whose queues all ended where they had, see ``clean_stop``): damaged units and wrong entries
+    are quarantined, nothing is rebuilt or truncated. Returns the commitlog offsets of the
+    damaged units found (an early return when ``stop`` is set)."""
+    t0 = time.perf_counter()
+    chunks, _, reason = _walk(commitlog, start, end, check_crc, stop)
+    if stop.is_set():
+        return np.zeros(0, dtype=np.int64)
+    if reason not in ("blank", "end", "zero", "empty"):
+        log.error("start-up check: the commitlog unit chain breaks before %d: %s (restart to truncate there)",
+                  end, reason)
+    rec = _Reconcile(chunks, None, None, start, end, end)
+    rec.run(list(queues))
+    log.info("start-up check of commitlog [%d, %d): %d units, %d quarantined, %.2f s", start, end,
+             sum(c.starts.size for c in chunks), rec.quarantined, time.perf_counter() - t0)
+    return rec.damaged()
+
+
+def _walk(
+    commitlog: CommitLog, start: int, stop_at: int | None, check_crc: bool, stop: threading.Event | None = None
+) -> tuple[list[_Chunk], int, str]:
+    """Follow the unit chain from ``start`` (up to ``stop_at``, else to its end, making the files
+    it walks through full), file by file, checking every unit found; returns the chunks, where
+    the chain ends and why."""
     chunks: list[_Chunk] = []
     end, reason = start, "empty"
     mf = commitlog.files.find(start)
-    while mf is not None:
+    while mf is not None and (stop is None or not stop.is_set()):
         pos = max(start - mf.file_from_offset, 0)
+        limit = mf.size if stop_at is None else min(mf.size, stop_at - mf.file_from_offset)
         while True:
-            chain = follow_chain(mf.mv, pos, mf.size, WALK_CHUNK_UNITS)
+            chain = follow_chain(mf.mv, pos, limit, WALK_CHUNK_UNITS)
             if chain.starts.size:
                 damaged, readable = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, check_crc)
                 chunks.append(_Chunk(mf, chain.starts, damaged, readable))
@@ -135,9 +164,10 @@ def _walk(commitlog: CommitLog, start: int, check_crc: bool) -> tuple[list[_Chun
             if chain.reason != "max":
                 break
         end, reason = mf.file_from_offset + pos, chain.reason
-        if chain.reason not in ("blank", "end"):
+        if chain.reason not in ("blank", "end") or (stop_at is not None and end >= stop_at):
             break
-        mf.reset_to(mf.size)  # full: continue in the next file
+        if stop_at is None:
+            mf.reset_to(mf.size)  # full: continue in the next file
         end = mf.file_from_offset + mf.size
         mf = commitlog.files.find(end)
     return chunks, end, reason
@@ -168,14 +198,17 @@ def _torn_tail(chunks: list[_Chunk], safe: int, end: int) -> int:
 class _Reconcile:
     """Makes every consume queue agree with the units of the checked region."""
 
-    def __init__(self, chunks: list[_Chunk], queue_for: QueueFor, index: IndexService | None, start: int,
-                 safe: int) -> None:
+    def __init__(self, chunks: list[_Chunk], queue_for: QueueFor | None, index: IndexService | None, start: int,
+                 safe: int, end: int) -> None:
+        """``queue_for`` None: check only (the store runs), never create, rebuild or append."""
         self.chunks = chunks
         self.queue_for = queue_for
         self.index = index
         self.index_done = index.end_phys() if index is not None else -1
         self.start = start
         self.safe = safe
+        self.end = end
+        self._damaged: list[np.ndarray] = []
         self.rebuilt = 0
         self.quarantined = 0
         self.last_ts = 0
@@ -197,7 +230,7 @@ class _Reconcile:
                 cq = by_name.get(name)
                 if cq is None:  # a queue first written past the safe offset, or a deleted topic's units
                     group = group[phys[group] >= self.safe]
-                    if not group.size:
+                    if not group.size or self.queue_for is None:
                         continue
                     cq = self.queue_for(*name)
                 checked.add(name)
@@ -245,6 +278,10 @@ class _Reconcile:
         todo = np.flatnonzero(units.phys > last)
         if not todo.size:
             return
+        if self.queue_for is None:
+            log.error("start-up check: %s:%d has no entries for %d units after commitlog offset %d "
+                      "(restart to rebuild them)", cq.topic, cq.queue_id, todo.size, last)
+            return
         u = units.take(todo)
         if cq.files.files:
             first = cq.max_offset
@@ -267,11 +304,12 @@ class _Reconcile:
         holding their queue offset; returns the commitlog offset of the last entry that points
         at one of the queue's units (-1 if none)."""
         e0 = cq.first_offset_at_or_after(self.start)
+        e1 = cq.first_offset_at_or_after(self.end)  # entries past the end are truncated or newer
         before = cq.get(e0 - 1, 1) if e0 > cq.min_offset else None
         last = int(before["phys"][0]) if before is not None and before.size else -1
-        if e0 >= cq.max_offset:
+        if e0 >= e1:
             return last
-        ent = cq.get(e0, cq.max_offset - e0)
+        ent = cq.get(e0, e1 - e0)
         n = units.phys.size
         at = np.minimum(np.searchsorted(units.phys, ent["phys"]), max(n - 1, 0))
         if n:
@@ -313,9 +351,14 @@ class _Reconcile:
         if not offsets.size:
             return
         self.quarantined += int(offsets.size)
+        self._damaged.append(np.asarray(phys, dtype=np.int64))
         shown = ", ".join(f"{int(o)}@{int(p)}" for o, p in zip(offsets[:20].tolist(), phys[:20].tolist(), strict=True))
         log.warning("recovery: %s:%d: %d %s quarantined, never served (queue offset@commitlog offset: %s%s)",
                     cq.topic, cq.queue_id, offsets.size, why, shown, ", ..." if offsets.size > 20 else "")
+
+    def damaged(self) -> np.ndarray:
+        """Commitlog offsets of the damaged units found (each once)."""
+        return np.unique(np.concatenate(self._damaged)) if self._damaged else np.zeros(0, dtype=np.int64)
 
     def _report_unreadable(self) -> None:
         """Log units whose queue cannot be read; count those past the safe offset (the entries of
@@ -324,6 +367,7 @@ class _Reconcile:
             bad = np.flatnonzero(~ch.readable)
             if bad.size:
                 self.quarantined += int(np.count_nonzero(ch.starts[bad] + ch.mf.file_from_offset >= self.safe))
+                self._damaged.append(ch.starts[bad] + ch.mf.file_from_offset)
                 log.warning("recovery: %s: %d units with inconsistent lengths skipped, never served (positions %s)",
                             ch.mf.path.name, bad.size, ch.starts[bad[:20]].tolist())
 
@@ -374,7 +418,7 @@ def _safe_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
     return safe
 
 
-def _check_from(commitlog: CommitLog, safe: int, abnormal: bool, check_files: int) -> int:
+def check_from(commitlog: CommitLog, safe: int, abnormal: bool, check_files: int) -> int:
     """Start of the checked region: the last ``check_files`` commitlog files, after a crash also
     the whole file holding the last byte below the safe offset (as RocketMQ re-checks it), and
     everything past the safe offset."""
