@@ -225,6 +225,22 @@ def at_every_byte(data: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
     return np.ndarray((max(data.size - dtype.itemsize + 1, 0),), dtype=dtype, buffer=data, strides=(1,))
 
 
+def ranges_equal(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, value: bytes) -> np.ndarray:
+    """Whether each ``[start, end)`` of ``buf`` holds exactly ``value`` (a topic name): compared 8
+    bytes at a time, a few gathers rather than one per byte, the last word overlapping."""
+    width = len(value)
+    ok = ((ends - starts) == width) & (starts + width <= buf.size)
+    at = np.where(ok, starts, 0)  # never gather past the buffer
+    if width >= 8:
+        words = at_every_byte(buf, "<u8")
+        for k in [*range(0, width - 7, 8), width - 8]:
+            ok &= words[at + k] == int.from_bytes(value[k:k + 8], "little")
+    else:
+        for k in range(width):
+            ok &= buf[at + k] == value[k]
+    return ok
+
+
 def gather_records(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The ``dtype`` records at offsets ``at``, gathered as opaque items (a plain memcpy each,
     several times faster than gathering structured records field by field), then viewed."""

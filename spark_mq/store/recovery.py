@@ -34,7 +34,7 @@ import numpy as np
 
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.java_hash import java_hash, java_hashes
-from spark_mq.common.message_unit import UnitColumns, decode_units, follow_chain, unit_faults
+from spark_mq.common.message_unit import UnitColumns, decode_units, follow_chain, ranges_equal, unit_faults
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
@@ -63,7 +63,7 @@ class RecoveryReport:
 
 @dataclass(frozen=True)
 class _Units:
-    """The readable units of one queue in the region, commitlog order."""
+    """Readable units of the region (all, or one queue's), commitlog order."""
 
     chunk_of: np.ndarray  # which _Chunk
     row_of: np.ndarray  # row in that chunk's decoded columns
@@ -71,6 +71,8 @@ class _Units:
     qoff: np.ndarray
     size: np.ndarray
     damaged: np.ndarray
+    qid: np.ndarray
+    ts: np.ndarray
 
     def take(self, rows: np.ndarray) -> _Units:
         return _Units(*(getattr(self, f.name)[rows] for f in fields(self)))
@@ -214,75 +216,88 @@ class _Reconcile:
         self.last_ts = 0
 
     def run(self, loaded: list[ConsumeQueue]) -> None:
-        by_name = {(cq.topic, cq.queue_id): cq for cq in loaded}
-        checked: set[tuple[str, int]] = set()
-        rows = self._rows()
-        if rows is not None:
-            key, topics, chunk_of, row_of, phys, qoff, size, damaged, ts = rows
-            if ts.size:
-                self.last_ts = int(ts.max())
+        """Check every loaded queue's entries into the region (no per-unit hashing: entries find
+        their units by commitlog offset), then give the units no entry points at to their
+        queues (replay past the safe offset, lost consume queue tails)."""
+        u = self._units()
+        if u.ts.size:
+            self.last_ts = int(u.ts.max())
+        referenced = np.zeros(u.phys.size, dtype=bool)
+        last = {(cq.topic, cq.queue_id): self._check_entries(cq, u, referenced) for cq in loaded}
+        rest = np.flatnonzero(~referenced)
+        if rest.size:
+            by_name = {(cq.topic, cq.queue_id): cq for cq in loaded}
             lost = int(sum(int((~c.readable).sum()) for c in self.chunks))
+            key, topics = self._queue_keys(u, rest)
             order = np.argsort(key, kind="stable")  # by queue, commitlog order within
             for group in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
-                if not group.size:
-                    continue
                 name = (topics[int(key[group[0]])], int(key[group[0]] & 0xFFFFFFFF))
+                rows = rest[group]
                 cq = by_name.get(name)
                 if cq is None:  # a queue first written past the safe offset, or a deleted topic's units
-                    group = group[phys[group] >= self.safe]
-                    if not group.size or self.queue_for is None:
+                    rows = rows[u.phys[rows] >= self.safe]
+                    if not rows.size or self.queue_for is None:
                         continue
-                    cq = self.queue_for(*name)
-                checked.add(name)
-                self._queue(cq, _Units(chunk_of[group], row_of[group], phys[group], qoff[group], size[group],
-                                       damaged[group]), lost)
-        empty = _Units(*(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=bool))
-        for name, cq in by_name.items():
-            if name not in checked:
-                self._queue(cq, empty, 0)
+                    cq = by_name[name] = self.queue_for(*name)
+                rows = rows[u.phys[rows] > last.get(name, -1)]  # older ones: units no entry wants (deleted topic)
+                if rows.size:
+                    self._append(cq, u.take(rows), lost)
         self._report_unreadable()
 
     # -- the units of the region as columns -------------------------------------------------
-    def _rows(self) -> tuple | None:
+    def _units(self) -> _Units:
         parts = []
-        topics: dict[int, str] = {}
         for c, ch in enumerate(self.chunks):
             at = np.flatnonzero(ch.readable)
             if not at.size:
                 continue
-            buf = ch.mf.buf
-            cols = ch.cols = decode_units(buf, ch.starts[at])
+            cols = ch.cols = decode_units(ch.mf.buf, ch.starts[at])
             head = cols.header
-            qids = head["queue_id"].astype(np.int64)
-            topic_hash = java_hashes(buf, cols.topic_start, cols.topic_end).astype(np.int64)
-            key = (topic_hash << 32) | qids
-            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            _check_no_collision(buf, cols, first, inverse)
-            for i in first.tolist():
-                name = bytes(buf[cols.topic_start[i]:cols.topic_end[i]])
-                topics.setdefault(int(key[i]), name.decode("utf-8", "replace"))
-            parts.append((key, np.full(at.size, c, dtype=np.int64), np.arange(at.size, dtype=np.int64),
+            parts.append((np.full(at.size, c, dtype=np.int64), np.arange(at.size, dtype=np.int64),
                           ch.starts[at] + ch.mf.file_from_offset, head["queue_offset"].astype(np.int64),
-                          head["total_size"].astype(np.int64), ch.damaged[at],
+                          head["total_size"].astype(np.int64), ch.damaged[at], head["queue_id"].astype(np.int64),
                           head["store_timestamp"].astype(np.int64)))
         if not parts:
-            return None
-        cols = [np.concatenate(col) for col in zip(*parts, strict=True)]
-        return cols[0], topics, *cols[1:]
+            return _Units(*(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=bool),
+                          *(np.zeros(0, dtype=np.int64) for _ in range(2)))
+        return _Units(*(np.concatenate(col) for col in zip(*parts, strict=True)))
+
+    def _queue_keys(self, u: _Units, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
+        """(topic hash << 32 | queue id) of the units at ``rows``, and the topic of each key."""
+        key = np.zeros(rows.size, dtype=np.int64)
+        topics: dict[int, str] = {}
+        for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(u.chunk_of[rows])) + 1):
+            ch = self.chunks[int(u.chunk_of[rows[part[0]]])]
+            assert ch.cols is not None
+            cols = ch.cols.take(u.row_of[rows[part]])
+            topic_hash = java_hashes(ch.mf.buf, cols.topic_start, cols.topic_end).astype(np.int64)
+            key[part] = (topic_hash << 32) | u.qid[rows[part]]
+            _, first, inverse = np.unique(key[part], return_index=True, return_inverse=True)
+            _check_no_collision(ch.mf.buf, cols, first, inverse)
+            for i in first.tolist():
+                name = bytes(ch.mf.buf[cols.topic_start[i]:cols.topic_end[i]])
+                topics.setdefault(int(key[part][i]), name.decode("utf-8", "replace"))
+        return key, topics
+
+    def _topic_is(self, u: _Units, rows: np.ndarray, topic: bytes) -> np.ndarray:
+        """Whether the units at ``rows`` carry ``topic``."""
+        ok = np.zeros(rows.size, dtype=bool)
+        for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(u.chunk_of[rows])) + 1):
+            if not part.size:
+                continue
+            ch = self.chunks[int(u.chunk_of[rows[part[0]]])]
+            assert ch.cols is not None
+            at = u.row_of[rows[part]]
+            ok[part] = ranges_equal(ch.mf.buf, ch.cols.topic_start[at], ch.cols.topic_end[at], topic)
+        return ok
 
     # -- one queue ------------------------------------------------------------------------
-    def _queue(self, cq: ConsumeQueue, units: _Units, lost: int) -> None:
-        """Check ``cq``'s entries that point into the region against its units there
-        (commitlog order), then append entries for its units past its last good entry."""
-        last = self._check_entries(cq, units)
-        todo = np.flatnonzero(units.phys > last)
-        if not todo.size:
-            return
+    def _append(self, cq: ConsumeQueue, u: _Units, lost: int) -> None:
+        """Entries for units of ``cq`` past its last entry (commitlog order)."""
         if self.queue_for is None:
-            log.error("start-up check: %s:%d has no entries for %d units after commitlog offset %d "
-                      "(restart to rebuild them)", cq.topic, cq.queue_id, todo.size, last)
+            log.error("start-up check: %s:%d has no entries for %d units from commitlog offset %d "
+                      "(restart to rebuild them)", cq.topic, cq.queue_id, u.phys.size, int(u.phys[0]))
             return
-        u = units.take(todo)
         if cq.files.files:
             first = cq.max_offset
         else:  # a new queue (or one whose files are all gone) starts where its units say
@@ -299,10 +314,10 @@ class _Reconcile:
         self.rebuilt += rows.size
         self._log_quarantined(cq, first + np.flatnonzero(quar), u.phys[rows][quar], "damaged units")
 
-    def _check_entries(self, cq: ConsumeQueue, units: _Units) -> int:
+    def _check_entries(self, cq: ConsumeQueue, u: _Units, referenced: np.ndarray) -> int:
         """Quarantine entries pointing into the region at anything but an intact unit of the queue
-        holding their queue offset; returns the commitlog offset of the last entry that points
-        at one of the queue's units (-1 if none)."""
+        holding their queue offset, and mark the units they point at as ``referenced``; returns
+        the commitlog offset of the last entry that points at one of the queue's units (-1)."""
         e0 = cq.first_offset_at_or_after(self.start)
         e1 = cq.first_offset_at_or_after(self.end)  # entries past the end are truncated or newer
         before = cq.get(e0 - 1, 1) if e0 > cq.min_offset else None
@@ -310,11 +325,13 @@ class _Reconcile:
         if e0 >= e1:
             return last
         ent = cq.get(e0, e1 - e0)
-        n = units.phys.size
-        at = np.minimum(np.searchsorted(units.phys, ent["phys"]), max(n - 1, 0))
+        n = u.phys.size
+        at = np.minimum(np.searchsorted(u.phys, ent["phys"]), max(n - 1, 0))
         if n:
-            hit = (units.phys[at] == ent["phys"]) & (units.size[at] == ent["size"])
-            good = hit & ~units.damaged[at] & (units.qoff[at] == e0 + np.arange(ent.size))
+            hit = (u.phys[at] == ent["phys"]) & (u.size[at] == ent["size"]) & (u.qid[at] == cq.queue_id)
+            hit[hit] = self._topic_is(u, at[hit], cq.topic.encode())
+            referenced[at[hit]] = True
+            good = hit & ~u.damaged[at] & (u.qoff[at] == e0 + np.arange(ent.size))
         else:
             hit = good = np.zeros(ent.size, dtype=bool)
         bad = np.flatnonzero(~good)
