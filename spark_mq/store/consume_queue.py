@@ -47,6 +47,10 @@ class ConsumeQueue:
         self.entries_per_file = file_size // ENTRY_SIZE
         self.min_offset = 0  # first queue offset still served
         self.max_offset = 0  # next queue offset to be written
+        # whether reads must look for quarantined entries: set when entries are marked (those an
+        # earlier run marked count once this run's start-up check has seen them; until then reads
+        # check the units themselves)
+        self.has_quarantined = False
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic}:{self.queue_id} [{self.min_offset}, {self.max_offset}))"
@@ -108,6 +112,7 @@ class ConsumeQueue:
 
     def quarantine(self, queue_offsets: np.ndarray) -> None:
         """Mark the entries at ``queue_offsets`` (all below ``max_offset``) as never to be served."""
+        self.has_quarantined |= bool(queue_offsets.size)
         for mf in self.files.files:
             first = mf.file_from_offset // ENTRY_SIZE
             mine = queue_offsets[(queue_offsets >= first) & (queue_offsets < first + self.entries_per_file)]

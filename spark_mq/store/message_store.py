@@ -405,8 +405,10 @@ class MessageStore:
             first = int(np.searchsorted(phys, self.commitlog.min_offset()))
         if tag_codes:
             candidates = first + np.flatnonzero(np.isin(ent["tag"][first:], np.fromiter(tag_codes, dtype=np.int64)))
-        else:
+        elif cq.has_quarantined:
             candidates = first + np.flatnonzero(ent["tag"][first:] != QUARANTINED_TAG)
+        else:
+            candidates = np.arange(first, ent.size)
         picked = candidates[:max_count]
         if picked.size and int(sizes[picked].sum()) > max_bytes:
             within = np.cumsum(sizes[picked]) <= max_bytes

@@ -37,7 +37,7 @@ from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.message_unit import UnitColumns, decode_units, follow_chain, ranges_equal, unit_faults
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
-from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
+from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.dispatch import QueueFor, dispatch_info
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.mapped_file import MappedFile
@@ -308,9 +308,9 @@ class _Reconcile:
             rows, quar = np.arange(n), np.zeros(n, dtype=bool)  # the usual case
         else:
             rows, quar = _positions(u.qoff, u.damaged, first, lost)
-        tags = self._tags(u.chunk_of[rows], u.row_of[rows], u.phys[rows], cq.topic)
-        tags[quar] = QUARANTINED_TAG
-        cq.put_batch(first, u.phys[rows], u.size[rows], tags)
+        cq.put_batch(first, u.phys[rows], u.size[rows], self._tags(u.chunk_of[rows], u.row_of[rows], u.phys[rows],
+                                                                     cq.topic))
+        cq.quarantine(first + np.flatnonzero(quar))
         self.rebuilt += rows.size
         self._log_quarantined(cq, first + np.flatnonzero(quar), u.phys[rows][quar], "damaged units")
 
@@ -336,7 +336,7 @@ class _Reconcile:
             hit = good = np.zeros(ent.size, dtype=bool)
         bad = np.flatnonzero(~good)
         if bad.size:
-            cq.quarantine(e0 + bad[ent["tag"][bad] != QUARANTINED_TAG])
+            cq.quarantine(e0 + bad)
             self._log_quarantined(cq, e0 + bad, ent["phys"][bad], "entries without an intact unit")
         hit = np.flatnonzero(hit)
         return int(ent["phys"][hit[-1]]) if hit.size else last
