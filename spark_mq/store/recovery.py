@@ -27,14 +27,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.java_hash import java_hash, java_hashes
-from spark_mq.common.message_unit import UnitColumns, decode_units, follow_chain, ranges_equal, unit_faults
+from spark_mq.common.message_unit import (
+    HEADER,
+    HEADER_SIZE,
+    at_every_byte,
+    decode_units,
+    follow_chain,
+    ranges_equal,
+    unit_faults,
+)
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
@@ -45,6 +53,10 @@ from spark_mq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
+_BODY_LENGTH_AT = HEADER.fields["body_length"][1]
+_QUEUE_ID_AT = HEADER.fields["queue_id"][1]
+_QUEUE_OFFSET_AT = HEADER.fields["queue_offset"][1]
+_STORE_TIMESTAMP_AT = HEADER.fields["store_timestamp"][1]
 
 
 @dataclass(frozen=True)
@@ -66,13 +78,15 @@ class _Units:
     """Readable units of the region (all, or one queue's), commitlog order."""
 
     chunk_of: np.ndarray  # which _Chunk
-    row_of: np.ndarray  # row in that chunk's decoded columns
+    pos: np.ndarray  # position in that chunk's file
     phys: np.ndarray
     qoff: np.ndarray
     size: np.ndarray
     damaged: np.ndarray
     qid: np.ndarray
     ts: np.ndarray
+    topic_start: np.ndarray  # in the file
+    topic_end: np.ndarray
 
     def take(self, rows: np.ndarray) -> _Units:
         return _Units(*(getattr(self, f.name)[rows] for f in fields(self)))
@@ -86,7 +100,6 @@ class _Chunk:
     starts: np.ndarray  # positions in the file
     damaged: np.ndarray  # bool per unit
     readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be read
-    cols: UnitColumns | None = None  # the readable units, decoded
 
 
 def recover(
@@ -246,30 +259,40 @@ class _Reconcile:
 
     # -- the units of the region as columns -------------------------------------------------
     def _units(self) -> _Units:
+        """The readable units of every chunk: the few header fields reconciling needs, gathered
+        one column at a time (cheaper than decoding whole headers)."""
         parts = []
         for c, ch in enumerate(self.chunks):
-            at = np.flatnonzero(ch.readable)
-            if not at.size:
+            pos = ch.starts[ch.readable]
+            if not pos.size:
                 continue
-            cols = ch.cols = decode_units(ch.mf.buf, ch.starts[at])
-            head = cols.header
-            parts.append((np.full(at.size, c, dtype=np.int64), np.arange(at.size, dtype=np.int64),
-                          ch.starts[at] + ch.mf.file_from_offset, head["queue_offset"].astype(np.int64),
-                          head["total_size"].astype(np.int64), ch.damaged[at], head["queue_id"].astype(np.int64),
-                          head["store_timestamp"].astype(np.int64)))
+            buf = ch.mf.buf
+            i4, i8 = at_every_byte(buf, ">i4"), at_every_byte(buf, ">i8")
+            topic_start = pos + HEADER_SIZE + i4[pos + _BODY_LENGTH_AT] + 1
+            parts.append((np.full(pos.size, c, dtype=np.int64), pos, pos + ch.mf.file_from_offset,
+                          i8[pos + _QUEUE_OFFSET_AT].astype(np.int64), i4[pos].astype(np.int64),
+                          ch.damaged[ch.readable], i4[pos + _QUEUE_ID_AT].astype(np.int64),
+                          i8[pos + _STORE_TIMESTAMP_AT].astype(np.int64), topic_start,
+                          topic_start + buf[topic_start - 1]))
         if not parts:
-            return _Units(*(np.zeros(0, dtype=np.int64) for _ in range(5)), np.zeros(0, dtype=bool),
-                          *(np.zeros(0, dtype=np.int64) for _ in range(2)))
+            none = np.zeros(0, dtype=np.int64)
+            return _Units(none, none, none, none, none, np.zeros(0, dtype=bool), none, none, none, none)
+        if len(parts) == 1:
+            return _Units(*parts[0])
         return _Units(*(np.concatenate(col) for col in zip(*parts, strict=True)))
+
+    def _by_chunk(self, u: _Units, rows: np.ndarray) -> Iterator[tuple[_Chunk, np.ndarray]]:
+        """``rows`` (indexes into ``u``, commitlog order) split by the chunk they are in."""
+        for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(u.chunk_of[rows])) + 1):
+            if part.size:
+                yield self.chunks[int(u.chunk_of[rows[part[0]]])], part
 
     def _queue_keys(self, u: _Units, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
         """(topic hash << 32 | queue id) of the units at ``rows``, and the topic of each key."""
         key = np.zeros(rows.size, dtype=np.int64)
         topics: dict[int, str] = {}
-        for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(u.chunk_of[rows])) + 1):
-            ch = self.chunks[int(u.chunk_of[rows[part[0]]])]
-            assert ch.cols is not None
-            cols = ch.cols.take(u.row_of[rows[part]])
+        for ch, part in self._by_chunk(u, rows):
+            cols = decode_units(ch.mf.buf, u.pos[rows[part]])
             topic_hash = java_hashes(ch.mf.buf, cols.topic_start, cols.topic_end).astype(np.int64)
             key[part] = (topic_hash << 32) | u.qid[rows[part]]
             _, first, inverse = np.unique(key[part], return_index=True, return_inverse=True)
@@ -282,13 +305,8 @@ class _Reconcile:
     def _topic_is(self, u: _Units, rows: np.ndarray, topic: bytes) -> np.ndarray:
         """Whether the units at ``rows`` carry ``topic``."""
         ok = np.zeros(rows.size, dtype=bool)
-        for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(u.chunk_of[rows])) + 1):
-            if not part.size:
-                continue
-            ch = self.chunks[int(u.chunk_of[rows[part[0]]])]
-            assert ch.cols is not None
-            at = u.row_of[rows[part]]
-            ok[part] = ranges_equal(ch.mf.buf, ch.cols.topic_start[at], ch.cols.topic_end[at], topic)
+        for ch, part in self._by_chunk(u, rows):
+            ok[part] = ranges_equal(ch.mf.buf, u.topic_start[rows[part]], u.topic_end[rows[part]], topic)
         return ok
 
     # -- one queue ------------------------------------------------------------------------
@@ -308,8 +326,7 @@ class _Reconcile:
             rows, quar = np.arange(n), np.zeros(n, dtype=bool)  # the usual case
         else:
             rows, quar = _positions(u.qoff, u.damaged, first, lost)
-        cq.put_batch(first, u.phys[rows], u.size[rows], self._tags(u.chunk_of[rows], u.row_of[rows], u.phys[rows],
-                                                                     cq.topic))
+        cq.put_batch(first, u.phys[rows], u.size[rows], self._tags(u, rows, cq.topic))
         cq.quarantine(first + np.flatnonzero(quar))
         self.rebuilt += rows.size
         self._log_quarantined(cq, first + np.flatnonzero(quar), u.phys[rows][quar], "damaged units")
@@ -341,26 +358,24 @@ class _Reconcile:
         hit = np.flatnonzero(hit)
         return int(ent["phys"][hit[-1]]) if hit.size else last
 
-    def _tags(self, chunk_of: np.ndarray, row_of: np.ndarray, phys: np.ndarray, topic: str) -> np.ndarray:
-        """Tag codes of units (one queue's, commitlog order), adding index entries for those not
-        yet indexed."""
-        tags = np.zeros(row_of.size, dtype=np.int64)
+    def _tags(self, u: _Units, rows: np.ndarray, topic: str) -> np.ndarray:
+        """Tag codes of the units at ``rows`` (one queue's, commitlog order), adding index entries
+        for those not yet indexed."""
+        tags = np.zeros(rows.size, dtype=np.int64)
         prefix = java_hash(topic + "#")
-        bounds = np.flatnonzero(np.diff(chunk_of)) + 1
-        for part in np.split(np.arange(row_of.size), bounds):
-            if not part.size:
-                continue
-            ch = self.chunks[int(chunk_of[part[0]])]
-            assert ch.cols is not None
-            cols = ch.cols.take(row_of[part])
-            need_keys = self.index is not None and int(phys[part[-1]]) > self.index_done
+        repeat = np.zeros(rows.size, dtype=bool)  # a unit standing in for lost ones: indexed once
+        repeat[1:] = rows[1:] == rows[:-1]
+        for ch, part in self._by_chunk(u, rows):
+            cols = decode_units(ch.mf.buf, u.pos[rows[part]])
+            phys = u.phys[rows[part]]
+            need_keys = self.index is not None and int(phys[-1]) > self.index_done
             info = dispatch_info(ch.mf.buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
             tags[part] = info.tag_codes
             if need_keys and info.key_rows.size:
                 assert self.index is not None
-                key_phys = phys[part][info.key_rows]
-                todo = key_phys > self.index_done
-                ts = cols.header["store_timestamp"].astype(np.int64)[info.key_rows]
+                key_phys = phys[info.key_rows]
+                todo = (key_phys > self.index_done) & ~repeat[part][info.key_rows]
+                ts = u.ts[rows[part]][info.key_rows]
                 self.index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
         return tags
 
