@@ -1,7 +1,7 @@
 """``MessageStore``: the facade the broker talks to.
 
 Layout under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
-``index/``, ``checkpoint``, ``abort``, ``lock`` and ``config/*.json``.
+``index/``, ``checkpoint``, ``abort``, ``lock``, ``cleanstop`` (see ``clean_stop``) and ``config/*.json``.
 
 Dispatch (consume queue and index entries) runs in batched passes, see ``dispatch.py``: on a
 background thread, before every read, and from a put once the backlog passes

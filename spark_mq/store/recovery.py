@@ -232,6 +232,8 @@ class _Reconcile:
         """Check every loaded queue's entries into the region (no per-unit hashing: entries find
         their units by commitlog offset), then give the units no entry points at to their
         queues (replay past the safe offset, lost consume queue tails)."""
+        if self.start >= self.end:
+            return  # nothing checked (a clean start checking in the background): no binary search per queue
         u = self._units()
         if u.ts.size:
             self.last_ts = int(u.ts.max())
