@@ -101,6 +101,7 @@ class MessageStore:
         self._checked_from = 0
         self.startup_check: threading.Thread | None = None  # the background check after a clean stop
         self._stop_check = threading.Event()
+        self._rebuild_next_start = False  # the background check found what only a start can repair
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -188,8 +189,9 @@ class MessageStore:
         with self._put_lock:
             self._checkpoint_now()
             try:
-                write_clean_stop(self.root / CLEAN_STOP, self.commitlog.max_offset(), self.queues.values())
-            except OSError as e:  # the next start then checks before serving
+                if not self._rebuild_next_start:  # without the record the next start checks and rebuilds first
+                    write_clean_stop(self.root / CLEAN_STOP, self.commitlog.max_offset(), self.queues.values())
+            except OSError as e:
                 log.warning("store: cannot record the clean stop: %s", e)
             self.abort_path.unlink(missing_ok=True)
             self._close_files()
@@ -218,8 +220,8 @@ class MessageStore:
         if self._stop_check.wait(STARTUP_CHECK_DELAY_S):
             return
         try:
-            damaged = check_region(self.commitlog, list(self.queues.values()), start, end,
-                                   self.config.check_crc_on_recover, self._stop_check)
+            damaged, self._rebuild_next_start = check_region(self.commitlog, list(self.queues.values()), start, end,
+                                                             self.config.check_crc_on_recover, self._stop_check)
         except (LookupError, ValueError, OSError) as e:  # e.g. retention deleted a file being checked
             log.warning("store: start-up check of commitlog [%d, %d) stopped: %s; reads keep checking those units",
                         start, end, e)

@@ -139,23 +139,25 @@ def recover(
 def check_region(
     commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, end: int, check_crc: bool,
     stop: threading.Event,
-) -> np.ndarray:
+) -> tuple[np.ndarray, bool]:
     """The checks of ``recover`` over ``[start, end)`` while the store runs (after a clean stop
     whose queues all ended where they had, see ``clean_stop``): damaged units and wrong entries
     are quarantined, nothing is rebuilt or truncated. Returns the commitlog offsets of the
-    damaged units found (an early return when ``stop`` is set)."""
+    damaged units found and whether something needs the next start's rebuild (a broken chain,
+    units without entries); an early return when ``stop`` is set."""
     t0 = time.perf_counter()
     chunks, _, reason = _walk(commitlog, start, end, check_crc, stop)
     if stop.is_set():
-        return np.zeros(0, dtype=np.int64)
-    if reason not in ("blank", "end", "zero", "empty"):
-        log.error("start-up check: the commitlog unit chain breaks before %d: %s (restart to truncate there)",
+        return np.zeros(0, dtype=np.int64), False
+    broken = reason not in ("blank", "end", "zero", "empty")
+    if broken:
+        log.error("start-up check: the commitlog unit chain breaks before %d: %s (the next start truncates there)",
                   end, reason)
     rec = _Reconcile(chunks, None, None, start, end, end)
     rec.run(list(queues))
     log.info("start-up check of commitlog [%d, %d): %d units, %d quarantined, %.2f s", start, end,
              sum(c.starts.size for c in chunks), rec.quarantined, time.perf_counter() - t0)
-    return rec.damaged()
+    return rec.damaged(), broken or rec.unrepaired > 0
 
 
 def _walk(
@@ -225,6 +227,7 @@ class _Reconcile:
         self.end = end
         self._damaged: list[np.ndarray] = []
         self.rebuilt = 0
+        self.unrepaired = 0  # units a check-only pass found without entries
         self.quarantined = 0
         self.last_ts = 0
 
@@ -316,7 +319,8 @@ class _Reconcile:
         """Entries for units of ``cq`` past its last entry (commitlog order)."""
         if self.queue_for is None:
             log.error("start-up check: %s:%d has no entries for %d units from commitlog offset %d "
-                      "(restart to rebuild them)", cq.topic, cq.queue_id, u.phys.size, int(u.phys[0]))
+                      "(the next start rebuilds them)", cq.topic, cq.queue_id, u.phys.size, int(u.phys[0]))
+            self.unrepaired += u.phys.size
             return
         if cq.files.files:
             first = cq.max_offset

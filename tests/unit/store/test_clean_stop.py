@@ -4,6 +4,8 @@ consume queue that changed while the broker was down makes the start check befor
 
 from __future__ import annotations
 
+import json
+
 from unit_helpers import tiny_config
 
 from spark_mq.common.message import MessageBatch
@@ -63,5 +65,29 @@ def test_a_consume_queue_that_lost_entries_is_rebuilt_before_serving(tmp_path):
         assert store.get_max_offset(TOPIC, 1) == 40
         res = store.get_messages(TOPIC, 1, 30, 100)
         assert res.count == 10 and res.next_begin_offset == 40
+    finally:
+        store.shutdown()
+
+
+def test_what_the_background_check_cannot_repair_is_rebuilt_by_the_next_start(tmp_path):
+    _filled(tmp_path)
+    cq = tmp_path / "consumequeue" / TOPIC / "1" / file_name(0)
+    with open(cq, "r+b") as f:
+        f.seek(30 * ENTRY_SIZE)
+        f.write(bytes(10 * ENTRY_SIZE))
+    record = json.loads((tmp_path / FILE_NAME).read_text())  # a record that agrees with the damage
+    record["queues"] = [[t, q, 30 if q == 1 else m] for t, q, m in record["queues"]]
+    (tmp_path / FILE_NAME).write_text(json.dumps(record))
+    store = MessageStore(tiny_config(tmp_path)).start()
+    try:
+        assert store.startup_check is not None and store.get_max_offset(TOPIC, 1) == 30
+        store.startup_check.join(30)
+    finally:
+        store.shutdown()
+    assert not (tmp_path / FILE_NAME).exists(), "no record: the next start must check first"
+    store = MessageStore(tiny_config(tmp_path)).start()
+    try:
+        assert store.startup_check is None and store.recovery.units_replayed == 10
+        assert store.get_max_offset(TOPIC, 1) == 40
     finally:
         store.shutdown()
