@@ -52,12 +52,16 @@ def test_a_crash_after_the_record_was_written_checks_before_serving(tmp_path):
         store.shutdown()
 
 
-def test_a_consume_queue_that_lost_entries_is_rebuilt_before_serving(tmp_path):
-    _filled(tmp_path)
-    cq = tmp_path / "consumequeue" / TOPIC / "1" / file_name(0)
-    with open(cq, "r+b") as f:
+def _zero_last_ten_entries(root) -> None:
+    """Queue 1 loses the entries of its last 10 messages (its 40 fill a consume queue file's start)."""
+    with open(root / "consumequeue" / TOPIC / "1" / file_name(0), "r+b") as f:
         f.seek(30 * ENTRY_SIZE)
         f.write(bytes(10 * ENTRY_SIZE))
+
+
+def test_a_consume_queue_that_lost_entries_is_rebuilt_before_serving(tmp_path):
+    _filled(tmp_path)
+    _zero_last_ten_entries(tmp_path)
     store = MessageStore(tiny_config(tmp_path)).start()
     try:
         assert store.startup_check is None
@@ -71,10 +75,7 @@ def test_a_consume_queue_that_lost_entries_is_rebuilt_before_serving(tmp_path):
 
 def test_what_the_background_check_cannot_repair_is_rebuilt_by_the_next_start(tmp_path):
     _filled(tmp_path)
-    cq = tmp_path / "consumequeue" / TOPIC / "1" / file_name(0)
-    with open(cq, "r+b") as f:
-        f.seek(30 * ENTRY_SIZE)
-        f.write(bytes(10 * ENTRY_SIZE))
+    _zero_last_ten_entries(tmp_path)
     record = json.loads((tmp_path / FILE_NAME).read_text())  # a record that agrees with the damage
     record["queues"] = [[t, q, 30 if q == 1 else m] for t, q, m in record["queues"]]
     (tmp_path / FILE_NAME).write_text(json.dumps(record))
