@@ -145,6 +145,9 @@ class BrokerMetrics:
             family.add_metric([feature], count)
         yield family
         if self._store is not None:
+            # damaged units quarantined at start-up or skipped by reads
+            yield CounterMetricFamily("spark_mq_store_corrupt_units", "Damaged commitlog units found and never served",
+                                      value=self._store.corrupt_units)
             retention = self._store.retention
             family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
                                          "Retention runs that kept a commitlog file holding messages not yet archived",

@@ -82,6 +82,7 @@ class BrokerConfig(ServerChannelConfig):
     sync_flush_timeout: int = 5000  # ms
     # recovery
     check_crc_on_recover: bool = True
+    check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
     # retention
     file_reserved_time: int = 72  # hours
     delete_when: str = "04"  # hours of day, ';'-separated

@@ -72,6 +72,9 @@ QUEUE_OFFSET_OFFSET = HEADER.fields["queue_offset"][1]
 SIZE_MAGIC = struct.Struct(">ii")
 _SIZE_MAGIC_RECORD = np.dtype([("total_size", ">i4"), ("magic", ">i4")])  # how every unit begins
 _MAGIC_AT = HEADER.fields["magic"][1]
+_BODY_CRC_AT = HEADER.fields["body_crc"][1]
+_QUEUE_ID_AT = HEADER.fields["queue_id"][1]
+_PHYS_AT = HEADER.fields["physical_offset"][1]
 _MAGIC_FIRST_BYTE = MESSAGE_MAGIC.to_bytes(4, "big", signed=True)[0]
 _SCAN_CHUNK = 1 << 22  # bytes tested per numpy call when searching a buffer (see byte_positions)
 _HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")  # HEADER as one struct, for a lone message
@@ -222,6 +225,22 @@ def at_every_byte(data: np.ndarray, dtype: np.dtype | str) -> np.ndarray:
     return np.ndarray((max(data.size - dtype.itemsize + 1, 0),), dtype=dtype, buffer=data, strides=(1,))
 
 
+def ranges_equal(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, value: bytes) -> np.ndarray:
+    """Whether each ``[start, end)`` of ``buf`` holds exactly ``value`` (a topic name): compared 8
+    bytes at a time, a few gathers rather than one per byte, the last word overlapping."""
+    width = len(value)
+    ok = ((ends - starts) == width) & (starts + width <= buf.size)
+    at = np.where(ok, starts, 0)  # never gather past the buffer
+    if width >= 8:
+        words = at_every_byte(buf, "<u8")
+        for k in [*range(0, width - 7, 8), width - 8]:
+            ok &= words[at + k] == int.from_bytes(value[k:k + 8], "little")
+    else:
+        for k in range(width):
+            ok &= buf[at + k] == value[k]
+    return ok
+
+
 def gather_records(data: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The ``dtype`` records at offsets ``at``, gathered as opaque items (a plain memcpy each,
     several times faster than gathering structured records field by field), then viewed."""
@@ -288,6 +307,29 @@ def walk_units(
     Phase one follows the TOTALSIZE chain (the one inherently sequential step); phase two
     checks every unit's internal lengths with numpy and its body CRC with C-level maps.
     """
+    chain = follow_chain(mv, start, limit, max_units)
+    starts = chain.starts
+    if not starts.size:
+        return chain
+    buf = np.frombuffer(mv, dtype=np.uint8)
+    body_start, body_end, consistent = _check_lengths(buf, starts, np.append(starts[1:], chain.end))
+    bad = np.flatnonzero(~consistent)
+    first_bad = int(bad[0]) if bad.size else starts.size
+    why = f"unit at {int(starts[first_bad])} has inconsistent lengths" if bad.size else chain.reason
+    if check_crc and first_bad:
+        wrong = np.flatnonzero(crc_mismatch(mv, starts[:first_bad], body_start[:first_bad], body_end[:first_bad]))
+        if wrong.size:
+            first_bad = int(wrong[0])
+            why = f"unit at {int(starts[first_bad])} fails its body CRC"
+    if first_bad < starts.size:
+        return WalkResult(starts[:first_bad], int(starts[first_bad]), why)
+    return chain
+
+
+def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 62) -> WalkResult:
+    """The units whose TOTALSIZE/MAGICCODE chain leads from ``start`` towards ``limit`` (nothing
+    inside a unit is checked): stops at a blank or zero unit, a wrong magic, a size that does not
+    fit, or after ``max_units`` units (reason "max")."""
     found: list[int] = []
     append = found.append
     unpack = SIZE_MAGIC.unpack_from
@@ -308,31 +350,52 @@ def walk_units(
         pos += size
     else:
         reason = "max" if pos <= last else "end"
-    starts = np.array(found, dtype=np.int64)
-    if not found:
-        return WalkResult(starts, start, reason)
+    return WalkResult(np.array(found, dtype=np.int64), pos, reason)
+
+
+def crc_mismatch(mv: memoryview, starts: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
+    """Whether each unit's stored BODYCRC differs from its body's CRC (one C-level crc32 a unit)."""
     buf = np.frombuffer(mv, dtype=np.uint8)
-    ends = np.append(starts[1:], pos)
-    body_start, body_end, consistent = _check_lengths(buf, starts, ends)
-    bad = np.flatnonzero(~consistent)
-    first_bad = int(bad[0]) if bad.size else starts.size
-    why = f"unit at {int(starts[first_bad])} has inconsistent lengths" if bad.size else reason
-    if check_crc and first_bad:
-        crcs = np.fromiter(
-            map(zlib.crc32, map(mv.__getitem__, map(slice, body_start[:first_bad].tolist(),
-                                                    body_end[:first_bad].tolist()))),
-            dtype=np.int64,
-            count=first_bad,
-        ) & CRC_MASK
-        stored = _be_int(buf, starts[:first_bad] + HEADER.fields["body_crc"][1], 4)
-        wrong = np.flatnonzero(crcs != stored)
-        if wrong.size:
-            first_bad = int(wrong[0])
-            why = f"unit at {int(starts[first_bad])} fails its body CRC"
-    if first_bad < starts.size:
-        end = int(starts[first_bad])
-        return WalkResult(starts[:first_bad], end, why)
-    return WalkResult(starts, pos, reason)
+    crcs = np.fromiter(
+        map(zlib.crc32, map(mv.__getitem__, map(slice, body_start.tolist(), body_end.tolist()))),
+        dtype=np.int64,
+        count=starts.size,
+    ) & CRC_MASK
+    return crcs != _be_int(buf, starts + _BODY_CRC_AT, 4)
+
+
+def unit_faults(
+    mv: memoryview, starts: np.ndarray, end: int, base: int, check_crc: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(damaged, readable)`` per unit of a chain (``follow_chain``: ``starts`` and its ``end``) of a
+    buffer whose byte 0 is commitlog offset ``base``. Damaged although the chain holds: inner
+    lengths that do not add up (then not readable either: its topic cannot be located), a
+    PHYSICALOFFSET other than the unit's position, a negative QUEUEID, or (with ``check_crc``) a
+    wrong body CRC. All vectorised but the crc32 calls."""
+    buf = np.frombuffer(mv, dtype=np.uint8)
+    body_start, body_end, readable = _check_lengths(buf, starts, np.append(starts[1:], end))
+    damaged = ~readable
+    damaged |= at_every_byte(buf, ">i8")[starts + _PHYS_AT] != starts + base
+    damaged |= at_every_byte(buf, ">i4")[starts + _QUEUE_ID_AT] < 0
+    if check_crc:
+        damaged |= crc_mismatch(mv, starts, body_start, body_end)
+    return damaged, readable
+
+
+def served_faults(
+    data: bytes, sizes: np.ndarray, queue_id: int, queue_offsets: np.ndarray, phys: np.ndarray
+) -> np.ndarray:
+    """Which of the units back to back in ``data`` (a read's result) are damaged: a header other
+    than their consume queue entries promise (MAGICCODE, TOTALSIZE, QUEUEID, QUEUEOFFSET,
+    PHYSICALOFFSET), inner lengths that do not add up, or a wrong body CRC."""
+    starts = np.zeros(sizes.size, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    buf = np.frombuffer(data, dtype=np.uint8)
+    head = gather_records(buf, starts, HEADER)
+    bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
+           | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
+    body_start, body_end, readable = _check_lengths(buf, starts, starts + sizes)
+    return bad | ~readable | crc_mismatch(memoryview(data), starts, body_start, body_end)
 
 
 def _be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:

@@ -27,6 +27,7 @@ from spark_mq.common.message_unit import (
     SIZE_MAGIC,
     blank_unit,
     encode_batch,
+    unit_faults,
     unit_sizes,
 )
 from spark_mq.store.mapped_file_queue import MappedFileQueue
@@ -117,7 +118,8 @@ class CommitLog:
         return view if len(view) == size else None  # None if deleted meanwhile
 
     def read_unit(self, offset: int) -> bytes | None:
-        """The whole unit starting at ``offset`` (its size read from the unit itself)."""
+        """The whole unit starting at ``offset`` (its size read from the unit itself), if intact:
+        lengths, body CRC and PHYSICALOFFSET checked (a lookup is one unit, so the CRC is cheap)."""
         head = self.read(offset, 8)
         if head is None:
             return None
@@ -125,7 +127,11 @@ class CommitLog:
         if magic != MESSAGE_MAGIC or size < MIN_UNIT_SIZE:
             return None
         view = self.read(offset, size)
-        return None if view is None else bytes(view)
+        if view is None:
+            return None
+        unit = bytes(view)
+        damaged, _ = unit_faults(memoryview(unit), np.zeros(1, dtype=np.int64), size, offset, check_crc=True)
+        return None if damaged[0] else unit
 
     def read_units(self, offsets: np.ndarray, sizes: np.ndarray) -> bytes:
         """Concatenate many units into one buffer, copying each physically contiguous run once."""

@@ -6,6 +6,10 @@ Entry ``i`` (the message at queue offset ``i``) is 20 bytes at logical byte ``i 
     | commitlog offset (8) | size (4)    | tag hash code (8)    |
     +----------------------+-------------+----------------------+
 
+A quarantined entry (its unit failed a check at start-up) keeps its place, so its queue offset
+is never given to another message, but its tag hash is ``QUARANTINED_TAG``: no Java
+``String.hashCode`` (an int32) equals it, so reads skip the entry like a filtered-out tag.
+
 Files hold ``entries_per_file`` entries and are named by the logical byte offset of their
 first entry (RocketMQ ``ConsumeQueue``). Entries are read and written as numpy structured
 arrays over the mapping, a batch at a time.
@@ -28,6 +32,7 @@ from spark_mq.store.mapped_file_queue import MappedFileQueue
 
 ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
 ENTRY_SIZE = ENTRY.itemsize  # 20
+QUARANTINED_TAG = -(1 << 62)  # outside the int32 range of tag hash codes
 
 
 def _entries(mf: MappedFile) -> np.ndarray:
@@ -42,6 +47,10 @@ class ConsumeQueue:
         self.entries_per_file = file_size // ENTRY_SIZE
         self.min_offset = 0  # first queue offset still served
         self.max_offset = 0  # next queue offset to be written
+        # whether reads must look for quarantined entries: set when entries are marked (those an
+        # earlier run marked count once this run's start-up check has seen them; until then reads
+        # check the units themselves)
+        self.has_quarantined = False
 
     def __repr__(self) -> str:
         return f"ConsumeQueue({self.topic}:{self.queue_id} [{self.min_offset}, {self.max_offset}))"
@@ -100,6 +109,15 @@ class ConsumeQueue:
             mf.wrote_position = (slot + take) * ENTRY_SIZE
             done += take
             self.max_offset = logical + take
+
+    def quarantine(self, queue_offsets: np.ndarray) -> None:
+        """Mark the entries at ``queue_offsets`` (all below ``max_offset``) as never to be served."""
+        self.has_quarantined |= bool(queue_offsets.size)
+        for mf in self.files.files:
+            first = mf.file_from_offset // ENTRY_SIZE
+            mine = queue_offsets[(queue_offsets >= first) & (queue_offsets < first + self.entries_per_file)]
+            if mine.size:
+                _entries(mf)["tag"][mine - first] = QUARANTINED_TAG
 
     def _start_at(self, queue_offset: int) -> None:
         """First write into an empty queue at a non-zero offset (its earlier files are gone)."""
@@ -237,7 +255,7 @@ class ConsumeQueue:
         if not self.min_offset <= queue_offset < self.max_offset:
             return False
         entry = self.get(queue_offset, 1)
-        return entry.size == 1 and int(entry["phys"][0]) == phys
+        return entry.size == 1 and int(entry["phys"][0]) == phys and int(entry["tag"][0]) != QUARANTINED_TAG
 
     def close(self) -> None:
         self.files.close()

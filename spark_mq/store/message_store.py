@@ -1,8 +1,8 @@
 """``MessageStore``: the facade the broker talks to.
 
 Layout under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
-``index/``, ``checkpoint``, ``abort``, ``lock`` and ``config/*.json``, every path built by
-``store_path`` (which refuses one that would leave the root).
+``index/``, ``checkpoint``, ``abort``, ``lock``, ``cleanstop`` (see ``clean_stop``) and ``config/*.json``,
+every path built by ``store_path`` (which refuses one that would leave the root).
 
 Dispatch (consume queue and index entries) runs in batched passes, see ``dispatch.py``: on a
 background thread, before every read, and from a put once the backlog passes
@@ -38,18 +38,20 @@ from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
 from spark_mq.common.errors import DiskFullError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message
+from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_faults
 from spark_mq.store.checkpoint import Checkpoint
+from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
+from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
-from spark_mq.store.consume_queue import ConsumeQueue
+from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
 from spark_mq.store.disk_space import disk_full, free_bytes
 from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_file import index_file_size
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
-from spark_mq.store.recovery import RecoveryReport, rebuild, recover
+from spark_mq.store.recovery import RecoveryReport, check_from, check_region, rebuild, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import (
     ArchivedOffset,
@@ -79,6 +81,10 @@ DISK_CHECK_INTERVAL_S = 1.0  # while writes are refused for a full disk, how oft
 RESERVED_QUEUE_FILES = 16  # consume queue files' worth of space a commitlog roll leaves free
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
+# the background start-up check waits this long first: its Python loop holds the GIL, and every
+# I/O wake-up of the starting broker (registration, first connections and pulls) would wait up to
+# a switch interval for it; reads check unchecked units themselves meanwhile
+STARTUP_CHECK_DELAY_S = 2.0
 _QUEUE_DIR = re.compile(r"^\d+$")
 
 
@@ -130,6 +136,14 @@ class MessageStore:
         self._disk_full: str | None = None  # why writes are refused since a file did not fit the disk
         self._rebuild_from: int | None = None  # queue and index entries recovery could not build (full disk)
         self.recovery: RecoveryReport | None = None
+        self._corrupt: set[int] = set()  # commitlog offsets of the damaged units found (never served)
+        # units below this commitlog offset are not checked (yet): older than the last
+        # checkCRCOnRecoverFiles files, or the background check of those files still runs. Reads
+        # check them (header and body CRC) before serving; the others were checked or written since
+        self._checked_from = 0
+        self.startup_check: threading.Thread | None = None  # the background check after a clean stop
+        self._stop_check = threading.Event()
+        self._rebuild_next_start = False  # the background check found what only a start can repair
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -147,6 +161,10 @@ class MessageStore:
             if self.index is not None:
                 self.index.load()
             self._checkpoint = Checkpoint(store_path(self.root, CHECKPOINT_FILE))
+            safe = self._checkpoint.safe_offset if self._checkpoint.valid else -1
+            as_left = take_clean_stop(store_path(self.root, CLEAN_STOP), safe, self.queues.values())
+            check_files = self.config.check_crc_on_recover_files
+            later = as_left and not abnormal and check_files > 0  # check while serving
             self.recovery = recover(
                 self.commitlog,
                 list(self.queues.values()),
@@ -155,7 +173,16 @@ class MessageStore:
                 self._checkpoint,
                 abnormal,
                 self.config.check_crc_on_recover,
+                0 if later else check_files,
             )
+            self._corrupt.update(self.recovery.damaged)
+            self._checked_from = self.recovery.start_offset
+            if later:
+                end = self.commitlog.max_offset()
+                self._checked_from = end
+                self.startup_check = threading.Thread(
+                    target=self._check_in_background, args=(check_from(self.commitlog, end, False, check_files), end),
+                    name="startup-check", daemon=True)
             self._rebuild_from = self.recovery.rebuild_from
             dispatched = self.commitlog.max_offset() if self._rebuild_from is None else self._rebuild_from
             self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched)
@@ -192,6 +219,8 @@ class MessageStore:
         self._tasks.append(PeriodicTask("disk-space", DISK_CHECK_INTERVAL_S, self._check_disk_space))
         for t in self._tasks:
             t.start()
+        if self.startup_check is not None:
+            self.startup_check.start()
         self._running = True
         log.info("store started at %s (%s recovery, commitlog [%d, %d))", self.root,
                  "abnormal" if abnormal else "normal", self.commitlog.min_offset(), self.commitlog.max_offset())
@@ -207,8 +236,17 @@ class MessageStore:
         self._tasks.clear()
         if self._group_commit is not None:
             self._group_commit.stop()
+        self._stop_check.set()
+        if self.startup_check is not None:
+            self.startup_check.join()
         with self._put_lock:
             self._checkpoint_now()
+            try:
+                if not self._rebuild_next_start:  # without the record the next start checks and rebuilds first
+                    write_clean_stop(store_path(self.root, CLEAN_STOP), self.commitlog.max_offset(),
+                                     self.queues.values())
+            except OSError as e:
+                log.warning("store: cannot record the clean stop: %s", e)
             self.abort_path.unlink(missing_ok=True)
             self._close_files()
         self._lock.release()
@@ -235,6 +273,22 @@ class MessageStore:
         for key, cq in list(self.queues.items()):
             cq.correct_min_offset(self.commitlog.min_offset())
             self._next_queue_offset[key] = cq.max_offset
+
+    def _check_in_background(self, start: int, end: int) -> None:
+        """Check the units of ``[start, end)`` and the consume queues against them while the store
+        serves (see ``clean_stop``); until done, reads check those units themselves."""
+        if self._stop_check.wait(STARTUP_CHECK_DELAY_S):
+            return
+        try:
+            damaged, self._rebuild_next_start = check_region(self.commitlog, list(self.queues.values()), start, end,
+                                                             self.config.check_crc_on_recover, self._stop_check)
+        except (LookupError, ValueError, OSError) as e:  # e.g. retention deleted a file being checked
+            log.warning("store: start-up check of commitlog [%d, %d) stopped: %s; reads keep checking those units",
+                        start, end, e)
+            return
+        if not self._stop_check.is_set():
+            self._corrupt.update(damaged.tolist())
+            self._checked_from = start
 
     def _checkpoint_current(self) -> bool:
         """Whether the checkpoint already says what one taken now would (a clean restart): the
@@ -380,10 +434,13 @@ class MessageStore:
         assert self._rebuild_from is not None and self._dispatcher is not None
         with self._put_lock:  # no put runs meanwhile anyway: they are refused until this is done
             try:
-                end, ts = rebuild(self.commitlog, self._rebuild_from, self._queue_for_write, self.index,
-                                  self.config.check_crc_on_recover)
+                assert self.recovery is not None
+                end, ts, damaged = rebuild(self.commitlog, list(self.queues.values()), self._rebuild_from,
+                                           self.recovery.safe_offset, self._queue_for_write, self.index,
+                                           self.config.check_crc_on_recover)
             except DiskFullError:
                 return
+            self._corrupt.update(damaged.tolist())
             self._dispatcher.rebuilt(end, ts)
             self._last_store_ts = max(self._last_store_ts, ts)
             self._sync_queue_offsets()
@@ -462,6 +519,8 @@ class MessageStore:
             first = int(np.searchsorted(phys, self.commitlog.min_offset()))
         if tag_codes:
             candidates = first + np.flatnonzero(np.isin(ent["tag"][first:], np.fromiter(tag_codes, dtype=np.int64)))
+        elif cq.has_quarantined:
+            candidates = first + np.flatnonzero(ent["tag"][first:] != QUARANTINED_TAG)
         else:
             candidates = np.arange(first, ent.size)
         picked = candidates[:max_count]
@@ -479,7 +538,33 @@ class MessageStore:
             data = self.commitlog.read_units(phys, sizes)
         except LookupError:  # retention removed the file under us: the queue minimum has moved
             return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
-        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offset + picked, sizes)
+        offsets = offset + picked
+        if int(phys[0]) < self._checked_from:  # units no check has seen: check them now
+            bad = served_faults(data, sizes, queue_id, offsets, phys)
+            if bad.any():
+                data, offsets, phys, sizes = self._drop_damaged(topic, queue_id, data, offsets, phys, sizes, bad)
+                if not sizes.size:
+                    return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
+        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes)
+
+    def _drop_damaged(self, topic: str, queue_id: int, data: bytes, offsets: np.ndarray, phys: np.ndarray,
+                      sizes: np.ndarray, bad: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:
+        """A read's units without the damaged ones (logged and counted once per unit)."""
+        ends = np.cumsum(sizes)
+        for i in np.flatnonzero(bad).tolist():
+            if int(phys[i]) not in self._corrupt:
+                self._corrupt.add(int(phys[i]))
+                mf = self.commitlog.files.find(int(phys[i]))
+                log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) is damaged: not served",
+                            topic, queue_id, int(offsets[i]), int(phys[i]), mf.path.name if mf else "-")
+        keep = np.flatnonzero(~bad)
+        data = b"".join(data[int(ends[i]) - int(sizes[i]) : int(ends[i])] for i in keep.tolist())
+        return data, offsets[keep], phys[keep], sizes[keep]
+
+    @property
+    def corrupt_units(self) -> int:
+        """Damaged units found so far: quarantined by the start-up checks or skipped by reads."""
+        return len(self._corrupt)
 
     def _store_time_of(self, phys: int) -> int | None:
         view = self.commitlog.read(phys + STORE_TIMESTAMP_OFFSET, 8)

@@ -1,58 +1,112 @@
-"""Bringing a store back to a consistent state at start-up.
+"""Bringing a store back to a consistent state at start-up, after a clean stop or a crash.
 
 The checkpoint's safe offset says everything below it (commitlog units, consume queue and
-index entries) is on disk. Recovery therefore:
+index entries) is on disk. On every start recovery checks a region of the commitlog against
+the consume queues: the last ``checkCRCOnRecoverFiles`` files (RocketMQ checks the last 3),
+after a crash also the whole file holding the safe offset, and everything past the safe
+offset. It
 
-1. cuts every consume queue back to its first entry at or past the safe offset,
-2. walks the commitlog from the safe offset, checking each unit's lengths and body CRC, up
-   to the first blank-free gap, torn or corrupt unit (the end),
-3. truncates the commitlog there (zeroing the stale tail, deleting later files), and
-4. rebuilds consume queue and index entries for the units between safe offset and end.
+1. (after a crash) cuts every consume queue back to its first entry at or past the safe offset,
+2. walks the region's TOTALSIZE/MAGICCODE chain up to a blank-free gap or a broken link (the
+   end), and checks every unit (inner lengths, PHYSICALOFFSET, QUEUEID, body CRC) in batch,
+3. (after a crash) treats damaged units past the safe offset with no intact unit behind them as
+   a torn tail and ends the commitlog before them,
+4. truncates the commitlog at the end (zeroing the stale tail, deleting later files), and
+5. reconciles every topic queue with its units in the region: entries that already point at
+   the right units stay (the common case: one vectorised comparison per queue), missing or
+   wrong ones are rebuilt from the units (with index entries for units not yet indexed), and
+   a damaged unit whose chain holds is quarantined: logged, counted, and its entry kept but
+   marked (``QUARANTINED_TAG``), so reads skip it and its queue offset is never reused. A unit
+   whose QUEUEOFFSET disagrees with the run of its queue's offsets is damaged too.
 
-On a full disk step 4 may need a consume queue or index file that cannot be created
-(``DiskFullError``): the walk then only finds the end (nothing acknowledged is cut) and the
-report's ``rebuild_from`` tells the store to ``rebuild`` from there once space returns (a
-rebuild is safe to repeat: queues skip entries they have, the index keys it has).
+On a full disk step 5 may need a consume queue or index file that cannot be created
+(``DiskFullError``): the walk has found the end all the same (nothing acknowledged is cut), and
+the report's ``rebuild_from`` tells the store to ``rebuild`` from there once space returns (a
+rebuild is step 5 again: entries already right stay, the index keys units it has not yet).
 
-After a clean shutdown the safe offset is the end and steps 2-4 read nothing. After a crash
-(abort file present) they replay the unflushed tail. Without a valid checkpoint the walk
-starts at the first commitlog file.
+Without a valid checkpoint the region is the whole commitlog.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from spark_mq.common.errors import CorruptFileError, DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hashes
-from spark_mq.common.message_unit import decode_units, walk_units
+from spark_mq.common.message_unit import (
+    HEADER,
+    HEADER_SIZE,
+    at_every_byte,
+    decode_units,
+    follow_chain,
+    ranges_equal,
+    unit_faults,
+)
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
-from spark_mq.store.dispatch import QueueFor, QueueRun, build_entries, dispatch_info
+from spark_mq.store.dispatch import QueueFor, dispatch_info
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
 WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
+_BODY_LENGTH_AT = HEADER.fields["body_length"][1]
+_QUEUE_ID_AT = HEADER.fields["queue_id"][1]
+_QUEUE_OFFSET_AT = HEADER.fields["queue_offset"][1]
+_STORE_TIMESTAMP_AT = HEADER.fields["store_timestamp"][1]
 
 
 @dataclass(frozen=True)
 class RecoveryReport:
     abnormal: bool
-    start_offset: int
+    start_offset: int  # where the checked region begins
     end_offset: int
-    units_replayed: int
+    units_replayed: int  # consume queue entries written (rebuilt) by recovery
     stop_reason: str
     seconds: float
     last_store_timestamp: int  # newest store time seen (keeps store times monotonic)
-    rebuild_from: int | None = None  # a full disk stopped the rebuild: entries from here still to build
+    units_checked: int = 0
+    quarantined: int = 0  # damaged units (and entries without a unit) found and quarantined
+    damaged: tuple[int, ...] = field(default=(), repr=False, compare=False)  # their commitlog offsets
+    safe_offset: int = 0  # the checkpoint's: units of unknown queues below it belong to deleted topics
+    rebuild_from: int | None = None  # a full disk stopped step 5: entries from here still to build
+
+
+@dataclass(frozen=True)
+class _Units:
+    """Readable units of the region (all, or one queue's), commitlog order."""
+
+    chunk_of: np.ndarray  # which _Chunk
+    pos: np.ndarray  # position in that chunk's file
+    phys: np.ndarray
+    qoff: np.ndarray
+    size: np.ndarray
+    damaged: np.ndarray
+    qid: np.ndarray
+    ts: np.ndarray
+    topic_start: np.ndarray  # in the file
+    topic_end: np.ndarray
+
+    def take(self, rows: np.ndarray) -> _Units:
+        return _Units(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+
+@dataclass
+class _Chunk:
+    """Units of one mapped file found by one walk step."""
+
+    mf: MappedFile
+    starts: np.ndarray  # positions in the file
+    damaged: np.ndarray  # bool per unit
+    readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be read
 
 
 def recover(
@@ -63,94 +117,352 @@ def recover(
     checkpoint: Checkpoint,
     abnormal: bool,
     check_crc: bool,
+    check_files: int,
 ) -> RecoveryReport:
     t0 = time.perf_counter()
     queues = list(queues)
     safe = _safe_offset(commitlog, checkpoint)
-    verify_from = _verify_from(commitlog, safe) if abnormal else safe
-    index_done = index.end_phys() if index is not None else -1
-    last_ts = checkpoint.physic_msg_timestamp
-
-    # phase 1, after a crash: re-check the units of the last safe file below the safe offset
-    # (their queue and index entries exist already, so nothing is rebuilt unless one is bad)
-    end, replayed, reason = safe, 0, "empty"
-    if verify_from < safe:
-        end, _, reason, _ = _walk(commitlog, verify_from, safe, check_crc, None)
-    # phase 2: replay what lies past the safe offset, rebuilding queue and index entries
-    rebuild_from = None
-    if end == safe:
+    start = check_from(commitlog, safe, abnormal, check_files)
+    if abnormal:
         for cq in queues:
             _cut_queue(cq, safe)
-        try:
-            end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, _replayer(queue_for, index, index_done))
-        except DiskFullError as e:
-            log.error("recovery: %s; consume queue and index entries from commitlog offset %d are built once space "
-                      "is freed", e, safe)
-            end, replayed, reason, ts = _walk(commitlog, safe, None, check_crc, None)
-            rebuild_from = safe
-        last_ts = max(last_ts, ts)
+    chunks, end, reason = _walk(commitlog, start, None, check_crc)
     if reason not in ("blank", "end", "zero", "empty"):
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
+    if abnormal:
+        end = _torn_tail(chunks, safe, end)
     commitlog.files.truncate(end)
+    rec = _Reconcile(chunks, queue_for, index, start, safe, end)
+    rebuild_from = None
+    try:
+        rec.run(queues)
+    except DiskFullError as e:
+        log.error("recovery: %s; consume queue and index entries from commitlog offset %d are built once space "
+                  "is freed", e, start)
+        rebuild_from = start
     for cq in queues:
         cq.truncate_past(end)
-    report = RecoveryReport(abnormal, verify_from, end, replayed, reason, time.perf_counter() - t0, last_ts,
-                            rebuild_from)
+    last_ts = max(checkpoint.physic_msg_timestamp, rec.last_ts)
+    report = RecoveryReport(abnormal, start, end, rec.rebuilt, reason, time.perf_counter() - t0, last_ts,
+                            sum(c.starts.size for c in chunks), rec.quarantined, tuple(rec.damaged().tolist()),
+                            safe, rebuild_from)
     log.info("recovery %s", report)
     return report
 
 
-def rebuild(commitlog: CommitLog, start: int, queue_for: QueueFor, index: IndexService | None,
-            check_crc: bool) -> tuple[int, int]:
-    """Build the consume queue and index entries of every unit from ``start`` to the end (what a
-    full disk stopped at start); returns (end, newest store time). Raises ``DiskFullError``
-    while the disk still cannot take their files."""
-    index_done = index.end_phys() if index is not None else -1
-    end, _, _, ts = _walk(commitlog, start, None, check_crc, _replayer(queue_for, index, index_done))
-    return end, ts
+def rebuild(commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, safe: int, queue_for: QueueFor,
+            index: IndexService | None, check_crc: bool) -> tuple[int, int, np.ndarray]:
+    """Step 5 of ``recover`` again from ``start`` (what a full disk stopped at start-up), once the
+    disk takes the files; returns (end, newest store time, damaged units' offsets). Raises
+    ``DiskFullError`` while it still cannot."""
+    chunks, end, _ = _walk(commitlog, start, commitlog.max_offset(), check_crc)
+    rec = _Reconcile(chunks, queue_for, index, start, safe, end)
+    rec.run(list(queues))
+    return end, rec.last_ts, rec.damaged()
 
 
-def _replayer(queue_for: QueueFor, index: IndexService | None,
-              index_done: int) -> Callable[[MappedFile, np.ndarray], int]:
-    def replay(mf: MappedFile, starts: np.ndarray) -> int:
-        return _replay(mf.buf, starts, mf.file_from_offset, queue_for, index, index_done)
-
-    return replay
+def check_region(
+    commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, end: int, check_crc: bool,
+    stop: threading.Event,
+) -> tuple[np.ndarray, bool]:
+    """The checks of ``recover`` over ``[start, end)`` while the store runs (after a clean stop
+    whose queues all ended where they had, see ``clean_stop``): damaged units and wrong entries
+    are quarantined, nothing is rebuilt or truncated. Returns the commitlog offsets of the
+    damaged units found and whether something needs the next start's rebuild (a broken chain,
+    units without entries); an early return when ``stop`` is set."""
+    t0 = time.perf_counter()
+    chunks, _, reason = _walk(commitlog, start, end, check_crc, stop)
+    if stop.is_set():
+        return np.zeros(0, dtype=np.int64), False
+    broken = reason not in ("blank", "end", "zero", "empty")
+    if broken:
+        log.error("start-up check: the commitlog unit chain breaks before %d: %s (the next start truncates there)",
+                  end, reason)
+    rec = _Reconcile(chunks, None, None, start, end, end)
+    rec.run(list(queues))
+    log.info("start-up check of commitlog [%d, %d): %d units, %d quarantined, %.2f s", start, end,
+             sum(c.starts.size for c in chunks), rec.quarantined, time.perf_counter() - t0)
+    return rec.damaged(), broken or rec.unrepaired > 0
 
 
 def _walk(
-    commitlog: CommitLog,
-    start: int,
-    stop: int | None,
-    check_crc: bool,
-    on_units: Callable[[MappedFile, np.ndarray], int] | None,
-) -> tuple[int, int, str, int]:
-    """Walk valid units from ``start`` up to ``stop`` (or the first invalid one), file by file,
-    handing each run of units to ``on_units``; returns (end, units, stop reason, newest store
-    time reported by ``on_units``)."""
-    end, count, reason, last_ts = start, 0, "empty", 0
+    commitlog: CommitLog, start: int, stop_at: int | None, check_crc: bool, stop: threading.Event | None = None
+) -> tuple[list[_Chunk], int, str]:
+    """Follow the unit chain from ``start`` (up to ``stop_at``, else to its end, making the files
+    it walks through full), file by file, checking every unit found; returns the chunks, where
+    the chain ends and why."""
+    chunks: list[_Chunk] = []
+    end, reason = start, "empty"
     mf = commitlog.files.find(start)
-    while mf is not None:
+    while mf is not None and (stop is None or not stop.is_set()):
         pos = max(start - mf.file_from_offset, 0)
-        limit = mf.size if stop is None else min(mf.size, stop - mf.file_from_offset)
+        limit = mf.size if stop_at is None else min(mf.size, stop_at - mf.file_from_offset)
         while True:
-            walk = walk_units(mf.mv, pos, limit, check_crc, max_units=WALK_CHUNK_UNITS)
-            if walk.starts.size:
-                count += int(walk.starts.size)
-                if on_units is not None:
-                    last_ts = max(last_ts, on_units(mf, walk.starts))
-            pos = walk.end
-            if walk.reason != "max":
+            chain = follow_chain(mf.mv, pos, limit, WALK_CHUNK_UNITS)
+            if chain.starts.size:
+                damaged, readable = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, check_crc)
+                chunks.append(_Chunk(mf, chain.starts, damaged, readable))
+            pos = chain.end
+            if chain.reason != "max":
                 break
-        end, reason = mf.file_from_offset + pos, walk.reason
-        if stop is not None and end >= stop:
-            return stop, count, "end", last_ts
-        if walk.reason not in ("blank", "end"):
+        end, reason = mf.file_from_offset + pos, chain.reason
+        if chain.reason not in ("blank", "end") or (stop_at is not None and end >= stop_at):
             break
-        mf.reset_to(mf.size)  # full: continue in the next file
+        if stop_at is None:
+            mf.reset_to(mf.size)  # full: continue in the next file
         end = mf.file_from_offset + mf.size
         mf = commitlog.files.find(end)
-    return end, count, reason, last_ts
+    return chunks, end, reason
+
+
+def _torn_tail(chunks: list[_Chunk], safe: int, end: int) -> int:
+    """After a crash, damaged units past the safe offset with no intact unit after them are a
+    write torn by the crash, not data: the commitlog ends before the first of them."""
+    cut = end
+    while chunks:
+        ch = chunks[-1]
+        good = np.flatnonzero(~ch.damaged)
+        tail = ch.starts[good[-1] + 1:] if good.size else ch.starts
+        tail = tail[tail + ch.mf.file_from_offset >= safe]
+        if tail.size == 0:
+            break
+        keep = ch.starts.size - tail.size
+        cut = ch.mf.file_from_offset + int(tail[0])
+        log.warning("recovery: %d damaged units at the end of %s from position %d are a torn write: discarded",
+                    tail.size, ch.mf.path.name, int(tail[0]))
+        if keep:
+            chunks[-1] = _Chunk(ch.mf, ch.starts[:keep], ch.damaged[:keep], ch.readable[:keep])
+            break
+        chunks.pop()
+    return cut
+
+
+class _Reconcile:
+    """Makes every consume queue agree with the units of the checked region."""
+
+    def __init__(self, chunks: list[_Chunk], queue_for: QueueFor | None, index: IndexService | None, start: int,
+                 safe: int, end: int) -> None:
+        """``queue_for`` None: check only (the store runs), never create, rebuild or append."""
+        self.chunks = chunks
+        self.queue_for = queue_for
+        self.index = index
+        self.index_done = index.end_phys() if index is not None else -1
+        self.start = start
+        self.safe = safe
+        self.end = end
+        self._damaged: list[np.ndarray] = []
+        self.rebuilt = 0
+        self.unrepaired = 0  # units a check-only pass found without entries
+        self.quarantined = 0
+        self.last_ts = 0
+
+    def run(self, loaded: list[ConsumeQueue]) -> None:
+        """Check every loaded queue's entries into the region (no per-unit hashing: entries find
+        their units by commitlog offset), then give the units no entry points at to their
+        queues (replay past the safe offset, lost consume queue tails)."""
+        if self.start >= self.end:
+            return  # nothing checked (a clean start checking in the background): no binary search per queue
+        u = self._units()
+        if u.ts.size:
+            self.last_ts = int(u.ts.max())
+        referenced = np.zeros(u.phys.size, dtype=bool)
+        last = {(cq.topic, cq.queue_id): self._check_entries(cq, u, referenced) for cq in loaded}
+        rest = np.flatnonzero(~referenced)
+        if rest.size:
+            by_name = {(cq.topic, cq.queue_id): cq for cq in loaded}
+            lost = int(sum(int((~c.readable).sum()) for c in self.chunks))
+            key, topics = self._queue_keys(u, rest)
+            order = np.argsort(key, kind="stable")  # by queue, commitlog order within
+            for group in np.split(order, np.flatnonzero(np.diff(key[order])) + 1):
+                name = (topics[int(key[group[0]])], int(key[group[0]] & 0xFFFFFFFF))
+                rows = rest[group]
+                cq = by_name.get(name)
+                if cq is None:  # a queue first written past the safe offset, or a deleted topic's units
+                    rows = rows[u.phys[rows] >= self.safe]
+                    if not rows.size or self.queue_for is None:
+                        continue
+                    cq = by_name[name] = self.queue_for(*name)
+                rows = rows[u.phys[rows] > last.get(name, -1)]  # older ones: units no entry wants (deleted topic)
+                if rows.size:
+                    self._append(cq, u.take(rows), lost)
+        self._report_unreadable()
+
+    # -- the units of the region as columns -------------------------------------------------
+    def _units(self) -> _Units:
+        """The readable units of every chunk: the few header fields reconciling needs, gathered
+        one column at a time (cheaper than decoding whole headers)."""
+        parts = []
+        for c, ch in enumerate(self.chunks):
+            pos = ch.starts[ch.readable]
+            if not pos.size:
+                continue
+            buf = ch.mf.buf
+            i4, i8 = at_every_byte(buf, ">i4"), at_every_byte(buf, ">i8")
+            topic_start = pos + HEADER_SIZE + i4[pos + _BODY_LENGTH_AT] + 1
+            parts.append((np.full(pos.size, c, dtype=np.int64), pos, pos + ch.mf.file_from_offset,
+                          i8[pos + _QUEUE_OFFSET_AT].astype(np.int64), i4[pos].astype(np.int64),
+                          ch.damaged[ch.readable], i4[pos + _QUEUE_ID_AT].astype(np.int64),
+                          i8[pos + _STORE_TIMESTAMP_AT].astype(np.int64), topic_start,
+                          topic_start + buf[topic_start - 1]))
+        if not parts:
+            none = np.zeros(0, dtype=np.int64)
+            return _Units(none, none, none, none, none, np.zeros(0, dtype=bool), none, none, none, none)
+        if len(parts) == 1:
+            return _Units(*parts[0])
+        return _Units(*(np.concatenate(col) for col in zip(*parts, strict=True)))
+
+    def _by_chunk(self, u: _Units, rows: np.ndarray) -> Iterator[tuple[_Chunk, np.ndarray]]:
+        """``rows`` (indexes into ``u``, commitlog order) split by the chunk they are in."""
+        for part in np.split(np.arange(rows.size), np.flatnonzero(np.diff(u.chunk_of[rows])) + 1):
+            if part.size:
+                yield self.chunks[int(u.chunk_of[rows[part[0]]])], part
+
+    def _queue_keys(self, u: _Units, rows: np.ndarray) -> tuple[np.ndarray, dict[int, str]]:
+        """(topic hash << 32 | queue id) of the units at ``rows``, and the topic of each key."""
+        key = np.zeros(rows.size, dtype=np.int64)
+        topics: dict[int, str] = {}
+        for ch, part in self._by_chunk(u, rows):
+            cols = decode_units(ch.mf.buf, u.pos[rows[part]])
+            topic_hash = java_hashes(ch.mf.buf, cols.topic_start, cols.topic_end).astype(np.int64)
+            key[part] = (topic_hash << 32) | u.qid[rows[part]]
+            _, first, inverse = np.unique(key[part], return_index=True, return_inverse=True)
+            _check_no_collision(ch.mf.buf, cols, first, inverse)
+            for i in first.tolist():
+                name = bytes(ch.mf.buf[cols.topic_start[i]:cols.topic_end[i]])
+                topics.setdefault(int(key[part][i]), name.decode("utf-8", "replace"))
+        return key, topics
+
+    def _topic_is(self, u: _Units, rows: np.ndarray, topic: bytes) -> np.ndarray:
+        """Whether the units at ``rows`` carry ``topic``."""
+        ok = np.zeros(rows.size, dtype=bool)
+        for ch, part in self._by_chunk(u, rows):
+            ok[part] = ranges_equal(ch.mf.buf, u.topic_start[rows[part]], u.topic_end[rows[part]], topic)
+        return ok
+
+    # -- one queue ------------------------------------------------------------------------
+    def _append(self, cq: ConsumeQueue, u: _Units, lost: int) -> None:
+        """Entries for units of ``cq`` past its last entry (commitlog order)."""
+        if self.queue_for is None:
+            log.error("start-up check: %s:%d has no entries for %d units from commitlog offset %d "
+                      "(the next start rebuilds them)", cq.topic, cq.queue_id, u.phys.size, int(u.phys[0]))
+            self.unrepaired += u.phys.size
+            return
+        if cq.files.files:
+            first = cq.max_offset
+        else:  # a new queue (or one whose files are all gone) starts where its units say
+            intact = np.flatnonzero(~u.damaged)
+            first = int(u.qoff[intact[0]]) - int(intact[0]) if intact.size else 0
+        n = u.qoff.size
+        if not u.damaged.any() and u.qoff[0] == first and (n == 1 or np.all(np.diff(u.qoff) == 1)):
+            rows, quar = np.arange(n), np.zeros(n, dtype=bool)  # the usual case
+        else:
+            rows, quar = _positions(u.qoff, u.damaged, first, lost)
+        cq.put_batch(first, u.phys[rows], u.size[rows], self._tags(u, rows, cq.topic))
+        cq.quarantine(first + np.flatnonzero(quar))
+        self.rebuilt += rows.size
+        self._log_quarantined(cq, first + np.flatnonzero(quar), u.phys[rows][quar], "damaged units")
+
+    def _check_entries(self, cq: ConsumeQueue, u: _Units, referenced: np.ndarray) -> int:
+        """Quarantine entries pointing into the region at anything but an intact unit of the queue
+        holding their queue offset, and mark the units they point at as ``referenced``; returns
+        the commitlog offset of the last entry that points at one of the queue's units (-1)."""
+        e0 = cq.first_offset_at_or_after(self.start)
+        e1 = cq.first_offset_at_or_after(self.end)  # entries past the end are truncated or newer
+        before = cq.get(e0 - 1, 1) if e0 > cq.min_offset else None
+        last = int(before["phys"][0]) if before is not None and before.size else -1
+        if e0 >= e1:
+            return last
+        ent = cq.get(e0, e1 - e0)
+        n = u.phys.size
+        at = np.minimum(np.searchsorted(u.phys, ent["phys"]), max(n - 1, 0))
+        if n:
+            hit = (u.phys[at] == ent["phys"]) & (u.size[at] == ent["size"]) & (u.qid[at] == cq.queue_id)
+            hit[hit] = self._topic_is(u, at[hit], cq.topic.encode())
+            referenced[at[hit]] = True
+            good = hit & ~u.damaged[at] & (u.qoff[at] == e0 + np.arange(ent.size))
+        else:
+            hit = good = np.zeros(ent.size, dtype=bool)
+        bad = np.flatnonzero(~good)
+        if bad.size:
+            cq.quarantine(e0 + bad)
+            self._log_quarantined(cq, e0 + bad, ent["phys"][bad], "entries without an intact unit")
+        hit = np.flatnonzero(hit)
+        return int(ent["phys"][hit[-1]]) if hit.size else last
+
+    def _tags(self, u: _Units, rows: np.ndarray, topic: str) -> np.ndarray:
+        """Tag codes of the units at ``rows`` (one queue's, commitlog order), adding index entries
+        for those not yet indexed."""
+        tags = np.zeros(rows.size, dtype=np.int64)
+        prefix = java_hash(topic + "#")
+        repeat = np.zeros(rows.size, dtype=bool)  # a unit standing in for lost ones: indexed once
+        repeat[1:] = rows[1:] == rows[:-1]
+        for ch, part in self._by_chunk(u, rows):
+            cols = decode_units(ch.mf.buf, u.pos[rows[part]])
+            phys = u.phys[rows[part]]
+            need_keys = self.index is not None and int(phys[-1]) > self.index_done
+            info = dispatch_info(ch.mf.buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
+            tags[part] = info.tag_codes
+            if need_keys and info.key_rows.size:
+                assert self.index is not None
+                key_phys = phys[info.key_rows]
+                todo = (key_phys > self.index_done) & ~repeat[part][info.key_rows]
+                ts = u.ts[rows[part]][info.key_rows]
+                self.index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
+        return tags
+
+    def _log_quarantined(self, cq: ConsumeQueue, offsets: np.ndarray, phys: np.ndarray, why: str) -> None:
+        if not offsets.size:
+            return
+        self.quarantined += int(offsets.size)
+        self._damaged.append(np.asarray(phys, dtype=np.int64))
+        shown = ", ".join(f"{int(o)}@{int(p)}" for o, p in zip(offsets[:20].tolist(), phys[:20].tolist(), strict=True))
+        log.warning("recovery: %s:%d: %d %s quarantined, never served (queue offset@commitlog offset: %s%s)",
+                    cq.topic, cq.queue_id, offsets.size, why, shown, ", ..." if offsets.size > 20 else "")
+
+    def damaged(self) -> np.ndarray:
+        """Commitlog offsets of the damaged units found (each once)."""
+        return np.unique(np.concatenate(self._damaged)) if self._damaged else np.zeros(0, dtype=np.int64)
+
+    def _report_unreadable(self) -> None:
+        """Log units whose queue cannot be read; count those past the safe offset (the entries of
+        the others were counted when checked)."""
+        for ch in self.chunks:
+            bad = np.flatnonzero(~ch.readable)
+            if bad.size:
+                self.quarantined += int(np.count_nonzero(ch.starts[bad] + ch.mf.file_from_offset >= self.safe))
+                self._damaged.append(ch.starts[bad] + ch.mf.file_from_offset)
+                log.warning("recovery: %s: %d units with inconsistent lengths skipped, never served (positions %s)",
+                            ch.mf.path.name, bad.size, ch.starts[bad[:20]].tolist())
+
+
+def _positions(qoff: np.ndarray, damaged: np.ndarray, first: int, lost: int) -> tuple[np.ndarray, np.ndarray]:
+    """Queue position of each unit of one queue (commitlog order) when the fast check failed:
+    ``(row per position, quarantined per position)``. A unit keeps its own QUEUEOFFSET when it is
+    intact, part of a run of consecutive offsets and not behind the positions given out already;
+    a gap before it may be at most ``lost`` (units whose queue could not be read) long, except
+    before the first unit. Any other unit takes the next position, quarantined."""
+    n = qoff.size
+    run = np.zeros(n, dtype=bool)
+    if n == 1:
+        run[0] = True
+    else:
+        step = np.diff(qoff) == 1
+        run[1:] |= step
+        run[:-1] |= step
+    run &= ~damaged
+    rows: list[int] = []
+    quar: list[bool] = []
+    nxt = first
+    for i, (q, ok) in enumerate(zip(qoff.tolist(), run.tolist(), strict=True)):
+        if ok and q >= nxt and (q - nxt <= lost or not rows):
+            rows += [i] * (q - nxt + 1)
+            quar += [True] * (q - nxt) + [False]
+            nxt = q + 1
+        else:
+            rows.append(i)
+            quar.append(True)
+            nxt += 1
+    return np.array(rows, dtype=np.int64), np.array(quar, dtype=bool)
 
 
 def _safe_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
@@ -169,53 +481,25 @@ def _safe_offset(commitlog: CommitLog, checkpoint: Checkpoint) -> int:
     return safe
 
 
-def _verify_from(commitlog: CommitLog, safe: int) -> int:
-    """After a crash, re-check the whole last safe file (the one holding the last byte below
-    the safe offset), as RocketMQ does: a damaged unit there is never served."""
-    last_safe = commitlog.files.find(safe - 1) if safe > commitlog.min_offset() else None
-    return last_safe.file_from_offset if last_safe is not None else safe
+def check_from(commitlog: CommitLog, safe: int, abnormal: bool, check_files: int) -> int:
+    """Start of the checked region: the last ``check_files`` commitlog files, after a crash also
+    the whole file holding the last byte below the safe offset (as RocketMQ re-checks it), and
+    everything past the safe offset."""
+    start = safe
+    files = commitlog.files.files
+    if check_files > 0 and files:
+        start = min(start, files[-min(check_files, len(files))].file_from_offset)
+    if abnormal and safe > commitlog.min_offset():
+        last_safe = commitlog.files.find(safe - 1)
+        if last_safe is not None:
+            start = min(start, last_safe.file_from_offset)
+    return max(start, commitlog.min_offset())
 
 
 def _cut_queue(cq: ConsumeQueue, safe: int) -> None:
     """Drop entries whose unit is at or past ``safe``: they are rebuilt from the commitlog."""
     if cq.last_phys() >= safe:
         cq.truncate(cq.first_offset_at_or_after(safe))
-
-
-def _replay(
-    buf: np.ndarray,
-    starts: np.ndarray,
-    file_from: int,
-    queue_for: QueueFor,
-    index: IndexService | None,
-    index_done: int,
-) -> int:
-    """Rebuild consume queue and index entries for the units at ``starts`` of one file;
-    returns the newest store timestamp among them."""
-    cols = decode_units(buf, starts)
-    head = cols.header
-    phys = starts + file_from
-    qids = head["queue_id"].astype(np.int64)
-    topic_hash = java_hashes(buf, cols.topic_start, cols.topic_end).astype(np.int64)
-    _, first, inverse = np.unique((topic_hash << 32) | qids, return_index=True, return_inverse=True)
-    topics = [bytes(buf[cols.topic_start[i] : cols.topic_end[i]]).decode() for i in first.tolist()]
-    _check_no_collision(buf, cols, first, inverse)
-    prefix = np.array([java_hash(t + "#") for t in topics], dtype=np.int64)[inverse]
-    need_keys = index is not None and int(phys[-1]) > index_done  # else all already indexed
-    info = dispatch_info(buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
-    runs = []
-    for g, topic in enumerate(topics):
-        rows = np.flatnonzero(inverse == g)
-        qoff = head["queue_offset"][rows].astype(np.int64)
-        if qoff.size > 1 and not np.all(np.diff(qoff) == 1):
-            bad = int(np.flatnonzero(np.diff(qoff) != 1)[0]) + 1
-            raise CorruptFileError(
-                "commitlog", int(phys[rows[bad]]), f"queue offsets of {topic}:{int(qids[rows[0]])} jump"
-            )
-        runs.append(QueueRun(topic, int(qids[rows[0]]), int(qoff[0]), rows))
-    store_ts = head["store_timestamp"].astype(np.int64)
-    build_entries(runs, phys, head["total_size"].astype(np.int64), store_ts, info, queue_for, index, index_done)
-    return int(store_ts.max())
 
 
 def _check_no_collision(buf: np.ndarray, cols, first: np.ndarray, inverse: np.ndarray) -> None:

@@ -120,9 +120,11 @@ def read_queue(store, topic: str, queue_id: int, start: int | None = None, batch
     return out
 
 
-def check_units(units: Iterable[Unit], topic: str, queue_id: int, ordered: bool = True) -> list[str]:
-    """Problems with served units: bad CRC, wrong header, gaps, damaged or repeated bodies, and
-    (if ``ordered``: one writer per queue) sequence numbers that do not increase."""
+def check_units(units: Iterable[Unit], topic: str, queue_id: int, ordered: bool = True,
+                gaps: bool = False) -> list[str]:
+    """Problems with served units: bad CRC, wrong header, gaps (unless ``gaps``: quarantined
+    units leave some), damaged or repeated bodies, and (if ``ordered``: one writer per queue)
+    sequence numbers that do not increase."""
     problems: list[str] = []
     prev_offset = None
     prev_seq = -1
@@ -133,7 +135,8 @@ def check_units(units: Iterable[Unit], topic: str, queue_id: int, ordered: bool 
             problems.append(f"{where}: body CRC {zlib.crc32(u.body) & CRC_MASK} != stored BODYCRC {u.stored_crc}")
         if (u.topic, u.queue_id, u.unit_queue_offset) != (topic, queue_id, u.queue_offset):
             problems.append(f"{where}: unit header says {u.topic}:{u.queue_id}@{u.unit_queue_offset}")
-        if prev_offset is not None and u.queue_offset != prev_offset + 1:
+        jump = u.queue_offset != prev_offset + 1 if prev_offset is not None else False
+        if jump and not (gaps and u.queue_offset > prev_offset):
             problems.append(f"{where}: queue offsets jump from {prev_offset}")
         prev_offset = u.queue_offset
         try:

@@ -1,5 +1,8 @@
 """A damaged commitlog tail is cut off at start-up, and only the damaged part.
 
+Damaged units below the checkpoint's safe offset were durable, so they are no torn write:
+recovery quarantines them (never served, their queue offsets kept) instead of cutting there.
+
 The store is built by a clean run (everything flushed, checkpoint at the end) or by a killed
 writer subprocess (checkpoint left behind at its start), then the tail of the commitlog is
 damaged on disk: random bytes after the last unit, zeroed bytes inside the last units, or the
@@ -130,7 +133,7 @@ def _damage(root: Path, units: list[StoredUnit], mode: str, rng: random.Random) 
     if mode == "zeroed_inside":
         _pwrite(root, before.phys + 90, bytes(8))  # body bytes of the last two units
         _pwrite(root, last.phys + 90, bytes(8))
-        return before.phys
+        return before.phys  # when past the safe offset (else they are quarantined)
     if mode == "torn_half":
         half = last.size // 2
         _pwrite(root, last.phys + half, bytes(last.size - half))
@@ -143,33 +146,35 @@ def _served(store: MessageStore) -> dict[tuple[str, int], list[int]]:
     for topic in TOPICS:
         for qid in store.queue_ids(topic):
             units = read_queue(store, topic, qid)
-            assert check_units(units, topic, qid) == []
+            assert check_units(units, topic, qid, gaps=True) == []  # _check_recovered compares the seqs
             out[(topic, qid)] = [seq_of(u.body) for u in units]
     return out
 
 
-def _expect(units: list[StoredUnit], cut: int) -> dict[tuple[str, int], list[int]]:
-    out: dict[tuple[str, int], list[int]] = {}
+def _expect(units: list[StoredUnit], cut: int) -> dict[tuple[str, int], list[StoredUnit]]:
+    out: dict[tuple[str, int], list[StoredUnit]] = {}
     for u in units:
         out.setdefault((u.topic, u.queue_id), [])
         if u.end <= cut:
-            out[(u.topic, u.queue_id)].append(u.seq)
+            out[(u.topic, u.queue_id)].append(u)
     return out
 
 
-def _check_recovered(store: MessageStore, units: list[StoredUnit], cut: int, ctx: str) -> None:
+def _check_recovered(store: MessageStore, units: list[StoredUnit], cut: int, ctx: str,
+                     damaged: frozenset[int] = frozenset()) -> None:
+    """Units ending by ``cut`` are served but the ``damaged`` ones (seqs), which keep their offsets."""
     assert store.commitlog.max_offset() == cut, ctx
     expected = _expect(units, cut)
     served = _served(store)
-    for key, seqs in expected.items():
-        assert served.get(key, []) == seqs, f"{ctx} {key}"
-        assert store.get_max_offset(*key) == len(seqs), f"{ctx} {key}: consume queue entries past the end kept"
-    lost = [u for u in units if u.end > cut]
+    for key, kept in expected.items():
+        assert served.get(key, []) == [u.seq for u in kept if u.seq not in damaged], f"{ctx} {key}"
+        assert store.get_max_offset(*key) == len(kept), f"{ctx} {key}: consume queue entries past the end kept"
+    lost = [u for u in units if u.end > cut or u.seq in damaged]
     for u in lost:
         assert store.look_message_by_offset(u.phys) is None, ctx
         if u.keyed:
             assert store.query_by_key(u.topic, key_for(u.seq)) == [], f"{ctx} damaged seq {u.seq} found by key"
-    for u in [u for u in units if u.end <= cut and u.keyed][-5:]:
+    for u in [u for u in units if u.end <= cut and u.keyed and u.seq not in damaged][-5:]:
         found = store.query_by_key(u.topic, key_for(u.seq))
         assert [seq_of(decode_message(m).body) for m in found] == [u.seq], ctx
 
@@ -188,6 +193,9 @@ def test_damaged_tail_is_truncated_and_the_store_keeps_working(
     files_before = sorted(p.name for p in (root / "commitlog").iterdir())
     assert len(files_before) >= 2, ctx
     cut = _damage(root, units, mode, random.Random(seed))
+    damaged: frozenset[int] = frozenset()
+    if how == "clean" and checkpoint == "keep" and mode != "garbage_after":  # below the safe offset
+        damaged, cut = frozenset(u.seq for u in units if u.end > cut), units[-1].end
     if checkpoint == "delete":
         (root / "checkpoint").unlink()
     (root / "abort").touch()
@@ -198,7 +206,8 @@ def test_damaged_tail_is_truncated_and_the_store_keeps_working(
         ctx += f" {rec}"
         assert rec.abnormal, ctx
         assert rec.end_offset == cut, ctx
-        _check_recovered(store, units, cut, ctx)
+        _check_recovered(store, units, cut, ctx, damaged)
+        assert store.corrupt_units == len(damaged), ctx
         # new puts go right where the damage was, and read back
         victim = next((u for u in units if u.end > cut), units[-1])
         qid = victim.queue_id
@@ -225,7 +234,7 @@ def test_damaged_tail_is_truncated_and_the_store_keeps_working(
     store = MessageStore(store_config(root)).start()
     try:
         assert not store.recovery.abnormal and store.recovery.units_replayed == 0, ctx
-        _check_recovered(store, units, new_end, ctx + " (second reopen)")
+        _check_recovered(store, units, new_end, ctx + " (second reopen)", damaged)
     finally:
         store.shutdown()
 
@@ -236,13 +245,13 @@ def test_damaged_tail_is_truncated_and_the_store_keeps_working(
     try:
         rec = store.recovery
         assert rec.start_offset == 0 and rec.end_offset == new_end and rec.stop_reason == "zero", f"{ctx} {rec}"
-        _check_recovered(store, units, new_end, ctx + " (full rescan)")
+        _check_recovered(store, units, new_end, ctx + " (full rescan)", damaged)
     finally:
         store.shutdown()
 
 
 @pytest.mark.parametrize("how", ["clean", "killed"])
-def test_flipped_byte_in_a_middle_unit_without_checkpoint_truncates_there(tmp_path: Path, how: str) -> None:
+def test_flipped_byte_in_a_middle_unit_without_checkpoint_is_quarantined(tmp_path: Path, how: str) -> None:
     seed = random.SystemRandom().randrange(1_000_000)
     ctx = f"[{how}, seed {seed}]"
     print(ctx)
@@ -265,16 +274,18 @@ def test_flipped_byte_in_a_middle_unit_without_checkpoint_truncates_there(tmp_pa
     try:
         rec = store.recovery
         ctx += f" {rec}"
+        end = units[-1].end
         assert rec.abnormal and rec.start_offset == 0, ctx
-        assert rec.end_offset == victim.phys, ctx
-        assert "CRC" in rec.stop_reason, ctx
-        assert sorted(p.name for p in (root / "commitlog").iterdir()) == files[:2], "later files are deleted"
-        _check_recovered(store, units, victim.phys, ctx)
-        served = {s for seqs in _served(store).values() for s in seqs}
-        assert victim.seq not in served, ctx
+        assert rec.end_offset == end and rec.quarantined == 1, ctx
+        assert sorted(p.name for p in (root / "commitlog").iterdir()) == files, "no file is deleted"
+        # every unit but the damaged one is served, and no queue offset moved
+        _check_recovered(store, units, end, ctx, frozenset({victim.seq}))
+        assert store.corrupt_units == 1, ctx
+        before = store.get_max_offset(victim.topic, victim.queue_id)
         res = store.put_message(Message(victim.topic, body_for(777_777, 50)), victim.queue_id)
-        assert res.queue_offset == victim.queue_offset and int(res.physical_offsets[0]) == victim.phys, ctx
+        assert res.queue_offset == before > victim.queue_offset and int(res.physical_offsets[0]) >= end, ctx
         got = read_queue(store, victim.topic, victim.queue_id)
-        assert seq_of(got[-1].body) == 777_777 and check_units(got, victim.topic, victim.queue_id) == []
+        assert seq_of(got[-1].body) == 777_777 and check_units(got, victim.topic, victim.queue_id, gaps=True) == []
+        assert victim.seq not in {seq_of(u.body) for u in got}, ctx
     finally:
         store.shutdown()
