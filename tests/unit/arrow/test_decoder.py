@@ -111,7 +111,7 @@ def _sql(t: pa.DataType) -> str:
     return {pa.timestamp("ms"): "timestamp(ms)", pa.binary(): "binary", pa.string(): "string"}.get(t, str(t))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(pull_bodies())
 def test_every_column_equals_the_slow_path(data):
     batch = decode_units_to_arrow(data, broker_name=BROKER)
@@ -119,7 +119,7 @@ def test_every_column_equals_the_slow_path(data):
     assert arrow_rows(batch) == reference_rows(data)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(pull_bodies())
 def test_given_starts_and_numpy_buffer_decode_the_same(data):
     starts = split_pull_body(data)
