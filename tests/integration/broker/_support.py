@@ -1,16 +1,11 @@
-"""Shared pieces of the broker integration tests: builders for the request headers the tests send,
-and what a test observes of the broker's long polling (the ``spark-mq namesrv`` / ``spark-mq broker``
-subprocesses come from ``tests/servers.py``)."""
+"""Shared pieces of the broker integration tests: builders for the request headers the tests send
+(the ``spark-mq namesrv`` / ``spark-mq broker`` subprocesses come from ``tests/servers.py``)."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 
-import pytest
-
-from spark_mq.client.api import MQClientAPI
 from spark_mq.common.properties import encode_properties
 from spark_mq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader, build_pull_sys_flag
 
@@ -67,25 +62,3 @@ def closed_by_peer(sock: socket.socket, timeout: float = 3.0) -> bool:
         return True
     except TimeoutError:
         return False
-
-
-# --- long polling, observed ------------------------------------------------------------------
-
-LONG_SUSPEND_MS = 30_000  # the broker's cap (MAX_SUSPEND_S): a pull held this long is not answered by a timeout
-WOKEN_WITHIN_S = LONG_SUSPEND_MS / 1000 / 2  # answered within half its suspend: woken, not timed out
-HOLD_TIMEOUT_S = 10.0
-
-
-async def held_pulls(api: MQClientAPI, addr: str) -> int:
-    """How many pulls the broker holds right now, as its runtime info reports (``pullHoldWaiters``)."""
-    return int((await api.get_broker_runtime_info(addr))["pullHoldWaiters"])
-
-
-async def until_held(api: MQClientAPI, addr: str, count: int) -> None:
-    """Wait until the broker holds exactly ``count`` pulls: what a test sends next then wakes held
-    pulls instead of racing their arrival (no "sleep and assume they are held")."""
-    deadline = time.monotonic() + HOLD_TIMEOUT_S
-    while (held := await held_pulls(api, addr)) != count:
-        if time.monotonic() > deadline:
-            pytest.fail(f"the broker holds {held} pulls, not {count}, after {HOLD_TIMEOUT_S:g} s")
-        await asyncio.sleep(0.02)

@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from servers import unique, wait_until
+from servers import LONG_SUSPEND_MS, unique, until_held, wait_until
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.ids import uniq_key
@@ -26,7 +26,7 @@ from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import RegisterBrokerRequestHeader
 
-from ._support import LONG_SUSPEND_MS, pull_header, send_header, until_held
+from ._support import pull_header, send_header
 
 
 def send_n(api, addr, topic, queue_id, n, **kw):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from servers import unique
+from servers import LONG_SUSPEND_MS, WOKEN_WITHIN_S, unique, until_held
 
 from spark_mq.broker.controller import BrokerController
 from spark_mq.client.api import MQClientAPI
@@ -19,7 +19,7 @@ from spark_mq.remoting.codec import FrameDecoder, encode
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import LONG_SUSPEND_MS, WOKEN_WITHIN_S, pull_header, send_header, until_held
+from ._support import pull_header, send_header
 
 
 class _Conn:

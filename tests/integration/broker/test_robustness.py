@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from servers import unique
+from servers import LONG_SUSPEND_MS, WOKEN_WITHIN_S, unique, until_held
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.results import PullStatus, SendStatus
@@ -21,7 +21,7 @@ from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import LONG_SUSPEND_MS, WOKEN_WITHIN_S, closed_by_peer, host_port, pull_header, send_header, until_held
+from ._support import closed_by_peer, host_port, pull_header, send_header
 
 MAX_MESSAGE_SIZE = 4096
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from servers import unique
+from servers import LONG_SUSPEND_MS, WOKEN_WITHIN_S, held_pulls, unique, until_held
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.ids import uniq_key
@@ -17,7 +17,7 @@ from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.remoting.codes import ResponseCode
 
-from ._support import LONG_SUSPEND_MS, WOKEN_WITHIN_S, held_pulls, pull_header, send_header, until_held
+from ._support import pull_header, send_header
 
 
 def pull_all(api, addr, topic, queue_id, offset=0, group="itest_reader", subscription=None):
