@@ -109,12 +109,12 @@ def test_create_update_and_delete_topic_reach_the_namesrv(broker, api, namesrv):
         (qd,) = route.queue_datas
         return qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm
 
-    assert wait_until(route_queues, 3.0, what="topic route") == (broker.name, 3, 5, 6)
+    assert wait_until(route_queues, what="topic route") == (broker.name, 3, 5, 6)
     route = api.get_route_info(namesrv, topic)
     assert [(b.broker_name, b.broker_addrs) for b in route.broker_datas] == [(broker.name, {0: broker.addr})]
 
     api.create_topic(broker.addr, topic, 8, 8, perm=4)  # update: more queues, read-only
-    assert wait_until(lambda: route_queues() == (broker.name, 8, 8, 4), 3.0, what="updated route")
+    assert wait_until(lambda: route_queues() == (broker.name, 8, 8, 4), what="updated route")
     with pytest.raises(MQClientError) as e:
         api.send_message(broker.addr, send_header(topic, 0), b"read-only")
     assert e.value.code == ResponseCode.NO_PERMISSION
@@ -210,7 +210,7 @@ def test_unknown_request_code_is_not_supported(broker, api):
 def test_namesrv_routes_and_cluster_info_show_the_broker(broker, api, namesrv):
     topic = unique("Route")
     api.create_topic(broker.addr, topic, 2, 2)
-    route = wait_until(lambda: api.get_route_info(namesrv, topic), 3.0, what="route")
+    route = wait_until(lambda: api.get_route_info(namesrv, topic), what="route")
     assert route.broker_datas[0].broker_addrs == {0: broker.addr}
     assert route.broker_datas[0].cluster == "DefaultCluster"
     cluster = api.get_cluster_info(namesrv)
