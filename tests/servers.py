@@ -1,5 +1,6 @@
 """Real ``spark-mq namesrv`` / ``spark-mq broker`` subprocesses for the integration and peer tests,
-plus the small helpers every such test needs (``unique`` names, free ports, ``wait_until``).
+plus the small helpers every such test needs (``unique`` names, free ports, ``wait_until``, and
+``until_held``: a running broker's held pulls, observed).
 
 Importable as ``servers`` from any test (``tests/conftest.py`` puts ``tests/`` on ``sys.path``).
 
@@ -10,6 +11,7 @@ with SIGTERM (a clean stop must exit 0 and, for a broker, leave no abort file).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -23,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from spark_mq.client.api import MQClientAPI
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0
@@ -234,3 +238,25 @@ class Broker:
     def restart(self) -> None:
         self.stop()
         self.start_again()
+
+
+# --- long polling, observed -------------------------------------------------------------------
+
+LONG_SUSPEND_MS = 30_000  # the broker's cap (MAX_SUSPEND_S): a pull held this long is not answered by a timeout
+WOKEN_WITHIN_S = LONG_SUSPEND_MS / 1000 / 2  # answered within half its suspend: woken, not timed out
+HOLD_TIMEOUT_S = 10.0
+
+
+async def held_pulls(api: MQClientAPI, addr: str) -> int:
+    """How many pulls the broker holds right now, as its runtime info reports (``pullHoldWaiters``)."""
+    return int((await api.get_broker_runtime_info(addr))["pullHoldWaiters"])
+
+
+async def until_held(api: MQClientAPI, addr: str, count: int) -> None:
+    """Wait until the broker holds exactly ``count`` pulls: what a test sends next then wakes held
+    pulls instead of racing their arrival (no "sleep and assume they are held")."""
+    deadline = time.monotonic() + HOLD_TIMEOUT_S
+    while (held := await held_pulls(api, addr)) != count:
+        if time.monotonic() > deadline:
+            pytest.fail(f"the broker holds {held} pulls, not {count}, after {HOLD_TIMEOUT_S:g} s")
+        await asyncio.sleep(0.02)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -33,11 +32,9 @@ def test_consume_job_help():
 def test_consume_job_parquet_available_now(cluster, produced, tmp_path):
     group = unique("consume_job")
     out = tmp_path / "out"
-    t0 = time.perf_counter()
     proc = run_job("--namesrv", cluster.namesrv, "--topic", produced.topic, "--group", group,
                    "--starting-offsets", "earliest", "--max-per-trigger", "25", "--trigger", "availableNow",
                    "--sink", "parquet", "--path", str(out), "--checkpoint", str(tmp_path / "ckpt"))
-    elapsed = time.perf_counter() - t0
 
     # one progress line per micro-batch: 60 messages at 25 per trigger make 3 batches, the last with lag 0
     batches = [line for line in proc.stdout.splitlines() if line.startswith("[consume] batch ")]
@@ -57,7 +54,6 @@ def test_consume_job_parquet_available_now(cluster, produced, tmp_path):
             max_offset = api.get_max_offset(addr, produced.topic, q)
             committed = api.query_consumer_offset(addr, group, produced.topic, q)
             assert committed == max_offset, (q, committed, max_offset)
-    assert elapsed < 90, f"the job took {elapsed:.1f}s"
 
 
 def test_delta_writer_skips_a_replayed_batch(tmp_path):

@@ -3,8 +3,6 @@ broker, read back with the spark_mq batch source."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from conftest import QUEUES, create_topic
 from pyspark.sql import functions as F
@@ -17,7 +15,7 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
-from servers import unique
+from servers import unique, wait_until
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
@@ -118,9 +116,8 @@ def test_streaming_write_from_rate_source(spark, cluster, tmp_path):
     query = (stream.writeStream.format("spark_mq").option("namesrv", cluster.namesrv).option("topic", topic)
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds").start())
     try:
-        deadline = time.monotonic() + 30
-        while sum(_max_offsets(cluster, topic)) < 20 and time.monotonic() < deadline:
-            time.sleep(0.3)
+        wait_until(lambda: sum(_max_offsets(cluster, topic)) >= 20, timeout=90, interval=0.3,
+                   what="20 rows written by the sink")
     finally:
         query.stop()
     assert query.exception() is None

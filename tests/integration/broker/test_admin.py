@@ -8,7 +8,7 @@ import urllib.request
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from servers import unique, wait_until
+from servers import LONG_SUSPEND_MS, unique, until_held, wait_until
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.ids import uniq_key
@@ -109,12 +109,12 @@ def test_create_update_and_delete_topic_reach_the_namesrv(broker, api, namesrv):
         (qd,) = route.queue_datas
         return qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, qd.perm
 
-    assert wait_until(route_queues, 3.0, what="topic route") == (broker.name, 3, 5, 6)
+    assert wait_until(route_queues, what="topic route") == (broker.name, 3, 5, 6)
     route = api.get_route_info(namesrv, topic)
     assert [(b.broker_name, b.broker_addrs) for b in route.broker_datas] == [(broker.name, {0: broker.addr})]
 
     api.create_topic(broker.addr, topic, 8, 8, perm=4)  # update: more queues, read-only
-    assert wait_until(lambda: route_queues() == (broker.name, 8, 8, 4), 3.0, what="updated route")
+    assert wait_until(lambda: route_queues() == (broker.name, 8, 8, 4), what="updated route")
     with pytest.raises(MQClientError) as e:
         api.send_message(broker.addr, send_header(topic, 0), b"read-only")
     assert e.value.code == ResponseCode.NO_PERMISSION
@@ -210,7 +210,7 @@ def test_unknown_request_code_is_not_supported(broker, api):
 def test_namesrv_routes_and_cluster_info_show_the_broker(broker, api, namesrv):
     topic = unique("Route")
     api.create_topic(broker.addr, topic, 2, 2)
-    route = wait_until(lambda: api.get_route_info(namesrv, topic), 3.0, what="route")
+    route = wait_until(lambda: api.get_route_info(namesrv, topic), what="route")
     assert route.broker_datas[0].broker_addrs == {0: broker.addr}
     assert route.broker_datas[0].cluster == "DefaultCluster"
     cluster = api.get_cluster_info(namesrv)
@@ -251,17 +251,16 @@ def test_prometheus_metrics(broker, api):
             held_topic = unique("MetricsHeld")
             await a.create_topic(broker.addr, held_topic, 2, 2)
             pulls = [asyncio.ensure_future(a.pull_message(broker.addr, pull_header("g", held_topic, q, 0,
-                                                                                   suspend_ms=3000)))
+                                                                                   suspend_ms=LONG_SUSPEND_MS)))
                      for q in range(2)]
-            await asyncio.sleep(0.3)
+            await until_held(a, broker.addr, 2)  # the runtime info's pullHoldWaiters
             waiting = await asyncio.to_thread(scrape, broker.metrics_url)
-            info = await a.get_broker_runtime_info(broker.addr)
             for q in range(2):
                 await a.send_message(broker.addr, send_header(held_topic, q), b"release")
             await asyncio.gather(*pulls)
-            return waiting[("spark_mq_long_poll_waiters", ())], int(info["pullHoldWaiters"])
+            return waiting[("spark_mq_long_poll_waiters", ())]
 
-    assert asyncio.run(held_waiters()) == (2, 2)
+    assert asyncio.run(held_waiters()) == 2
     assert scrape(broker.metrics_url)[("spark_mq_long_poll_waiters", ())] == 0
 
 

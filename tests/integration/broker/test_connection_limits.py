@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from servers import NAMESRV_READY, ServerProcess, unique, wait_until
+from servers import NAMESRV_READY, ServerProcess, unique, until_held, wait_until
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.results import PullStatus
@@ -169,12 +169,7 @@ def test_held_pulls_never_block_their_connection(own_broker):
             held = [asyncio.ensure_future(api.pull_message(broker.addr, pull_header("g", topic, q, 0,
                                                                                        suspend_ms=15_000)))
                     for q in range(8)]
-            for _ in range(200):  # asked on the same connection too
-                if int((await api.get_broker_runtime_info(broker.addr))["pullHoldWaiters"]) == 8:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail("the 8 pulls were never held")
+            await until_held(api, broker.addr, 8)  # asked on the same connection too
             # a ninth is over the limit of held pulls: answered now, with nothing
             over = await api.pull_message(broker.addr, pull_header("g", topic, 0, 0, suspend_ms=15_000))
             assert over.status == PullStatus.NO_NEW_MSG

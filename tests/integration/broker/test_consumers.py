@@ -86,7 +86,7 @@ def test_retry_topic_is_created_for_clustering_groups_only(broker, api, namesrv)
     assert (retry.read_queue_nums, retry.write_queue_nums) == (1, 1)
     assert f"%RETRY%{broadcasting}" not in table
     # and the broker registers it with the NameServer
-    route = wait_until(lambda: api.get_route_info(namesrv, f"%RETRY%{clustering}"), 3.0, what="retry topic route")
+    route = wait_until(lambda: api.get_route_info(namesrv, f"%RETRY%{clustering}"), what="retry topic route")
     assert [b.broker_name for b in route.broker_datas] == [broker.name]
 
 
@@ -104,7 +104,7 @@ def test_consumer_offsets_round_trip_and_survive_a_restart(broker, make_api):
     # updates overwrite
     api.update_consumer_offset(broker.addr, group, topic, 0, 2)
     assert api.query_consumer_offset(broker.addr, group, topic, 0) == 2
-    wait_until(lambda: api.query_consumer_offset(broker.addr, other, topic, 2) == 1, 2.0, what="oneway commit")
+    wait_until(lambda: api.query_consumer_offset(broker.addr, other, topic, 2) == 1, what="oneway commit")
     api.close()
 
     broker.restart()  # SIGTERM (exit 0, no abort file), then again on the same store and port

@@ -1,14 +1,15 @@
 """A held pull is answered the moment a message arrives for its queue, ahead of the send's own
 response, and answered again and again as a long-polling consumer re-pulls. An in-process broker
-(its handlers called directly) makes the order deterministic; timings have generous bounds
-against a 15 s suspend timeout, so a loaded machine cannot make them flake."""
+(its handlers called directly) makes the order deterministic; against a real broker, each pull is
+seen held there before the send, and answered within half its suspend timeout: woken, not timed
+out (no latency figure, which a loaded machine would break)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
+from servers import LONG_SUSPEND_MS, WOKEN_WITHIN_S, unique, until_held
 
 from spark_mq.broker.controller import BrokerController
 from spark_mq.client.api import MQClientAPI
@@ -19,8 +20,6 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
 from ._support import pull_header, send_header
-
-SUSPEND_MS = 15_000
 
 
 class _Conn:
@@ -62,7 +61,7 @@ def test_a_send_answers_the_held_pulls_before_its_own_response(inprocess_broker)
                                                      b"first")), conn)
             for offset in range(1, 6):
                 held = asyncio.ensure_future(pull(_wire(RemotingCommand.request(
-                    RequestCode.PULL_MESSAGE, pull_header("g", "Order", 0, offset, suspend_ms=SUSPEND_MS)
+                    RequestCode.PULL_MESSAGE, pull_header("g", "Order", 0, offset, suspend_ms=LONG_SUSPEND_MS)
                     .to_ext_fields())), conn))
                 await asyncio.sleep(0.01)
                 assert not held.done() and b.hold.has_waiters("Order", 0)
@@ -79,26 +78,21 @@ def test_a_send_answers_the_held_pulls_before_its_own_response(inprocess_broker)
     asyncio.run(main())
 
 
-def test_a_long_polling_chain_is_answered_promptly_every_time(broker):
-    """Pull, get woken by a send, pull again at the next offset: each answer comes within a
-    fraction of the 15 s suspend timeout."""
+def test_a_long_polling_chain_is_woken_by_each_send(broker):
+    """Pull, get woken by a send, pull again at the next offset: each pull is held at the broker
+    when the send comes, and answered by it rather than by its suspend timeout."""
 
     async def main():
         async with MQClientAPI(timeout=5.0) as api:
-            topic = f"LongPollChain{time.monotonic_ns()}"
+            topic = unique("LongPollChain")
             await api.create_topic(broker.addr, topic, 1, 1)
-            waits = []
             for offset in range(20):
                 held = asyncio.ensure_future(api.pull_message(
-                    broker.addr, pull_header("chain", topic, 0, offset, suspend_ms=SUSPEND_MS)))
-                await asyncio.sleep(0.02)
-                sent_at = time.monotonic()
+                    broker.addr, pull_header("chain", topic, 0, offset, suspend_ms=LONG_SUSPEND_MS)))
+                await until_held(api, broker.addr, 1)
                 await api.send_message(broker.addr, send_header(topic, 0), f"m{offset}".encode())
-                r = await asyncio.wait_for(held, 5.0)
-                waits.append(time.monotonic() - sent_at)
+                r = await asyncio.wait_for(held, WOKEN_WITHIN_S)
                 assert r.status == PullStatus.FOUND
                 assert [(m.queue_offset, m.body) for m in r.messages()] == [(offset, f"m{offset}".encode())]
-            assert sorted(waits)[len(waits) // 2] < 0.2, f"median wake-up {sorted(waits)[len(waits) // 2]:.3f} s"
-            assert max(waits) < 2.0, f"slowest wake-up {max(waits):.3f} s"
 
     asyncio.run(main())

@@ -5,10 +5,9 @@ against a real ``spark-mq broker`` process, through our client (``SyncMQClientAP
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from servers import unique
+from servers import LONG_SUSPEND_MS, WOKEN_WITHIN_S, held_pulls, unique, until_held
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.ids import uniq_key
@@ -156,35 +155,29 @@ def test_long_poll_is_woken_by_a_send_and_times_out_without_one(broker):
     async def main():
         async with MQClientAPI(timeout=5.0) as api:
             await api.create_topic(broker.addr, topic, 2, 2)
-            # woken by a send to its queue
+            # woken by a send to its queue: answered well before its suspend timeout could have expired
             held = asyncio.ensure_future(api.pull_message(broker.addr, pull_header("g", topic, 0, 0,
-                                                                                   suspend_ms=5000)))
-            await asyncio.sleep(0.3)
-            assert not held.done()
-            sent_at = time.monotonic()
+                                                                                   suspend_ms=LONG_SUSPEND_MS)))
+            await until_held(api, broker.addr, 1)
             await api.send_message(broker.addr, send_header(topic, 0), b"wake up")
-            r = await held
-            woken_after = time.monotonic() - sent_at
+            r = await asyncio.wait_for(held, WOKEN_WITHIN_S)
             assert r.status == PullStatus.FOUND and [m.body for m in r.messages()] == [b"wake up"]
-            assert woken_after < 1.5, f"held pull answered {woken_after:.2f} s after the send"
 
             # held at the end of a non-empty queue, woken by the next message
             held = asyncio.ensure_future(api.pull_message(broker.addr, pull_header("g", topic, 0, 1,
-                                                                                   suspend_ms=5000)))
-            await asyncio.sleep(0.3)
-            assert not held.done()
-            sent_at = time.monotonic()
+                                                                                   suspend_ms=LONG_SUSPEND_MS)))
+            await until_held(api, broker.addr, 1)
             await api.send_message(broker.addr, send_header(topic, 0), b"second")
-            r = await held
-            assert time.monotonic() - sent_at < 1.5
+            r = await asyncio.wait_for(held, WOKEN_WITHIN_S)
             assert [(m.queue_offset, m.body) for m in r.messages()] == [(1, b"second")]
 
-            # nothing sent: PULL_NOT_FOUND after about its suspend timeout
-            started = time.monotonic()
-            r = await api.pull_message(broker.addr, pull_header("g", topic, 1, 0, suspend_ms=1000))
-            waited = time.monotonic() - started
+            # nothing sent: held by the broker, then PULL_NOT_FOUND at its suspend timeout
+            waiting = asyncio.ensure_future(api.pull_message(broker.addr, pull_header("g", topic, 1, 0,
+                                                                                      suspend_ms=2000)))
+            await until_held(api, broker.addr, 1)
+            r = await asyncio.wait_for(waiting, WOKEN_WITHIN_S)
             assert r.status == PullStatus.NO_NEW_MSG
-            assert 0.8 <= waited < 2.5, f"an unanswered long poll returned after {waited:.2f} s"
+            assert await held_pulls(api, broker.addr) == 0
 
     asyncio.run(main())
 
@@ -196,20 +189,21 @@ def test_held_pulls_are_woken_only_by_their_own_queue(broker):
         async with MQClientAPI(timeout=5.0) as api:
             await api.create_topic(broker.addr, topic, 3, 3)
             held = {q: asyncio.ensure_future(api.pull_message(broker.addr, pull_header("g", topic, q, 0,
-                                                                                        suspend_ms=4000)))
+                                                                                        suspend_ms=LONG_SUSPEND_MS)))
                     for q in range(3)}
-            await asyncio.sleep(0.3)
+            await until_held(api, broker.addr, 3)
             await api.send_message(broker.addr, send_header(topic, 1), b"for queue 1")
-            r1 = await asyncio.wait_for(held[1], 1.5)
+            r1 = await asyncio.wait_for(held[1], WOKEN_WITHIN_S)
             assert [m.body for m in r1.messages()] == [b"for queue 1"]
-            await asyncio.sleep(0.3)
-            assert not held[0].done() and not held[2].done()
+            # the send woke its own queue's pull only: the broker still holds the other two
+            assert await held_pulls(api, broker.addr) == 2 and not held[0].done() and not held[2].done()
             await api.send_message(broker.addr, send_header(topic, 2), b"for queue 2")
-            r2 = await asyncio.wait_for(held[2], 1.5)
+            r2 = await asyncio.wait_for(held[2], WOKEN_WITHIN_S)
             assert [m.body for m in r2.messages()] == [b"for queue 2"]
-            assert not held[0].done()
-            r0 = await held[0]  # never sent to: times out empty
-            assert r0.status == PullStatus.NO_NEW_MSG
+            assert await held_pulls(api, broker.addr) == 1 and not held[0].done()
+            await api.send_message(broker.addr, send_header(topic, 0), b"for queue 0")
+            r0 = await asyncio.wait_for(held[0], WOKEN_WITHIN_S)
+            assert [m.body for m in r0.messages()] == [b"for queue 0"]
 
     asyncio.run(main())
 

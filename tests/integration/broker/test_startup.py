@@ -1,17 +1,16 @@
 """A broker's start: clients find it through the NameServer as soon as it says it serves (it
 registers during start, not on the 30 s timer), after a clean stop with a backlog too, and the
-metrics endpoint is up by then."""
+metrics endpoint is up by then. A clean stop is followed by a normal recovery, not the abnormal
+one that re-reads the commitlog; how long a restart takes is measured by ``benchmarks/peers.py``
+(its restart row), not asserted here."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
 
 from servers import Broker, unique
 
 from ._support import pull_header, send_header
-
-START_BOUND_S = 20.0  # generous: a loaded CI machine; a quiet one restarts in well under a second
 
 
 def test_restart_is_registered_by_the_ready_line_and_serves_the_backlog(namesrv, tmp_path, make_api):
@@ -25,9 +24,7 @@ def test_restart_is_registered_by_the_ready_line_and_serves_the_backlog(namesrv,
         b.stop()
         assert api.get_route_info(namesrv, topic) is None  # a clean stop unregisters
 
-        t0 = time.monotonic()
         b.start_again()  # returns once the ready line is printed
-        took = time.monotonic() - t0
         route = api.get_route_info(namesrv, topic)  # no waiting: registered before the ready line
         assert route is not None
         assert [(d.broker_name, d.broker_addrs) for d in route.broker_datas] == [(b.name, {0: b.addr})]
@@ -35,7 +32,8 @@ def test_restart_is_registered_by_the_ready_line_and_serves_the_backlog(namesrv,
         assert [m.body for m in pulled.messages()][:2] == [b"m0", b"m2"]
         with urllib.request.urlopen(b.metrics_url, timeout=5) as resp:
             assert b"spark_mq_messages_out_total" in resp.read()
-        assert took < START_BOUND_S
-        assert "normal recovery" in b.log()
+        # both starts recovered normally ("normal recovery" alone would also match "abnormal recovery")
+        log = b.log()
+        assert log.count("(normal recovery") == 2 and "(abnormal recovery" not in log, log[-3000:]
     finally:
         b.stop_if_running()

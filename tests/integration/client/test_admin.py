@@ -10,11 +10,12 @@ from servers import unique
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import uniq_keys
+from spark_mq.client.pull_consumer import pull_header
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ClientError, RemotingError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.perm import PERM_READ
-from spark_mq.remoting.bodies import MessageQueue
+from spark_mq.remoting.bodies import SUB_ALL, MessageQueue
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def test_create_topic_in_unknown_cluster_fails(admin):
         admin.create_topic(unique("T"), cluster="NoSuchCluster")
 
 
-def test_brokers_report_runtime(admin, cluster):
+def test_brokers_report_runtime(admin, api, cluster):
     brokers = admin.brokers()
     assert len(brokers) == 1
     b = brokers[0]
@@ -78,7 +79,15 @@ def test_brokers_report_runtime(admin, cluster):
     assert b.version and b.topic_count >= 1
     assert 0 <= b.commitlog_min_offset <= b.commitlog_max_offset
     assert 0.0 <= b.disk_ratio <= 1.0
-    assert b.msg_put_total >= 0 and b.msg_get_total >= 0
+    # the put and get totals count what this test sends and pulls
+    topic = unique("RuntimeTopic")
+    admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    send(api, cluster.broker, topic, 0, ["a", "b", "c"])
+    pulled = api.pull_message(cluster.broker, pull_header("runtime_reader", MessageQueue(topic, b.broker_name, 0),
+                                                          0, 32, SUB_ALL))
+    assert len(pulled.messages()) == 3
+    (after,) = admin.brokers()
+    assert (after.msg_put_total - b.msg_put_total, after.msg_get_total - b.msg_get_total) == (3, 3)
 
 
 def test_topic_stats(admin, api, cluster):

@@ -196,20 +196,23 @@ def test_orderly_consumption_keeps_queue_order_across_a_rebalance(namesrv, broke
     with ExitStack() as stack, SyncProducer(unique("PG"), ClientConfig(namesrv)).start() as p:
         consumer(stack, namesrv, group, topic, "o1", rec.listener("o1", slow), orderly=True, consume_from="first",
                  consume_batch_size=4)
-        sender_done = threading.Event()
+        o2_owns_a_queue = threading.Event()
 
         def produce() -> None:
             for i in range(n):
+                if i == n // 2:  # the second half comes once o2 took queues over: it has some to consume
+                    o2_owns_a_queue.wait(30)
                 p.send_orderly(Message(topic, f"{i % 4}:{i}".encode(), keys=f"m{i}"), i % 4)
                 if i % 50 == 0:
                     time.sleep(0.05)
-            sender_done.set()
 
         t = threading.Thread(target=produce)
         t.start()
         wait_until(lambda: len(rec.keys()) >= 60, 15, "the first orderly consumer going")
-        consumer(stack, namesrv, group, topic, "o2", rec.listener("o2", slow), orderly=True, consume_from="first",
-                 consume_batch_size=4)
+        o2 = consumer(stack, namesrv, group, topic, "o2", rec.listener("o2", slow), orderly=True,
+                      consume_from="first", consume_batch_size=4)
+        wait_until(lambda: ready(o2, topic), 15, "the second orderly consumer owning a queue")
+        o2_owns_a_queue.set()
         t.join(30)
         wait_consumed(rec, {f"m{i}" for i in range(n)}, 30)
         time.sleep(0.3)

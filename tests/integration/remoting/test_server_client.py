@@ -14,7 +14,28 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand, SerializeType
 from spark_mq.remoting.server import RemotingServer
 
-ECHO, SLOW, BOOM, ASK_BACK, NOTE, BUSY = 9001, 9002, 9003, 9004, 9005, 9006
+ECHO, SLOW, BOOM, ASK_BACK, NOTE, BUSY, GATE = 9001, 9002, 9003, 9004, 9005, 9006, 9007
+
+
+class Gate:
+    """A handler that holds each request until one with ``open`` comes in: a held request is answered
+    only if the server serves requests side by side. ``held`` counts the requests that got to wait."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+        self.held = 0
+
+    async def __call__(self, cmd: RemotingCommand, conn) -> RemotingCommand:
+        if cmd.ext_fields.get("open"):
+            self.opened.set()
+        else:
+            self.held += 1
+            await self.opened.wait()
+        return cmd.make_response(ResponseCode.SUCCESS, cmd.ext_fields["say"])
+
+    async def until_held(self, count: int) -> None:
+        while self.held < count:  # bounded by run()'s timeout
+            await asyncio.sleep(0.01)
 
 
 def run(coro, timeout: float = 20):
@@ -56,21 +77,21 @@ async def start_server(max_frame: int = 1 << 20, port: int = 0,
 def test_concurrent_requests_complete_out_of_order():
     async def main():
         server, addr, _ = await start_server()
+        gate = Gate()
+        server.register(GATE, gate)
         client = RemotingClient()
         try:
             done: list[str] = []
 
-            async def call(delay: str):
-                resp = await client.invoke(addr, RemotingCommand.request(SLOW, {"delay": delay}), timeout=5)
+            async def call(fields: dict[str, str]):
+                resp = await client.invoke(addr, RemotingCommand.request(GATE, fields), timeout=5)
                 done.append(resp.remark)
                 return resp.remark
 
-            t0 = time.monotonic()
-            results = await asyncio.gather(call("0.6"), call("0.3"), call("0"))
-            elapsed = time.monotonic() - t0
-            assert results == ["0.6", "0.3", "0"]
-            assert done == ["0", "0.3", "0.6"]  # the slow request did not hold the others back
-            assert elapsed < 1.0
+            # the first request waits for the last: answered only if the others are served meanwhile
+            results = await asyncio.gather(call({"say": "held"}), call({"say": "opener", "open": "1"}))
+            assert results == ["held", "opener"]
+            assert done == ["opener", "held"] and gate.held == 1  # the held request did not hold the other back
             assert len(server.connections) == 1  # all on one connection
         finally:
             await client.close()
@@ -213,14 +234,15 @@ def test_pending_requests_fail_when_server_goes_and_client_reconnects_after_rest
         client = RemotingClient(connect_timeout=1)
         try:
             assert (await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "1"}))).remark == "1"
-            pending = asyncio.ensure_future(client.invoke(addr, RemotingCommand.request(SLOW, {"delay": "30"}),
+            gate = Gate()  # never opened: the request is pending at the server until it goes
+            server.register(GATE, gate)
+            pending = asyncio.ensure_future(client.invoke(addr, RemotingCommand.request(GATE, {"say": "never"}),
                                                           timeout=30))
-            await asyncio.sleep(0.1)
-            t0 = time.monotonic()
+            await gate.until_held(1)
             await server.stop()
-            with pytest.raises(RemotingConnectError) as err:
-                await pending
-            assert time.monotonic() - t0 < 2 and err.value.__cause__ is not None
+            with pytest.raises(RemotingConnectError) as err:  # the connection's loss, not the 30 s timeout
+                await asyncio.wait_for(pending, 10)
+            assert err.value.__cause__ is not None
             with pytest.raises(RemotingConnectError, match="cannot connect"):
                 await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "2"}))
             server, _, _ = await start_server(port=port)

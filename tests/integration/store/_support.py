@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -30,6 +31,16 @@ HERE = Path(__file__).resolve().parent
 KiB = 1024
 COMMITLOG_FILE = 64 * KiB
 CRC_MASK = 0x7FFFFFFF
+
+
+SEED_ENV = "SPARK_MQ_CRASH_SEED"
+
+
+def crash_seed() -> int:
+    """A fresh random seed, or ``$SPARK_MQ_CRASH_SEED`` when set: the randomized crash and damage
+    tests print it and put it in every failure message, so a failure replays with the same seed."""
+    env = os.environ.get(SEED_ENV)
+    return int(env) if env else random.SystemRandom().randrange(1_000_000)
 
 
 def store_config(root: Path | str, **overrides) -> BrokerConfig:

@@ -28,8 +28,10 @@ from spark_mq.store.results import GetStatus, PutStatus
 
 from ._support import (
     COMMITLOG_FILE,
+    SEED_ENV,
     body_for,
     check_units,
+    crash_seed,
     key_for,
     kill,
     read_lines,
@@ -185,8 +187,8 @@ def _check_recovered(store: MessageStore, units: list[StoredUnit], cut: int, ctx
 def test_damaged_tail_is_truncated_and_the_store_keeps_working(
     tmp_path: Path, how: str, mode: str, checkpoint: str
 ) -> None:
-    seed = random.SystemRandom().randrange(1_000_000)
-    ctx = f"[{how}/{mode}/{checkpoint}, seed {seed}]"
+    seed = crash_seed()
+    ctx = f"[{how}/{mode}/{checkpoint}, seed {seed} ({SEED_ENV}={seed} replays it)]"
     print(ctx)
     root = tmp_path / "store"
     units = _build(root, tmp_path, how, seed)
@@ -252,8 +254,8 @@ def test_damaged_tail_is_truncated_and_the_store_keeps_working(
 
 @pytest.mark.parametrize("how", ["clean", "killed"])
 def test_flipped_byte_in_a_middle_unit_without_checkpoint_is_quarantined(tmp_path: Path, how: str) -> None:
-    seed = random.SystemRandom().randrange(1_000_000)
-    ctx = f"[{how}, seed {seed}]"
+    seed = crash_seed()
+    ctx = f"[{how}, seed {seed} ({SEED_ENV}={seed} replays it)]"
     print(ctx)
     root = tmp_path / "store"
     units = _build(root, tmp_path, how, seed)

@@ -11,7 +11,6 @@ of one test share one store directory, so each recovery starts from what the pre
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from pathlib import Path
@@ -22,7 +21,18 @@ from spark_mq.common.config import SYNC_FLUSH
 from spark_mq.common.message_unit import decode_message
 from spark_mq.store.message_store import MessageStore
 
-from ._support import Acks, kill, read_lines, seq_of, spawn, store_config, verify_store, wait_for_line
+from ._support import (
+    SEED_ENV,
+    Acks,
+    crash_seed,
+    kill,
+    read_lines,
+    seq_of,
+    spawn,
+    store_config,
+    verify_store,
+    wait_for_line,
+)
 
 TOPICS = ("crashA", "crashB", "crash_C")
 SEQ_STRIDE = 10_000_000  # run i writes seqs [i * SEQ_STRIDE, ...): unique and increasing across runs
@@ -101,14 +111,9 @@ class CrashCampaign:
             assert found[0].keys == [key] and found[0].properties["seq"] == str(seq), ctx
 
 
-def _base_seed() -> int:
-    env = os.environ.get("SPARK_MQ_CRASH_SEED")
-    return int(env) if env else random.SystemRandom().randrange(1_000_000)
-
-
 def test_sigkill_sync_flush_writer_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    base = _base_seed()
-    print(f"crash test base seed {base} (rerun with SPARK_MQ_CRASH_SEED={base})")
+    base = crash_seed()
+    print(f"crash test base seed {base} (rerun with {SEED_ENV}={base})")
     campaign = CrashCampaign(tmp_path, base)
     runs = 22
     for run in range(runs):
@@ -122,8 +127,8 @@ def test_sigkill_sync_flush_writer_loses_no_acknowledged_message(tmp_path: Path)
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_sigkill_sync_flush_writer_200_runs(tmp_path: Path) -> None:
-    base = _base_seed()
-    print(f"crash test base seed {base} (rerun with SPARK_MQ_CRASH_SEED={base})")
+    base = crash_seed()
+    print(f"crash test base seed {base} (rerun with {SEED_ENV}={base})")
     # chains of 25 runs per store directory keep each check's full read short
     for chain in range(8):
         campaign = CrashCampaign(tmp_path / f"chain{chain}", base * 10 + chain)

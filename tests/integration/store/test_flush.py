@@ -6,6 +6,8 @@ import threading
 import time
 from pathlib import Path
 
+from servers import wait_until
+
 from spark_mq.common.config import ASYNC_FLUSH, SYNC_FLUSH
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.store.checkpoint import Checkpoint
@@ -108,17 +110,14 @@ def test_async_flush_checkpoint_advances_and_clean_restart_replays_nothing(tmp_p
         end = store.commitlog.max_offset()
         assert end > 2 * cfg.maped_file_size_commit_log
 
-        # the checkpoint catches up within a few flushIntervalConsumeQueue periods
-        deadline = time.monotonic() + 5
-        while True:
-            valid, safe, ts = _read_checkpoint(root)
-            if safe == end or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        assert valid and safe == end, f"checkpoint safe offset {safe}, commitlog end {end}"
-        assert ts == last.store_timestamp
-        time.sleep(0.2)  # > flushIntervalCommitLog
-        assert store.commitlog.flushed_offset() == end
+        # the checkpoint and the commitlog flush catch up (the background flushes, no put asking)
+        def checkpoint_at_end() -> tuple[bool, int, int] | None:
+            read = _read_checkpoint(root)
+            return read if read[1] == end else None
+
+        valid, _, ts = wait_until(checkpoint_at_end, what=f"the checkpoint's safe offset at the commitlog end {end}")
+        assert valid and ts == last.store_timestamp
+        wait_until(lambda: store.commitlog.flushed_offset() == end, what="the commitlog flushed to its end")
         max_offsets = {q: store.get_max_offset("asyncT", q) for q in range(3)}
     finally:
         store.shutdown()

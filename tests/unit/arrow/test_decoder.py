@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import struct
 import sys
-import time
 import zlib
 from pathlib import Path
 
@@ -111,7 +110,7 @@ def _sql(t: pa.DataType) -> str:
     return {pa.timestamp("ms"): "timestamp(ms)", pa.binary(): "binary", pa.string(): "string"}.get(t, str(t))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(pull_bodies())
 def test_every_column_equals_the_slow_path(data):
     batch = decode_units_to_arrow(data, broker_name=BROKER)
@@ -119,7 +118,7 @@ def test_every_column_equals_the_slow_path(data):
     assert arrow_rows(batch) == reference_rows(data)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(pull_bodies())
 def test_given_starts_and_numpy_buffer_decode_the_same(data):
     starts = split_pull_body(data)
@@ -207,22 +206,19 @@ def test_hosts_format_like_unpack_host_for_many_distinct_hosts():
     assert arrow_rows(decode_units_to_arrow(data, broker_name=BROKER)) == reference_rows(data)
 
 
-def test_decodes_a_million_messages_within_a_generous_bound():
-    """The issue: decoding 1,000,000 messages runs in well under a second (benchmarks/arrow_decode.py
-    measures ~0.75 CPU s for walk + decode on the reference machine); asserted here with a bound
-    generous enough for a loaded CI machine."""
+def test_decodes_a_million_messages():
+    """A million units (the benchmark's body, benchmarks/arrow_decode.py) decode to a million rows,
+    each at its own commitlog and queue offset. How fast is the benchmark's to measure, not a
+    timed unit test's."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
     from arrow_decode import build_pull_body
 
-    data = build_pull_body(1_000_000)
-    decode_units_to_arrow(build_pull_body(10_000), broker_name=BROKER)  # warm up imports and allocator
-    seconds = float("inf")
-    for _ in range(3):  # best of 3, in CPU seconds: other work on a shared machine only ever adds time
-        t0 = time.process_time()
-        batch = decode_units_to_arrow(data, broker_name=BROKER)  # walking the body included
-        seconds = min(seconds, time.process_time() - t0)
-        assert batch.num_rows == 1_000_000
-    assert seconds < 1.25, f"decoding 1,000,000 messages took {seconds:.2f} CPU s"
+    messages, queues = 1_000_000, 4
+    data = build_pull_body(messages, queues=queues)
+    batch = decode_units_to_arrow(data, broker_name=BROKER)  # walking the body included
+    assert batch.num_rows == messages
+    assert np.array_equal(batch.column("commitlog_offset").to_numpy(), split_pull_body(data))
+    assert np.array_equal(batch.column("queue_offset").to_numpy(), np.arange(messages) // queues)
 
 
 def test_port_is_signed_like_unpack_host():

@@ -87,7 +87,7 @@ ops = st.lists(st.tuples(st.sampled_from(["update", "update_inc", "remove", "per
                          st.integers(-1, 100)), max_size=30)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(ops=ops)
 def test_local_store_against_a_dict_model(tmp_path_factory, ops):
     path = tmp_path_factory.mktemp("model") / "offsets.json"

@@ -88,7 +88,7 @@ def assert_columns_match(batch: StoredBatch, messages: list[StoredMessage]) -> N
     assert [batch[i] for i in range(len(batch))] == messages
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(pull_bodies())
 def test_every_column_equals_the_object_api(body):
     result = found(body)

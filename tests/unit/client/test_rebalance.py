@@ -54,7 +54,7 @@ def allocation(strategy, mqs, members) -> dict[str, list[MessageQueue]]:
 
 
 @pytest.mark.parametrize("name", sorted(ALL))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(mqs=queues, members=cids, data=st.data())
 def test_every_queue_goes_to_exactly_one_member(name, mqs, members, data):
     strategy = ALL[name]
@@ -74,21 +74,21 @@ def test_a_stranger_gets_nothing(name, mqs, members):
 
 
 @pytest.mark.parametrize("strategy", [allocate_average, allocate_average_by_circle])
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(mqs=queues, members=cids)
 def test_average_sizes_differ_by_at_most_one(strategy, mqs, members):
     sizes = [len(v) for v in allocation(strategy, mqs, members).values()]
     assert max(sizes) - min(sizes) <= 1
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(mqs=queues, members=cids)
 def test_average_gives_contiguous_blocks_in_member_order(mqs, members):
     owned = allocation(allocate_average, mqs, members)
     assert [q for cid in sorted(members) for q in owned[cid]] == sorted(mqs)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(mqs=queues, members=cids, joiner=st.integers(0, 9999).map(lambda n: f"10.1.1.{n % 256}@{n}"))
 def test_consistent_hash_moves_only_the_joiner_s_queues(mqs, members, joiner):
     strategy = AllocateConsistentHash()

@@ -59,7 +59,7 @@ ascii_texts = st.lists(st.text(alphabet=st.characters(max_codepoint=127), max_si
 
 
 @given(strings=st.one_of(texts, ascii_texts), gap=st.binary(max_size=3))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 def test_java_hashes_equals_java_hash_per_range(strings, gap):
     buf, starts, ends = _ranges(strings, gap)
     got = java_hashes(buf, starts, ends)
@@ -69,7 +69,7 @@ def test_java_hashes_equals_java_hash_per_range(strings, gap):
 
 
 @given(prefix=st.text(max_size=20), strings=st.one_of(texts, ascii_texts))
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 def test_java_hashes_with_one_prefix_hash_equals_hash_of_concatenation(prefix, strings):
     buf, starts, ends = _ranges(strings)
     got = java_hashes(buf, starts, ends, java_hash(prefix))
@@ -79,7 +79,7 @@ def test_java_hashes_with_one_prefix_hash_equals_hash_of_concatenation(prefix, s
 @given(
     pairs=st.lists(st.tuples(st.text(max_size=20), st.text(max_size=30)), max_size=30),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 def test_java_hashes_with_per_range_prefix_hashes(pairs):
     prefixes = [p for p, _ in pairs]
     strings = [s for _, s in pairs]

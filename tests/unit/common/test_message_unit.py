@@ -232,7 +232,7 @@ def batches(draw) -> MessageBatch:
     store_ts=st.integers(0, 2**45),
     lead=st.binary(max_size=5),
 )
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 def test_encode_walk_decode_round_trip(batch, physical_offset, queue_offset, store_ts, lead):
     store_host = pack_host("172.16.0.9", 10911)
     enc = encode_batch(batch, physical_offset, queue_offset, store_ts, store_host)

@@ -78,7 +78,7 @@ def _layout(raws: list[bytes], gaps: list[bytes]) -> tuple[np.ndarray, np.ndarra
     ),
     probe=names,
 )
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 def test_scan_find_agrees_with_decode(rows, probe):
     raws = []
     for props, drop_last_sep, _ in rows:

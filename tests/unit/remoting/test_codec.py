@@ -82,7 +82,7 @@ def test_non_string_ext_values_are_stringified():
     assert cmd.ext_fields == {"a": "1", "b": "true"}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(commands)
 def test_round_trip(cmd):
     frame = encode(cmd)
@@ -90,7 +90,7 @@ def test_round_trip(cmd):
     assert got == cmd
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.lists(commands, min_size=1, max_size=5), st.data())
 def test_stream_split_anywhere(cmds, data):
     stream = b"".join(encode(c) for c in cmds)
@@ -102,7 +102,7 @@ def test_stream_split_anywhere(cmds, data):
     assert got == cmds and decoder.buffered == 0
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(st.binary(max_size=200))
 def test_random_bytes_only_raise_frame_error(raw):
     try:
@@ -111,7 +111,7 @@ def test_random_bytes_only_raise_frame_error(raw):
         pass
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=500)
 @given(st.sampled_from([0, 1, 2, 255]), st.binary(max_size=120), st.binary(max_size=20))
 def test_random_headers_only_raise_frame_error(kind, header, body):
     """Well-framed garbage: valid lengths around a random header of either serialize type."""

@@ -228,7 +228,7 @@ def test_offset_by_time(tmp_path):
     cut=st.integers(0, 400),
     seed=st.integers(0, 1000),
 )
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 def test_offset_arithmetic_for_any_file_and_batch_sizes(per_file, batches, cut, seed):
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as d:
