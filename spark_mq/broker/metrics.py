@@ -118,16 +118,19 @@ class BrokerMetrics:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
         from prometheus_client.utils import floatToGoString
 
+        def labelled(name: str, doc: str, labels: list[str], rows: dict[Any, float]) -> Any:
+            family = CounterMetricFamily(name, doc, labels=labels)
+            for key, count in list(rows.items()):
+                family.add_metric(list(key) if isinstance(key, tuple) else [key], count)
+            return family
+
         for name, doc, table, col in (
             ("spark_mq_messages_in", "Messages stored", self._in, 0),
             ("spark_mq_messages_out", "Messages delivered by pulls", self._out, 0),
             ("spark_mq_bytes_in", "Commitlog bytes stored", self._in, 1),
             ("spark_mq_bytes_out", "Bytes delivered by pulls", self._out, 1),
         ):
-            family = CounterMetricFamily(name, doc, labels=["topic"])
-            for topic, row in list(table.items()):
-                family.add_metric([topic], row[col])
-            yield family
+            yield labelled(name, doc, ["topic"], {topic: row[col] for topic, row in list(table.items())})
         cumulative, buckets = 0, []
         for le, n in zip((*PUT_SECONDS_BUCKETS, float("inf")), list(self._put_bucket_counts), strict=True):
             cumulative += n
@@ -138,30 +141,21 @@ class BrokerMetrics:
                                 value=self.long_poll_waiters.value)
         yield GaugeMetricFamily("spark_mq_disk_used_ratio", "Used fraction of the store's disk",
                                 value=_ratio(self.store_root))
-        family = CounterMetricFamily("spark_mq_unserved_feature_refusals",
-                                     "Requests refused because they need a feature this broker does not serve yet",
-                                     labels=["feature"])
-        for feature, count in list(self._refused.items()):
-            family.add_metric([feature], count)
-        yield family
+        yield labelled("spark_mq_unserved_feature_refusals",
+                       "Requests refused because they need a feature this broker does not serve yet", ["feature"],
+                       self._refused)
         if self._store is not None:
             # damaged units quarantined at start-up or skipped by reads
             yield CounterMetricFamily("spark_mq_store_corrupt_units", "Damaged commitlog units found and never served",
                                       value=self._store.corrupt_units)
             retention = self._store.retention
-            family = CounterMetricFamily("spark_mq_retention_unarchived_refusals",
-                                         "Retention runs that kept a commitlog file holding messages not yet archived",
-                                         labels=["trigger"])
             # ``trigger`` is ``expiry`` (kept quietly) or ``disk_pressure`` (an error: the disk stays full)
-            for trigger, count in list(retention.unarchived_refusals.items()):
-                family.add_metric([trigger], count)
-            yield family
-            family = CounterMetricFamily("spark_mq_retention_unconsumed_deleted",
-                                         "Messages no consumer group had consumed, deleted by forced clean-up "
-                                         "(cleanUnconsumedForcibly=true)", labels=["topic", "group"])
-            for (topic, group), count in list(retention.unconsumed_deleted.items()):
-                family.add_metric([topic, group], count)
-            yield family
+            yield labelled("spark_mq_retention_unarchived_refusals",
+                           "Retention runs that kept a commitlog file holding messages not yet archived", ["trigger"],
+                           retention.unarchived_refusals)
+            yield labelled("spark_mq_retention_unconsumed_deleted",
+                           "Messages no consumer group had consumed, deleted by forced clean-up "
+                           "(cleanUnconsumedForcibly=true)", ["topic", "group"], retention.unconsumed_deleted)
             yield GaugeMetricFamily("spark_mq_store_writable",
                                     "1 while the store accepts writes, 0 while it refuses them (disk full or over "
                                     "a disk ratio)", value=0 if self._store.write_refusal else 1)
