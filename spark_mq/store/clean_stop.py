@@ -12,12 +12,12 @@ synchronously and rebuilds what is missing before it serves.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from spark_mq.common.errors import CorruptFileError
+from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.store.consume_queue import ConsumeQueue
 
 log = logging.getLogger(__name__)
@@ -31,28 +31,21 @@ def _record(commitlog_end: int, queues: Iterable[ConsumeQueue]) -> dict:
 
 
 def write_clean_stop(path: Path, commitlog_end: int, queues: Iterable[ConsumeQueue]) -> None:
-    """Record the state a clean shutdown leaves (written whole, then renamed into place)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(_record(commitlog_end, queues), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Record the state a clean shutdown leaves (written atomically)."""
+    JsonConfigFile(path).persist(_record(commitlog_end, queues))
 
 
 def take_clean_stop(path: Path, commitlog_end: int, queues: Iterable[ConsumeQueue]) -> bool:
     """Whether the record left by the last clean shutdown matches the store as loaded; the
     record is removed either way (a crash must never find a stale one)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
+    if not path.exists():
         return False
+    try:
+        same = JsonConfigFile(path).load() == _record(commitlog_end, queues)
+    except CorruptFileError:
+        same = False
     finally:
         path.unlink(missing_ok=True)
-    try:
-        same = json.loads(text) == _record(commitlog_end, queues)
-    except ValueError:
-        same = False
     if not same:
         log.warning("store: the consume queues or the commitlog differ from what the last clean shutdown left: "
                     "checking them before serving")
