@@ -83,9 +83,6 @@ class BrokerMetrics:
         """One request refused because the broker does not serve ``feature`` yet."""
         self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
 
-    def refusals(self, feature: str) -> int:
-        return self._refused.get(feature, 0)
-
     def put_total(self) -> int:
         return self._put_total
 

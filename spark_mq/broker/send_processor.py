@@ -61,17 +61,19 @@ class SendProcessor:
 
     async def send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
-        try:
-            validate_topic(h.topic)
-        except InvalidNameError as e:
-            client_faults.warning(conn.peer_host, "invalid topic", "%s: %s refused: %s", conn.peer, cmd.describe(), e)
-            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        topic = self.topics.get(h.topic)
+        if topic is None:  # a known topic passed the naming rule when it was added
+            try:
+                validate_topic(h.topic)
+            except InvalidNameError as e:
+                client_faults.warning(conn.peer_host, "invalid topic", "%s: %s refused: %s", conn.peer,
+                                      cmd.describe(), e)
+                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
             if is_prepared_transaction(h, cmd.body):  # refused before anything (a topic) is created
                 return self.unserved.refuse_transaction(cmd, h, conn)
         except BatchBodyError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        topic = self.topics.get(h.topic)
         if topic is None:
             topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:

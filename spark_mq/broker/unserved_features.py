@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 TRANSACTIONS = "transaction"  # the metric label of a refused prepared (half) message
 SQL92 = "sql92"  # the metric label of a refused SQL92 subscription
 
-_PREPARED_NEEDLE = f"{TRANSACTION_PREPARED}\x01".encode()
+_PREPARED_NAME = f"{TRANSACTION_PREPARED}\x01"
+_PREPARED_NEEDLE = _PREPARED_NAME.encode()
 
 TRANSACTIONS_MISSING = ("transactional messages are not enabled on this broker: half messages, END_TRANSACTION "
                         "and transaction check-back are not served yet; send the message without TRAN_MSG "
@@ -55,8 +56,9 @@ def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
     """
     if transaction_type(h.sys_flag) == TRANSACTION_PREPARED_TYPE:
         return True
-    if not h.batch:
-        return _prepared_property((h.properties or "").encode())
+    if not h.batch:  # the header's property string: encoded only when the name occurs in it
+        props = h.properties or ""
+        return _PREPARED_NAME in props and _prepared_property(props.encode())
     if _PREPARED_NEEDLE not in body:
         return False
     batch = decode_batch_body(body, h.topic, 0, h.born_timestamp)
