@@ -299,12 +299,10 @@ class Connection:
                     break
                 self._last_read = time.monotonic()
                 for cmd in self._decoder.feed(data):
-                    if self._max_in_flight and not cmd.flag & RESPONSE_FLAG:  # a request: it needs a slot
-                        if self._in_flight < self._max_in_flight and not self._slot_waiters:
-                            self._in_flight += 1
-                        else:
-                            self._frame_since = None
-                            await self._wait_for_slot()
+                    # a request needs a slot
+                    if self._max_in_flight and not cmd.flag & RESPONSE_FLAG and not self._take_slot_now():
+                        self._frame_since = None
+                        await self._wait_for_slot()
                     self._dispatch(cmd)
                 if server_side:
                     self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
