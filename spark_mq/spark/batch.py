@@ -17,6 +17,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from spark_mq.arrow.queues import discover_queues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.arrow.schema import COLUMNS
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 class SparkMQBatchReader(DataSourceReader):
     """Batch reader: plans queue-range partitions on the driver, reads them in executors."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.opts = opts
+        self.columns = columns  # of the source's schema, the ones read (spark_mq.spark.schema.source_columns)
 
     def partitions(self) -> list[InputPartition]:
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
@@ -42,4 +44,4 @@ class SparkMQBatchReader(DataSourceReader):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
+        return read_partition(partition, self.columns)
