@@ -198,11 +198,14 @@ class _Sender:
         return queues
 
     def send(self, rows: EncodedRows) -> None:
+        """Send ``rows``: every row is routed (its topic known, its queue_id valid) before any is sent."""
+        routed = []
         for code, topic in enumerate(rows.topics):
             selected = (np.arange(len(rows), dtype=np.int64) if len(rows.topics) == 1
                         else np.flatnonzero(rows.topic_codes == code))
             queues = self._topic_queues(topic)
-            targets = route_rows(rows, selected, queues)
+            routed.append((queues, selected, route_rows(rows, selected, queues)))
+        for queues, selected, targets in routed:
             order = np.argsort(targets, kind="stable")  # rows of one target keep their order
             sorted_targets = targets[order]
             bounds = np.flatnonzero(np.diff(sorted_targets)) + 1

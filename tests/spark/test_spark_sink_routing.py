@@ -136,3 +136,16 @@ def test_a_read_written_back_after_with_column(spark, cluster, produced):
         assert new.properties.get("n") == old.properties.get("n")
         assert new.uniq_key != old.uniq_key  # a new message: a fresh UNIQ_KEY
     assert _stored(cluster, produced.topic) == len(produced.results)  # nothing went back to the source topic
+
+
+def test_an_unknown_topic_or_queue_fails_the_batch_before_any_row_is_sent(spark, cluster):
+    known = unique("spark_sink_known")
+    create_topic(cluster, known)
+    missing = unique("spark_sink_missing")
+    df = spark.createDataFrame([("a", known, None), ("b", missing, None)], "body string, topic string, queue_id int")
+    with pytest.raises(Exception, match=f"topic '{missing}' is not known"):
+        _writer(df.coalesce(1), cluster).save()
+    df = spark.createDataFrame([("a", known, 1), ("b", known, QUEUES)], "body string, topic string, queue_id int")
+    with pytest.raises(Exception, match=f"queue_id {QUEUES} is not a writable queue of topic {known}"):
+        _writer(df.coalesce(1), cluster).save()
+    assert _stored(cluster, known) == 0
