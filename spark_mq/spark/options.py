@@ -204,7 +204,7 @@ class SinkOptions:
     """The validated options of one ``spark_mq`` write (batch or streaming)."""
 
     namesrv: str  # ';'-separated host:port
-    topic: str
+    topic: str | None  # every row's topic (over a `topic` column, as Kafka's); None: each row's `topic` column
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_size: int = DEFAULT_BATCH_SIZE
 
@@ -215,18 +215,19 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Validate Spark's write options (keys in any case); ConfigError saying what to fix."""
-        given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS)
+        given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS,
+                       required=(NAMESRV,))  # `topic` may come from a column: checked with the schema
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE
         if batch_size > MAX_BATCH_SIZE:
             raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
-        return cls(namesrv=given[NAMESRV], topic=given[TOPIC],
+        return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
                    producer_group=given.get(PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
 
 
 def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,
-           ignored: frozenset[str] = frozenset()) -> dict[str, str]:
+           ignored: frozenset[str] = frozenset(), required: tuple[str, ...] = (NAMESRV, TOPIC)) -> dict[str, str]:
     """Spark's options under their canonical names (keys in any case, values stripped), with the
-    required ``namesrv`` and ``topic`` present and well-formed; ConfigError saying what to fix."""
+    ``required`` ones present and ``namesrv`` well-formed; ConfigError saying what to fix."""
     given: dict[str, str] = {}
     for key, value in options.items():
         name = by_lower.get(key.lower())
@@ -235,7 +236,7 @@ def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple
                 continue
             raise ConfigError(f"unknown option {key!r} of the spark_mq {kind}: the options are {', '.join(names)}")
         given[name] = value.strip() if isinstance(value, str) else str(value)
-    for name in (NAMESRV, TOPIC):
+    for name in required:
         if not given.get(name):
             raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"
                               + (" with NameServer host:port (';'-separated for several)" if name == NAMESRV
