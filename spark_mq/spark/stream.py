@@ -43,10 +43,17 @@ without one at their earliest — never ``latest``, which would skip what arrive
 started — unless the queue was seen late, above). The offsets a member resolves at its first trigger
 are committed at once, so a member taking its queues over before its first batch is done starts there.
 Two Spark applications of one group so split a topic's queues, and when one stops (its reader
-unlocks everything and leaves the group) the other takes its queues over at its next trigger. A
-batch that finished after the stopping query's last trigger has not been committed, so the next
-owner reads it again: across members delivery is at least once; within one query Spark's
-checkpoint keeps it exactly once. Without ``group`` every readable queue is read and nothing is
+unlocks everything and leaves the group) the other takes its queues over at its next trigger.
+
+Locks are checked before use: before it commits or plans anything (``latestOffset``, ``commit``) the
+reader renews every lock it holds at the brokers (LOCK_BATCH_MQ) and drops the queues refused, so a
+member that was stopped or cut off past the broker's lock expiry (``rebalanceLockMaxLiveTime``) and
+whose queues another member took over neither commits over the new owner nor plans those queues
+again; it takes them back only through the allocation, locking and joining at the committed offset.
+The at-least-once window across members: the messages of a batch a member planned while it held the
+lock but had not committed when the queue changed hands (it stopped, or lost the lock while the batch
+ran) — the next owner starts at the last committed offset and reads them again. Within one query
+Spark's checkpoint keeps delivery exactly once. Without ``group`` every readable queue is read and nothing is
 committed.
 
 Thread-safety: Spark calls the driver-side methods from one thread of one long-lived Python
@@ -187,6 +194,14 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
                             self.opts.topic, queue_key_text(key), self.opts.group, e)
 
+    def _confirmed(self, member: DriverGroupMember) -> frozenset[QueueKey]:
+        """The queues whose locks this member still holds, checked at the brokers now (before it commits
+        or plans anything); a queue lost meanwhile is forgotten, as its new owner commits it."""
+        held = member.confirm()
+        for key in set(self._committed) - held:
+            del self._committed[key]
+        return held
+
     def _join_at(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
         """Where a queue this member just took over starts: the group's committed offset (its previous
         owner committed it before unlocking); without one, its earliest when it was in the route at this
@@ -205,7 +220,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
         the queues read on from ``begin`` and the queues joining at the offsets they start from."""
         member = self._group_member()
-        held = member.held()
+        held = self._confirmed(member)
         self._commit(queues, {k: v for k, v in begin.items() if k in held})
         wanted = member.allocation(queues)
         leaving = held - wanted
@@ -312,7 +327,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offsets = from_spark_offset(end)
         queues = self._queues if self._queues is not None and set(offsets) <= set(self._queues.queues) \
             else self._discover()
-        held = self._group_member().held()
+        held = self._confirmed(self._group_member())
         self._commit(queues, {k: v for k, v in offsets.items() if k in held})
 
     def stop(self) -> None:
