@@ -4,8 +4,9 @@ As Spark's ``KafkaSourceOffset`` + ``KafkaOffsetReader``, kept apart from the pr
 readers: the JSON codec (``{"<broker>:<queueId>": offset}``, ``-2`` earliest, ``-1`` latest) and
 the resolution of starting/ending offsets against the brokers — earliest = GET_MIN_OFFSET,
 latest = GET_MAX_OFFSET, committed = QUERY_CONSUMER_OFFSET of ``group`` (falling back to
-``startingTimestamp``, else earliest, for queues without one), ``startingTimestamp`` =
-SEARCH_OFFSET_BY_TIMESTAMP.
+``startingTimestamp``, else earliest, for queues without one; asked with ``setZeroIfNotFound=false``,
+since the broker's 0 for a group without an offset on a queue starting at 0 would read as one),
+``startingTimestamp`` = SEARCH_OFFSET_BY_TIMESTAMP.
 
 A requested start below the broker's minimum (retention deleted those messages) is data loss:
 with ``failOnDataLoss`` (default) it raises :class:`DataLossError` naming the queue and offsets,

@@ -175,13 +175,16 @@ def test_max_offset_going_backwards(cluster, fail_on_data_loss):
 
 # -- 4. a broker down when the query starts ----------------------------------------------------------------------
 
-def test_broker_down_at_start_keeps_the_starting_rule(cluster, tmp_path):
+@pytest.mark.parametrize("in_group", [False, True])
+def test_broker_down_at_start_keeps_the_starting_rule(cluster, tmp_path, in_group):
     """Under ``latest`` a broker that was down when the query started comes back: its messages from
-    before the start are not read (as ``latest`` would have resolved them), every one after is."""
+    before the start are not read (as ``latest`` would have resolved them), every one after is — by a
+    plain stream and by a group member (which finds no committed offset for those queues)."""
     topic = unique("sc_down")
     other = Broker(cluster.namesrv, tmp_path / "broker-b", broker_name="broker-b")
     producer = None
-    reader = _reader(cluster, topic)
+    group = {"group": unique("sc_down_g"), "rebalanceIntervalMs": "200"} if in_group else {}
+    reader = _reader(cluster, topic, **group)
     try:
         with SyncMQClientAPI() as api:
             for addr in (cluster.broker.addr, other.addr):
@@ -203,7 +206,7 @@ def test_broker_down_at_start_keeps_the_starting_rule(cluster, tmp_path):
         producer.close()
         producer = Producer(cluster, topic)  # a fresh route: sends to both brokers again
         producer.send(80, batch=10)
-        end = reader.latestOffset(start, EVERYTHING)
+        end = _until_holding(reader, start, 4)
         for (name, q), offset in history.items():
             assert end[f"{name}:{q}"] == offset, f"broker-b queue {q} joined at {end[f'{name}:{q}']}, not {offset}"
         following = reader.latestOffset(end, EVERYTHING)
