@@ -14,7 +14,9 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from servers import Broker, unique, wait_until
 
 from spark_mq.arrow.queues import DataLossError
+from spark_mq.client.subscription import subscription_data
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.stream import SparkMQStreamReader
 
@@ -134,6 +136,49 @@ def test_queue_joining_without_committed_offset_starts_at_earliest(cluster):
         first.stop()
         second.stop()
         producer.close()
+
+
+EVERY_HOUR = ";".join(str(h) for h in range(24))
+# commitlog files of 64 KiB that retention deletes as soon as they are full: queues soon start above 0
+RETAIN_NOTHING = (f"mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\nfileReservedTime=0\ndeleteWhen={EVERY_HOUR}\n"
+                  f"cleanResourceInterval=100\n")
+
+
+def test_hand_over_without_any_commit_starts_at_earliest(cluster, tmp_path):
+    """A queue handed over by a member that stopped without committing anything (here a plain RocketMQ
+    consumer: heartbeat, LOCK_BATCH_MQ, UNREGISTER_CLIENT) on a broker whose retention already moved
+    the queue's min above 0: the stream member takes it at its earliest, not at ``latest``."""
+    broker = Broker(cluster.namesrv, tmp_path / "broker", RETAIN_NOTHING, broker_name=unique("broker_ret"))
+    topic, group = unique("sc_nocommit"), unique("sc_nocommit_g")
+    mqs = [MessageQueue(topic, broker.name, q) for q in range(2)]
+    api = SyncMQClientAPI()
+    producer = None
+    reader = _reader(cluster, topic, group=group, rebalanceIntervalMs="200")
+    try:
+        api.create_topic(broker.addr, topic, 2, 2)
+        wait_until(lambda: api.get_route_info(cluster.namesrv, topic), what=f"route of {topic}")
+        producer = Producer(cluster, topic)
+        wait_until(lambda: producer.send(200, batch=20) or all(api.get_min_offset(broker.addr, topic, q) > 0
+                                                                 for q in range(2)),
+                   timeout=30, what="retention to delete the first messages of both queues")
+        plain = "127.0.0.1@plain_consumer"
+        consumer = ConsumerData(group, "CONSUME_ACTIVELY", subscription_data_set=[subscription_data(topic)])
+        api.heartbeat(broker.addr, HeartbeatData(plain, consumer_data_set=[consumer]))
+        assert set(api.lock_batch_mq(broker.addr, group, plain, mqs)) == set(mqs)
+        start = reader.initialOffset()
+        assert start == {}, "the plain consumer holds both queues"
+        first_new = {f"{broker.name}:{q}": api.get_max_offset(broker.addr, topic, q) for q in range(2)}
+        producer.send(2, batch=1)  # after the stream started, one per queue (few: retention goes on)
+        api.unlock_batch_mq(broker.addr, group, plain, mqs)
+        api.unregister_client(broker.addr, plain, consumer_group=group)
+        joined = _until_holding(reader, start, 2)
+        assert all(joined[k] <= first_new[k] for k in joined), f"joined at {joined}, skipping from {first_new}"
+    finally:
+        reader.stop()
+        if producer is not None:
+            producer.close()
+        api.close()
+        broker.stop_if_running()
 
 
 # -- 3. a max offset going backwards is data loss, not an empty backlog -------------------------------------------
