@@ -53,8 +53,8 @@ again; it takes them back only through the allocation, locking and joining at th
 The at-least-once window across members: the messages of a batch a member planned while it held the
 lock but had not committed when the queue changed hands (it stopped, or lost the lock while the batch
 ran) — the next owner starts at the last committed offset and reads them again. Within one query
-Spark's checkpoint keeps delivery exactly once. Without ``group`` every readable queue is read and nothing is
-committed.
+Spark's checkpoint keeps delivery exactly once. Without ``group`` every readable queue is read and
+nothing is committed.
 
 Thread-safety: Spark calls the driver-side methods from one thread of one long-lived Python
 process; the reader holds one ``SyncMQClientAPI`` (and, with a group, one group member) there,

@@ -218,6 +218,43 @@ def test_max_offset_going_backwards(cluster, fail_on_data_loss):
         producer.close()
 
 
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_spark_query_on_a_recreated_topic(spark, cluster, tmp_path, fail_on_data_loss):
+    """The same through Spark: the query fails with the queue and both offsets in its exception, or reads
+    the re-created topic's messages from its start."""
+    topic = unique("sc_back_q")
+    create_topic(cluster, topic, 2)
+    producer = Producer(cluster, topic)
+    name = unique("sc_back_t").replace("-", "_")
+    df = (spark.readStream.format("spark_mq").option("namesrv", cluster.namesrv).option("topic", topic)
+          .option("startingOffsets", "earliest").option("failOnDataLoss", str(fail_on_data_loss).lower()).load())
+    query = (df.select("queue_id", "queue_offset", "uniq_key").writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="300 milliseconds").start())
+    try:
+        producer.send(40, batch=10)
+        wait_until(lambda: spark.table(name).count() == 40, timeout=QUERY_TIMEOUT_S, interval=0.5,
+                   what="the first 40 messages")
+        before = len(producer.rows)
+        with SyncMQClientAPI() as api:
+            api.delete_topic_in_broker(cluster.broker.addr, topic)
+        create_topic(cluster, topic, 2)
+        producer.send(8, batch=4)
+        if fail_on_data_loss:
+            wait_until(lambda: query.exception() is not None, timeout=QUERY_TIMEOUT_S, interval=0.5,
+                       what="the query to fail")
+            message = str(query.exception())
+            assert f"{topic}@{BROKER}:0" in message and "max offset 4 is below offset 20" in message, message
+            return
+        again = {(q, o, k) for q, o, k, _ in producer.rows[before:]}
+        wait_until(lambda: again <= {(r.queue_id, r.queue_offset, r.uniq_key) for r in spark.table(name).collect()},
+                   timeout=QUERY_TIMEOUT_S, interval=0.5, what="the re-created topic's messages")
+        assert spark.table(name).count() == 48
+        assert query.exception() is None
+    finally:
+        query.stop()
+        producer.close()
+
+
 # -- 4. a broker down when the query starts ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("in_group", [False, True])
