@@ -13,7 +13,7 @@ Thread-safety: constants and pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -61,6 +61,13 @@ def to_utc_schema(rows: pa.RecordBatch | pa.Table, schema: pa.Schema = UTC_SCHEM
     if isinstance(rows, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(columns, schema=schema)
     return pa.table(columns, schema=schema)
+
+
+def in_columns(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """``batches`` (each with at least ``columns``) in ``utc_schema(columns)``: a pruned read of a source
+    that yields whole rows (the archive, the key index)."""
+    schema = utc_schema(columns)
+    return (to_utc_schema(batch, schema) for batch in batches)
 
 
 def to_message_schema(table: pa.Table) -> pa.Table:

@@ -5,23 +5,29 @@ on the NameServer, resolves each queue's [start, end) and plans partitions
 (:mod:`spark_mq.spark.partitions`). ``read()`` runs in executors and reads one partition from its
 tier. Nothing here holds a socket or a thread between calls: the reader and the partitions are plain
 picklable values; clients are opened (and closed) inside ``partitions()`` and ``read()``.
+
+:class:`SparkMQFilteringReader` adds filter pushdown (:mod:`spark_mq.spark.pushdown`): the filters
+the brokers answer prune queues, narrow ranges by store time, filter tags at the broker, or read
+through the key index.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from spark_mq.arrow.queues import discover_queues
-from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
-from spark_mq.arrow.schema import COLUMNS
+from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
+from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import plan_partitions, read_partition
+from spark_mq.spark.pushdown import IndexedRead, Pushed, by_broker, push_filters, read_indexed
 
 log = logging.getLogger(__name__)
 
@@ -32,16 +38,39 @@ class SparkMQBatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.opts = opts
         self.columns = columns  # of the source's schema, the ones read (spark_mq.spark.schema.source_columns)
+        self.pushed = Pushed()  # set by SparkMQFilteringReader.pushFilters
 
     def partitions(self) -> list[InputPartition]:
+        tags = self.pushed.tag_expression(self.opts.tags)
+        if tags is None:
+            log.info("spark_mq: the tag filters and option tags of %s match no tag: nothing to read", self.opts.topic)
+            return []
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
             queues = discover_queues(api, self.opts.namesrv_addrs, self.opts.topic)
             source = offset_source(api, queues, self.opts)
             starting = resolve_starting(source, queues, self.opts)
             ending = resolve_ending(source, queues, self.opts, starting)
-            parts = plan_partitions(self.opts, queues, starting, ending, source)
-        log.info("spark_mq: %d partition(s) over %d queue(s) of %s", len(parts), len(queues.queues), self.opts.topic)
+            read = self.pushed.prune(queues)
+            starting, ending = self.pushed.narrow(source, read, starting, ending)
+            parts = plan_partitions(replace(self.opts, tags=tags), read, starting, ending, source)
+        if self.pushed.key is not None:
+            hot = [p.value for p in parts if isinstance(p.value, QueueRange)]
+            parts = ([p for p in parts if not isinstance(p.value, QueueRange)]
+                     + [InputPartition(r) for r in by_broker(self.pushed.key, hot, self.pushed)])
+        log.info("spark_mq: %d partition(s) over %d of %d queue(s) of %s (pushed: %s)", len(parts),
+                 len(read.queues), len(queues.queues), self.opts.topic, self.pushed)
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition.value, IndexedRead):
+            return in_columns(read_indexed(partition.value), self.columns)
         return read_partition(partition, self.columns)
+
+
+class SparkMQFilteringReader(SparkMQBatchReader):
+    """The batch reader with filter pushdown, handed out only when Spark pushes filters
+    (``spark.sql.python.filterPushdown.enabled=true``; see :mod:`spark_mq.spark.pushdown` for why)."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        self.pushed, kept = push_filters(filters)
+        return kept

@@ -4,12 +4,18 @@ As Spark's ``KafkaSourceOffset`` + ``KafkaOffsetReader``, kept apart from the pr
 readers: the JSON codec (``{"<broker>:<queueId>": offset}``, ``-2`` earliest, ``-1`` latest) and
 the resolution of starting/ending offsets against the brokers — earliest = GET_MIN_OFFSET,
 latest = GET_MAX_OFFSET, committed = QUERY_CONSUMER_OFFSET of ``group`` (falling back to
-``startingTimestamp``, else earliest, for queues without one), ``startingTimestamp`` =
-SEARCH_OFFSET_BY_TIMESTAMP.
+``startingTimestamp``, else earliest, for queues without one; asked with ``setZeroIfNotFound=false``,
+since the broker's 0 for a group without an offset on a queue starting at 0 would read as one),
+``startingTimestamp`` = SEARCH_OFFSET_BY_TIMESTAMP.
 
 A requested start below the broker's minimum (retention deleted those messages) is data loss:
 with ``failOnDataLoss`` (default) it raises :class:`DataLossError` naming the queue and offsets,
-otherwise it logs a warning and starts at the minimum.
+otherwise it logs a warning and starts at the minimum. So is a broker max offset below what a stream
+has read (:func:`check_max`: the topic was re-created or its log truncated, and the offsets read now
+hold other messages), which restarts the queue at the minimum.
+
+A queue a stream first sees after it started starts by the rule as of the start
+(:func:`resolve_late`; the stream reader's module doc says why).
 
 The queues of a topic and their offsets at the brokers are :mod:`spark_mq.arrow.queues`'s; with
 ``tieredStoreRoot`` the archive answers below the brokers (:mod:`spark_mq.tiered.tiers`).
@@ -40,6 +46,8 @@ COMMITTED = "committed"
 EARLIEST_OFFSET = -2  # in offsets JSON, as Kafka's
 LATEST_OFFSET = -1
 OffsetSpec = Literal["earliest", "latest", "committed"] | dict[QueueKey, int]
+
+NEW_QUEUE_START = 0  # the earliest offset of a queue created after the query started (below it is data loss)
 
 _EXAMPLE = '{"broker-a:0": 42, "broker-a:1": -2}'
 
@@ -96,6 +104,21 @@ def check_start(topic: str, key: QueueKey, requested: int, broker_min: int, fail
     return broker_min
 
 
+def check_max(topic: str, key: QueueKey, read_to: int, broker_max: int, broker_min: int,
+              fail_on_data_loss: bool) -> int:
+    """Where a queue read up to ``read_to`` goes on when its broker's max went below that (the topic was
+    deleted and re-created, or its log truncated): the offsets read are being reused by other messages,
+    so an empty backlog would skip them. DataLossError with ``fail_on_data_loss``, else a warning and
+    the broker's min."""
+    message = (f"queue {topic}@{queue_key_text(key)}: the broker's max offset {broker_max} is below offset "
+               f"{read_to} this query has read up to (topic re-created or log truncated); the messages now at "
+               f"[{broker_min}, {broker_max}) are not the ones read")
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. Set failOnDataLoss=false to restart the queue at {broker_min}")
+    log.warning("%s; restarting the queue at %d (failOnDataLoss=false)", message, broker_min)
+    return broker_min
+
+
 def _check_known(spec: OffsetSpec, queues: TopicQueues, option: str) -> None:
     if isinstance(spec, dict):
         unknown = sorted(set(spec) - set(queues.queues))
@@ -137,6 +160,21 @@ def resolve_starting(source: OffsetSource, queues: TopicQueues, opts: SourceOpti
             requested = broker_min
         out[key] = check_start(queues.topic, key, requested, broker_min, opts.fail_on_data_loss)
     return out
+
+
+def resolve_late(source: OffsetSource, queues: TopicQueues, opts: SourceOptions, key: QueueKey,
+                 started_ms: int | None) -> int:
+    """Where a queue first seen after the query started (at ``started_ms``; None when unknown, after a
+    restart from the checkpoint) starts: the starting rule as of the query's start (module doc, "Queues
+    seen late"). ``latest`` is the first message stored since the start; ``earliest`` and JSON offsets
+    (which can only leave such a queue out) are its earliest, checked as data loss when it is not 0."""
+    if opts.starting == COMMITTED:
+        return resolve_starting(source, queues, opts, [key])[key]
+    if opts.starting_timestamp is not None:
+        return source.offset_by_timestamp(key, opts.starting_timestamp)
+    if opts.starting == LATEST and started_ms is not None:
+        return source.offset_by_timestamp(key, started_ms)
+    return check_start(queues.topic, key, NEW_QUEUE_START, source.min_offset(key), opts.fail_on_data_loss)
 
 
 def resolve_ending(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,

@@ -19,7 +19,7 @@ from pyspark.sql.datasource import InputPartition
 
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.arrow.range_reader import QueueRange, read_range
-from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
+from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.spark.offsets import OffsetSource
 from spark_mq.spark.options import SourceOptions
 from spark_mq.tiered.tiers import ArchiveRange, TieredOffsets, read_archive_range, split_tiers
@@ -57,8 +57,7 @@ def read_partition(partition: InputPartition, columns: Sequence[str] = COLUMNS) 
     the message schema (a pruned read decodes only those from the broker)."""
     part = partition.value
     if isinstance(part, ArchiveRange):
-        schema = utc_schema(columns)
-        return (to_utc_schema(batch, schema) for batch in read_archive_range(part))
+        return in_columns(read_archive_range(part), columns)
     if isinstance(part, QueueRange):
         return read_range(part, columns=columns)
     return iter(())  # Spark's placeholder (InputPartition(None)) when there is nothing to read

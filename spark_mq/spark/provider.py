@@ -14,8 +14,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourc
 from pyspark.sql.types import StructType
 
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.batch import SparkMQBatchReader
+from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
 from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.pushdown import called_by_pushdown_planner
 from spark_mq.spark.schema import SPARK_SCHEMA, source_columns
 from spark_mq.spark.sink import make_writer
 from spark_mq.spark.stream import SparkMQStreamReader
@@ -41,8 +42,10 @@ class SparkMQDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> SparkMQBatchReader:
-        # a user's .schema(...) (some of the columns) prunes what is decoded and shipped
-        return SparkMQBatchReader(SourceOptions.parse(self.options), source_columns(schema))
+        opts = SourceOptions.parse(self.options)
+        columns = source_columns(schema)  # a user's .schema(...) (some of the columns) prunes what is read
+        reader = SparkMQFilteringReader if called_by_pushdown_planner() else SparkMQBatchReader
+        return reader(opts, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return SparkMQStreamReader(SourceOptions.parse(self.options, streaming=True), source_columns(schema))

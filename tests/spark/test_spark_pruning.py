@@ -10,6 +10,7 @@ from chispa import assert_df_equality
 from spark_mq.spark.schema import SCHEMA_DDL
 
 QUERY_TIMEOUT_S = 60
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 PRUNED = "body BINARY, store_timestamp TIMESTAMP, queue_id INT, queue_offset BIGINT"
 
 
@@ -41,6 +42,22 @@ def test_pruned_read_with_a_tag_filter_not_among_the_columns(spark, cluster, pro
     """The reader still checks tags exactly when the schema leaves the tags column out."""
     df = _reader(spark, cluster, produced.topic, PRUNED, tags="tagB || tagC").load().orderBy("queue_id", "queue_offset")
     assert_df_equality(df, _full(spark, cluster, produced.topic, df.columns, tags="tagB || tagC"))
+
+
+@pytest.mark.parametrize("where", ["keys = 'k5 key-0'", "queue_id = 2 AND tags IN ('tagA', 'tagC')"])
+def test_pruned_read_with_pushed_filters(spark, cluster, produced, where):
+    """With filter pushdown on (a keys equality, queue pruning and broker-side tags), a pruned read gives
+    the same rows as the same columns of a full read without pushdown."""
+    schema = "keys STRING, body BINARY, queue_id INT, queue_offset BIGINT, tags STRING"
+    try:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+        got = _reader(spark, cluster, produced.topic, schema).load().where(where).orderBy("queue_id", "queue_offset")
+        got = spark.createDataFrame(got.collect(), got.schema)
+    finally:
+        spark.conf.unset(PUSHDOWN_CONF)
+    expected = _full(spark, cluster, produced.topic, got.columns).where(where)
+    assert_df_equality(got, expected)
+    assert got.count() > 0
 
 
 def test_pruned_stream_equals_those_columns_of_a_full_read(spark, cluster, produced, tmp_path):
