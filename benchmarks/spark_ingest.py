@@ -260,7 +260,7 @@ def jvm_top_frames(jfr: Path) -> dict[str, Any]:
     for event in json.loads(printed)["recording"]["events"]:
         values = event["values"]
         frames = values["stackTrace"]["frames"] if values.get("stackTrace") else []
-        if frames and "Executor task launch" in (values["sampledThread"].get("javaName") or ""):
+        if frames and (values["sampledThread"].get("javaName") or "").startswith("Executor task"):
             method = frames[0]["method"]
             own[f"{method['type']['name'].rsplit('/', 1)[-1]}.{method['name']}"] += 1
     return {"samples": own.total(), "top": own.most_common(TOP_FRAMES)}
