@@ -81,6 +81,7 @@ from pyspark.sql.streaming.datasource import (
 
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues, queue_key_text
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.arrow.schema import COLUMNS
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
@@ -137,8 +138,9 @@ def allocate_budget(backlog: Mapping[QueueKey, int], budget: int) -> dict[QueueK
 class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over the queues of ``topic`` this query reads (see the module doc)."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.opts = opts
+        self.columns = columns  # of the source's schema, the ones read (spark_mq.spark.schema.source_columns)
         self._api: SyncMQClientAPI | None = None
         self._member: DriverGroupMember | None = None
         self._queues: TopicQueues | None = None
@@ -319,7 +321,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                offset_source(self._client(), subset, self.opts))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
+        return read_partition(partition, self.columns)
 
     def commit(self, end: dict) -> None:
         if not self.opts.group_member:
