@@ -40,9 +40,7 @@ import numpy as np
 from spark_mq.common.errors import CorruptFileError, DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.message_unit import (
-    HEADER,
-    HEADER_SIZE,
-    at_every_byte,
+    UnitFaults,
     decode_units,
     follow_chain,
     ranges_equal,
@@ -58,10 +56,6 @@ from spark_mq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
-_BODY_LENGTH_AT = HEADER.fields["body_length"][1]
-_QUEUE_ID_AT = HEADER.fields["queue_id"][1]
-_QUEUE_OFFSET_AT = HEADER.fields["queue_offset"][1]
-_STORE_TIMESTAMP_AT = HEADER.fields["store_timestamp"][1]
 
 
 @dataclass(frozen=True)
@@ -101,12 +95,32 @@ class _Units:
 
 @dataclass
 class _Chunk:
-    """Units of one mapped file found by one walk step."""
+    """Units of one mapped file found by one walk step, with the header fields reconciling needs
+    (taken from the headers ``unit_faults`` gathered: the units are read once)."""
 
     mf: MappedFile
     starts: np.ndarray  # positions in the file
     damaged: np.ndarray  # bool per unit
     readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be read
+    qoff: np.ndarray
+    size: np.ndarray
+    qid: np.ndarray
+    ts: np.ndarray
+    topic_start: np.ndarray  # in the file; meaningful where readable
+    topic_end: np.ndarray
+
+    @classmethod
+    def of(cls, mf: MappedFile, starts: np.ndarray, faults: UnitFaults) -> _Chunk:
+        head = faults.header
+        topic_start = faults.body_end + 1
+        return cls(mf, starts, faults.damaged, faults.readable, head["queue_offset"].astype(np.int64),
+                   head["total_size"].astype(np.int64), head["queue_id"].astype(np.int64),
+                   head["store_timestamp"].astype(np.int64), topic_start,
+                   topic_start + mf.buf[faults.body_end])
+
+    def head(self, keep: int) -> _Chunk:
+        """The first ``keep`` units only."""
+        return _Chunk(self.mf, *(getattr(self, f.name)[:keep] for f in fields(self)[1:]))
 
 
 def recover(
@@ -200,8 +214,8 @@ def _walk(
         while True:
             chain = follow_chain(mf.mv, pos, limit, WALK_CHUNK_UNITS)
             if chain.starts.size:
-                damaged, readable = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, check_crc)
-                chunks.append(_Chunk(mf, chain.starts, damaged, readable))
+                faults = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, check_crc)
+                chunks.append(_Chunk.of(mf, chain.starts, faults))
             pos = chain.end
             if chain.reason != "max":
                 break
@@ -231,7 +245,7 @@ def _torn_tail(chunks: list[_Chunk], safe: int, end: int) -> int:
         log.warning("recovery: %d damaged units at the end of %s from position %d are a torn write: discarded",
                     tail.size, ch.mf.path.name, int(tail[0]))
         if keep:
-            chunks[-1] = _Chunk(ch.mf, ch.starts[:keep], ch.damaged[:keep], ch.readable[:keep])
+            chunks[-1] = ch.head(keep)
             break
         chunks.pop()
     return cut
@@ -289,21 +303,15 @@ class _Reconcile:
 
     # -- the units of the region as columns -------------------------------------------------
     def _units(self) -> _Units:
-        """The readable units of every chunk: the few header fields reconciling needs, gathered
-        one column at a time (cheaper than decoding whole headers)."""
+        """The readable units of every chunk as one set of columns."""
         parts = []
         for c, ch in enumerate(self.chunks):
-            pos = ch.starts[ch.readable]
-            if not pos.size:
-                continue
-            buf = ch.mf.buf
-            i4, i8 = at_every_byte(buf, ">i4"), at_every_byte(buf, ">i8")
-            topic_start = pos + HEADER_SIZE + i4[pos + _BODY_LENGTH_AT] + 1
-            parts.append((np.full(pos.size, c, dtype=np.int64), pos, pos + ch.mf.file_from_offset,
-                          i8[pos + _QUEUE_OFFSET_AT].astype(np.int64), i4[pos].astype(np.int64),
-                          ch.damaged[ch.readable], i4[pos + _QUEUE_ID_AT].astype(np.int64),
-                          i8[pos + _STORE_TIMESTAMP_AT].astype(np.int64), topic_start,
-                          topic_start + buf[topic_start - 1]))
+            cols = (ch.starts, ch.qoff, ch.size, ch.damaged, ch.qid, ch.ts, ch.topic_start, ch.topic_end)
+            if not ch.readable.all():
+                cols = tuple(col[ch.readable] for col in cols)
+            pos = cols[0]
+            if pos.size:
+                parts.append((np.full(pos.size, c, dtype=np.int64), pos, pos + ch.mf.file_from_offset, *cols[1:]))
         if not parts:
             none = np.zeros(0, dtype=np.int64)
             return _Units(none, none, none, none, none, np.zeros(0, dtype=bool), none, none, none, none)
