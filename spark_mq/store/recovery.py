@@ -155,11 +155,14 @@ class DeferredCrc:
         returns their commitlog offsets (None when ``stop`` cut it short)."""
         found: list[np.ndarray] = []
         for mf, starts, body_end, stored in self.parts:
+            mv = mf.mv  # held: a file retention deletes meanwhile stays mapped until this view goes
+            if len(mv) == 0:  # deleted already: nothing of it is served any more
+                continue
             for lo in range(0, starts.size, CRC_BATCH_UNITS):
                 if stop.is_set():
                     return None
                 hi = lo + CRC_BATCH_UNITS
-                bad = body_crc_mismatch(mf.mv, stored[lo:hi], starts[lo:hi] + HEADER_SIZE, body_end[lo:hi])
+                bad = body_crc_mismatch(mv, stored[lo:hi], starts[lo:hi] + HEADER_SIZE, body_end[lo:hi])
                 found.append(starts[lo:hi][bad] + mf.file_from_offset)
         self.parts.clear()
         damaged = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
