@@ -6,9 +6,11 @@ reports its max offsets, and is SIGKILLed by this script (the abort file stays, 
 ``flushIntervalConsumeQueue``). Then each case starts the store in a fresh process and times
 ``start()`` (interpreter start-up and imports excluded):
 
-  a     checkpoint present: the normal crash case; walks from the checkpoint (or, if the
-        store re-checks the whole file holding it after a crash as RocketMQ does, from that
-        file's start) and replays what it walks
+  a     checkpoint present: the normal crash case; walks the last ``checkCRCOnRecoverFiles``
+        files (and the whole file holding the checkpoint) and replays what lies past the
+        checkpoint; the body CRCs of the units below the checkpoint are checked by a
+        background thread after start() (its CPU seconds: "check CPU s"), reads check
+        those units themselves until it is done
   b     checkpoint deleted: walks the whole commitlog with body CRC checks and rebuilds every
         consume queue (index entries already on disk are skipped: IndexService.end_phys)
   c     checkpoint, consumequeue/ and index/ deleted: full walk and rebuild of queues AND index

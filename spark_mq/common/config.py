@@ -31,7 +31,9 @@ class ServerChannelConfig:
     unsent answers pass ``writeBufferHighWaterMark`` (until they drain to ``writeBufferLowWaterMark``;
     RocketMQ's keys, its 4.9.3 defaults) and while ``serverChannelMaxInFlightRequests`` of its
     requests are being served; long-polling pulls waiting for messages do not count there (a consumer
-    holds one per queue), up to ``serverChannelMaxHeldRequests`` of them.
+    holds one per queue), up to ``serverChannelMaxHeldRequests`` of them. A server holds at most
+    ``serverMaxConnections`` client connections (no RocketMQ key: Netty takes them all); one past it
+    is closed at once.
     """
 
     max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a peer
@@ -41,6 +43,7 @@ class ServerChannelConfig:
     server_channel_max_held_requests: int = 4096  # past it, a pull finding nothing is answered at once
     write_buffer_high_water_mark: int = 4 * 1024 * 1024
     write_buffer_low_water_mark: int = 1024 * 1024
+    server_max_connections: int = 10_000
 
     def __post_init__(self) -> None:
         if self.max_frame_size < 1024:
@@ -50,6 +53,8 @@ class ServerChannelConfig:
                               "(0 turns the timeout off)")
         if self.server_channel_max_in_flight_requests < 1 or self.server_channel_max_held_requests < 0:
             raise ConfigError("serverChannelMaxInFlightRequests must be >= 1 and serverChannelMaxHeldRequests >= 0")
+        if self.server_max_connections < 1:
+            raise ConfigError(f"serverMaxConnections={self.server_max_connections}: give at least 1")
         if not 0 <= self.write_buffer_low_water_mark <= self.write_buffer_high_water_mark:
             raise ConfigError(f"need 0 <= writeBufferLowWaterMark ({self.write_buffer_low_water_mark}) <= "
                               f"writeBufferHighWaterMark ({self.write_buffer_high_water_mark})")

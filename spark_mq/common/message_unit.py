@@ -73,10 +73,10 @@ SIZE_MAGIC = struct.Struct(">ii")
 _SIZE_MAGIC_RECORD = np.dtype([("total_size", ">i4"), ("magic", ">i4")])  # how every unit begins
 _MAGIC_AT = HEADER.fields["magic"][1]
 _BODY_CRC_AT = HEADER.fields["body_crc"][1]
-_QUEUE_ID_AT = HEADER.fields["queue_id"][1]
-_PHYS_AT = HEADER.fields["physical_offset"][1]
 _MAGIC_FIRST_BYTE = MESSAGE_MAGIC.to_bytes(4, "big", signed=True)[0]
 _SCAN_CHUNK = 1 << 22  # bytes tested per numpy call when searching a buffer (see byte_positions)
+_CHAIN_WINDOW = 1 << 24  # bytes of unit starts follow_chain links per vectorised step
+_VECTOR_CHAIN_MIN_BYTES = 1 << 16  # below this a Python step per unit is cheaper than numpy's fixed costs
 _HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")  # HEADER as one struct, for a lone message
 assert _HEADER.size == HEADER.itemsize
 # HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
@@ -269,14 +269,20 @@ def chained_unit_starts(data: np.ndarray) -> np.ndarray | None:
     buffer) the candidates are the units. Their inner lengths are not checked here."""
     if data.size < MIN_UNIT_SIZE:
         return None
-    at = byte_positions(data[_MAGIC_AT : data.size - 3], np.equal, _MAGIC_FIRST_BYTE)
-    heads = gather_records(data, at, _SIZE_MAGIC_RECORD)
-    is_unit = heads["magic"] == MESSAGE_MAGIC
-    at = at[is_unit]
-    ends = at + heads["total_size"][is_unit]
+    at, sizes = _magic_candidates(data, 0, data.size - 7)
+    ends = at + sizes
     if at.size and at[0] == 0 and ends[-1] == data.size and np.array_equal(ends[:-1], at[1:]):
         return at
     return None
+
+
+def _magic_candidates(data: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets in ``[lo, hi)`` whose MAGICCODE field (4 bytes on) holds the message magic, and the
+    TOTALSIZE (int64) at each: a superset of the unit starts there (a body may hold the magic)."""
+    at = byte_positions(data[lo + _MAGIC_AT : hi + _MAGIC_AT], np.equal, _MAGIC_FIRST_BYTE) + lo
+    heads = gather_records(data, at, _SIZE_MAGIC_RECORD)
+    is_unit = heads["magic"] == MESSAGE_MAGIC
+    return at[is_unit], heads["total_size"][is_unit].astype(np.int64)
 
 
 def back_to_back_units(data: np.ndarray) -> np.ndarray | None:
@@ -329,7 +335,61 @@ def walk_units(
 def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 62) -> WalkResult:
     """The units whose TOTALSIZE/MAGICCODE chain leads from ``start`` towards ``limit`` (nothing
     inside a unit is checked): stops at a blank or zero unit, a wrong magic, a size that does not
-    fit, or after ``max_units`` units (reason "max")."""
+    fit, or after ``max_units`` units (reason "max").
+
+    A long stretch is followed ``_CHAIN_WINDOW`` bytes at a time without a Python step per unit
+    (``_linked_run``); the last few units and the reason the chain ends come from
+    ``_step_chain``, the same rules one unit at a time."""
+    runs = [np.zeros(0, dtype=np.int64)]
+    pos, count = start, 0
+    if limit - start >= _VECTOR_CHAIN_MIN_BYTES:
+        buf = np.frombuffer(mv, dtype=np.uint8)
+        while count < max_units and pos < limit:
+            run, end = _linked_run(buf, pos, min(limit, pos + _CHAIN_WINDOW), limit)
+            if not run.size:
+                break
+            if run.size > max_units - count:
+                run = run[: max_units - count]
+                end = int(run[-1]) + SIZE_MAGIC.unpack_from(mv, int(run[-1]))[0]
+            runs.append(run)
+            count += run.size
+            pos = end
+    tail = _step_chain(mv, pos, limit, max_units - count)
+    return WalkResult(np.concatenate([*runs, tail.starts]) if len(runs) > 1 else tail.starts, tail.end, tail.reason)
+
+
+def _linked_run(buf: np.ndarray, pos: int, window_end: int, limit: int) -> tuple[np.ndarray, int]:
+    """The chain from ``pos`` through the units starting before ``window_end`` (``follow_chain``'s
+    rules), and the offset after its last unit: ``(empty, pos)`` when no unit starts at ``pos``.
+
+    Candidates (``_magic_candidates`` with a size that fits) form a graph, each pointing at the
+    candidate where its TOTALSIZE leads; the chain is the path from ``pos``. Where every candidate
+    leads to the next one (no magic inside a body) the path takes them in bulk; one Python step
+    per remaining break (a body holding a magic, or the end)."""
+    hi = min(window_end, limit - 7)  # a unit's size and magic must fit before the limit
+    empty = np.zeros(0, dtype=np.int64)
+    if hi <= pos:
+        return empty, pos
+    at, sizes = _magic_candidates(buf, pos, hi)
+    fits = (sizes >= MIN_UNIT_SIZE) & (at + sizes <= limit)
+    at, nxt = at[fits], (at + sizes)[fits]
+    if not at.size or at[0] != pos:
+        return empty, pos
+    succ = np.searchsorted(at, nxt)
+    linked = succ < at.size
+    linked[linked] = at[succ[linked]] == nxt[linked]
+    succ[~linked] = -1
+    breaks = np.flatnonzero(succ != np.arange(1, at.size + 1))  # the last candidate is always one
+    pieces, i = [], 0
+    while i >= 0:
+        b = int(breaks[np.searchsorted(breaks, i)])
+        pieces.append(at[i : b + 1])
+        i, end = int(succ[b]), int(nxt[b])
+    return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)), end
+
+
+def _step_chain(mv: memoryview, start: int, limit: int, max_units: int) -> WalkResult:
+    """``follow_chain`` one unit per Python step."""
     found: list[int] = []
     append = found.append
     unpack = SIZE_MAGIC.unpack_from
@@ -355,31 +415,47 @@ def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 6
 
 def crc_mismatch(mv: memoryview, starts: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
     """Whether each unit's stored BODYCRC differs from its body's CRC (one C-level crc32 a unit)."""
-    buf = np.frombuffer(mv, dtype=np.uint8)
+    stored = _be_int(np.frombuffer(mv, dtype=np.uint8), starts + _BODY_CRC_AT, 4)
+    return body_crc_mismatch(mv, stored, body_start, body_end)
+
+
+def body_crc_mismatch(mv: memoryview, stored: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
+    """``crc_mismatch`` with the units' BODYCRC fields (``stored``) gathered already."""
     crcs = np.fromiter(
         map(zlib.crc32, map(mv.__getitem__, map(slice, body_start.tolist(), body_end.tolist()))),
         dtype=np.int64,
-        count=starts.size,
+        count=body_start.size,
     ) & CRC_MASK
-    return crcs != _be_int(buf, starts + _BODY_CRC_AT, 4)
+    return crcs != stored
 
 
-def unit_faults(
-    mv: memoryview, starts: np.ndarray, end: int, base: int, check_crc: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """``(damaged, readable)`` per unit of a chain (``follow_chain``: ``starts`` and its ``end``) of a
+@dataclass(frozen=True)
+class UnitFaults:
+    """What ``unit_faults`` found, with the fixed headers it read (callers take their columns
+    from them instead of gathering the fields again)."""
+
+    damaged: np.ndarray  # bool per unit
+    readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be located
+    header: np.ndarray  # HEADER records
+    body_end: np.ndarray  # where each readable unit's topic length byte is
+
+
+def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_crc: bool) -> UnitFaults:
+    """The faults of every unit of a chain (``follow_chain``: ``starts`` and its ``end``) of a
     buffer whose byte 0 is commitlog offset ``base``. Damaged although the chain holds: inner
     lengths that do not add up (then not readable either: its topic cannot be located), a
     PHYSICALOFFSET other than the unit's position, a negative QUEUEID, or (with ``check_crc``) a
-    wrong body CRC. All vectorised but the crc32 calls."""
+    wrong body CRC. All vectorised but the crc32 calls; the headers are gathered once."""
     buf = np.frombuffer(mv, dtype=np.uint8)
-    body_start, body_end, readable = _check_lengths(buf, starts, np.append(starts[1:], end))
+    head = gather_records(buf, starts, HEADER)
+    body_start, body_end, readable = _check_lengths(buf, starts, np.append(starts[1:], end),
+                                                    head["body_length"].astype(np.int64))
     damaged = ~readable
-    damaged |= at_every_byte(buf, ">i8")[starts + _PHYS_AT] != starts + base
-    damaged |= at_every_byte(buf, ">i4")[starts + _QUEUE_ID_AT] < 0
+    damaged |= head["physical_offset"] != starts + base
+    damaged |= head["queue_id"] < 0
     if check_crc:
-        damaged |= crc_mismatch(mv, starts, body_start, body_end)
-    return damaged, readable
+        damaged |= body_crc_mismatch(mv, head["body_crc"], body_start, body_end)
+    return UnitFaults(damaged, readable, head, body_end)
 
 
 def served_faults(
@@ -394,8 +470,8 @@ def served_faults(
     head = gather_records(buf, starts, HEADER)
     bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
            | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
-    body_start, body_end, readable = _check_lengths(buf, starts, starts + sizes)
-    return bad | ~readable | crc_mismatch(memoryview(data), starts, body_start, body_end)
+    body_start, body_end, readable = _check_lengths(buf, starts, starts + sizes, head["body_length"].astype(np.int64))
+    return bad | ~readable | body_crc_mismatch(memoryview(data), head["body_crc"], body_start, body_end)
 
 
 def _be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -403,12 +479,16 @@ def _be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     return at_every_byte(buf, f">u{width}")[at].astype(np.int64)
 
 
-def _check_lengths(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...]:
+def _check_lengths(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, body_len: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
     """Body ranges of units ``[starts, ends)`` and whether body, topic and properties lengths
-    add up to each unit's size (never reading outside the unit, whatever the bytes say)."""
+    add up to each unit's size (never reading outside the unit, whatever the bytes say).
+    ``body_len``: the units' BODY length fields, when the caller has gathered them already."""
     body_start = starts + HEADER_SIZE
-    body_len = _be_int(buf, starts + HEADER.fields["body_length"][1], 4)
-    ok = body_len <= (ends - starts) - MIN_UNIT_SIZE  # also rejects negatives (read unsigned)
+    if body_len is None:
+        body_len = _be_int(buf, starts + HEADER.fields["body_length"][1], 4)
+    ok = (body_len >= 0) & (body_len <= (ends - starts) - MIN_UNIT_SIZE)
     topic_at = np.where(ok, body_start + body_len, starts)
     props_at = topic_at + 1 + buf[topic_at]
     ok &= props_at + 2 <= ends

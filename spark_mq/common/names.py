@@ -11,6 +11,11 @@ newline slips past a ``$``), so it holds no ``/``, ``\\``, ``.``, NUL or space a
 - a group at most 120 (RocketMQ allows 255, but ``%RETRY%<group>`` must itself be a topic);
 - a KV namespace or key at most 255.
 
+A client id (``clientID``: RocketMQ's ``ip@instanceName``, often with ``#pid#nanotime``) has a rule
+of its own, since ``@``, ``.``, ``#`` and ``:`` are ordinary in it: it keys the client registry and
+queue locks, so it is not empty, at most 255 characters, with no path separator and no control
+character.
+
 Every check raises ``InvalidNameError`` naming the rule that was broken.
 """
 
@@ -28,6 +33,8 @@ RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
 KV_NAME_MAX_LENGTH = 255
+CLIENT_ID_MAX_LENGTH = 255
+_CLIENT_ID_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")  # path separators and control characters
 
 
 def check_name(name: str, what: str, max_length: int) -> None:
@@ -59,6 +66,16 @@ def validate_broker_name(name: str) -> None:
 def validate_kv_name(name: str) -> None:
     """A NameServer KV namespace or key."""
     check_name(name, "KV namespace or key", KV_NAME_MAX_LENGTH)
+
+
+def validate_client_id(client_id: str) -> None:
+    """A client's id (see the module docstring for why its rule is not the name rule)."""
+    if not client_id:
+        raise InvalidNameError("client id is empty")
+    if _CLIENT_ID_FORBIDDEN.search(client_id):
+        raise InvalidNameError(f"client id {client_id[:160]!r} holds a path separator or a control character")
+    if len(client_id) > CLIENT_ID_MAX_LENGTH:
+        raise InvalidNameError(f"client id is {len(client_id)} characters, over the {CLIENT_ID_MAX_LENGTH} limit")
 
 
 def retry_topic(group: str) -> str:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spark_mq.common.errors import BodyError, InvalidNameError
-from spark_mq.common.names import validate_broker_name, validate_group, validate_topic
+from spark_mq.common.names import validate_broker_name, validate_client_id, validate_group, validate_topic
 from spark_mq.remoting.fastjson import Bean, JsonKey, ObjectKey, dumps, loads
 
 T = TypeVar("T")
@@ -398,7 +398,7 @@ class HeartbeatData(Body):
     def from_obj(cls, o: Any, name: str) -> HeartbeatData:
         o = _obj(o, name)
         return cls(
-            client_id=_str(o, "clientID"),
+            client_id=_named(_str(o, "clientID"), "clientID", validate_client_id),
             producer_data_set=_list(o, "producerDataSet", ProducerData.from_obj),
             consumer_data_set=_list(o, "consumerDataSet", ConsumerData.from_obj),
         )

@@ -261,7 +261,7 @@ def header(request: str) -> Any:
 
 @header("SEND_MESSAGE")
 class SendMessageRequestHeader(Header):
-    producer_group: str
+    producer_group: Group
     topic: str
     default_topic: str
     default_topic_queue_nums: Int32
@@ -284,7 +284,7 @@ class SendMessageRequestHeader(Header):
 class SendMessageRequestHeaderV2(Header):
     """SendMessageRequestHeader with one-letter wire names (faster for fastjson), same fields."""
 
-    producer_group: str = wire("a")
+    producer_group: Group = wire("a")
     topic: str = wire("b")
     default_topic: str = wire("c")
     default_topic_queue_nums: Int32 = wire("d")

@@ -6,7 +6,8 @@ malformed or oversized frame closes only the connection it came on (one log line
 peer and the reason, rate-limited per peer).
 
 What one connection may cost is bounded by the ``ServerChannelConfig`` its connections get
-(see ``connection.py``); a watch task closes idle connections and partial frames past their
+(see ``connection.py``), and so is their number (``serverMaxConnections``: one more is closed at
+once, with a rate-limited log line); a watch task closes idle connections and partial frames past their
 deadline every second, and reports the log lines the rate limit held back.
 """
 
@@ -92,6 +93,14 @@ class RemotingServer:
         log.info("%s server on %s:%d stopped", self.name, self.host, self.port)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        limit = self.channel.server_max_connections
+        if len(self._connections) >= limit:
+            peer = writer.get_extra_info("peername") or ("?", 0)
+            client_faults.log(logging.WARNING, str(peer[0]), "connections", "%s: refusing a connection from %s:%s: "
+                              "%d connections open (serverMaxConnections=%d)", self.name, peer[0], peer[1],
+                              len(self._connections), limit)
+            writer.close()
+            return
         conn = Connection(reader, writer, self._handlers, self.channel.max_frame_size, role=self.name,
                           channel=self.channel)
         self._connections.add(conn)

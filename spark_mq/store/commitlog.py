@@ -130,8 +130,8 @@ class CommitLog:
         if view is None:
             return None
         unit = bytes(view)
-        damaged, _ = unit_faults(memoryview(unit), np.zeros(1, dtype=np.int64), size, offset, check_crc=True)
-        return None if damaged[0] else unit
+        faults = unit_faults(memoryview(unit), np.zeros(1, dtype=np.int64), size, offset, check_crc=True)
+        return None if faults.damaged[0] else unit
 
     def read_units(self, offsets: np.ndarray, sizes: np.ndarray) -> bytes:
         """Concatenate many units into one buffer, copying each physically contiguous run once."""

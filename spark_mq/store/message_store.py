@@ -51,7 +51,7 @@ from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_file import index_file_size
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
-from spark_mq.store.recovery import RecoveryReport, check_from, check_region, rebuild, recover
+from spark_mq.store.recovery import DeferredCrc, RecoveryReport, check_from, check_region, rebuild, recover
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import (
     ArchivedOffset,
@@ -165,7 +165,7 @@ class MessageStore:
             as_left = take_clean_stop(store_path(self.root, CLEAN_STOP), safe, self.queues.values())
             check_files = self.config.check_crc_on_recover_files
             later = as_left and not abnormal and check_files > 0  # check while serving
-            self.recovery = recover(
+            self.recovery, deferred = recover(
                 self.commitlog,
                 list(self.queues.values()),
                 self._queue_for_write,
@@ -174,9 +174,15 @@ class MessageStore:
                 abnormal,
                 self.config.check_crc_on_recover,
                 0 if later else check_files,
+                defer_crc=abnormal,
             )
             self._corrupt.update(self.recovery.damaged)
             self._checked_from = self.recovery.start_offset
+            if deferred is not None:  # body CRCs below the safe offset: checked while serving
+                self._checked_from = deferred.below
+                self.startup_check = threading.Thread(
+                    target=self._check_crcs_in_background, args=(deferred, self.recovery.start_offset),
+                    name="startup-check", daemon=True)
             if later:
                 end = self.commitlog.max_offset()
                 self._checked_from = end
@@ -289,6 +295,23 @@ class MessageStore:
         if not self._stop_check.is_set():
             self._corrupt.update(damaged.tolist())
             self._checked_from = start
+
+    def _check_crcs_in_background(self, deferred: DeferredCrc, checked_from: int) -> None:
+        """The body CRCs a start after a crash deferred (see ``DeferredCrc``); until done, reads
+        check those units themselves."""
+        if self._stop_check.wait(STARTUP_CHECK_DELAY_S):
+            return
+        try:
+            with self._queues_lock:
+                queues = dict(self.queues)
+            damaged = deferred.check(self.commitlog, queues, self._stop_check)
+        except (LookupError, ValueError, OSError) as e:  # e.g. retention deleted a file being checked
+            log.warning("store: start-up check of the body CRCs below commitlog offset %d stopped: %s; reads keep "
+                        "checking those units", deferred.below, e)
+            return
+        if damaged is not None:
+            self._corrupt.update(damaged.tolist())
+            self._checked_from = checked_from
 
     def _checkpoint_current(self) -> bool:
         """Whether the checkpoint already says what one taken now would (a clean restart): the

@@ -8,7 +8,10 @@ offset. It
 
 1. (after a crash) cuts every consume queue back to its first entry at or past the safe offset,
 2. walks the region's TOTALSIZE/MAGICCODE chain up to a blank-free gap or a broken link (the
-   end), and checks every unit (inner lengths, PHYSICALOFFSET, QUEUEID, body CRC) in batch,
+   end), and checks every unit (inner lengths, PHYSICALOFFSET, QUEUEID, body CRC) in batch;
+   after a crash the body CRCs of the units below the safe offset are left to a background pass
+   (``DeferredCrc``: the CRC is most of a check's cost, and those units' entries are durable),
+   reads checking such units themselves until it is done,
 3. (after a crash) treats damaged units past the safe offset with no intact unit behind them as
    a torn tail and ends the commitlog before them,
 4. truncates the commitlog at the end (zeroing the stale tail, deleting later files), and
@@ -40,9 +43,10 @@ import numpy as np
 from spark_mq.common.errors import CorruptFileError, DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.message_unit import (
-    HEADER,
     HEADER_SIZE,
-    at_every_byte,
+    SIZE_MAGIC,
+    UnitFaults,
+    body_crc_mismatch,
     decode_units,
     follow_chain,
     ranges_equal,
@@ -58,10 +62,7 @@ from spark_mq.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
-_BODY_LENGTH_AT = HEADER.fields["body_length"][1]
-_QUEUE_ID_AT = HEADER.fields["queue_id"][1]
-_QUEUE_OFFSET_AT = HEADER.fields["queue_offset"][1]
-_STORE_TIMESTAMP_AT = HEADER.fields["store_timestamp"][1]
+CRC_BATCH_UNITS = 20_000  # body CRCs a background check computes per step (~5 ms holding the GIL)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class RecoveryReport:
     damaged: tuple[int, ...] = field(default=(), repr=False, compare=False)  # their commitlog offsets
     safe_offset: int = 0  # the checkpoint's: units of unknown queues below it belong to deleted topics
     rebuild_from: int | None = None  # a full disk stopped step 5: entries from here still to build
+    crc_later_below: int | None = None  # body CRCs of the units below it are checked in the background
 
 
 @dataclass(frozen=True)
@@ -85,15 +87,12 @@ class _Units:
     """Readable units of the region (all, or one queue's), commitlog order."""
 
     chunk_of: np.ndarray  # which _Chunk
-    pos: np.ndarray  # position in that chunk's file
     phys: np.ndarray
     qoff: np.ndarray
     size: np.ndarray
     damaged: np.ndarray
     qid: np.ndarray
-    ts: np.ndarray
-    topic_start: np.ndarray  # in the file
-    topic_end: np.ndarray
+    body_end: np.ndarray  # in the chunk's file: where the topic length byte is
 
     def take(self, rows: np.ndarray) -> _Units:
         return _Units(*(getattr(self, f.name)[rows] for f in fields(self)))
@@ -101,12 +100,93 @@ class _Units:
 
 @dataclass
 class _Chunk:
-    """Units of one mapped file found by one walk step."""
+    """Units of one mapped file found by one walk step, with the header fields reconciling needs
+    (taken from the headers ``unit_faults`` gathered: the units are read once)."""
 
     mf: MappedFile
     starts: np.ndarray  # positions in the file
     damaged: np.ndarray  # bool per unit
     readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be read
+    qoff: np.ndarray
+    size: np.ndarray
+    qid: np.ndarray
+    body_end: np.ndarray  # in the file; where readable, the topic length byte is there
+    last_ts: int  # newest store time of the readable units
+
+    @classmethod
+    def of(cls, mf: MappedFile, starts: np.ndarray, faults: UnitFaults) -> _Chunk:
+        head = faults.header
+        ts = head["store_timestamp"][faults.readable]
+        return cls(mf, starts, faults.damaged, faults.readable, head["queue_offset"].astype(np.int64),
+                   head["total_size"].astype(np.int32), head["queue_id"].astype(np.int32), faults.body_end,
+                   int(ts.max()) if ts.size else 0)
+
+    def head(self, keep: int) -> _Chunk:
+        """The first ``keep`` units only."""
+        return _Chunk(self.mf, *(getattr(self, f.name)[:keep] for f in fields(self)[1:-1]), self.last_ts)
+
+
+@dataclass
+class DeferredCrc:
+    """The body CRCs a start after a crash leaves to a background pass: those of the units below
+    the checkpoint's safe offset (everything else about them is checked before serving). Reads
+    check such units themselves until the pass is done, so none is ever served unchecked."""
+
+    below: int  # commitlog offset: units before it are deferred
+    parts: list[tuple[MappedFile, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+    # (file, unit starts, body ends, stored BODYCRCs) of the units found intact otherwise
+
+    def split(self, mf: MappedFile, starts: np.ndarray, faults: UnitFaults) -> None:
+        """Keep the CRCs of the units of ``starts`` (``faults`` found without CRCs) below ``below``
+        for later, check the others' now (into ``faults.damaged``)."""
+        n = int(np.searchsorted(starts, self.below - mf.file_from_offset))
+        if n:
+            ok = ~faults.damaged[:n]  # damaged already: nothing left to find
+            self.parts.append((mf, starts[:n][ok], faults.body_end[:n][ok],
+                               faults.header["body_crc"][:n][ok].astype(np.int64)))  # a copy: the headers go
+        if n < starts.size:
+            faults.damaged[n:] |= body_crc_mismatch(mf.mv, faults.header["body_crc"][n:], starts[n:] + HEADER_SIZE,
+                                                    faults.body_end[n:])
+
+    def check(self, commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
+              stop: threading.Event) -> np.ndarray | None:
+        """Check the deferred CRCs ``CRC_BATCH_UNITS`` at a time (a batch holds the GIL, a running
+        broker's event loop waits that long) and quarantine the entries of the damaged units;
+        returns their commitlog offsets (None when ``stop`` cut it short)."""
+        found: list[np.ndarray] = []
+        for mf, starts, body_end, stored in self.parts:
+            mv = mf.mv  # held: a file retention deletes meanwhile stays mapped until this view goes
+            if len(mv) == 0:  # deleted already: nothing of it is served any more
+                continue
+            for lo in range(0, starts.size, CRC_BATCH_UNITS):
+                if stop.is_set():
+                    return None
+                hi = lo + CRC_BATCH_UNITS
+                bad = body_crc_mismatch(mv, stored[lo:hi], starts[lo:hi] + HEADER_SIZE, body_end[lo:hi])
+                found.append(starts[lo:hi][bad] + mf.file_from_offset)
+        self.parts.clear()
+        damaged = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        for phys in damaged.tolist():
+            _quarantine_entry(commitlog, queues, phys)
+        return damaged
+
+
+def _quarantine_entry(commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], phys: int) -> None:
+    """Mark the consume queue entry that points at the damaged unit at ``phys`` (whose lengths
+    hold: the walk found it readable), if one does."""
+    head = commitlog.read(phys, 8)
+    unit = commitlog.read(phys, SIZE_MAGIC.unpack(head)[0]) if head is not None else None
+    if unit is None:  # deleted by retention meanwhile
+        return
+    cols = decode_units(np.frombuffer(unit, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+    topic = bytes(unit[int(cols.topic_start[0]):int(cols.topic_end[0])]).decode("utf-8", "replace")
+    qid, qoff = int(cols.header["queue_id"][0]), int(cols.header["queue_offset"][0])
+    cq = queues.get((topic, qid))
+    entry = cq.get(qoff, 1) if cq is not None and cq.min_offset <= qoff < cq.max_offset else None
+    if cq is not None and entry is not None and entry.size and int(entry["phys"][0]) == phys:
+        cq.quarantine(np.array([qoff], dtype=np.int64))
+    log.warning("start-up check: the unit at commitlog offset %d (%s:%d@%d) fails its body CRC: quarantined, "
+                "never served", phys, topic, qid, qoff)
 
 
 def recover(
@@ -118,7 +198,10 @@ def recover(
     abnormal: bool,
     check_crc: bool,
     check_files: int,
-) -> RecoveryReport:
+    defer_crc: bool = False,
+) -> tuple[RecoveryReport, DeferredCrc | None]:
+    """The report, and with ``defer_crc`` (after a crash) the body CRCs of the units below the safe
+    offset, left for the caller to check while serving (see ``DeferredCrc``; None if there are none)."""
     t0 = time.perf_counter()
     queues = list(queues)
     safe = _safe_offset(commitlog, checkpoint)
@@ -126,7 +209,8 @@ def recover(
     if abnormal:
         for cq in queues:
             _cut_queue(cq, safe)
-    chunks, end, reason = _walk(commitlog, start, None, check_crc)
+    deferred = DeferredCrc(safe) if defer_crc and check_crc and start < safe else None
+    chunks, end, reason = _walk(commitlog, start, None, check_crc, deferred=deferred)
     if reason not in ("blank", "end", "zero", "empty"):
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
     if abnormal:
@@ -143,11 +227,13 @@ def recover(
     for cq in queues:
         cq.truncate_past(end)
     last_ts = max(checkpoint.physic_msg_timestamp, rec.last_ts)
+    if deferred is not None and not deferred.parts:
+        deferred = None
     report = RecoveryReport(abnormal, start, end, rec.rebuilt, reason, time.perf_counter() - t0, last_ts,
                             sum(c.starts.size for c in chunks), rec.quarantined, tuple(rec.damaged().tolist()),
-                            safe, rebuild_from)
+                            safe, rebuild_from, None if deferred is None else deferred.below)
     log.info("recovery %s", report)
-    return report
+    return report, deferred
 
 
 def rebuild(commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, safe: int, queue_for: QueueFor,
@@ -186,11 +272,12 @@ def check_region(
 
 
 def _walk(
-    commitlog: CommitLog, start: int, stop_at: int | None, check_crc: bool, stop: threading.Event | None = None
+    commitlog: CommitLog, start: int, stop_at: int | None, check_crc: bool, stop: threading.Event | None = None,
+    deferred: DeferredCrc | None = None,
 ) -> tuple[list[_Chunk], int, str]:
     """Follow the unit chain from ``start`` (up to ``stop_at``, else to its end, making the files
-    it walks through full), file by file, checking every unit found; returns the chunks, where
-    the chain ends and why."""
+    it walks through full), file by file, checking every unit found (but the body CRCs
+    ``deferred`` takes); returns the chunks, where the chain ends and why."""
     chunks: list[_Chunk] = []
     end, reason = start, "empty"
     mf = commitlog.files.find(start)
@@ -200,8 +287,11 @@ def _walk(
         while True:
             chain = follow_chain(mf.mv, pos, limit, WALK_CHUNK_UNITS)
             if chain.starts.size:
-                damaged, readable = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, check_crc)
-                chunks.append(_Chunk(mf, chain.starts, damaged, readable))
+                now = check_crc and deferred is None
+                faults = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, now)
+                if check_crc and deferred is not None:
+                    deferred.split(mf, chain.starts, faults)
+                chunks.append(_Chunk.of(mf, chain.starts, faults))
             pos = chain.end
             if chain.reason != "max":
                 break
@@ -231,7 +321,7 @@ def _torn_tail(chunks: list[_Chunk], safe: int, end: int) -> int:
         log.warning("recovery: %d damaged units at the end of %s from position %d are a torn write: discarded",
                     tail.size, ch.mf.path.name, int(tail[0]))
         if keep:
-            chunks[-1] = _Chunk(ch.mf, ch.starts[:keep], ch.damaged[:keep], ch.readable[:keep])
+            chunks[-1] = ch.head(keep)
             break
         chunks.pop()
     return cut
@@ -263,8 +353,7 @@ class _Reconcile:
         if self.start >= self.end:
             return  # nothing checked (a clean start checking in the background): no binary search per queue
         u = self._units()
-        if u.ts.size:
-            self.last_ts = int(u.ts.max())
+        self.last_ts = max((ch.last_ts for ch in self.chunks), default=0)
         referenced = np.zeros(u.phys.size, dtype=bool)
         last = {(cq.topic, cq.queue_id): self._check_entries(cq, u, referenced) for cq in loaded}
         rest = np.flatnonzero(~referenced)
@@ -289,24 +378,18 @@ class _Reconcile:
 
     # -- the units of the region as columns -------------------------------------------------
     def _units(self) -> _Units:
-        """The readable units of every chunk: the few header fields reconciling needs, gathered
-        one column at a time (cheaper than decoding whole headers)."""
+        """The readable units of every chunk as one set of columns."""
         parts = []
         for c, ch in enumerate(self.chunks):
-            pos = ch.starts[ch.readable]
-            if not pos.size:
-                continue
-            buf = ch.mf.buf
-            i4, i8 = at_every_byte(buf, ">i4"), at_every_byte(buf, ">i8")
-            topic_start = pos + HEADER_SIZE + i4[pos + _BODY_LENGTH_AT] + 1
-            parts.append((np.full(pos.size, c, dtype=np.int64), pos, pos + ch.mf.file_from_offset,
-                          i8[pos + _QUEUE_OFFSET_AT].astype(np.int64), i4[pos].astype(np.int64),
-                          ch.damaged[ch.readable], i4[pos + _QUEUE_ID_AT].astype(np.int64),
-                          i8[pos + _STORE_TIMESTAMP_AT].astype(np.int64), topic_start,
-                          topic_start + buf[topic_start - 1]))
+            cols = (ch.starts, ch.qoff, ch.size, ch.damaged, ch.qid, ch.body_end)
+            if not ch.readable.all():
+                cols = tuple(col[ch.readable] for col in cols)
+            pos, *rest = cols
+            if pos.size:
+                parts.append((np.full(pos.size, c, dtype=np.int32), pos + ch.mf.file_from_offset, *rest))
         if not parts:
             none = np.zeros(0, dtype=np.int64)
-            return _Units(none, none, none, none, none, np.zeros(0, dtype=bool), none, none, none, none)
+            return _Units(none, none, none, none, np.zeros(0, dtype=bool), none, none)
         if len(parts) == 1:
             return _Units(*parts[0])
         return _Units(*(np.concatenate(col) for col in zip(*parts, strict=True)))
@@ -322,7 +405,7 @@ class _Reconcile:
         key = np.zeros(rows.size, dtype=np.int64)
         topics: dict[int, str] = {}
         for ch, part in self._by_chunk(u, rows):
-            cols = decode_units(ch.mf.buf, u.pos[rows[part]])
+            cols = decode_units(ch.mf.buf, u.phys[rows[part]] - ch.mf.file_from_offset)
             topic_hash = java_hashes(ch.mf.buf, cols.topic_start, cols.topic_end).astype(np.int64)
             key[part] = (topic_hash << 32) | u.qid[rows[part]]
             _, first, inverse = np.unique(key[part], return_index=True, return_inverse=True)
@@ -336,7 +419,8 @@ class _Reconcile:
         """Whether the units at ``rows`` carry ``topic``."""
         ok = np.zeros(rows.size, dtype=bool)
         for ch, part in self._by_chunk(u, rows):
-            ok[part] = ranges_equal(ch.mf.buf, u.topic_start[rows[part]], u.topic_end[rows[part]], topic)
+            length_at = u.body_end[rows[part]]
+            ok[part] = ranges_equal(ch.mf.buf, length_at + 1, length_at + 1 + ch.mf.buf[length_at], topic)
         return ok
 
     # -- one queue ------------------------------------------------------------------------
@@ -397,8 +481,8 @@ class _Reconcile:
         repeat = np.zeros(rows.size, dtype=bool)  # a unit standing in for lost ones: indexed once
         repeat[1:] = rows[1:] == rows[:-1]
         for ch, part in self._by_chunk(u, rows):
-            cols = decode_units(ch.mf.buf, u.pos[rows[part]])
             phys = u.phys[rows[part]]
+            cols = decode_units(ch.mf.buf, phys - ch.mf.file_from_offset)
             need_keys = self.index is not None and int(phys[-1]) > self.index_done
             info = dispatch_info(ch.mf.buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
             tags[part] = info.tag_codes
@@ -406,7 +490,7 @@ class _Reconcile:
                 assert self.index is not None
                 key_phys = phys[info.key_rows]
                 todo = (key_phys > self.index_done) & ~repeat[part][info.key_rows]
-                ts = u.ts[rows[part]][info.key_rows]
+                ts = cols.header["store_timestamp"][info.key_rows].astype(np.int64)
                 self.index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
         return tags
 

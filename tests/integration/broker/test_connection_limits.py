@@ -190,3 +190,49 @@ def test_a_broker_stops_cleanly_while_a_client_ignores_its_answers(own_broker):
     with greedy_connection(broker.addr, topic, 100) as greedy:
         wait_until(lambda: select.select([greedy], [], [], 0)[0], what="the first answers")  # more wait behind
         broker.stop()  # SIGTERM: exit 0 within the stop timeout, no abort file
+
+
+@pytest.fixture(params=["broker", "namesrv"])
+def capped_server(request, tmp_path, own_broker) -> tuple[ServerProcess, str, int, dict[str, object]]:
+    """A server accepting at most 3 connections: its process, address and a request it answers."""
+    conf = "serverMaxConnections=3\n"
+    if request.param == "broker":
+        broker = own_broker("capped", conf)
+        yield broker.server, broker.addr, RequestCode.GET_BROKER_RUNTIME_INFO, {}
+    else:
+        path = tmp_path / "namesrv.conf"
+        path.write_text(conf)
+        ns = ServerProcess(["namesrv", "-c", str(path), "--port", "0"], tmp_path / "namesrv.log", NAMESRV_READY,
+                           verbose=False)
+        yield ns, ns.addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "AnyTopic"}
+        ns.stop_cleanly()
+
+
+def test_connections_past_server_max_connections_are_refused(capped_server):
+    server, addr, code, fields = capped_server
+    open_ones = [Answered(addr, code, fields) for _ in range(3)]
+    try:
+        for conn in open_ones:
+            conn.ask()
+        extra = socket.create_connection(host_port(addr))
+        assert closed_by_peer(extra), "a connection past serverMaxConnections=3 is closed at once"
+        wait_until(lambda: "serverMaxConnections=3" in server.log(), 10, "the refusal's log line")
+        for conn in open_ones:
+            conn.ask()  # the open ones are served on
+        open_ones.pop().sock.close()
+        # once one has gone, a new connection is served again
+        wait_until(lambda: _served(addr, code, fields), 10, "a new connection served after one closed")
+    finally:
+        for conn in open_ones:
+            conn.sock.close()
+
+
+def _served(addr: str, code: int, fields: dict[str, object]) -> bool:
+    conn = Answered(addr, code, fields)
+    try:
+        conn.ask()
+        return True
+    except (AssertionError, OSError):
+        return False
+    finally:
+        conn.sock.close()

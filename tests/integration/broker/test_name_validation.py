@@ -125,6 +125,8 @@ def broker_requests(name: str, phys: int) -> list[tuple[str, int, dict[str, obje
         ("SEND_MESSAGE.topic", RequestCode.SEND_MESSAGE, {**send, "topic": name}, b"x"),
         ("SEND_MESSAGE_V2.topic", RequestCode.SEND_MESSAGE_V2, {**send_v2, "b": name}, b"x"),
         ("SEND_BATCH_MESSAGE.topic", RequestCode.SEND_BATCH_MESSAGE, {**send_v2, "b": name}, b""),
+        ("SEND_MESSAGE.producerGroup", RequestCode.SEND_MESSAGE, {**send, "producerGroup": name}, b"x"),
+        ("SEND_MESSAGE_V2.producerGroup", RequestCode.SEND_MESSAGE_V2, {**send_v2, "a": name}, b"x"),
         ("PULL_MESSAGE.topic", RequestCode.PULL_MESSAGE, {**pull, "topic": name}, b""),
         ("PULL_MESSAGE.consumerGroup", RequestCode.PULL_MESSAGE, {**pull, "consumerGroup": name}, b""),
         ("QUERY_MESSAGE.topic", RequestCode.QUERY_MESSAGE,
@@ -267,3 +269,25 @@ def test_hostile_names_on_every_request_code_change_nothing_outside_the_store(ta
         assert hb.code == ResponseCode.SUCCESS
     assert b.server.alive()
     assert "Traceback" not in b.log()
+
+
+def test_heartbeat_client_ids_are_checked_by_their_own_rule(target):
+    """A clientID is RocketMQ's ``ip@instanceName`` (``@``, ``.``, ``#`` and ``:`` are ordinary in
+    it), so it is no name under the topic rule; but it keys the client registry and queue locks:
+    no path separator, no control character, not empty, at most 255 characters."""
+    b, _ = target
+    group = unique("c")
+    good = ["10.0.0.1@12345#1234567890123", "127.0.0.1@DEFAULT", "192.168.1.7@instance:7-x", "主机@1"]
+    bad = ["", "a/b", "../../x", "a\\b", "a\nb", "a\x00b", "tab\there", "x" * 256]
+    answers, seen = {}, set()
+    with SyncRemotingClient() as raw:
+        for cid in good + bad:  # one connection is one client: each heartbeat replaces the one before
+            answers[cid] = invoke(raw, b.addr, RequestCode.HEART_BEAT, {}, heartbeat_body(cid, consumer=group))
+            seen |= set(json.loads(invoke(raw, b.addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                          {"consumerGroup": group}).body)["consumerIdList"])
+    assert {cid for cid in good if answers[cid].code != ResponseCode.SUCCESS} == set()
+    wrong = {cid: answers[cid].code for cid in bad
+             if answers[cid].code != ResponseCode.SYSTEM_ERROR or "clientID" not in answers[cid].remark}
+    assert wrong == {}, "hostile client ids must be refused, naming the field"
+    assert seen == set(good), "only the well-formed client ids become group members"
+    assert b.server.alive() and "Traceback" not in b.log()

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from unit_helpers import reference_java_hash
 
 from spark_mq.common.message import Message, MessageBatch, pack_host
-from spark_mq.common.message_unit import decode_message, decode_units, encode_batch, walk_units
+from spark_mq.common.message_unit import decode_message, decode_units, encode_batch, follow_chain, walk_units
 from spark_mq.common.properties import decode_properties, encode_properties
 
 # -- the test's own parser ---------------------------------------------------------------------
@@ -319,3 +319,47 @@ def test_walk_in_chunks_with_max_units():
     assert first.reason == "max" and first.starts.size == 2
     rest = walk_units(memoryview(data), first.end, len(data), max_units=2)
     assert rest.starts.size == 1 and rest.end == len(data) and rest.reason == "end"
+
+
+def _units_with_fake_heads(n: int, seed: int) -> bytes:
+    """``n`` units whose bodies hold what looks like unit heads (the message magic with a size
+    that fits): alone, in chains of fakes, and leading exactly to the next real unit."""
+    rng = random.Random(seed)
+    bodies = []
+    for i in range(n):
+        body = bytearray(rng.randbytes(rng.randrange(0, 400)))
+        if i % 3 == 0 and len(body) >= 40:
+            at = rng.randrange(0, len(body) - 24)
+            fake_size = rng.choice([95, 8, rng.randrange(95, 5000)])
+            body[at : at + 8] = struct.pack(">iI", fake_size, MAGIC)
+            body[at + fake_size : at + fake_size + 8] = struct.pack(">iI", 200, MAGIC)[: len(body) - at - fake_size]
+        bodies.append(bytes(body))
+    batch = MessageBatch.of("FakeHeads", 1, bodies, [b"TAGS\x01a\x02"] * n)
+    data = bytearray(encode_batch(batch, 0, 0, 1, pack_host("127.0.0.1", 1)).data)
+    # a body that leads to the next real unit: its fake size is the distance to it
+    units, _ = parse_units(bytes(data))
+    for u in units[1::7]:
+        if len(u.body) >= 8:
+            at = u.position + FIXED.size
+            data[at : at + 8] = struct.pack(">iI", u.position + u.total_size - at, MAGIC)
+    return bytes(data)
+
+
+def test_follow_chain_in_bulk_finds_the_units_a_step_per_unit_finds():
+    """follow_chain links long stretches in bulk from every offset holding the magic: bodies
+    holding fake heads must not change which units it finds, where it ends, or why."""
+    data = _units_with_fake_heads(12_000, seed=7)  # ~2.6 MB: the bulk path
+    units, end = parse_units(data)
+    expected = [u.position for u in units]
+    whole = follow_chain(memoryview(data + struct.pack(">iI", 8, BLANK)), 0, len(data) + 8)
+    assert whole.starts.tolist() == expected and whole.end == end == len(data) and whole.reason == "blank"
+    for cut, reason in ((len(data) - 3, "does not fit"), (len(data), "end")):
+        part = follow_chain(memoryview(data), 0, cut)
+        assert part.starts.tolist() == (expected if reason == "end" else expected[:-1]) and reason in part.reason
+    broken = bytearray(data)
+    broken[expected[9000] + 4] ^= 0x01  # a damaged magic ends the chain there
+    walk = follow_chain(memoryview(bytes(broken)), expected[3], len(data))
+    assert walk.starts.tolist() == expected[3:9000] and walk.end == expected[9000] and walk.reason == "bad magic"
+    first = follow_chain(memoryview(data), 0, len(data), max_units=5_000)
+    rest = follow_chain(memoryview(data), first.end, len(data))
+    assert first.reason == "max" and first.starts.tolist() + rest.starts.tolist() == expected

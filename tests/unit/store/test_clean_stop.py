@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+from servers import wait_until
 from unit_helpers import tiny_config
 
 from spark_mq.common.message import MessageBatch
+from spark_mq.common.message_unit import HEADER_SIZE
 from spark_mq.store.clean_stop import FILE_NAME
-from spark_mq.store.consume_queue import ENTRY_SIZE
+from spark_mq.store.consume_queue import ENTRY, ENTRY_SIZE, QUARANTINED_TAG
 from spark_mq.store.mapped_file import file_name
 from spark_mq.store.message_store import MessageStore
 
@@ -45,11 +48,40 @@ def test_a_crash_after_the_record_was_written_checks_before_serving(tmp_path):
     (tmp_path / "abort").touch()  # as if killed after the record, before the abort file went
     store = MessageStore(tiny_config(tmp_path)).start()
     try:
-        assert store.recovery.abnormal and store.startup_check is None
+        assert store.recovery.abnormal
         assert store.recovery.start_offset < end and store.recovery.units_checked > 0
         assert not (tmp_path / FILE_NAME).exists()
+        # only the body CRCs below the safe offset are left to the background (reads check them meanwhile)
+        assert store.recovery.crc_later_below == end
     finally:
         store.shutdown()
+
+
+def test_a_damaged_body_below_the_safe_offset_after_a_crash_is_never_served(tmp_path):
+    end = _filled(tmp_path)
+    victim = int(_entry(tmp_path, 0, 17)["phys"])
+    with open(tmp_path / "commitlog" / file_name(0), "r+b") as f:
+        f.seek(victim + HEADER_SIZE + 1)  # a body byte
+        f.write(b"X")
+    (tmp_path / "abort").touch()  # a crash after a checkpoint that covers every unit
+    store = MessageStore(tiny_config(tmp_path)).start()
+    try:
+        assert store.recovery.safe_offset == end
+        res = store.get_messages(TOPIC, 0, 0, 100)  # the read checks what the start has not yet
+        assert res.count == 39 and 17 not in res.queue_offsets.tolist()
+        cq = store.queues[(TOPIC, 0)]
+        wait_until(lambda: int(cq.get(17, 1)["tag"][0]) == QUARANTINED_TAG, 30, "the entry quarantined")
+        assert store.corrupt_units == 1
+        res = store.get_messages(TOPIC, 0, 0, 100)
+        assert res.count == 39 and 17 not in res.queue_offsets.tolist()
+    finally:
+        store.shutdown()
+
+
+def _entry(root, queue_id: int, offset: int):
+    with open(root / "consumequeue" / TOPIC / str(queue_id) / file_name(0), "rb") as f:
+        f.seek(offset * ENTRY_SIZE)
+        return np.frombuffer(f.read(ENTRY_SIZE), dtype=ENTRY)[0]
 
 
 def _zero_last_ten_entries(root) -> None:
