@@ -93,12 +93,18 @@ class Progress:
                     source.endOffset if source else None, source.latestOffset if source else None)
 
 
-def _offsets(value: Any) -> dict[str, int] | None:
-    if value is None:
-        return None
+def _json(value: Any) -> dict | None:
     if isinstance(value, str):
         value = json.loads(value) if value.strip() not in ("", "null") else None
-    return {str(k): int(v) for k, v in value.items()} if isinstance(value, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def _offsets(value: Any) -> dict[str, int] | None:
+    """The source's ``{"<topic>": {"<broker>:<queueId>": n}}`` as ``{"<topic>@<broker>:<queueId>": n}``."""
+    by_topic = _json(value)
+    if by_topic is None:
+        return None
+    return {f"{t}@{q}": int(n) for t, queues in by_topic.items() for q, n in queues.items()}
 
 
 def make_listener(progress: Progress):
@@ -150,14 +156,14 @@ def _arrow_from_pandas(batch_df):
     return pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
 
 
-def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, int]) -> None:
+def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, dict[str, int]]) -> None:
     """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
     from spark_mq.arrow.queues import discover_queues
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.config import split_addresses
     from spark_mq.spark.stream import from_spark_offset
 
-    offsets = from_spark_offset(end, "final offsets")
+    offsets = from_spark_offset(end, topic, "final offsets").get(topic, {})
     with SyncMQClientAPI(timeout=10.0) as api:
         queues = discover_queues(api, split_addresses(namesrv), topic)
         for key, offset in sorted(offsets.items()):
@@ -216,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         return 1
     last = query.lastProgress
-    end = _offsets(last.sources[0].endOffset) if last is not None and last.sources else None
+    end = _json(last.sources[0].endOffset) if last is not None and last.sources else None
     if args.trigger.lower() == "once" and args.commit_to_broker and end:
         commit_once_offsets(args.namesrv, args.topic, args.group, end)
         print(f"[consume] committed the batch's end offsets for group {args.group}: {end}", flush=True)
