@@ -110,15 +110,19 @@ def discover_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], topics: Sequ
                     pattern: str | None = None) -> list[TopicQueues]:
     """The readable queues of each of ``topics``, or of each topic ``pattern`` matches now. A named
     topic the NameServer does not know is a ConfigError; a matched one that is gone by the time its
-    route is asked for (deleted meanwhile) is left out."""
+    route is asked for (deleted meanwhile), or has no readable queue (a broker's own topic named
+    after it or its cluster), is left out until that changes."""
     if pattern is None:
         return [discover_queues(api, namesrv_addrs, topic) for topic in topics]
     found: list[TopicQueues] = []
     for topic in matching_topics(api, namesrv_addrs, pattern):
         try:
-            found.append(discover_queues(api, namesrv_addrs, topic))
+            queues = discover_queues(api, namesrv_addrs, topic)
         except ConfigError as e:
             log.info("topic %s matched %r but has no route now: %s", topic, pattern, e)
+            continue
+        if queues.queues:
+            found.append(queues)
     return found
 
 

@@ -156,10 +156,6 @@ class SourceOptions:
             except ConfigError as e:
                 raise ConfigError(f"option {SQL!r}: {e}. In Spark: filter at the broker with option {TAGS!r} and "
                                   f"the rest with .where(...)") from None
-        for name in STREAM_ONLY if not streaming else BATCH_ONLY:
-            if given.get(name):
-                raise ConfigError(f"option {name!r} is for {'streaming' if not streaming else 'batch'} reads only "
-                                  f"({'spark.readStream' if not streaming else 'spark.read'})")
         topics, pattern = _topics(given)
         single = topics[0] if len(topics) == 1 else None  # whose queues the older un-keyed offsets JSON names
         namesrv = given[NAMESRV]
@@ -214,6 +210,10 @@ class SourceOptions:
         if min_per_trigger is not None and max_per_trigger is not None and min_per_trigger > max_per_trigger:
             raise ConfigError(f"{MIN_MESSAGES_PER_TRIGGER} ({min_per_trigger}) is above {MAX_MESSAGES_PER_TRIGGER} "
                               f"({max_per_trigger}): a batch could never hold enough")
+        for name in STREAM_ONLY if not streaming else BATCH_ONLY:  # after the values: a bad one is named first
+            if given.get(name):
+                raise ConfigError(f"option {name!r} is for {'streaming' if not streaming else 'batch'} reads only "
+                                  f"({'spark.readStream' if not streaming else 'spark.read'})")
         return cls(
             namesrv=namesrv, topics=topics, topic_pattern=pattern, group=group,
             tags=given.get(TAGS) or DEFAULT_TAGS,
@@ -238,10 +238,11 @@ def _topics(given: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
     """The topics of option ``topic`` (comma-separated, each a valid name) or the pattern of
     ``topicPattern`` (a valid regex): exactly one of the two."""
     text, pattern = given.get(TOPIC), given.get(TOPIC_PATTERN)
-    if bool(text) == bool(pattern):
-        raise ConfigError(f"give exactly one of option {TOPIC!r} (a topic, or a comma-separated list) and option "
-                          f"{TOPIC_PATTERN!r} (a regex whole topic names match)"
-                          + (", not both" if text else ""))
+    if not text and not pattern:
+        raise ConfigError(f"option {TOPIC!r} is required: .option({TOPIC!r}, ...) naming the topic to read (or a "
+                          f"comma-separated list), or else option {TOPIC_PATTERN!r}: a regex whole topic names match")
+    if text and pattern:
+        raise ConfigError(f"give option {TOPIC!r} or option {TOPIC_PATTERN!r}, not both")
     if pattern:
         try:
             re.compile(pattern)

@@ -15,6 +15,7 @@ from conftest import Producer, create_topic
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from servers import unique, wait_until
 
+from spark_mq.arrow.queues import matching_topics
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.stream import SparkMQStreamReader
@@ -65,6 +66,21 @@ def _drain(spark, cluster, tmp_path: Path, **options) -> None:
     assert query.exception() is None
 
 
+def _wait_rows(spark, query, name: str, n: int) -> None:
+    """Until memory table ``name`` of ``query`` has ``n`` rows; fails at once if the query died, and
+    with its last progress on timeout."""
+    def done() -> bool:
+        if query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        return spark.table(name).count() == n
+
+    try:
+        wait_until(done, timeout=QUERY_TIMEOUT_S, interval=0.2, what=f"{n} rows in {name}")
+    except BaseException:
+        print(f"{spark.table(name).count()} rows; last progress: {query.lastProgress}")
+        raise
+
+
 def _sink_rows(spark, tmp_path: Path) -> list[tuple]:
     return _rows(spark.read.parquet(str(tmp_path / "out")))
 
@@ -106,6 +122,19 @@ def test_batch_reads_the_topics_a_pattern_matches(spark, cluster, two_topics):
     assert _rows(_read(spark, cluster, topicPattern=f"{prefix}_")) == [], "the whole name must match"
 
 
+def test_a_pattern_never_matches_system_topics(cluster, two_topics):
+    a, b, _ = two_topics
+    retry, dlq = f"%RETRY%{unique('spark_mt_g')}", f"%DLQ%{unique('spark_mt_g')}"
+    create_topic(cluster, retry, 1)
+    create_topic(cluster, dlq, 1)
+    with SyncMQClientAPI() as api:
+        listed = set(api.get_all_topic_list(cluster.namesrv).topic_list)
+        assert {retry, dlq, a, b} <= listed
+        matched = matching_topics(api, [cluster.namesrv], ".*")
+        assert {a, b} <= set(matched) and not {retry, dlq, "TBW102"} & set(matched)
+        assert matching_topics(api, [cluster.namesrv], "%.*") == []
+
+
 def test_stream_of_two_topics_is_exact_and_journals_offsets_by_topic(spark, cluster, tmp_path):
     a, b = unique("spark_mts_a"), unique("spark_mts_b")
     rows = _topic_with(cluster, a, 4, 120) + _topic_with(cluster, b, 2, 50)
@@ -127,7 +156,7 @@ def test_group_stream_of_two_topics_commits_each_topic(spark, cluster):
     query = (_stream(spark, cluster, topic=f"{a},{b}", group=group, startingOffsets="earliest").writeStream
              .format("memory").queryName(name).trigger(processingTime="200 milliseconds").start())
     try:
-        wait_until(lambda: spark.table(name).count() == 70, timeout=QUERY_TIMEOUT_S, what="all 70 messages")
+        _wait_rows(spark, query, name, 70)
         rows += _produce(cluster, a, 1)  # one more trigger: the batch before it is committed to the brokers
         with SyncMQClientAPI() as api:
             def committed() -> dict[str, dict[str, int | None]]:
@@ -136,7 +165,7 @@ def test_group_stream_of_two_topics_commits_each_topic(spark, cluster):
 
             wait_until(lambda: committed() == _ends(rows, {a: 4, b: 2}), timeout=30,
                        what="the group's offsets of both topics at the broker")
-        wait_until(lambda: spark.table(name).count() == 71, timeout=QUERY_TIMEOUT_S, what="the 71st message")
+        _wait_rows(spark, query, name, 71)
         assert _rows(spark.table(name)) == sorted(rows)
     finally:
         query.stop()
@@ -160,13 +189,13 @@ def test_pattern_stream_reads_a_topic_created_later_from_earliest(spark, cluster
     try:
         wait_until(lambda: query.lastProgress is not None, timeout=QUERY_TIMEOUT_S, what="the query's first trigger")
         rows = _produce(cluster, first, 30)
-        wait_until(lambda: spark.table(name).count() == 30, timeout=QUERY_TIMEOUT_S, what="30 rows of the first")
+        _wait_rows(spark, query, name, 30)
         rows += _topic_with(cluster, later, 4, 44)
         _topic_with(cluster, other, 2, 10)
         rows += _produce(cluster, first, 6)
-        wait_until(lambda: spark.table(name).count() == 80, timeout=QUERY_TIMEOUT_S, what="80 rows")
+        _wait_rows(spark, query, name, 80)
         rows += _produce(cluster, later, 8)
-        wait_until(lambda: spark.table(name).count() == 88, timeout=QUERY_TIMEOUT_S, what="88 rows")
+        _wait_rows(spark, query, name, 88)
         assert _rows(spark.table(name)) == sorted(rows)
         assert not set(skipped) & set(_rows(spark.table(name)))
     finally:
@@ -296,7 +325,7 @@ def test_min_messages_per_trigger_in_a_running_query(spark, cluster):
         wait_until(lambda: seen(20), timeout=QUERY_TIMEOUT_S, what="the source to see the first 20")
         assert spark.table(name).count() == 0
         rows += _produce(cluster, topic, 40)
-        wait_until(lambda: spark.table(name).count() == 60, timeout=QUERY_TIMEOUT_S, what="all 60 rows")
+        _wait_rows(spark, query, name, 60)
         assert _rows(spark.table(name)) == sorted(rows)
         sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
         assert sizes and min(sizes) >= 50, sizes
