@@ -324,7 +324,7 @@ def test_min_messages_per_trigger_in_a_running_query(spark, cluster):
 
         wait_until(lambda: seen(20), timeout=QUERY_TIMEOUT_S, what="the source to see the first 20")
         assert spark.table(name).count() == 0
-        rows += _produce(cluster, topic, 40)
+        rows += _produce(cluster, topic, 40, batch=40)  # at once: a trigger seeing part would hold the rest
         _wait_rows(spark, query, name, 60)
         assert _rows(spark.table(name)) == sorted(rows)
         sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
