@@ -203,6 +203,40 @@ def test_pattern_stream_reads_a_topic_created_later_from_earliest(spark, cluster
     assert query.exception() is None
 
 
+def _ranges(reader: SparkMQStreamReader, start: dict, end: dict) -> list[tuple]:
+    return sorted((p.value.topic, p.value.queue_id, p.value.start, p.value.end) for p in reader.partitions(start, end))
+
+
+def test_group_member_takes_a_topic_its_pattern_matches_later(cluster):
+    """The reader as Spark drives it (no Spark), in group mode with a pattern: a topic created after
+    the start is subscribed to, locked, joins at its earliest offsets and is committed like the first."""
+    prefix = unique("spark_mtgp")
+    first, later = f"{prefix}_1", f"{prefix}_2"
+    group = unique("spark_mtgp_group")
+    rows = _topic_with(cluster, first, 2, 10)
+    reader = SparkMQStreamReader(SourceOptions.parse(
+        {"namesrv": cluster.namesrv, "topicPattern": f"{prefix}_.*", "group": group, "startingOffsets": "earliest",
+         "rebalanceIntervalMs": "200"}, streaming=True))
+    everything = ReadAllAvailable()
+    try:
+        start = reader.initialOffset()
+        assert start == {first: {f"{BROKER}:0": 0, f"{BROKER}:1": 0}}
+        rows += _topic_with(cluster, later, 2, 6)
+        end = reader.latestOffset(start, everything)
+        assert end == {**_ends([r for r in rows if r[0] == first], {first: 2}),
+                       later: {f"{BROKER}:0": 0, f"{BROKER}:1": 0}}, "the new topic joins at its earliest"
+        assert _ranges(reader, start, end) == [(first, 0, 0, 5), (first, 1, 0, 5)]
+        start, end = end, reader.latestOffset(end, everything)
+        assert end == _ends(rows, {first: 2, later: 2})
+        assert _ranges(reader, start, end) == [(later, 0, 0, 3), (later, 1, 0, 3)]
+        reader.commit(end)
+        with SyncMQClientAPI() as api:
+            assert {t: {f"{BROKER}:{q}": api.query_consumer_offset(cluster.broker.addr, group, t, q)
+                        for q in range(2)} for t in (first, later)} == _ends(rows, {first: 2, later: 2})
+    finally:
+        reader.stop()
+
+
 def test_single_topic_checkpoint_in_the_old_offsets_form_resumes(spark, cluster, tmp_path):
     """A checkpoint written before several topics journaled ``{"<broker>:<queueId>": n}``: rewrite this
     query's offset files into that form, and the restarted query reads on from them exactly."""
