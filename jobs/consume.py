@@ -5,7 +5,8 @@ then the session runs on ``local[2]``). Reads ``spark.readStream.format("spark_m
 group's offsets committed to the brokers (``commitToBroker``), writes to ``console``, ``parquet``
 (Spark's file sink), ``delta`` (``deltalake.write_deltalake`` per micro-batch: the Delta Spark jars
 are not needed) or ``memory``, and prints one progress line per micro-batch: batch id, rows, rows/s
-and the lag per queue (the brokers' max offsets the batch saw minus the batch's end offsets).
+and the lag, summed and per queue (:func:`spark_mq.spark.progress.source_lag`: the brokers' max
+offsets the batch saw, Spark's ``latestOffset``, minus the batch's ``endOffset``).
 
 The driver is a member of ``--group`` (queues split with the group's other members, see
 ``spark_mq.spark.stream``); the reader commits each finished batch's offsets to the brokers when
@@ -24,6 +25,8 @@ import sys
 import threading
 import time
 from typing import Any
+
+from spark_mq.spark.progress import source_lag
 
 SINKS = ("console", "parquet", "delta", "memory")
 PARTITION_COLUMNS = ["broker_name", "queue_id"]
@@ -73,38 +76,20 @@ class Progress:
         self._printed: set[int] = set()
         self.rows = 0
 
-    def report(self, batch_id: int, rows: int, rows_per_s: float, end: Any, latest: Any) -> None:
-        end_d = _offsets(end)
-        latest_d = _offsets(latest)
+    def report(self, batch_id: int, rows: int, rows_per_s: float, lag: dict[str, int]) -> None:
         with self._lock:
             if batch_id in self._printed:
                 return
             self._printed.add(batch_id)
             self.rows += rows
-        # the queues this member reads (with a group, the others belong to other members)
-        lag = {q: max(latest_d.get(q, end_d[q]) - end_d[q], 0) for q in sorted(end_d)} if latest_d and end_d else {}
         lag_text = ", ".join(f"{q}={n}" for q, n in lag.items()) or "-"
         print(f"[consume] batch {batch_id}: {rows} rows, {rows_per_s:,.0f} rows/s, lag {sum(lag.values())} "
               f"({lag_text})", flush=True)
 
     def report_progress(self, progress: Any) -> None:
-        source = progress.sources[0] if progress.sources else None
-        self.report(progress.batchId, progress.numInputRows, progress.processedRowsPerSecond or 0.0,
-                    source.endOffset if source else None, source.latestOffset if source else None)
-
-
-def _json(value: Any) -> dict | None:
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip() not in ("", "null") else None
-    return value if isinstance(value, dict) else None
-
-
-def _offsets(value: Any) -> dict[str, int] | None:
-    """The source's ``{"<topic>": {"<broker>:<queueId>": n}}`` as ``{"<topic>@<broker>:<queueId>": n}``."""
-    by_topic = _json(value)
-    if by_topic is None:
-        return None
-    return {f"{t}@{q}": int(n) for t, queues in by_topic.items() for q, n in queues.items()}
+        # the queues this query reads (with a group, the others belong to other members)
+        lag = source_lag(progress.sources[0]) if progress.sources else {}
+        self.report(progress.batchId, progress.numInputRows, progress.processedRowsPerSecond or 0.0, lag)
 
 
 def make_listener(progress: Progress):
@@ -222,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         return 1
     last = query.lastProgress
-    end = _json(last.sources[0].endOffset) if last is not None and last.sources else None
+    end = json.loads(last.sources[0].endOffset) if last is not None and last.sources else None
     if args.trigger.lower() == "once" and args.commit_to_broker and end:
         commit_once_offsets(args.namesrv, args.topic, args.group, end)
         print(f"[consume] committed the batch's end offsets for group {args.group}: {end}", flush=True)

@@ -5,22 +5,28 @@ on the NameServer, resolves each queue's [start, end) and plans partitions
 (:mod:`spark_mq.spark.partitions`). ``read()`` runs in executors and reads one partition from its
 tier. Nothing here holds a socket or a thread between calls: the reader and the partitions are plain
 picklable values; clients are opened (and closed) inside ``partitions()`` and ``read()``.
+
+:class:`SparkMQFilteringReader` adds filter pushdown (:mod:`spark_mq.spark.pushdown`): the filters
+the brokers answer prune queues, narrow ranges by store time, filter tags at the broker, or read
+through the key index.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from spark_mq.arrow.queues import discover_topics
-from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
+from spark_mq.spark.pushdown import IndexedRead, Pushed, by_broker, push_filters, read_indexed
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +36,43 @@ class SparkMQBatchReader(DataSourceReader):
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
+        self.pushed = Pushed()  # set by SparkMQFilteringReader.pushFilters
 
     def partitions(self) -> list[InputPartition]:
+        tags = self.pushed.tag_expression(self.opts.tags)
+        if tags is None:
+            log.info("spark_mq: the tag filters and option tags of %s match no tag: nothing to read", self.opts.subject)
+            return []
         ranges: list[Range] = []
+        queue_count = read_count = 0
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
-            topics = discover_topics(api, self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern)
-            for queues in topics:
+            for queues in discover_topics(api, self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern):
                 source = offset_source(api, queues, self.opts)
                 starting = resolve_starting(source, queues, self.opts)
                 ending = resolve_ending(source, queues, self.opts, starting)
-                ranges += plan_ranges(self.opts, queues, starting, ending, source)
-        parts = to_partitions(self.opts, ranges)
-        log.info("spark_mq: %d partition(s) over %d queue(s) of %s", len(parts),
-                 sum(len(q.queues) for q in topics), self.opts.subject)
+                read = self.pushed.prune(queues)
+                starting, ending = self.pushed.narrow(source, read, starting, ending)
+                ranges += plan_ranges(replace(self.opts, tags=tags), read, starting, ending, source)
+                queue_count, read_count = queue_count + len(queues.queues), read_count + len(read.queues)
+        indexed: list[IndexedRead] = []
+        if self.pushed.key is not None:
+            indexed = by_broker(self.pushed.key, [r for r in ranges if isinstance(r, QueueRange)], self.pushed)
+            ranges = [r for r in ranges if not isinstance(r, QueueRange)]
+        parts = to_partitions(self.opts, ranges) + [InputPartition(r) for r in indexed]
+        log.info("spark_mq: %d partition(s) over %d of %d queue(s) of %s (pushed: %s)", len(parts), read_count,
+                 queue_count, self.opts.subject, self.pushed)
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition.value, IndexedRead):
+            return read_indexed(partition.value)
         return read_partition(partition)
+
+
+class SparkMQFilteringReader(SparkMQBatchReader):
+    """The batch reader with filter pushdown, handed out only when Spark pushes filters
+    (``spark.sql.python.filterPushdown.enabled=true``; see :mod:`spark_mq.spark.pushdown` for why)."""
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        self.pushed, kept = push_filters(filters)
+        return kept

@@ -91,6 +91,20 @@ MIN_REBALANCE_INTERVAL_MS = 100
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Kafka's maxTriggerDelay default, "15m"
 _DURATION = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?")
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+# Spark's reserved table properties (TableCatalog.PROP_*): it passes them, with the OPTIONS (...), to the reads
+# and writes of a catalog table (CREATE TABLE ... USING spark_mq OPTIONS (...)); ignored, as "path" is
+_TABLE_PROPERTIES = frozenset({"location", "is_managed_location", "external", "table_type", "comment", "collation",
+                               "provider", "owner"})
+_SPARK_READ_OPTIONS = frozenset({"path", *_TABLE_PROPERTIES})
+# a catalog table's properties carry its OPTIONS (...) again as option.<name>, which Spark passes on too
+TABLE_OPTION_PREFIX = "option."
+# a read with no option at all is most likely a SELECT from a catalog table, which PySpark 4.2 plans without the
+# table's OPTIONS: its PythonDataSourceV2.getTable ignores the table's properties, and the reader gets the
+# query's options only
+NO_OPTIONS = ("the spark_mq source got no options. If this reads a table made by CREATE TABLE ... USING spark_mq "
+              "OPTIONS (...): PySpark 4.2 does not pass a Python data source table's OPTIONS to its reads; use "
+              "CREATE TEMPORARY VIEW <name> USING spark_mq OPTIONS (namesrv '...', topic '...') instead. Otherwise "
+              "give .option('namesrv', ...) and .option('topic', ...)")
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -149,7 +163,10 @@ class SourceOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> SourceOptions:
         """Validate Spark's options (keys in any case); ConfigError saying what to fix."""
-        given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", required=(NAMESRV,))
+        if not options:
+            raise ConfigError(NO_OPTIONS)
+        given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
+                       required=(NAMESRV,))
         if SQL in given:
             try:
                 check_expression_type(EXPRESSION_SQL92)
@@ -331,7 +348,7 @@ BATCH_SIZE = "batchSize"
 SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE)
 _SINK_BY_LOWER = {name.lower(): name for name in SINK_OPTIONS}
 # options Spark itself passes (or users set for Spark) on a write: accepted and ignored by the sink
-_SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname"})
+_SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname", *_TABLE_PROPERTIES})
 
 DEFAULT_PRODUCER_GROUP = "spark_mq_writer"
 DEFAULT_BATCH_SIZE = 1000  # messages per SEND_BATCH_MESSAGE (also capped at 4 MiB encoded)
@@ -343,7 +360,7 @@ class SinkOptions:
     """The validated options of one ``spark_mq`` write (batch or streaming)."""
 
     namesrv: str  # ';'-separated host:port
-    topic: str
+    topic: str | None  # every row's topic (over a `topic` column, as Kafka's); None: each row's `topic` column
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_size: int = DEFAULT_BATCH_SIZE
 
@@ -354,11 +371,12 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Validate Spark's write options (keys in any case); ConfigError saying what to fix."""
-        given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS)
+        given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS,
+                       required=(NAMESRV,))  # `topic` may come from a column: checked with the schema
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE
         if batch_size > MAX_BATCH_SIZE:
             raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
-        return cls(namesrv=given[NAMESRV], topic=given[TOPIC],
+        return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
                    producer_group=given.get(PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
 
 
@@ -368,12 +386,14 @@ def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple
     ``required`` ones present and ``namesrv`` well-formed; ConfigError saying what to fix."""
     given: dict[str, str] = {}
     for key, value in options.items():
-        name = by_lower.get(key.lower())
+        name = by_lower.get(key.lower().removeprefix(TABLE_OPTION_PREFIX))
         if name is None:
             if key.lower() in ignored:
                 continue
             raise ConfigError(f"unknown option {key!r} of the spark_mq {kind}: the options are {', '.join(names)}")
-        given[name] = value.strip() if isinstance(value, str) else str(value)
+        text = value.strip() if isinstance(value, str) else str(value)
+        if given.setdefault(name, text) != text:
+            raise ConfigError(f"option {name!r} is given twice, as {given[name]!r} and {text!r}: give it once")
     for name in required:
         if not given.get(name):
             raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"

@@ -13,8 +13,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourc
 from pyspark.sql.types import StructType
 
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.batch import SparkMQBatchReader
+from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
 from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.pushdown import called_by_pushdown_planner
 from spark_mq.spark.schema import SCHEMA_DDL, SPARK_SCHEMA
 from spark_mq.spark.sink import make_writer
 from spark_mq.spark.stream import SparkMQStreamReader
@@ -42,7 +43,8 @@ class SparkMQDataSource(DataSource):
     def reader(self, schema: StructType) -> SparkMQBatchReader:
         if schema != SPARK_SCHEMA:
             raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
-        return SparkMQBatchReader(SourceOptions.parse(self.options))
+        opts = SourceOptions.parse(self.options)
+        return SparkMQFilteringReader(opts) if called_by_pushdown_planner() else SparkMQBatchReader(opts)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         if schema != SPARK_SCHEMA:

@@ -1,18 +1,24 @@
 """The ``spark_mq`` sink: ``df.write.format("spark_mq")`` and ``df.writeStream.format("spark_mq")``.
 
-Rows have a ``body`` (binary or string, required) and optionally ``keys`` (string, space-separated,
-or array<string>), ``tags`` (string), ``properties`` (map<string,string>) and ``queue_id`` (an
-integer). Any other column, a missing ``body`` or a wrong type is refused on the driver by
-:func:`validate_sink_schema` (called from ``DataSource.writer``/``streamWriter``), before any
-task runs and so before any message is sent. Options: :class:`~spark_mq.spark.options.SinkOptions`.
+Rows have a ``body`` (binary or string, required) and optionally ``topic`` (string), ``keys``
+(string, space-separated, or array<string>), ``tags`` (string), ``properties``
+(map<string,string>) and ``queue_id`` (an integer). Other columns are ignored, as Kafka's sink
+ignores columns it does not know, so a ``spark_mq`` read can be written back after a
+``withColumn``. A known column of a wrong type, a missing ``body``, or neither a ``topic`` column
+nor a ``topic`` option is refused on the driver by :func:`validate_sink_schema` (called from
+``DataSource.writer``/``streamWriter``) before any task runs. Options:
+:class:`~spark_mq.spark.options.SinkOptions`; the ``topic`` option, when given, is every row's
+topic (it overrides a ``topic`` column, as Kafka's ``topic`` option does).
 
-Executors (:func:`write_rows`) group rows per target queue and send them as SEND_BATCH_MESSAGE
-requests of at most ``batchSize`` messages and 4 MiB encoded (no per-row request). A row with a
-non-null ``queue_id`` goes to the queue with that id (on the first broker, by name, that has it
-writable); other rows go round robin over the topic's writable queues, one batch request at a
-time. A failed request is retried (on the same queue for ``queue_id`` rows, on the next queue
-otherwise). Each task returns a :class:`SinkCommitMessage` with its counts; the driver's
-``commit`` logs the totals.
+Executors receive Arrow batches (``DataSourceArrowWriter``): :mod:`spark_mq.spark.sink_rows` encodes
+each in columns, and :class:`_Sender` groups its rows per target queue (a stable sort, so rows of
+one target keep their order) and sends them as SEND_BATCH_MESSAGE requests of at most
+``batchSize`` messages and 4 MiB encoded. A row's queue: its ``queue_id`` (on the first broker, by
+name, that has it writable); else, with keys, the queue its first key hashes to (the rule in
+:mod:`spark_mq.spark.sink_rows`: per-key order, as Kafka routes by key); else round robin over the
+topic's writable queues, one request at a time. A failed request is retried (on the same queue
+for routed rows, on the next queue otherwise). Each task returns a :class:`SinkCommitMessage`
+with its counts; the driver's ``commit`` logs the totals.
 
 Delivery is AT-LEAST-ONCE: a message queue has no transactions, so a task that fails after some of
 its batches were stored (or a request that timed out but was stored) is retried by Spark and sends
@@ -25,11 +31,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
 from pyspark import TaskContext
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -44,32 +52,35 @@ from pyspark.sql.types import (
 )
 
 from spark_mq.arrow.queues import QueueKey, route_with_masters
-from spark_mq.client.ids import uniq_key
+from spark_mq.client.outgoing import PreparedBatch, check_topic
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MessageValidationError, MQClientError, RemotingError, SparkMQError
-from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, MessageBatch
+from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE
 from spark_mq.common.perm import PERM_WRITE
-from spark_mq.common.properties import (
-    KEY_SEPARATOR,
-    KEYS,
-    TAGS,
-    UNIQ_KEY,
-    WAIT_STORE_MSG_OK,
-    encode_properties_checked,
+from spark_mq.spark.options import TOPIC, SinkOptions
+from spark_mq.spark.sink_rows import (
+    BODY,
+    KEYS_COL,
+    NO_QUEUE,
+    PROPERTIES_COL,
+    QUEUE_ID,
+    TAGS_COL,
+    TOPIC_COL,
+    EncodedRows,
+    encode_rows,
+    key_queue_index,
 )
-from spark_mq.spark.options import SinkOptions
 
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
 SEND_ATTEMPTS = 3
-RECORD_OVERHEAD = 64  # >= a record's fixed bytes in a SEND_BATCH_MESSAGE body (MIN_RECORD_SIZE)
 
-BODY, KEYS_COL, TAGS_COL, PROPERTIES_COL, QUEUE_ID = "body", "keys", "tags", "properties", "queue_id"
 _STRING_MAP = MapType(StringType(), StringType())
 # column -> (allowed types, how they are spelled in errors)
 SINK_COLUMNS: dict[str, tuple[tuple[DataType, ...], str]] = {
     BODY: ((BinaryType(), StringType()), "BINARY or STRING"),
+    TOPIC_COL: ((StringType(),), "STRING"),
     KEYS_COL: ((StringType(), ArrayType(StringType())), "STRING (space-separated keys) or ARRAY<STRING>"),
     TAGS_COL: ((StringType(),), "STRING"),
     PROPERTIES_COL: ((_STRING_MAP,), "MAP<STRING, STRING>"),
@@ -87,30 +98,33 @@ def _same_type(a: DataType, b: DataType) -> bool:
     return type(a) is type(b)
 
 
-def validate_sink_schema(schema: StructType) -> tuple[str, ...]:
-    """The column names of ``schema`` if the sink can write it; ConfigError naming the column and
-    what is allowed otherwise."""
+def validate_sink_schema(schema: StructType, topic_option: str | None) -> tuple[str, ...]:
+    """The columns of ``schema`` the sink uses (others are ignored, as Kafka's sink does);
+    ConfigError naming the column and what is allowed when one of them has a wrong type, when
+    ``body`` is missing, or when neither a ``topic`` column nor the ``topic`` option names the topic."""
     names = [f.name for f in schema.fields]
-    for f in schema.fields:
-        allowed = SINK_COLUMNS.get(f.name)
-        if allowed is None:
-            raise ConfigError(f"the spark_mq sink cannot write column {f.name!r}: the allowed columns are "
-                              f"{_ALLOWED_TEXT}; select or drop columns before writing")
-        types, spelled = allowed
+    used = [f for f in schema.fields if f.name in SINK_COLUMNS]
+    for f in used:
+        types, spelled = SINK_COLUMNS[f.name]
         if not any(_same_type(f.dataType, t) for t in types):
             raise ConfigError(f"column {f.name!r} of the spark_mq sink must be {spelled}, not "
-                              f"{f.dataType.simpleString().upper()}; cast it (e.g. col({f.name!r}).cast(...))")
-    if len(set(names)) != len(names):
+                              f"{f.dataType.simpleString().upper()}; cast it (e.g. col({f.name!r}).cast(...)) or "
+                              f"rename it if it is not meant for the sink")
+    columns = tuple(f.name for f in used)
+    if len(set(columns)) != len(columns):
         raise ConfigError(f"the spark_mq sink got duplicate columns: {names}")
-    if BODY not in names:
+    if BODY not in columns:
         raise ConfigError(f"the spark_mq sink needs a column 'body' (BINARY or STRING); got {names or 'no columns'}. "
-                          f"The allowed columns are {_ALLOWED_TEXT}")
-    return tuple(names)
+                          f"The columns it writes are {_ALLOWED_TEXT}")
+    if topic_option is None and TOPIC_COL not in columns:
+        raise ConfigError(f"the spark_mq sink needs the topic to write to: .option({TOPIC!r}, '<topic>') for every "
+                          f"row, or a STRING column {TOPIC_COL!r} naming each row's topic")
+    return columns
 
 
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
-    """What one task sent: messages, SEND_BATCH_MESSAGE requests, messages per "broker:queue"."""
+    """What one task sent: messages, SEND_BATCH_MESSAGE requests, messages per "topic@broker:queue"."""
 
     messages: int = 0
     requests: int = 0
@@ -119,20 +133,26 @@ class SinkCommitMessage(WriterCommitMessage):
 
 @dataclass(frozen=True)
 class WritableQueues:
-    """The topic's writable queues (sorted) and the master address of each broker."""
+    """The topic's writable queues (sorted by broker name, queue id) and the master address of each broker."""
 
     topic: str
     brokers: dict[str, str]
     queues: tuple[QueueKey, ...]
 
-    def for_queue_id(self, queue_id: int) -> QueueKey:
-        for key in self.queues:
-            if key[1] == queue_id:
-                return key
-        ids = sorted({q for _, q in self.queues})
-        raise MessageValidationError(f"queue_id {queue_id} is not a writable queue of topic {self.topic} "
-                                     f"(its queue ids are {ids[0]}..{ids[-1]})" if ids else
-                                     f"topic {self.topic} has no writable queue")
+    def indexes_of(self, queue_ids: np.ndarray) -> np.ndarray:
+        """The index in ``queues`` of each queue id (the first broker, by name, that has it);
+        MessageValidationError naming the first id the topic has no writable queue for."""
+        first: dict[int, int] = {}
+        for i, (_, queue_id) in enumerate(self.queues):
+            first.setdefault(queue_id, i)
+        wanted, inverse = np.unique(queue_ids, return_inverse=True)
+        missing = [int(q) for q in wanted if int(q) not in first]
+        if missing:
+            ids = sorted(first)
+            raise MessageValidationError(f"queue_id {missing[0]} is not a writable queue of topic {self.topic} "
+                                         f"(its queue ids are {ids[0]}..{ids[-1]})" if ids else
+                                         f"topic {self.topic} has no writable queue")
+        return np.array([first[int(q)] for q in wanted], dtype=np.int64)[inverse]
 
 
 def writable_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> WritableQueues:
@@ -146,156 +166,156 @@ def writable_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) 
     return WritableQueues(topic, brokers, tuple(queues))
 
 
-def _row_properties(row, columns: tuple[str, ...]) -> dict[str, str]:
-    props: dict[str, str] = {}
-    if PROPERTIES_COL in columns and row[PROPERTIES_COL]:
-        for k, v in row[PROPERTIES_COL].items():
-            if v is not None:
-                props[str(k)] = str(v)
-    if TAGS_COL in columns and row[TAGS_COL]:
-        props[TAGS] = row[TAGS_COL]
-    if KEYS_COL in columns and row[KEYS_COL]:
-        keys = row[KEYS_COL]
-        text = keys if isinstance(keys, str) else KEY_SEPARATOR.join(k for k in keys if k)
-        if text:
-            props[KEYS] = text
-    props.setdefault(WAIT_STORE_MSG_OK, "true")
-    return props
-
-
-def _row_body(row) -> bytes:
-    body = row[BODY]
-    if body is None:
-        raise MessageValidationError("a row has a null 'body': every message needs a body")
-    body = body.encode() if isinstance(body, str) else bytes(body)
-    if not body:
-        raise MessageValidationError("a row has an empty 'body': a message body needs at least one byte")
-    if len(body) > DEFAULT_MAX_MESSAGE_SIZE:
-        raise MessageValidationError(f"a row's body is {len(body)} bytes, over the {DEFAULT_MAX_MESSAGE_SIZE} limit")
-    return body
+def route_rows(rows: EncodedRows, selected: np.ndarray, queues: WritableQueues) -> np.ndarray:
+    """The target index in ``queues.queues`` of each selected row, NO_QUEUE for round robin:
+    ``queue_id`` first, then the first key's hash (:func:`~spark_mq.spark.sink_rows.key_queue_index`)."""
+    queue_ids = rows.queue_ids[selected]
+    targets = np.where(rows.has_key[selected], key_queue_index(rows.key_hashes[selected], len(queues.queues)),
+                       NO_QUEUE)
+    given = queue_ids != NO_QUEUE
+    if given.any():
+        targets[given] = queues.indexes_of(queue_ids[given])
+    return targets
 
 
 class _Sender:
-    """Buffers messages per target and sends full batches; counts what was sent."""
+    """Sends one task's rows, target by target, in requests of at most ``batchSize`` messages and
+    4 MiB; counts what was sent. Looks each topic's queues up once per task. Not thread-safe."""
 
-    def __init__(self, api, opts: SinkOptions, queues: WritableQueues, start: int) -> None:
-        self.api, self.opts, self.queues = api, opts, queues
-        self._next = start % len(queues.queues)  # round robin position of unrouted batches
-        self._buffers: dict[QueueKey | None, tuple[list[bytes], list[bytes], list[int]]] = {}
+    def __init__(self, api: SyncMQClientAPI, opts: SinkOptions, start: int) -> None:
+        self.api, self.opts = api, opts
+        self._start = start  # round robin position of unrouted requests, per topic
+        self._next: dict[str, int] = {}
+        self._queues: dict[str, WritableQueues] = {}
         self.result = SinkCommitMessage()
 
-    def add(self, target: QueueKey | None, body: bytes, props: dict[str, str]) -> None:
-        props[UNIQ_KEY] = uniq_key()
-        encoded = encode_properties_checked(props)
-        bodies, properties, size = self._buffers.setdefault(target, ([], [], [0]))
-        record = RECORD_OVERHEAD + len(body) + len(encoded)
-        if bodies and size[0] + record > DEFAULT_MAX_MESSAGE_SIZE:
-            self._flush(target)
-            bodies, properties, size = self._buffers.setdefault(target, ([], [], [0]))
-        bodies.append(body)
-        properties.append(encoded)
-        size[0] += record
-        if len(bodies) >= self.opts.batch_size:
-            self._flush(target)
+    def _topic_queues(self, topic: str) -> WritableQueues:
+        queues = self._queues.get(topic)
+        if queues is None:
+            check_topic(topic)
+            queues = self._queues[topic] = writable_queues(self.api, self.opts.namesrv_addrs, topic)
+            self._next[topic] = self._start % len(queues.queues)
+        return queues
 
-    def flush_all(self) -> None:
-        for target in list(self._buffers):
-            self._flush(target)
+    def send(self, rows: EncodedRows) -> None:
+        """Send ``rows``: every row is routed (its topic known, its queue_id valid) before any is sent."""
+        routed = []
+        for code, topic in enumerate(rows.topics):
+            selected = (np.arange(len(rows), dtype=np.int64) if len(rows.topics) == 1
+                        else np.flatnonzero(rows.topic_codes == code))
+            queues = self._topic_queues(topic)
+            routed.append((queues, selected, route_rows(rows, selected, queues)))
+        for queues, selected, targets in routed:
+            order = np.argsort(targets, kind="stable")  # rows of one target keep their order
+            sorted_targets = targets[order]
+            bounds = np.flatnonzero(np.diff(sorted_targets)) + 1
+            for group in np.split(order, bounds):
+                target = int(targets[group[0]])
+                self._send_rows(rows, queues, None if target == NO_QUEUE else queues.queues[target], selected[group])
 
-    def _flush(self, target: QueueKey | None) -> None:
-        bodies, properties, _ = self._buffers.pop(target, ([], [], [0]))
-        if bodies:
-            self._send(target, bodies, properties)
+    def _send_rows(self, rows: EncodedRows, queues: WritableQueues, target: QueueKey | None, idx: np.ndarray) -> None:
+        whole = len(idx) == len(rows) and bool((idx == np.arange(len(rows))).all())
+        bodies = rows.bodies if whole else rows.bodies.take(pa.array(idx))
+        properties = rows.properties if whole else rows.properties.take(pa.array(idx))
+        step = self.opts.batch_size
+        for lo in range(0, len(idx), step):
+            hi = min(lo + step, len(idx))
+            chunk = PreparedBatch(queues.topic, bodies[lo:hi].to_pylist(), properties[lo:hi].to_pylist(),
+                                  np.zeros(hi - lo, dtype=np.int32), rows.record_sizes[idx[lo:hi]],
+                                  rows.uniq_keys[idx[lo:hi]].tolist())
+            for part in chunk.split(DEFAULT_MAX_MESSAGE_SIZE):
+                self._send(queues, target, part)
 
-    def _send(self, target: QueueKey | None, bodies: list[bytes], properties: list[bytes]) -> None:
+    def _send(self, queues: WritableQueues, target: QueueKey | None, batch: PreparedBatch) -> None:
         last_error: Exception | None = None
         for _attempt in range(SEND_ATTEMPTS):
             if target is None:
-                key = self.queues.queues[self._next]
-                self._next = (self._next + 1) % len(self.queues.queues)
+                position = self._next[queues.topic]
+                key = queues.queues[position]
+                self._next[queues.topic] = (position + 1) % len(queues.queues)
             else:
                 key = target
-            batch = MessageBatch.of(self.opts.topic, key[1], bodies, properties)
             try:
-                self.api.send_batch(self.queues.brokers[key[0]], batch, self.opts.producer_group,
-                                    broker_name=key[0], timeout=REQUEST_TIMEOUT_S)
+                self.api.send_batch(queues.brokers[key[0]], batch.to_message_batch(key[1]), self.opts.producer_group,
+                                    broker_name=key[0], timeout=REQUEST_TIMEOUT_S, msg_id=batch.msg_id)
             except (RemotingError, MQClientError) as e:
-                log.warning("spark_mq sink: batch of %d to %s:%d failed: %s", len(bodies), key[0], key[1], e)
+                log.warning("spark_mq sink: batch of %d to %s@%s:%d failed: %s", len(batch), queues.topic, key[0],
+                            key[1], e)
                 last_error = e
                 continue
-            name = f"{key[0]}:{key[1]}"
-            self.result.messages += len(bodies)
+            name = f"{queues.topic}@{key[0]}:{key[1]}"
+            self.result.messages += len(batch)
             self.result.requests += 1
-            self.result.per_queue[name] = self.result.per_queue.get(name, 0) + len(bodies)
+            self.result.per_queue[name] = self.result.per_queue.get(name, 0) + len(batch)
             return
-        raise SparkMQError(f"spark_mq sink: a batch of {len(bodies)} message(s) to topic {self.opts.topic} failed "
+        raise SparkMQError(f"spark_mq sink: a batch of {len(batch)} message(s) to topic {queues.topic} failed "
                            f"{SEND_ATTEMPTS} times: {last_error}") from last_error
 
 
-def write_rows(opts: SinkOptions, columns: tuple[str, ...], rows: Iterable) -> SinkCommitMessage:
-    """Send ``rows`` (executor side) as batch requests; the counts of what was sent."""
+def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+    """Send Arrow ``batches`` of rows (executor side) as batch requests; the counts of what was sent."""
     ctx = TaskContext.get()
     start = ctx.partitionId() if ctx is not None else os.getpid()
-    has_queue_id = QUEUE_ID in columns
     with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
-        queues = writable_queues(api, opts.namesrv_addrs, opts.topic)
-        sender = _Sender(api, opts, queues, start)
-        for row in rows:
-            queue_id = row[QUEUE_ID] if has_queue_id else None
-            target = queues.for_queue_id(queue_id) if queue_id is not None else None
-            sender.add(target, _row_body(row), _row_properties(row, columns))
-        sender.flush_all()
+        sender = _Sender(api, opts, start)
+        for batch in batches:
+            if batch.num_rows:
+                sender.send(encode_rows(batch, opts.topic))
     return sender.result
 
 
-def _log_totals(kind: str, topic: str, messages: list[WriterCommitMessage | None], batch_id: int | None = None) -> None:
+def _log_totals(kind: str, opts: SinkOptions, messages: list[WriterCommitMessage | None],
+                batch_id: int | None = None) -> None:
     done = [m for m in messages if isinstance(m, SinkCommitMessage)]
     total = sum(m.messages for m in done)
     requests = sum(m.requests for m in done)
     where = f" (batch {batch_id})" if batch_id is not None else ""
-    log.info("spark_mq sink %s%s: %d message(s) in %d request(s) from %d task(s) to topic %s", kind, where, total,
-             requests, len(done), topic)
+    topics = opts.topic or ", ".join(sorted({name.split("@")[0] for m in done for name in m.per_queue})) or "-"
+    log.info("spark_mq sink %s%s: %d message(s) in %d request(s) from %d task(s) to topic(s) %s", kind, where, total,
+             requests, len(done), topics)
 
 
-class SparkMQWriter(DataSourceWriter):
+class SparkMQWriter(DataSourceArrowWriter):
     """Batch write; see the module doc (at-least-once on task retry)."""
 
-    def __init__(self, opts: SinkOptions, columns: tuple[str, ...]) -> None:
-        self.opts, self.columns = opts, columns
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
 
-    def write(self, iterator: Iterator) -> SinkCommitMessage:
-        return write_rows(self.opts, self.columns, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        _log_totals("commit", self.opts.topic, messages)
+        _log_totals("commit", self.opts, messages)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         # sent messages cannot be taken back: the ones counted here stay in the topic
-        _log_totals("abort (messages already sent stay in the topic)", self.opts.topic, messages)
+        _log_totals("abort (messages already sent stay in the topic)", self.opts, messages)
 
 
-class SparkMQStreamWriter(DataSourceStreamWriter):
+class SparkMQStreamWriter(DataSourceStreamArrowWriter):
     """Streaming write, one micro-batch at a time; at-least-once (a re-run micro-batch sends again)."""
 
-    def __init__(self, opts: SinkOptions, columns: tuple[str, ...]) -> None:
-        self.opts, self.columns = opts, columns
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
 
-    def write(self, iterator: Iterator) -> SinkCommitMessage:
-        return write_rows(self.opts, self.columns, iterator)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
+        return write_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _log_totals("commit", self.opts.topic, messages, batchId)
+        _log_totals("commit", self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _log_totals("abort (messages already sent stay in the topic)", self.opts.topic, messages, batchId)
+        _log_totals("abort (messages already sent stay in the topic)", self.opts, messages, batchId)
 
 
 def make_writer(options, schema: StructType, overwrite: bool, *, streaming: bool):
-    """Validate options and schema on the driver (before any task) and check the topic exists."""
+    """Validate options and schema on the driver (before any task) and check the ``topic`` option's
+    topic exists (a ``topic`` column's topics are looked up by each task)."""
     opts = SinkOptions.parse(options)
-    columns = validate_sink_schema(schema)
+    validate_sink_schema(schema, opts.topic)
     if overwrite:
         raise ConfigError("the spark_mq sink only appends (a topic cannot be overwritten): use mode('append')")
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
-        writable_queues(api, opts.namesrv_addrs, opts.topic)
-    return (SparkMQStreamWriter if streaming else SparkMQWriter)(opts, columns)
+    if opts.topic is not None:
+        with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
+            writable_queues(api, opts.namesrv_addrs, opts.topic)
+    return (SparkMQStreamWriter if streaming else SparkMQWriter)(opts)

@@ -54,7 +54,7 @@ def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("spark_cluster")
     namesrv = start_namesrv(root / "namesrv.log")
     try:
-        broker = Broker(namesrv.addr, root / "broker")
+        broker = Broker(namesrv.addr, root / "broker", metrics=True)  # Prometheus: bytes served per topic
     except BaseException:
         namesrv.stop_cleanly()
         raise

@@ -36,10 +36,11 @@ def test_consume_job_parquet_available_now(cluster, produced, tmp_path):
                    "--starting-offsets", "earliest", "--max-per-trigger", "25", "--trigger", "availableNow",
                    "--sink", "parquet", "--path", str(out), "--checkpoint", str(tmp_path / "ckpt"))
 
-    # one progress line per micro-batch: 60 messages at 25 per trigger make 3 batches, the last with lag 0
+    # one progress line per micro-batch: 60 messages at 25 per trigger make 3 batches, 35, 10 then 0 behind
     batches = [line for line in proc.stdout.splitlines() if line.startswith("[consume] batch ")]
     assert len(batches) == 3, proc.stdout
-    assert "lag 0 " in batches[-1], proc.stdout
+    assert [line.split(" lag ")[1].split()[0] for line in batches] == ["35", "10", "0"], proc.stdout
+    assert all("=" in line.split(" lag ")[1] for line in batches), proc.stdout  # and per queue
 
     table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
     assert table.num_rows == len(produced.results)

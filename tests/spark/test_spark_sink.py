@@ -82,7 +82,6 @@ def test_string_body_and_queue_id_routes(spark, cluster):
 
 
 @pytest.mark.parametrize(("columns", "message"), [
-    ("CAST(id AS STRING) AS body, id AS extra", "cannot write column 'extra'"),
     ("CAST(id AS STRING) AS tags", "needs a column 'body'"),
     ("CAST(id AS INT) AS body", "column 'body' of the spark_mq sink must be BINARY or STRING, not INT"),
 ])
@@ -97,11 +96,14 @@ def test_bad_schema_fails_before_sending(spark, cluster, columns, message):
 
 def test_schema_and_options_validation_unit():
     with pytest.raises(ConfigError, match=r"'queue_id' .* must be INT"):
-        validate_sink_schema(StructType([StructField("body", BinaryType()), StructField("queue_id", _S)]))
-    assert validate_sink_schema(StructType([StructField("body", _S), StructField("queue_id", IntegerType())])) == (
-        "body", "queue_id")
-    with pytest.raises(ConfigError, match="'topic' is required"):
-        SinkOptions.parse({"namesrv": "127.0.0.1:9876"})
+        validate_sink_schema(StructType([StructField("body", BinaryType()), StructField("queue_id", _S)]), "t")
+    assert validate_sink_schema(StructType([StructField("body", _S), StructField("extra", _S),
+                                            StructField("queue_id", IntegerType())]), "t") == ("body", "queue_id")
+    with pytest.raises(ConfigError, match=r"needs the topic to write to: \.option\('topic', '<topic>'\) for every row, "
+                                          r"or a STRING column 'topic'"):
+        validate_sink_schema(StructType([StructField("body", _S)]), SinkOptions.parse({"namesrv": "h:1"}).topic)
+    assert validate_sink_schema(StructType([StructField("body", _S), StructField("topic", _S)]), None) == (
+        "body", "topic")
     with pytest.raises(ConfigError, match="unknown option 'group'"):
         SinkOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "t", "group": "g"})
     opts = SinkOptions.parse({"NAMESRV": "127.0.0.1:9876", "topic": "t", "batchsize": "5", "producergroup": "pg"})
