@@ -16,7 +16,10 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from servers import unique, wait_until
 
 from spark_mq.arrow.queues import matching_topics
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.message import Message
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.stream import SparkMQStreamReader
 
@@ -133,6 +136,29 @@ def test_a_pattern_never_matches_system_topics(cluster, two_topics):
         matched = matching_topics(api, [cluster.namesrv], ".*")
         assert {a, b} <= set(matched) and not {retry, dlq, "TBW102"} & set(matched)
         assert matching_topics(api, [cluster.namesrv], "%.*") == []
+
+
+def test_key_pushdown_over_two_topics_reads_each_topics_index(spark, cluster):
+    """``keys = 'k'`` pushed to the brokers' key index (QUERY_MESSAGE names one topic): each topic's
+    hits, the same rows as Spark filtering every row."""
+    prefix = unique("spark_mtk")
+    topics = [f"{prefix}_a", f"{prefix}_b"]
+    with SyncProducer(unique("spark_mtk_pg"), ClientConfig(cluster.namesrv)) as producer:
+        for topic in topics:
+            create_topic(cluster, topic, 2)
+            for i in range(20):
+                producer.send(Message(topic, f"{topic}-{i}".encode(), keys=["shared-k"] if i % 4 == 0 else [f"k{i}"]))
+
+    def read(pushdown: bool) -> list[tuple]:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", str(pushdown).lower())
+        try:
+            return _rows(_read(spark, cluster, topic=",".join(topics)).where("keys = 'shared-k'"))
+        finally:
+            spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+    pushed = read(True)
+    assert Counter(r[0] for r in pushed) == {topics[0]: 5, topics[1]: 5}
+    assert pushed == read(False)
 
 
 def test_stream_of_two_topics_is_exact_and_journals_offsets_by_topic(spark, cluster, tmp_path):
