@@ -148,7 +148,9 @@ class BrokerOffsets:
                                                                          key[1]))
 
     def committed_offset(self, group: str, key: QueueKey) -> int | None:
-        offset = self.api.query_consumer_offset(self.queues.addr(key), group, self.queues.topic, key[1])
+        # not the broker's 0 for a group without an offset on a queue starting at 0: a start rule decides that
+        offset = self.api.query_consumer_offset(self.queues.addr(key), group, self.queues.topic, key[1],
+                                                zero_if_not_found=False)
         return offset if offset is not None and offset >= 0 else None
 
     def offset_by_timestamp(self, key: QueueKey, timestamp_ms: int) -> int:

@@ -64,7 +64,7 @@ class BrokerController:
         self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker")
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
-        self.locks = QueueLockManager()
+        self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
         self.metrics = BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
         self.namesrv_client = RemotingClient()

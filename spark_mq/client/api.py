@@ -423,10 +423,15 @@ class MQClientAPI:
     # -- broker: offsets ----------------------------------------------------------------------
 
     async def query_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, *,
-                                    timeout: float | None = None) -> int | None:
-        """QUERY_CONSUMER_OFFSET; None when the group never committed an offset for the queue."""
-        header = QueryConsumerOffsetRequestHeader(consumer_group=consumer_group, topic=topic, queue_id=queue_id)
-        return await self._offset(addr, RequestCode.QUERY_CONSUMER_OFFSET, header,
+                                    zero_if_not_found: bool = True, timeout: float | None = None) -> int | None:
+        """QUERY_CONSUMER_OFFSET; None when the group never committed an offset for the queue — except
+        that with ``zero_if_not_found`` (the broker's default) the broker answers 0 for it while the
+        queue still starts at 0; False sends RocketMQ 5's ``setZeroIfNotFound=false``."""
+        fields = QueryConsumerOffsetRequestHeader(consumer_group=consumer_group, topic=topic,
+                                                  queue_id=queue_id).to_ext_fields()
+        if not zero_if_not_found:
+            fields["setZeroIfNotFound"] = "false"
+        return await self._offset(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields,
                                   QueryConsumerOffsetResponseHeader, "offset", timeout)
 
     async def update_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, offset: int,
@@ -467,8 +472,8 @@ class MQClientAPI:
                                   GetEarliestMsgStoretimeRequestHeader(topic=topic, queue_id=queue_id),
                                   GetEarliestMsgStoretimeResponseHeader, "timestamp", timeout)
 
-    async def _offset(self, addr: str, code: int, header: Header, response_type: type[Header], name: str,
-                      timeout: float | None) -> int | None:
+    async def _offset(self, addr: str, code: int, header: Header | dict[str, object], response_type: type[Header],
+                      name: str, timeout: float | None) -> int | None:
         response = await self._invoke(addr, code, header, timeout=timeout,
                                       ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
         if response.code == ResponseCode.QUERY_NOT_FOUND:

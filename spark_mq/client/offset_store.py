@@ -25,9 +25,6 @@ from spark_mq.client.api import MQClientAPI
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.remoting.bodies import MessageQueue
-from spark_mq.remoting.codes import RequestCode, ResponseCode
-from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader
 
 if TYPE_CHECKING:
     from spark_mq.client.instance import ClientInstance
@@ -87,16 +84,8 @@ async def query_committed_offset(api: MQClientAPI, addr: str, group: str, mq: Me
     QUERY_NOT_FOUND for a new group instead of 0 (4.x brokers answer 0 while the queue still
     starts at 0, which makes CONSUME_FROM_LAST_OFFSET read the whole queue).
     """
-    fields = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=mq.topic,
-                                              queue_id=mq.queue_id).to_ext_fields()
-    fields["setZeroIfNotFound"] = "true" if zero_if_not_found else "false"
-    cmd = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, fields)
-    response = await api.remoting.invoke(addr, cmd, api.timeout if timeout is None else timeout)
-    if response.code == ResponseCode.QUERY_NOT_FOUND:
-        return None
-    if response.code != ResponseCode.SUCCESS:
-        raise api.error(response, addr, RequestCode.QUERY_CONSUMER_OFFSET)
-    return QueryConsumerOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+    return await api.query_consumer_offset(addr, group, mq.topic, mq.queue_id, zero_if_not_found=zero_if_not_found,
+                                           timeout=timeout)
 
 
 async def broker_addr_of(instance: ClientInstance, mq: MessageQueue) -> str:

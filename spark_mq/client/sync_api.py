@@ -181,10 +181,11 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                       mqs=mqs, oneway=oneway, timeout=timeout))
 
     def query_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, *,
-                              timeout: float | None = None) -> int | None:
+                              zero_if_not_found: bool = True, timeout: float | None = None) -> int | None:
         """Blocking :meth:`MQClientAPI.query_consumer_offset`."""
         return self._run(self._target.query_consumer_offset(addr=addr, consumer_group=consumer_group, topic=topic,
-                                                            queue_id=queue_id, timeout=timeout))
+                                                            queue_id=queue_id, zero_if_not_found=zero_if_not_found,
+                                                            timeout=timeout))
 
     def update_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, offset: int, *,
                                oneway: bool = False, timeout: float | None = None) -> None:

@@ -100,6 +100,9 @@ class BrokerConfig(ServerChannelConfig):
     # topics
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 4
+    # consumer groups: a queue lock (LOCK_BATCH_MQ) not renewed within this many ms is free to another member
+    # (RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime system property)
+    rebalance_lock_max_live_time: int = 60_000
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -118,6 +121,9 @@ class BrokerConfig(ServerChannelConfig):
         for hour in self.delete_when.split(";"):
             if not hour.strip().isdigit() or not 0 <= int(hour) <= 23:
                 raise ConfigError(f"deleteWhen={self.delete_when!r}: give hours 0-23 separated by ';'")
+        if self.rebalance_lock_max_live_time <= 0:
+            raise ConfigError(f"rebalanceLockMaxLiveTime={self.rebalance_lock_max_live_time}: give the lock expiry in "
+                              f"ms, above 0")
         if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio <= 1:
             raise ConfigError("need 0 < diskSpaceCleanForciblyRatio <= diskSpaceWarningLevelRatio <= 1")
         for key, name in (("brokerName", self.broker_name), ("brokerClusterName", self.broker_cluster_name)):

@@ -9,7 +9,10 @@ member list, and takes the queues ``allocateStrategy`` gives it
 does the allocation and the locks for every kind of member): a member reads a queue only while
 it holds its lock, and unlocks it only after committing the offset it processed up to — so the
 next owner, which locks it and reads the committed offset, neither skips nor repeats messages. A
-member that died leaves its locks to expire at the broker (60 s).
+member that died leaves its locks to expire at the broker (60 s, the broker's
+``rebalanceLockMaxLiveTime``). Besides the 20 s renewal, the stream reader confirms its locks
+(:meth:`DriverGroupMember.confirm`) before every commit and every plan: a member stopped past the
+expiry, whose queues were taken over meanwhile, learns it there and not after reading them again.
 
 The allocation is recomputed when the broker says the group changed (NOTIFY_CONSUMER_IDS_CHANGED)
 and at least every ``rebalanceIntervalMs``; the stream reader asks for it at every trigger. As
@@ -172,6 +175,17 @@ class DriverGroupMember:
 
     async def _copy_held(self, topic: str) -> frozenset[QueueKey]:
         return frozenset(_key(mq) for mq in self.membership.held if mq.topic == topic)
+
+    def confirm(self, topic: str) -> frozenset[QueueKey]:
+        """Renew the held locks of ``topic`` at their brokers now and return its queues still held: a
+        lock another member took meanwhile (this process was stopped past the expiry) is given up here,
+        so the caller neither commits nor plans that queue. A broker that does not answer keeps its
+        queues (their reads fail there anyway)."""
+        self._thread.run(self._renew_topic(topic))
+        return self.held(topic)
+
+    async def _renew_topic(self, topic: str) -> None:
+        await self.membership.renew({mq for mq in self.membership.held if mq.topic == topic})
 
     def lock(self, topic: str, keys: set[QueueKey]) -> frozenset[QueueKey]:
         """Lock ``keys`` of ``topic`` at their brokers; the ones now held (another member may still hold some)."""

@@ -3,9 +3,11 @@
 As Spark's ``KafkaSourceOffset`` + ``KafkaOffsetReader``, kept apart from the provider and the
 readers: the JSON codec and the resolution of starting/ending offsets against the brokers —
 earliest = GET_MIN_OFFSET, latest = GET_MAX_OFFSET, committed = QUERY_CONSUMER_OFFSET of ``group``
-(falling back to ``startingTimestamp``, else earliest, for queues without one), ``startingTimestamp``,
-``startingOffsetsByTimestamp``, ``endingOffsetsByTimestamp`` and ``endingTimestamp`` =
-SEARCH_OFFSET_BY_TIMESTAMP (the first offset stored at or after the time).
+(falling back to ``startingTimestamp``, else earliest, for queues without one; asked with
+``setZeroIfNotFound=false``, since the broker's 0 for a group without an offset on a queue starting at
+0 would read as one), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+``endingOffsetsByTimestamp`` and ``endingTimestamp`` = SEARCH_OFFSET_BY_TIMESTAMP (the first offset
+stored at or after the time).
 
 The JSON is keyed by topic, as Kafka's: ``{"<topic>": {"<broker>:<queueId>": offset}}`` (``-2``
 earliest, ``-1`` latest; by-timestamp JSON has ms timestamps in the same places). The older
@@ -16,7 +18,12 @@ that topic's part of a JSON spec (:func:`topic_spec`).
 
 A requested start below the broker's minimum (retention deleted those messages) is data loss:
 with ``failOnDataLoss`` (default) it raises :class:`DataLossError` naming the queue and offsets,
-otherwise it logs a warning and starts at the minimum.
+otherwise it logs a warning and starts at the minimum. So is a broker max offset below what a stream
+has read (:func:`check_max`: the topic was re-created or its log truncated, and the offsets read now
+hold other messages), which restarts the queue at the minimum.
+
+A queue a stream first sees after it started starts by the rule as of the start
+(:func:`resolve_late`; the stream reader's module doc says why).
 
 The queues of a topic and their offsets at the brokers are :mod:`spark_mq.arrow.queues`'s; with
 ``tieredStoreRoot`` the archive answers below the brokers (:mod:`spark_mq.tiered.tiers`).
@@ -49,6 +56,8 @@ LATEST_OFFSET = -1
 QueueOffsets = dict[QueueKey, int]
 TopicOffsets = dict[str, QueueOffsets]  # topic -> its queues' offsets (or timestamps)
 OffsetSpec = Literal["earliest", "latest", "committed"] | TopicOffsets
+
+NEW_QUEUE_START = 0  # the earliest offset of a queue created after the query started (below it is data loss)
 
 _EXAMPLE = '{"broker-a:0": 42, "broker-a:1": -2}'
 _TOPIC_EXAMPLE = '{"orders": {"broker-a:0": 42, "broker-a:1": -2}}'
@@ -153,6 +162,21 @@ def check_start(topic: str, key: QueueKey, requested: int, broker_min: int, fail
     return broker_min
 
 
+def check_max(topic: str, key: QueueKey, read_to: int, broker_max: int, broker_min: int,
+              fail_on_data_loss: bool) -> int:
+    """Where a queue read up to ``read_to`` goes on when its broker's max went below that (the topic was
+    deleted and re-created, or its log truncated): the offsets read are being reused by other messages,
+    so an empty backlog would skip them. DataLossError with ``fail_on_data_loss``, else a warning and
+    the broker's min."""
+    message = (f"queue {topic}@{queue_key_text(key)}: the broker's max offset {broker_max} is below offset "
+               f"{read_to} this query has read up to (topic re-created or log truncated); the messages now at "
+               f"[{broker_min}, {broker_max}) are not the ones read")
+    if fail_on_data_loss:
+        raise DataLossError(f"{message}. Set failOnDataLoss=false to restart the queue at {broker_min}")
+    log.warning("%s; restarting the queue at %d (failOnDataLoss=false)", message, broker_min)
+    return broker_min
+
+
 def _check_known(spec: str | QueueOffsets, queues: TopicQueues, option: str) -> None:
     if isinstance(spec, dict):
         unknown = sorted(set(spec) - set(queues.queues))
@@ -199,6 +223,23 @@ def resolve_starting(source: OffsetSource, queues: TopicQueues, opts: SourceOpti
             requested = broker_min
         out[key] = check_start(queues.topic, key, requested, broker_min, opts.fail_on_data_loss)
     return out
+
+
+def resolve_late(source: OffsetSource, queues: TopicQueues, opts: SourceOptions, key: QueueKey,
+                 started_ms: int | None) -> int:
+    """Where a queue first seen after the query started (at ``started_ms``; None when unknown, after a
+    restart from the checkpoint) starts: the starting rule as of the query's start (module doc, "Queues
+    seen late"). ``latest`` is the first message stored since the start; ``earliest`` and JSON offsets
+    that leave such a queue out are its earliest, checked as data loss when it is not 0; a queue the JSON
+    (or ``startingOffsetsByTimestamp``) names — a topic a pattern matched late — starts where it says."""
+    named = (topic_spec(opts.starting, queues.topic), topic_spec(opts.starting_by_timestamp or {}, queues.topic))
+    if opts.starting == COMMITTED or any(isinstance(spec, dict) and key in spec for spec in named):
+        return resolve_starting(source, queues, opts, [key])[key]
+    if opts.starting_timestamp is not None:
+        return source.offset_by_timestamp(key, opts.starting_timestamp)
+    if opts.starting == LATEST and started_ms is not None:
+        return source.offset_by_timestamp(key, started_ms)
+    return check_start(queues.topic, key, NEW_QUEUE_START, source.min_offset(key), opts.fail_on_data_loss)
 
 
 def resolve_ending(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,

@@ -1,6 +1,8 @@
 """The SparkSession of the ``jobs/`` entry points: spark-submit's master when it gives one, else a
 ``local[2]`` session bound to loopback, with executors running this interpreter (which has the
-``spark_mq`` package, so ``format("spark_mq")`` resolves in them too)."""
+``spark_mq`` package, so ``format("spark_mq")`` resolves in them too). Python data source filter
+pushdown is on (Spark's default is off), so the jobs' ``where`` clauses reach the brokers
+(:mod:`spark_mq.spark.pushdown`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 LOCAL_MASTER = "local[2]"
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def build_session(app_name: str) -> SparkSession:
@@ -23,6 +26,7 @@ def build_session(app_name: str) -> SparkSession:
                    .config("spark.driver.bindAddress", "127.0.0.1"))
     spark = (builder.config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
+             .config(FILTER_PUSHDOWN_CONF, "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     return spark

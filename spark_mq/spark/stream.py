@@ -13,32 +13,55 @@ holds a batch back, see :meth:`~SparkMQStreamReader._holds_back`), and
 later batch goes past them.
 
 Each trigger the reader finds the topics it reads (with ``topicPattern``, the NameServer's topics
-matching it now) and handles each topic's queues as below; a topic that matches for the first time
-is all new queues, so it joins at its earliest offsets.
+matching it now) and handles each topic's queues as below; a topic that starts matching after the
+query started is all queues seen late, so it is read from its earliest (every message of it was
+stored since the start).
 
 A queue that first appears in a batch's end offset (and not in its start) *joins*: its end offset
 is where it starts, and it is read from the next batch on — so a batch's partitions are always
 ``[start, end)`` of queues in both, and replaying a batch from the checkpoint reads exactly the
-same ranges. Queues that appear after the query started (a topic expanded, a broker added) join
-at their earliest offset, as Kafka's source starts new partitions: their first messages were
-written after the previous batch was planned, so ``latest`` would silently skip them. When that
-earliest is not 0 (retention already deleted some), it is data loss: ``failOnDataLoss`` (default)
-fails the query, otherwise a warning is logged and the queue starts at the broker's min. A queue
-that disappears from the route (broker down, topic shrunk) keeps its offset and is read again when
-it comes back.
+same ranges.
+
+Queues seen late. The starting rule applies to the queues that existed when the query started, as
+Kafka's ``startingOffsets`` applies to the partitions of that moment — whether or not their broker
+answered then. A queue first seen after the first trigger (a topic expanded, a broker added, or a
+broker that was down at the start and is back) starts by the rule *as of the query's start*
+(:func:`~spark_mq.spark.offsets.resolve_late`): under ``latest`` at the first message stored since
+the start (SEARCH_OFFSET_BY_TIMESTAMP with the driver's clock at ``initialOffset``), so a queue created
+later is read from its earliest — as Kafka starts new partitions — and a broker that was down gives
+neither its history nor a gap; under ``startingTimestamp`` at that time; under ``earliest`` / JSON at
+its earliest, where an earliest above 0 (retention already deleted some) is data loss. After a restart
+from the checkpoint the start time is not known: such a queue starts at its earliest. A queue that
+disappears from the route (broker down, topic shrunk) keeps its offset and is read again when it
+comes back.
+
+Offsets going backwards. A queue whose broker max offset is below the offset this query has read up to
+(the topic was deleted and re-created, or the log truncated) holds new messages at offsets already
+read: with ``failOnDataLoss`` (default) the query fails naming the queue and both offsets, otherwise a
+warning is logged and the queue restarts at the broker's min (it joins there, as above).
 
 With ``group`` (and ``commitToBroker``, default true) the query is a member of that consumer group
 (:mod:`spark_mq.spark.group_member`): its offsets name only the queues it holds. Spark asks for
 ``latestOffset(start)`` once the previous batch is done, so ``start`` is processed: the reader
 commits it to the brokers there (UPDATE_CONSUMER_OFFSET; lag tools and other members see it), then
 gives up the queues the allocation no longer gives it (dropped from the offsets, unlocked after
-the commit) and takes the ones it now gives (locked; they join at the group's committed offset).
+the commit) and takes the ones it now gives (locked; they join at the group's committed offset, or
+without one at their earliest — never ``latest``, which would skip what arrived since the group
+started — unless the queue was seen late, above). The offsets a member resolves at its first trigger
+are committed at once, so a member taking its queues over before its first batch is done starts there.
 Two Spark applications of one group so split a topic's queues, and when one stops (its reader
-unlocks everything and leaves the group) the other takes its queues over at its next trigger. A
-batch that finished after the stopping query's last trigger has not been committed, so the next
-owner reads it again: across members delivery is at least once; within one query Spark's
-checkpoint keeps it exactly once. Without ``group`` every readable queue is read and nothing is
-committed.
+unlocks everything and leaves the group) the other takes its queues over at its next trigger.
+
+Locks are checked before use: before it commits or plans anything (``latestOffset``, ``commit``) the
+reader renews every lock it holds at the brokers (LOCK_BATCH_MQ) and drops the queues refused, so a
+member that was stopped or cut off past the broker's lock expiry (``rebalanceLockMaxLiveTime``) and
+whose queues another member took over neither commits over the new owner nor plans those queues
+again; it takes them back only through the allocation, locking and joining at the committed offset.
+The at-least-once window across members: the messages of a batch a member planned while it held the
+lock but had not committed when the queue changed hands (it stopped, or lost the lock while the batch
+ran) — the next owner starts at the last committed offset and reads them again. Within one query
+Spark's checkpoint keeps delivery exactly once. Without ``group`` every readable queue is read and
+nothing is committed.
 
 Thread-safety: Spark calls the driver-side methods from one thread of one long-lived Python
 process; the reader holds one ``SyncMQClientAPI`` (and, with a group, one group member) there,
@@ -72,9 +95,11 @@ from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
 from spark_mq.spark.offsets import (
     OffsetSource,
     TopicOffsets,
+    check_max,
     check_start,
     decode_topic_offsets,
     offset_source,
+    resolve_late,
     resolve_starting,
     topic_offsets_obj,
 )
@@ -83,7 +108,6 @@ from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_par
 
 log = logging.getLogger(__name__)
 
-NEW_QUEUE_START = 0  # where a queue first seen after the query started begins (its earliest; see the module doc)
 K = TypeVar("K", bound=tuple)  # a queue: (topic, (broker, queue id)) across topics
 
 
@@ -137,6 +161,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: TopicOffsets | None = None  # the max offsets last seen (reportLatestOffset)
         # the group's offsets at the brokers, as far as this reader knows, by (topic, queue)
         self._committed: dict[tuple[str, QueueKey], int] = {}
+        self._started_ms: int | None = None  # when initialOffset ran (None: restarted from a checkpoint)
+        self._seen_at_start: frozenset[tuple[str, QueueKey]] | None = None  # the routes' (topic, queue)s then
         self._last_batch: float | None = None  # clock() of the last batch let through (minMessagesPerTrigger)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -175,8 +201,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         source = offset_source(self._client(), queues, self.opts)
         return {key: source.max_offset(key) for key in queues.queues}
 
-    def _new_queue_start(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
-        return check_start(queues.topic, key, NEW_QUEUE_START, source.min_offset(key), self.opts.fail_on_data_loss)
+    def _late_start(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
+        return resolve_late(source, queues, self.opts, key, self._started_ms)
 
     # -- the consumer group -------------------------------------------------------------------------------------
 
@@ -194,12 +220,23 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
                             queues.topic, queue_key_text(key), self.opts.group, e)
 
+    def _confirmed(self, member: DriverGroupMember, topic: str) -> frozenset[QueueKey]:
+        """The queues of ``topic`` whose locks this member still holds, checked at the brokers now (before
+        it commits or plans anything); a queue lost meanwhile is forgotten, as its new owner commits it."""
+        held = member.confirm(topic)
+        for lost in [(t, k) for t, k in self._committed if t == topic and k not in held]:
+            del self._committed[lost]
+        return held
+
     def _join_at(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
         """Where a queue this member just took over starts: the group's committed offset (its previous
-        owner committed it before unlocking), else where ``startingOffsets`` says."""
+        owner committed it before unlocking); without one, its earliest when it was in the route at this
+        query's start (or that is unknown), else the starting rule as of the start (module doc)."""
         committed = source.committed_offset(self.opts.group, key)  # type: ignore[arg-type]
         if committed is None:
-            return resolve_starting(source, queues, self.opts, [key])[key]
+            if self._seen_at_start is None or (queues.topic, key) in self._seen_at_start:
+                return source.min_offset(key)
+            return self._late_start(source, queues, key)
         self._committed[(queues.topic, key)] = committed
         return check_start(queues.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
 
@@ -209,7 +246,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
         the queues read on from ``begin`` and the queues joining at the offsets they start from."""
         member = self._group_member()
-        held = member.held(queues.topic)
+        held = self._confirmed(member, queues.topic)
         self._commit(queues, {k: v for k, v in begin.items() if k in held})
         wanted = member.allocation(queues)
         leaving = held - wanted
@@ -240,15 +277,17 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- DataSourceStreamReader -------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
+        self._started_ms = int(time.time() * 1000)
+        topics = self._discover()
+        self._seen_at_start = frozenset((topic, k) for topic, queues in topics.items() for k in queues.queues)
         starting: TopicOffsets = {}
-        for topic, queues in self._discover().items():
+        for topic, queues in topics.items():
             source = offset_source(self._client(), queues, self.opts)
             if self.opts.group_member:
                 member = self._group_member()
                 owned = member.lock(topic, set(member.allocation(queues)))
                 starting[topic] = resolve_starting(source, queues, self.opts, owned)
-                # nothing is processed yet: nothing to commit
-                self._committed.update({(topic, k): v for k, v in starting[topic].items()})
+                self._commit(queues, starting[topic])  # so a member taking them over before a batch is done starts here
             else:
                 starting[topic] = resolve_starting(source, queues, self.opts)
         log.info("spark_mq stream of %s starts at %s", self.opts.subject, to_spark_offset(starting))
@@ -297,9 +336,12 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 reading, joining = self._rebalance(queues, source, before)
             else:  # every queue; queues gone from the route keep their offsets
                 reading = dict(before)
-                joining = {k: self._new_queue_start(source, queues, k) for k in queues.queues if k not in before}
+                joining = {k: self._late_start(source, queues, k) for k in queues.queues if k not in before}
             latest = self._max_offsets(queues)
             self._latest[topic] = latest
+            for key in [k for k, low in reading.items() if k in latest and latest[k] < low]:
+                joining[key] = check_max(topic, key, reading.pop(key), latest[key], source.min_offset(key),
+                                         self.opts.fail_on_data_loss)
             if self._target is not None:  # AvailableNow: nothing that arrived after the target
                 target = self._target.get(topic, {})
                 latest = {k: min(v, target[k]) for k, v in latest.items() if k in target}
@@ -347,7 +389,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         topics = self._known_topics(offsets)
         for topic, queue_offsets in sorted(offsets.items()):
             if topic in topics:
-                held = self._group_member().held(topic)
+                held = self._confirmed(self._group_member(), topic)
                 self._commit(topics[topic], {k: v for k, v in queue_offsets.items() if k in held})
 
     def stop(self) -> None:

@@ -114,6 +114,7 @@ def test_wrong_types_name_the_key(tmp_path, line, named):
         ("serverChannelMaxIdleTimeSeconds=-1", "serverChannelMaxIdleTimeSeconds"),
         ("serverChannelMaxInFlightRequests=0", "serverChannelMaxInFlightRequests"),
         ("writeBufferLowWaterMark=8388608", "writeBufferLowWaterMark (8388608)"),
+        ("rebalanceLockMaxLiveTime=0", "rebalanceLockMaxLiveTime=0"),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path, text, named):
