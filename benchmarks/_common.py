@@ -76,13 +76,14 @@ def rate(count: float, seconds: float) -> float:
 
 
 # -- machine ------------------------------------------------------------------------------
-def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float]]:
-    """CPU seconds (user + system, reaped children included) of ``root`` (default: this process) and
-    every live descendant, by PID, with the command line: on a shared machine, CPU seconds per row
-    are a steadier measure than wall time. Linux only (``/proc``)."""
+def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float, float]]:
+    """CPU seconds of ``root`` (default: this process) and every live descendant, by PID, with the
+    command line: (cmd, own user + system, user + system of its children that exited and were
+    reaped). On a shared machine, CPU seconds per row are a steadier measure than wall time. Linux
+    only (``/proc``)."""
     root = os.getpid() if root is None else root
     tick = os.sysconf("SC_CLK_TCK")
-    procs: dict[int, tuple[int, str, float]] = {}
+    procs: dict[int, tuple[int, str, float, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -91,15 +92,16 @@ def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float]]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:  # exited meanwhile
             continue
-        ppid, cpu = int(fields[1]), sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
-        procs[int(entry.name)] = (ppid, cmd, cpu)
+        own = (int(fields[11]) + int(fields[12])) / tick  # utime stime
+        reaped = (int(fields[13]) + int(fields[14])) / tick  # cutime cstime
+        procs[int(entry.name)] = (int(fields[1]), cmd, own, reaped)
     out = {}
-    for pid, (_ppid, cmd, cpu) in procs.items():
+    for pid, (_ppid, cmd, own, reaped) in procs.items():
         at = pid
         while at in procs and at != root:
             at = procs[at][0]
         if at == root:
-            out[pid] = (cmd, cpu)
+            out[pid] = (cmd, own, reaped)
     return out
 
 

@@ -1,5 +1,6 @@
 """Spark streaming ingest: ``spark.readStream.format("spark_mq")`` draining a backlog into a noop sink, against
-``spark.read.parquet`` of the same rows into the same sink (the ceiling), measured in the same run.
+``spark.read.parquet`` of the same rows into the same sink (the ceiling), measured in the same run, with every
+column and with a pruned schema.
 
 Starts a NameServer and a broker (two processes on free loopback ports, a temporary store), produces
 ``--messages`` distinct messages (``--body``-byte bodies; a tag and a key, UNIQ_KEY from the producer) with
@@ -11,17 +12,30 @@ starts a local[2] SparkSession whose executors run this interpreter, and times, 
   parquet read    spark.read.parquet of the same rows into format("noop"); the rows were written once
                   beforehand by the batch source (spark.read.format("spark_mq") ... .write.parquet)
 
-Targets (issue 5): stream ingest >= 500,000 rows/s and >= 0.5 of the Parquet read's rows/s.
+each with the full schema and pruned to body, store_timestamp, queue_id, queue_offset (the stream through
+``.schema(...)``, the Parquet read through ``select``) unless ``--schema`` picks one. CPU seconds are split by
+process: the JVM (its own threads), the Python workers reading partitions, Spark's other Python processes (the
+driver-side stream reader and planners, which the JVM starts and reaps), the broker + NameServer, and this
+driver. ``--profile DIR`` then runs each stream case once more under py-spy (every Python process the JVM
+starts) and Java Flight Recorder (the JVM) and prints the top frames of each.
+
+Targets (issue 13): full schema >= 0.6 of the Parquet read, pruned >= 0.8 of the pruned Parquet read, in
+rows/s and in rows per CPU second.
 
     .venv/bin/python benchmarks/spark_ingest.py [--messages 2000000] [--queues 8] [--body 100] [--reps 3] \\
-        [--pull-batch-size N] [--max-per-partition N] [--quick] [--json out.json]
+        [--schema full|pruned|both] [--pull-batch-size N] [--max-per-partition N] [--profile DIR] [--quick] \\
+        [--json out.json]
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
+import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -47,13 +61,17 @@ from _common import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-TARGET_ROWS_S = 500_000
-TARGET_PARQUET_RATIO = 0.5
+TARGET_RATIO = {"full": 0.6, "pruned": 0.8}  # of the Parquet read of the same columns, wall and per CPU second
+PRUNED_COLUMNS = ("body", "store_timestamp", "queue_id", "queue_offset")
 PRODUCER_GROUP = "bench_ingest_pg"
 SENDS_IN_FLIGHT = 4
 SEND_TIMEOUT_S = 30.0
-# CPU of this process tree by command-line marker (the rest, this driver process included, is "driver")
-CPU_GROUPS = (("servers", "spark_mq.cli"), ("jvm", "java"), ("python_workers", "pyspark.daemon"))
+CPU_GROUPS = ("jvm", "python workers", "spark python (driver side)", "broker + namesrv", "bench driver")
+PROFILE_HZ = 100
+TOP_FRAMES = 12
+# innermost frames of a Python process waiting (py-spy counts some blocking calls as active)
+WAITS = {("manager", "daemon.py"), ("read_int", "serializers.py"), ("select", "selectors.py"),
+         ("wait", "threading.py"), ("_wait_for_tstate_lock", "threading.py"), ("readinto", "socket.py")}
 
 
 def produce(cluster: Cluster, messages: int, batch: int, body_size: int) -> dict[str, Any]:
@@ -105,33 +123,64 @@ def source_options(cluster: Cluster, a: Any) -> dict[str, str]:
     return opts
 
 
+def pruned_ddl() -> str:
+    """PRUNED_COLUMNS with the source's types, as ``.schema(...)`` takes them."""
+    from spark_mq.spark.schema import SPARK_SCHEMA
+
+    return ", ".join(f"{c} {SPARK_SCHEMA[c].dataType.simpleString()}" for c in PRUNED_COLUMNS)
+
+
+def cpu_group(cmd: str) -> str:
+    if "pyspark.daemon pyspark.worker" in cmd:  # the daemon and the workers it forks: they read the partitions
+        return "python workers"
+    # the stream reader's driver-side runner, the planning and lookup workers; a process with no command
+    # line has exited and waits to be reaped: the runner of the query that just stopped
+    if "pyspark" in cmd or not cmd:
+        return "spark python (driver side)"
+    if "spark_mq.cli" in cmd:
+        return "broker + namesrv"
+    return "bench driver"
+
+
 def cpu_by_group() -> dict[str, float]:
-    out = dict.fromkeys([group for group, _ in CPU_GROUPS] + ["driver"], 0.0)
-    for cmd, cpu in process_tree_cpu().values():
-        out[next((group for group, marker in CPU_GROUPS if marker in cmd), "driver")] += cpu
+    """CPU seconds so far by CPU_GROUPS. The JVM's reaped children are the Python processes it started for
+    one query (the stream reader's runner) and that have exited since."""
+    out = dict.fromkeys(CPU_GROUPS, 0.0)
+    for cmd, own, reaped in process_tree_cpu().values():
+        if cmd.split(" ", 1)[0].endswith("java"):
+            out["jvm"] += own
+            out["spark python (driver side)"] += reaped
+        else:
+            out[cpu_group(cmd)] += own + reaped
     return out
 
 
 def timed_case(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``run()``'s result plus the wall seconds and the CPU seconds every process of the tree spent
-    meanwhile (by group, and in total): other work on a shared machine stretches the wall time, not
-    the CPU."""
+    meanwhile (by group, and in total), and rows per CPU second (in total and by group): other work on a
+    shared machine stretches the wall time, not the CPU."""
     before = cpu_by_group()
+    load = os.getloadavg()[0]
     with Timer() as t:
         result = run()
     cpu = {group: seconds - before[group] for group, seconds in cpu_by_group().items()}
     rows = result["rows"]
     return {**result, "seconds": t.seconds, "rows_s": rate(rows, t.seconds), "cpu_s": cpu,
-            "rows_per_cpu_s": rate(rows, sum(cpu.values()))}
+            "rows_per_cpu_s": rate(rows, sum(cpu.values())),
+            "rows_per_cpu_s_by_group": {g: rate(rows, v) for g, v in cpu.items() if v > 0},
+            "load_before": load, "load_after": os.getloadavg()[0]}
 
 
-def stream_ingest(spark, opts: dict[str, str], checkpoint: Path) -> dict[str, Any]:
+def stream_ingest(spark, opts: dict[str, str], schema: str | None, checkpoint: Path) -> dict[str, Any]:
     """One availableNow query from the earliest offsets into noop, from start() until it terminates; rows
     and the time inside micro-batches (triggerExecution: without the query's start-up and its last check
     for more data) from its progress reports."""
 
     def run() -> dict[str, Any]:
-        query = (spark.readStream.format("spark_mq").options(**opts).load()
+        reader = spark.readStream.format("spark_mq")
+        if schema is not None:
+            reader = reader.schema(schema)
+        query = (reader.options(**opts).load()
                  .writeStream.format("noop").trigger(availableNow=True)
                  .option("checkpointLocation", str(checkpoint)).start())
         query.awaitTermination()
@@ -144,15 +193,81 @@ def stream_ingest(spark, opts: dict[str, str], checkpoint: Path) -> dict[str, An
     return timed_case(run)
 
 
-def parquet_read(spark, path: Path, rows: int) -> dict[str, Any]:
+def parquet_read(spark, path: Path, columns: tuple[str, ...] | None, rows: int) -> dict[str, Any]:
     def run() -> dict[str, Any]:
-        spark.read.parquet(str(path)).write.format("noop").mode("overwrite").save()
+        df = spark.read.parquet(str(path))
+        (df.select(*columns) if columns else df).write.format("noop").mode("overwrite").save()
         return {"rows": rows}
 
     return timed_case(run)
 
 
+def jvm_pid() -> int:
+    return next(pid for pid, (cmd, _own, _reaped) in process_tree_cpu().items()
+                if cmd.split(" ", 1)[0].endswith("java"))
+
+
+def profile(run: Callable[[], Any], out: Path, name: str) -> dict[str, dict[str, Any]]:
+    """``run()`` once under py-spy (the JVM's Python children, raw stacks) and Java Flight Recorder (the
+    JVM's execution samples); the top own frames of each process kind and of the JVM's task threads."""
+    out.mkdir(parents=True, exist_ok=True)
+    jvm = jvm_pid()
+    stacks, jfr = out / f"{name}.pyspy.txt", out / f"{name}.jfr"
+    spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "-p", str(jvm),
+                            "-r", str(PROFILE_HZ), "-f", "raw", "-o", str(stacks)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(["jcmd", str(jvm), "JFR.start", f"name={name}", "settings=profile", f"filename={jfr}"],
+                   check=True, capture_output=True)
+    try:
+        run()
+    finally:
+        subprocess.run(["jcmd", str(jvm), "JFR.stop", f"name={name}"], check=True, capture_output=True)
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        spy.wait()
+    tops = python_top_frames(stacks)
+    tops["jvm (task threads)"] = jvm_top_frames(jfr)
+    return tops
+
+
+def python_top_frames(stacks: Path) -> dict[str, dict[str, Any]]:
+    """Own-time samples by innermost frame, per process kind (CPU_GROUPS' Python groups): the samples
+    in all and the top frames."""
+    own: dict[str, Counter] = {}
+    for line in stacks.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        procs = [i for i, f in enumerate(frames) if f.startswith("process ")]
+        if not procs or not count.isdigit() or procs[-1] == len(frames) - 1:
+            continue
+        function, where = _frame(frames[-1])
+        if (function.rsplit(".", 1)[-1], where) in WAITS:
+            continue
+        own.setdefault(f"{cpu_group(frames[procs[-1]])}: own frames", Counter())[f"{function} ({where})"] += int(count)
+    return {g: {"samples": c.total(), "top": c.most_common(TOP_FRAMES)} for g, c in own.items()}
+
+
+def _frame(frame: str) -> tuple[str, str]:
+    """(function, file name) of a py-spy frame ``function (path:line)``."""
+    function, _, where = frame.partition(" (")
+    return function, where.rsplit("/", 1)[-1].split(":", 1)[0].rstrip(")")
+
+
+def jvm_top_frames(jfr: Path) -> dict[str, Any]:
+    """Execution samples of the executor task threads by innermost frame (class.method)."""
+    printed = subprocess.run(["jfr", "print", "--json", "--stack-depth", "1", "--events", "jdk.ExecutionSample",
+                              str(jfr)], check=True, capture_output=True, text=True).stdout
+    own: Counter = Counter()
+    for event in json.loads(printed)["recording"]["events"]:
+        values = event["values"]
+        frames = values["stackTrace"]["frames"] if values.get("stackTrace") else []
+        if frames and (values["sampledThread"].get("javaName") or "").startswith("Executor task"):
+            method = frames[0]["method"]
+            own[f"{method['type']['name'].rsplit('/', 1)[-1]}.{method['name']}"] += 1
+    return {"samples": own.total(), "top": own.most_common(TOP_FRAMES)}
+
+
 def run(a: Any) -> dict[str, Any]:
+    schemas = ("full", "pruned") if a.schema == "both" else (a.schema,)
     with scratch_dir(a.dir, "bench-ingest-") as root, local_cluster(root / "servers") as cluster:
         create_topic(cluster, TOPIC, a.queues)
         produced = produce(cluster, a.messages, a.batch, a.body)
@@ -164,17 +279,25 @@ def run(a: Any) -> dict[str, Any]:
                 spark.read.format("spark_mq").options(**opts).load().write.parquet(str(parquet))
             rows = spark.read.parquet(str(parquet)).count()
             assert rows == produced["messages"], (rows, produced)
-            results = {}
-            cases = {"stream ingest": lambda i: stream_ingest(spark, opts, root / f"checkpoint-{i}"),
-                     "parquet read": lambda _i: parquet_read(spark, parquet, rows)}
-            for name, fn in cases.items():
-                fn(-1)  # warm-up: JIT, Python workers, imports, page cache
-                med, runs = median_of(a.reps, fn, key=lambda r: r["rows_s"])
-                assert med["rows"] == rows, (name, med, rows)
-                results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in runs]}
+            results, profiles, checkpoints = {}, {}, iter(range(1_000_000))
+            for kind in schemas:
+                ddl, columns = (pruned_ddl(), PRUNED_COLUMNS) if kind == "pruned" else (None, None)
+                cases = {f"stream {kind}": lambda _i, d=ddl: stream_ingest(spark, opts, d,
+                                                                           root / f"checkpoint-{next(checkpoints)}"),
+                         f"parquet {kind}": lambda _i, c=columns: parquet_read(spark, parquet, c, rows)}
+                for name, fn in cases.items():
+                    fn(-1)  # warm-up: JIT, Python workers, imports, page cache
+                    med, runs = median_of(a.reps, fn, key=lambda r: r["rows_s"])
+                    assert med["rows"] == rows, (name, med, rows)
+                    results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in runs],
+                                     "runs_rows_per_cpu_s": [r["rows_per_cpu_s"] for r in runs]}
+                if a.profile:
+                    profiles[f"stream {kind}"] = profile(lambda f=cases[f"stream {kind}"]: f(-1), a.profile,
+                                                         f"stream-{kind}")
         finally:
             spark.stop()
-    return {"produced": produced, "parquet_write_s": written.seconds, "rows": rows, **results}
+    return {"produced": produced, "parquet_write_s": written.seconds, "rows": rows, "cases": results,
+            "profiles": profiles}
 
 
 def main() -> None:
@@ -184,37 +307,46 @@ def main() -> None:
     p.add_argument("--body", type=int, default=100, help="body bytes per message")
     p.add_argument("--batch", type=int, default=2000, help="messages per batch send while producing")
     p.add_argument("--reps", type=int, default=3, help="timed runs per case; the median is reported")
+    p.add_argument("--schema", choices=("full", "pruned", "both"), default="both",
+                   help=f"every column, or only {', '.join(PRUNED_COLUMNS)}")
     p.add_argument("--pull-batch-size", type=int, default=0, help="source option pullBatchSize (0: its default)")
     p.add_argument("--max-per-partition", type=int, default=0,
                    help="source option maxMessagesPerPartition (0: its default)")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="directory for a py-spy + JFR profile of one more run of each stream case")
     a = p.parse_args()
     if a.quick:
         a.messages, a.reps = 10_000, 1
     code_version()  # the code as imported
     r = run(a)
 
-    stream, ceiling = r["stream ingest"], r["parquet read"]
-    ratio = stream["rows_s"] / ceiling["rows_s"]
     print(machine_line(a.dir))
     print(f"code: {code_version()}")
     print(f"backlog: {r['produced']['messages']:,} messages produced at {r['produced']['msg_s']:,.0f} msg/s; "
           f"written as Parquet by the batch source in {r['parquet_write_s']:.1f} s")
-    in_batches = (f"{stream['in_batches_rows_s']:,.0f} rows/s inside the micro-batch "
-                  f"({stream['in_batches_s']:.2f} s of {stream['seconds']:.2f} s)")
-    rows = [[name, c["rows"], c["seconds"], c["rows_s"], spread(c["runs_rows_s"]), sum(c["cpu_s"].values()),
-             c["rows_per_cpu_s"], ", ".join(f"{g} {v:.1f}" for g, v in c["cpu_s"].items() if v >= 0.05), detail]
-            for name, c, detail in (("stream ingest (spark_mq, availableNow -> noop)", stream, in_batches),
-                                    ("parquet read -> noop (ceiling)", ceiling, ""))]
-    cpu_ratio = stream["rows_per_cpu_s"] / ceiling["rows_per_cpu_s"]
+    cases, table, ratios = r["cases"], [], {}
+    for name, c in cases.items():
+        detail = (f"{c['in_batches_rows_s']:,.0f} rows/s inside the micro-batch ({c['in_batches_s']:.2f} s)"
+                  if "in_batches_s" in c else "")
+        table.append([name, c["rows"], c["seconds"], c["rows_s"], spread(c["runs_rows_s"]), sum(c["cpu_s"].values()),
+                      c["rows_per_cpu_s"], ", ".join(f"{g} {v:.2f}" for g, v in c["cpu_s"].items() if v >= 0.01),
+                      f"{c['load_before']:.1f} -> {c['load_after']:.1f}", detail])
+    for kind in TARGET_RATIO:
+        stream, ceiling = cases.get(f"stream {kind}"), cases.get(f"parquet {kind}")
+        if stream and ceiling:
+            ratios[kind] = {"wall": stream["rows_s"] / ceiling["rows_s"],
+                            "cpu": stream["rows_per_cpu_s"] / ceiling["rows_per_cpu_s"]}
+    caption = "; ".join(f"{kind}: stream / parquet = {v['wall']:.2f} wall, {v['cpu']:.2f} per CPU s "
+                        f"(target >= {TARGET_RATIO[kind]})" for kind, v in ratios.items())
     print_table(f"Spark local[2] ingest of {r['rows']:,} messages ({a.body}-byte bodies, {a.queues} queues), "
                 f"median of {a.reps}", ("case", "rows", "seconds", "rows/s", "min..max rows/s", "CPU s",
-                                        "rows / CPU s", "CPU s by process", "detail"), rows,
-                caption=f"stream / parquet = {ratio:.2f} (target >= {TARGET_PARQUET_RATIO}); stream / target "
-                        f"{TARGET_ROWS_S:,} rows/s = {stream['rows_s'] / TARGET_ROWS_S:.2f}; rows per CPU second, "
-                        f"stream / parquet = {cpu_ratio:.2f}")
+                                        "rows / CPU s", "CPU s by process", "load", "detail"), table, caption=caption)
+    for case, tops in r["profiles"].items():
+        for where, found in tops.items():
+            print_table(f"{case}, {where}: top {TOP_FRAMES} of {found['samples']:,} samples", ("frame", "samples", "%"),
+                        [[f, n, 100 * n / max(found["samples"], 1)] for f, n in found["top"]])
     dump_json(a.json, {"machine": machine_line(a.dir), "code": code_version(), "args": vars(a), **r,
-                       "ratio_to_parquet": ratio, "ratio_to_target": stream["rows_s"] / TARGET_ROWS_S,
-                       "cpu_ratio_to_parquet": cpu_ratio})
+                       "ratios": ratios})
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Commitlog units (a PULL_MESSAGE body: units back to back) to one Arrow ``RecordBatch``.
 
-The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA`). Nothing here
-runs Python code per message (the only exceptions: compressed bodies, which are rare, are inflated
-one by one):
+The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA`), or those of
+them a pruned read asks for (only those are built). Nothing here runs Python code per message
+(the only exceptions: compressed bodies, which are rare, are inflated one by one):
 
 * unit starts, when not given, come from a vectorised walk: every offset holding the message
   magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
@@ -34,13 +34,15 @@ Thread-safety: pure functions of their arguments; safe to call from any number o
 
 from __future__ import annotations
 
+import functools
 import zlib
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_mq.arrow.schema import SCHEMA
+from spark_mq.arrow.schema import COLUMNS, SCHEMA
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_ids
@@ -62,17 +64,24 @@ _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
 
 
 def decode_units_to_arrow(
-    buf: bytes | bytearray | memoryview | np.ndarray, starts: np.ndarray | None = None, *, broker_name: str
+    buf: bytes | bytearray | memoryview | np.ndarray,
+    starts: np.ndarray | None = None,
+    *,
+    broker_name: str,
+    columns: Sequence[str] = COLUMNS,
 ) -> pa.RecordBatch:
     """Decode the units of ``buf`` beginning at ``starts`` (found by walking the whole buffer
     when None: it must then be a well-formed pull body, else ``BatchBodyError``) into one
-    RecordBatch with :data:`SCHEMA`. ``starts`` must be whole units in buffer order."""
+    RecordBatch with ``columns`` of :data:`SCHEMA` (all by default), in that order. Only those
+    columns are built: a pruned read skips, e.g., the property split when it wants no column made
+    of properties. ``starts`` must be whole units in buffer order."""
+    schema = pa.schema([SCHEMA.field(c) for c in columns])  # KeyError for a name not in SCHEMA
     data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
     walked = starts is None
     starts = _unit_starts(data) if walked else np.asarray(starts, dtype=np.int64)
     n = starts.size
     if n == 0:
-        return pa.RecordBatch.from_pylist([], schema=SCHEMA)
+        return pa.RecordBatch.from_pylist([], schema=schema)
     if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
         raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
     head = gather_records(data, starts, HEADER)
@@ -93,31 +102,43 @@ def decode_units_to_arrow(
         raise ValueError("unit lengths run past the next unit or the buffer")
 
     pybuf = pa.py_buffer(data)
-    rows, names, values, map_offsets = _property_pairs(_take_ranges(data, pybuf, props_start, props_end, pa.binary()))
-    sys_flag = head["sys_flag"].astype(np.int32)
-    store_host = head["store_host"]
-    phys = head["physical_offset"].astype(np.int64)
-    columns = {
-        "topic": _topics(data, pybuf, topic_start, topic_end),
-        "broker_name": _repeat_string(broker_name, n),
-        "queue_id": pa.array(head["queue_id"].astype(np.int32)),
-        "queue_offset": pa.array(head["queue_offset"].astype(np.int64)),
-        "commitlog_offset": pa.array(phys),
-        "msg_id": _msg_ids(store_host, phys),
-        "uniq_key": _pick(rows, names, values, UNIQ_KEY, n),
-        "keys": _pick(rows, names, values, KEYS, n),
-        "tags": _pick(rows, names, values, TAGS, n),
-        "properties": pa.MapArray.from_arrays(pa.array(map_offsets), names, values),
-        "body": _bodies(data, pybuf, body_start, body_end, sys_flag),
-        "born_timestamp": _timestamps(head["born_timestamp"]),
-        "store_timestamp": _timestamps(head["store_timestamp"]),
-        "born_host": _hosts(head["born_host"]),
-        "store_host": _hosts(store_host),
-        "reconsume_times": pa.array(head["reconsume_times"].astype(np.int32)),
-        "sys_flag": pa.array(sys_flag),
-        "flag": pa.array(head["flag"].astype(np.int32)),
+
+    @functools.cache
+    def pairs() -> tuple[np.ndarray, pa.Array, pa.Array, np.ndarray]:  # shared by the four property columns
+        return _property_pairs(_take_ranges(data, pybuf, props_start, props_end, pa.binary()))
+
+    def pick(name: str) -> pa.Array:
+        rows, names, values, _ = pairs()
+        return _pick(rows, names, values, name, n)
+
+    def properties() -> pa.Array:
+        _, names, values, map_offsets = pairs()
+        return pa.MapArray.from_arrays(pa.array(map_offsets), names, values)
+
+    def numbers(field: str, dtype: type) -> pa.Array:
+        return pa.array(head[field].astype(dtype))
+
+    build: dict[str, Callable[[], pa.Array]] = {
+        "topic": lambda: _topics(data, pybuf, topic_start, topic_end),
+        "broker_name": lambda: _repeat_string(broker_name, n),
+        "queue_id": lambda: numbers("queue_id", np.int32),
+        "queue_offset": lambda: numbers("queue_offset", np.int64),
+        "commitlog_offset": lambda: numbers("physical_offset", np.int64),
+        "msg_id": lambda: _msg_ids(head["store_host"], head["physical_offset"].astype(np.int64)),
+        "uniq_key": lambda: pick(UNIQ_KEY),
+        "keys": lambda: pick(KEYS),
+        "tags": lambda: pick(TAGS),
+        "properties": properties,
+        "body": lambda: _bodies(data, pybuf, body_start, body_end, head["sys_flag"].astype(np.int32)),
+        "born_timestamp": lambda: _timestamps(head["born_timestamp"]),
+        "store_timestamp": lambda: _timestamps(head["store_timestamp"]),
+        "born_host": lambda: _hosts(head["born_host"]),
+        "store_host": lambda: _hosts(head["store_host"]),
+        "reconsume_times": lambda: numbers("reconsume_times", np.int32),
+        "sys_flag": lambda: numbers("sys_flag", np.int32),
+        "flag": lambda: numbers("flag", np.int32),
     }
-    return pa.RecordBatch.from_arrays([columns[f.name] for f in SCHEMA], schema=SCHEMA)
+    return pa.RecordBatch.from_arrays([build[f.name]() for f in schema], schema=schema)
 
 
 def _unit_starts(data: np.ndarray) -> np.ndarray:

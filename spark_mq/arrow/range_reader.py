@@ -5,7 +5,8 @@ and the offload read.
 (the broker also caps a pull by bytes, so it loops), with the tag expression in the pull header (the
 broker filters by tag hash) and the exact tags checked again on the Arrow column, trims the last
 batch at the range end and yields ``pyarrow.RecordBatch``es in
-:data:`~spark_mq.arrow.schema.UTC_SCHEMA`.
+:data:`~spark_mq.arrow.schema.UTC_SCHEMA`, or in the :func:`~spark_mq.arrow.schema.utc_schema` of the
+columns asked for (the decoder builds only those, plus what the reader itself needs).
 
 Thread-safety: :class:`QueueRange` is a plain picklable value; each :func:`read_range` call opens
 (and closes) its own client.
@@ -14,7 +15,7 @@ Thread-safety: :class:`QueueRange` is a plain picklable value; each :func:`read_
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 
 from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.arrow.queues import DataLossError, queue_key_text
-from spark_mq.arrow.schema import to_utc_schema
+from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
 from spark_mq.client.pull_consumer import pull_header
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import parse_tags
@@ -34,6 +35,8 @@ from spark_mq.remoting.bodies import MessageQueue
 log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
+OFFSET_COLUMN = "queue_offset"
+TAGS_COLUMN = "tags"
 
 
 @dataclass(frozen=True)
@@ -56,10 +59,15 @@ class QueueRange:
         return f"{self.topic}@{queue_key_text((self.broker_name, self.queue_id))}"
 
 
-def read_range(part: QueueRange, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
-    """Pull ``part`` from its broker and yield its messages (tag-filtered) in ``UTC_SCHEMA`` batches."""
+def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
+               timeout: float = REQUEST_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
+    """Pull ``part`` from its broker and yield its messages (tag-filtered) in batches of ``utc_schema(columns)``."""
     tags = parse_tags(part.tags)
     tag_values = pa.array(sorted(tags), pa.string()) if tags is not None else None
+    schema = utc_schema(columns)
+    # what the reader itself looks at: the offsets (the range end), the tags (the exact tag check)
+    looked_at = (OFFSET_COLUMN, TAGS_COLUMN) if tags is not None else (OFFSET_COLUMN,)
+    needed = (*columns, *(c for c in looked_at if c not in columns))
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
     offset = part.start
     with SyncMQClientAPI(timeout=timeout) as api:
@@ -67,10 +75,11 @@ def read_range(part: QueueRange, *, timeout: float = REQUEST_TIMEOUT_S) -> Itera
             header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
             result = api.pull_message(part.broker_addr, header)
             if result.status is PullStatus.FOUND:
-                batch = decode_units_to_arrow(result.body, broker_name=part.broker_name)  # a vectorised walk
+                batch = decode_units_to_arrow(result.body, broker_name=part.broker_name,  # a vectorised walk
+                                              columns=needed)
                 batch = _rows_in_range(batch, part.end, tag_values)
                 if batch.num_rows:
-                    yield to_utc_schema(batch)
+                    yield to_utc_schema(batch, schema)
             elif result.status is PullStatus.OFFSET_ILLEGAL and offset < result.min_offset:
                 if part.fail_on_data_loss:
                     raise DataLossError(f"queue {part.name}: offset {offset} is below the broker's min offset "
@@ -92,7 +101,7 @@ def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None)
     """The rows of one pull that belong to the range: queue offsets below ``end`` (ascending within a
     pull, so a zero-copy slice; a tag-filtered pull may run past the end) with exactly the wanted tags
     (the broker filters by tag hash only)."""
-    batch = batch.slice(0, int(np.searchsorted(batch.column("queue_offset").to_numpy(), end)))
+    batch = batch.slice(0, int(np.searchsorted(batch.column(OFFSET_COLUMN).to_numpy(), end)))
     if tag_values is None:
         return batch
-    return batch.filter(pc.fill_null(pc.is_in(batch.column("tags"), value_set=tag_values), False))
+    return batch.filter(pc.fill_null(pc.is_in(batch.column(TAGS_COLUMN), value_set=tag_values), False))

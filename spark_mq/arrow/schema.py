@@ -5,11 +5,15 @@ ms since the epoch. :data:`UTC_SCHEMA` is the same columns with timestamps as UT
 what Spark's ``TimestampType`` and Delta's ``timestamp`` hold, so it is both the Arrow form the
 ``spark_mq`` source yields (Spark checks every batch against it) and the form the archive stores.
 Every other schema of the package is derived from these two (a column added or dropped).
+A reader asked for some columns only (a pruned Spark schema) yields :func:`utc_schema` of them: the
+same fields, in the order asked.
 
 Thread-safety: constants and pure functions.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -38,17 +42,32 @@ SCHEMA = pa.schema(
     ]
 )
 UTC_SCHEMA = pa.schema([pa.field(f.name, UTC_TIMESTAMP) if pa.types.is_timestamp(f.type) else f for f in SCHEMA])
+COLUMNS: tuple[str, ...] = tuple(SCHEMA.names)
 
 
-def to_utc_schema(rows: pa.RecordBatch | pa.Table) -> pa.RecordBatch | pa.Table:
-    """``rows`` (any column order, either form) in :data:`UTC_SCHEMA`, a batch as a batch and a table as
-    a table; returned as is when already in it."""
-    if rows.schema.equals(UTC_SCHEMA):
+def utc_schema(columns: Sequence[str]) -> pa.Schema:
+    """The fields of :data:`UTC_SCHEMA` named by ``columns``, in that order (``KeyError`` for a name
+    that is not one of :data:`COLUMNS`)."""
+    return UTC_SCHEMA if tuple(columns) == COLUMNS else pa.schema([UTC_SCHEMA.field(c) for c in columns])
+
+
+def to_utc_schema(rows: pa.RecordBatch | pa.Table, schema: pa.Schema = UTC_SCHEMA) -> pa.RecordBatch | pa.Table:
+    """``rows`` (any column order, either form, at least ``schema``'s columns) in ``schema`` (
+    :data:`UTC_SCHEMA` or a :func:`utc_schema`), a batch as a batch and a table as a table; returned as
+    is when already in it."""
+    if rows.schema.equals(schema):
         return rows
-    columns = [rows.column(f.name).cast(f.type) for f in UTC_SCHEMA]
+    columns = [rows.column(f.name).cast(f.type) for f in schema]
     if isinstance(rows, pa.RecordBatch):
-        return pa.RecordBatch.from_arrays(columns, schema=UTC_SCHEMA)
-    return pa.table(columns, schema=UTC_SCHEMA)
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+    return pa.table(columns, schema=schema)
+
+
+def in_columns(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """``batches`` (each with at least ``columns``) in ``utc_schema(columns)``: a pruned read of a source
+    that yields whole rows (the archive, the key index)."""
+    schema = utc_schema(columns)
+    return (to_utc_schema(batch, schema) for batch in batches)
 
 
 def to_message_schema(table: pa.Table) -> pa.Table:

@@ -22,6 +22,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from spark_mq.arrow.queues import discover_topics
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
+from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
@@ -34,8 +35,9 @@ log = logging.getLogger(__name__)
 class SparkMQBatchReader(DataSourceReader):
     """Batch reader: plans queue-range partitions on the driver, reads them in executors."""
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
         self.opts = opts
+        self.columns = columns  # of the source's schema, the ones read (spark_mq.spark.schema.source_columns)
         self.pushed = Pushed()  # set by SparkMQFilteringReader.pushFilters
 
     def partitions(self) -> list[InputPartition]:
@@ -65,8 +67,8 @@ class SparkMQBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition.value, IndexedRead):
-            return read_indexed(partition.value)
-        return read_partition(partition)
+            return in_columns(read_indexed(partition.value), self.columns)
+        return read_partition(partition, self.columns)
 
 
 class SparkMQFilteringReader(SparkMQBatchReader):

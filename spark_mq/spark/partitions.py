@@ -25,6 +25,7 @@ from pyspark.sql.datasource import InputPartition
 
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.arrow.range_reader import QueueRange, read_range
+from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.spark.offsets import OffsetSource
 from spark_mq.spark.options import SourceOptions
 from spark_mq.tiered.tiers import ArchiveRange, TieredOffsets, read_archive_range, split_tiers
@@ -94,11 +95,12 @@ def to_partitions(opts: SourceOptions, ranges: Sequence[Range]) -> list[InputPar
     return [InputPartition(part) for part in ranges]
 
 
-def read_partition(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """What ``read()`` yields for one planned partition, from whichever tier holds it."""
+def read_partition(partition: InputPartition, columns: Sequence[str] = COLUMNS) -> Iterator[pa.RecordBatch]:
+    """What ``read()`` yields for one planned partition, from whichever tier holds it: ``columns`` of
+    the message schema (a pruned read decodes only those from the broker)."""
     part = partition.value
     if isinstance(part, ArchiveRange):
-        return read_archive_range(part)
+        return in_columns(read_archive_range(part), columns)
     if isinstance(part, QueueRange):
-        return read_range(part)
+        return read_range(part, columns=columns)
     return iter(())  # Spark's placeholder (InputPartition(None)) when there is nothing to read

@@ -1,7 +1,8 @@
-"""The ``spark_mq`` Python data source, as Spark's ``KafkaSourceProvider``: its name, its fixed schema
-(:mod:`spark_mq.spark.schema`), options validated up front (:mod:`spark_mq.spark.options`), and the
-readers and writers it hands out: the batch reader (:mod:`spark_mq.spark.batch`), the micro-batch
-stream (:mod:`spark_mq.spark.stream`) and the sink (:mod:`spark_mq.spark.sink`).
+"""The ``spark_mq`` Python data source, as Spark's ``KafkaSourceProvider``: its name, its schema
+(:mod:`spark_mq.spark.schema`; a ``.schema(...)`` naming some of its columns prunes the read), options
+validated up front (:mod:`spark_mq.spark.options`), and the readers and writers it hands out: the batch
+reader (:mod:`spark_mq.spark.batch`), the micro-batch stream (:mod:`spark_mq.spark.stream`) and the sink
+(:mod:`spark_mq.spark.sink`).
 
 The data source object is a plain picklable value: no socket or thread is stored on it.
 """
@@ -16,7 +17,7 @@ from spark_mq.common.errors import ConfigError
 from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.pushdown import called_by_pushdown_planner
-from spark_mq.spark.schema import SCHEMA_DDL, SPARK_SCHEMA
+from spark_mq.spark.schema import SPARK_SCHEMA, source_columns
 from spark_mq.spark.sink import make_writer
 from spark_mq.spark.stream import SparkMQStreamReader
 
@@ -41,15 +42,13 @@ class SparkMQDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> SparkMQBatchReader:
-        if schema != SPARK_SCHEMA:
-            raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
         opts = SourceOptions.parse(self.options)
-        return SparkMQFilteringReader(opts) if called_by_pushdown_planner() else SparkMQBatchReader(opts)
+        columns = source_columns(schema)  # a user's .schema(...) (some of the columns) prunes what is read
+        reader = SparkMQFilteringReader if called_by_pushdown_planner() else SparkMQBatchReader
+        return reader(opts, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        if schema != SPARK_SCHEMA:
-            raise ConfigError(f"the spark_mq source has a fixed schema ({SCHEMA_DDL}); do not pass .schema(...)")
-        return SparkMQStreamReader(SourceOptions.parse(self.options, streaming=True))
+        return SparkMQStreamReader(SourceOptions.parse(self.options, streaming=True), source_columns(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return make_writer(self.options, schema, overwrite, streaming=False)

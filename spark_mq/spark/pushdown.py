@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
+from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, NO_END_MS, messages_to_arrow
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange, read_range
 from spark_mq.arrow.schema import to_utc_schema
@@ -44,7 +45,6 @@ from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError
 from spark_mq.common.properties import KEY_SEPARATOR
 from spark_mq.spark.offsets import OffsetSource
-from spark_mq.tiered.lookup import DEFAULT_MAX_HOT, NO_END_MS, messages_to_arrow
 
 log = logging.getLogger(__name__)
 

@@ -2,16 +2,57 @@
 (:data:`~spark_mq.arrow.schema.UTC_SCHEMA`, timestamps as Spark ``TIMESTAMP``s), the one schema every
 DataFrame of the package has (the source, the archive read by Spark, the queries, with a column added).
 
-Thread-safety: constants.
+A user may pass some of these columns (``.schema("body BINARY, store_timestamp TIMESTAMP")``): the
+source then decodes and ships only those (:func:`source_columns` checks the schema). Spark gives a
+Python data source no other column pruning (no pushed projection), so this is how a reader that wants
+four columns avoids paying for eighteen.
+
+Thread-safety: constants and pure functions.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StructType
 
 from spark_mq.arrow.schema import UTC_SCHEMA
+from spark_mq.common.errors import ConfigError
+
+
+def _ddl(typ: DataType) -> str:
+    """A Spark type as DDL spells it (``MAP<STRING, STRING>``)."""
+    return typ.simpleString().upper().replace(",", ", ")
+
 
 SPARK_SCHEMA: StructType = from_arrow_schema(UTC_SCHEMA)
 # SPARK_SCHEMA spelled for people, in error messages (what .schema(...) would have to say)
-SCHEMA_DDL = ", ".join(f"{f.name} {f.dataType.simpleString().upper().replace(',', ', ')}" for f in SPARK_SCHEMA)
+SCHEMA_DDL = ", ".join(f"{f.name} {_ddl(f.dataType)}" for f in SPARK_SCHEMA)
+
+
+def source_columns(schema: StructType) -> tuple[str, ...]:
+    """The columns ``schema`` (the source's own, or a user's ``.schema(...)``) asks for, in its order;
+    ``ConfigError`` naming every unknown column, wrong type, duplicate or NOT NULL (the source's
+    columns are nullable and Spark checks every batch against the schema exactly) and listing the
+    valid columns and types."""
+    if schema == SPARK_SCHEMA:
+        return tuple(SPARK_SCHEMA.names)
+    ours = {f.name: f.dataType for f in SPARK_SCHEMA}
+    problems = []
+    seen: set[str] = set()
+    for field in schema:
+        typ = ours.get(field.name)
+        if typ is None:
+            problems.append(f"unknown column {field.name!r}")
+        elif field.dataType != typ:
+            problems.append(f"column {field.name!r} is {_ddl(typ)}, not {_ddl(field.dataType)}")
+        elif not field.nullable:
+            problems.append(f"column {field.name!r} must be nullable (drop NOT NULL)")
+        elif field.name in seen:
+            problems.append(f"column {field.name!r} is named twice")
+        seen.add(field.name)
+    if not schema.fields:
+        problems.append("no column named")
+    if problems:
+        raise ConfigError(f"the spark_mq source cannot give the schema passed to .schema(...): {'; '.join(problems)}. "
+                          f"Name any of its columns, with these types, in any order: {SCHEMA_DDL}")
+    return tuple(schema.names)

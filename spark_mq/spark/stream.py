@@ -89,6 +89,7 @@ from pyspark.sql.streaming.datasource import (
 
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_topics, queue_key_text
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
+from spark_mq.arrow.schema import COLUMNS
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
@@ -151,8 +152,10 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader over the queues of the topics this query reads (see the module doc).
     ``clock`` (seconds) times ``maxTriggerDelay``."""
 
-    def __init__(self, opts: SourceOptions, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.opts = opts
+        self.columns = columns  # of the source's schema, the ones read (spark_mq.spark.schema.source_columns)
         self.clock = clock
         self._api: SyncMQClientAPI | None = None
         self._member: DriverGroupMember | None = None
@@ -380,7 +383,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_partitions(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition)
+        return read_partition(partition, self.columns)
 
     def commit(self, end: dict) -> None:
         if not self.opts.group_member:

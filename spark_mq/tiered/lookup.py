@@ -42,14 +42,14 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, NO_END_MS, messages_to_arrow
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues
 from spark_mq.arrow.schema import SCHEMA, UTC_SCHEMA, UTC_TIMESTAMP, to_message_schema
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
-from spark_mq.common.message import pack_host, unpack_host
-from spark_mq.common.message_id import offset_msg_id
+from spark_mq.common.message import pack_host
 from spark_mq.common.message_unit import CRC_MASK, StoredMessage
-from spark_mq.common.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
+from spark_mq.common.properties import KEY_SEPARATOR
 from spark_mq.tiered.archive import (
     BROKER_COLUMN,
     FORMAT_DELTA,
@@ -75,8 +75,6 @@ UNIQ_KEY_COLUMN = "uniq_key"
 KEYS_COLUMN = "keys"
 IDENTITY = (BROKER_COLUMN, QUEUE_COLUMN, OFFSET_COLUMN)  # one message of a topic
 ORDER = [(TIME_COLUMN, "ascending"), *((c, "ascending") for c in IDENTITY)]
-DEFAULT_MAX_HOT = 1000  # QUERY_MESSAGE max_num per broker: hits beyond it are dropped (with a warning)
-NO_END_MS = (1 << 63) - 1  # QUERY_MESSAGE's end bound for an open window (a Java long)
 PARTITIONING = ds.partitioning(pa.schema([UTC_SCHEMA.field(BROKER_COLUMN), UTC_SCHEMA.field(QUEUE_COLUMN)]),
                                flavor="hive")
 _KEY_PASS_COLUMNS = [BROKER_COLUMN, QUEUE_COLUMN, OFFSET_COLUMN, TIME_COLUMN, UNIQ_KEY_COLUMN, KEYS_COLUMN]
@@ -328,22 +326,6 @@ def first_offset_at_or_after(archive: Archive, broker_name: str, queue_id: int, 
 
 
 # -- the hot tier ---------------------------------------------------------------------------------
-
-
-def messages_to_arrow(messages: Sequence[StoredMessage], broker_name: str) -> pa.Table:
-    """Messages the broker returned (QUERY_MESSAGE decodes them one by one) as :data:`SCHEMA` rows, the
-    columns the Arrow decoder gives a pulled unit. A key lookup returns a few messages; bulk reads go
-    through the decoder."""
-    rows = [{
-        "topic": m.topic, "broker_name": broker_name, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
-        "commitlog_offset": m.physical_offset, "msg_id": offset_msg_id(m.store_host, m.physical_offset),
-        "uniq_key": m.properties.get(UNIQ_KEY), "keys": m.properties.get(KEYS), "tags": m.properties.get(TAGS),
-        "properties": list(m.properties.items()), "body": m.body, "born_timestamp": m.born_timestamp,
-        "store_timestamp": m.store_timestamp, "born_host": unpack_host(m.born_host),
-        "store_host": unpack_host(m.store_host), "reconsume_times": m.reconsume_times, "sys_flag": m.sys_flag,
-        "flag": m.flag,
-    } for m in messages]
-    return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
 def row_to_message(row: dict) -> StoredMessage:

@@ -28,8 +28,6 @@ from spark_mq.arrow.queues import BrokerOffsets, DataLossError, QueueKey, queue_
 from spark_mq.arrow.schema import to_utc_schema
 from spark_mq.client.subscription import parse_tags
 from spark_mq.tiered.archive import Archive, open_archive
-from spark_mq.tiered.lookup import first_offset_at_or_after
-from spark_mq.tiered.reader import read_queue_range
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +90,10 @@ class TieredOffsets:
         hot = self.hot_min(key)
         if offset > hot:
             return offset
+        # pyarrow.dataset (and pandas under it) costs ~0.2 CPU-s in every Spark Python worker importing the source
+        # lazy import: pyarrow.dataset only when the archive is searched
+        from spark_mq.tiered.lookup import first_offset_at_or_after
+
         archived = first_offset_at_or_after(self.archive, key[0], key[1], timestamp_ms)
         return archived if archived is not None and archived < hot else offset
 
@@ -107,6 +109,9 @@ def read_archive_range(part: ArchiveRange) -> Iterator[pa.RecordBatch]:
     """The archived messages of ``part`` (tag-filtered) in ``UTC_SCHEMA`` batches, as
     :func:`~spark_mq.arrow.range_reader.read_range` yields the broker's; a hole in the archive is data
     loss (``failOnDataLoss``) or a warning."""
+    # lazy import: pyarrow.dataset only in the tasks that read the archive (see offset_by_timestamp)
+    from spark_mq.tiered.reader import read_queue_range
+
     table = read_queue_range(part.root, part.topic, part.broker_name, part.queue_id, part.start, part.end)
     offsets = table.column("queue_offset").to_numpy()
     if len(offsets) != part.end - part.start or not np.array_equal(offsets, np.arange(part.start, part.end)):

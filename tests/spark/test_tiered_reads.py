@@ -92,6 +92,16 @@ def test_batch_read_from_earliest_spans_both_tiers(spark, tiered):
     assert hot_only.count() == sum(hi - lo for lo, hi in tiered.min_max())
 
 
+def test_pruned_read_spans_both_tiers(spark, tiered):
+    """A .schema(...) naming some columns (tags, outside them, still filters) reads them from the archive
+    and from the broker alike."""
+    pruned = (spark.read.format("spark_mq").schema("queue_offset BIGINT, body BINARY, broker_name STRING, queue_id INT")
+              .option("namesrv", tiered.namesrv.addr).option("topic", tiered.topic)
+              .option("tieredStoreRoot", str(tiered.archive)).option("tags", "t1 || t2").load())
+    expected = tiered.reference.where("tags IN ('t1', 't2')").select(*pruned.columns)
+    assert_df_equality(pruned.orderBy(*ORDER), expected.orderBy(*ORDER))
+
+
 def test_offsets_below_the_hot_min_are_data_loss_only_without_the_archive(spark, tiered):
     from_zero = '{' + ", ".join(f'"broker-a:{q}": 0' for q in range(QUEUES)) + '}'
     with pytest.raises(Exception, match="below the broker's min offset") as info:

@@ -53,7 +53,7 @@ def test_tiered_lookup_runs_quick(tmp_path: Path) -> None:
 
 def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
     """The Spark ingest benchmark at --quick size (real NameServer, broker and local[2] session): the stream
-    and the Parquet read each saw every produced row."""
+    and the Parquet read, full and pruned, each saw every produced row."""
     out = tmp_path / "result.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "spark_ingest.py"), "--quick", "--json", str(out), "--dir",
@@ -63,5 +63,7 @@ def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     produced = result["produced"]["messages"]
     assert produced > 0
-    assert result["stream ingest"]["rows"] == result["parquet read"]["rows"] == produced
-    assert result["ratio_to_parquet"] > 0
+    cases = result["cases"]
+    assert set(cases) == {"stream full", "parquet full", "stream pruned", "parquet pruned"}
+    assert all(c["rows"] == produced for c in cases.values())
+    assert set(result["ratios"]) == {"full", "pruned"}

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_mq.arrow import decoder
 from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.errors import BatchBodyError
@@ -128,6 +129,35 @@ def test_given_starts_and_numpy_buffer_decode_the_same(data):
     sub = starts[::2]
     got = decode_units_to_arrow(memoryview(data), sub, broker_name=BROKER)
     assert got.equals(expected.take(pa.array(np.arange(0, starts.size, 2))))
+
+
+@settings(max_examples=50)
+@given(pull_bodies(), st.lists(st.sampled_from(SCHEMA.names), min_size=1, max_size=6, unique=True))
+def test_pruned_columns_equal_those_of_the_full_decode(data, columns):
+    got = decode_units_to_arrow(data, broker_name=BROKER, columns=columns)
+    assert got.schema.names == columns
+    assert got.equals(decode_units_to_arrow(data, broker_name=BROKER).select(columns))
+
+
+def test_pruned_decode_builds_only_the_columns_asked_for(monkeypatch):
+    """A read of body and offsets never splits the properties (the costliest part of a full decode)."""
+    data = encode_batch(MessageBatch.of("T", 1, [b"a", b"b"], [encode_properties({TAGS: "x"})] * 2), 0, 0, 0,
+                        pack_host("127.0.0.1", 10911)).data
+
+    def refuse(*_args):
+        raise AssertionError("properties split for a read that wants none of them")
+
+    monkeypatch.setattr(decoder, "_property_pairs", refuse)
+    got = decode_units_to_arrow(data, broker_name=BROKER, columns=["body", "queue_offset"])
+    assert got.to_pydict() == {"body": [b"a", b"b"], "queue_offset": [0, 1]}
+    with pytest.raises(AssertionError, match="properties split"):
+        decode_units_to_arrow(data, broker_name=BROKER, columns=["tags"])
+
+
+def test_unknown_column_is_refused():
+    data = encode_batch(MessageBatch.of("T", 1, [b"a"], [b""]), 0, 0, 0, pack_host("127.0.0.1", 10911)).data
+    with pytest.raises(KeyError):
+        decode_units_to_arrow(data, broker_name=BROKER, columns=["value"])
 
 
 def test_properties_without_final_separator_and_odd_pairs():

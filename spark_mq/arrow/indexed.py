@@ -1,0 +1,40 @@
+"""Messages a broker's index answered (QUERY_MESSAGE by key) as Arrow rows of :data:`SCHEMA`.
+
+A key lookup returns a few whole messages, decoded one by one by the client; bulk reads go through
+:mod:`spark_mq.arrow.decoder` instead. Kept apart from the archive's lookup
+(:mod:`spark_mq.tiered.lookup`) so a Spark reader that pushes a key filter does not import
+``pyarrow.dataset`` (and pandas under it) in every Python worker.
+
+Thread-safety: pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from spark_mq.arrow.schema import SCHEMA
+from spark_mq.common.message import unpack_host
+from spark_mq.common.message_id import offset_msg_id
+from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY
+
+DEFAULT_MAX_HOT = 1000  # QUERY_MESSAGE max_num per broker: hits beyond it are dropped (with a warning)
+NO_END_MS = (1 << 63) - 1  # QUERY_MESSAGE's end bound for an open window (a Java long)
+
+
+def messages_to_arrow(messages: Sequence[StoredMessage], broker_name: str) -> pa.Table:
+    """Messages the broker returned (QUERY_MESSAGE decodes them one by one) as :data:`SCHEMA` rows, the
+    columns the Arrow decoder gives a pulled unit. A key lookup returns a few messages; bulk reads go
+    through the decoder."""
+    rows = [{
+        "topic": m.topic, "broker_name": broker_name, "queue_id": m.queue_id, "queue_offset": m.queue_offset,
+        "commitlog_offset": m.physical_offset, "msg_id": offset_msg_id(m.store_host, m.physical_offset),
+        "uniq_key": m.properties.get(UNIQ_KEY), "keys": m.properties.get(KEYS), "tags": m.properties.get(TAGS),
+        "properties": list(m.properties.items()), "body": m.body, "born_timestamp": m.born_timestamp,
+        "store_timestamp": m.store_timestamp, "born_host": unpack_host(m.born_host),
+        "store_host": unpack_host(m.store_host), "reconsume_times": m.reconsume_times, "sys_flag": m.sys_flag,
+        "flag": m.flag,
+    } for m in messages]
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
