@@ -141,14 +141,14 @@ def _arrow_from_pandas(batch_df):
     return pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
 
 
-def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, int]) -> None:
+def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, dict[str, int]]) -> None:
     """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
     from spark_mq.arrow.queues import discover_queues
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.config import split_addresses
     from spark_mq.spark.stream import from_spark_offset
 
-    offsets = from_spark_offset(end, "final offsets")
+    offsets = from_spark_offset(end, topic, "final offsets").get(topic, {})
     with SyncMQClientAPI(timeout=10.0) as api:
         queues = discover_queues(api, split_addresses(namesrv), topic)
         for key, offset in sorted(offsets.items()):

@@ -2,6 +2,9 @@
 (the ``spark_mq`` source, the offload, the lookups across tiers) plans with.
 
 A topic's queues come from the NameServer route (readable queues, broker name → master address);
+a read of several topics, or of the topics a pattern matches in the NameServer's topic list
+(GET_ALL_TOPIC_LIST_FROM_NAMESERVER, system topics left out), has one :class:`TopicQueues` per topic
+(:func:`discover_topics`);
 :class:`BrokerOffsets` asks each queue's broker for its min, max, committed and by-time offsets. A
 queue is named by its :data:`QueueKey`, written ``"<broker>:<queueId>"`` (:func:`queue_key_text`).
 
@@ -12,10 +15,13 @@ Thread-safety: pure values and functions, plus :class:`BrokerOffsets` whose call
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
+from spark_mq.common.names import is_system_topic
 from spark_mq.common.perm import PERM_READ
 from spark_mq.remoting.bodies import TopicRouteData
 
@@ -82,6 +88,42 @@ def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) 
             continue
         queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
     return TopicQueues(topic, brokers, tuple(sorted(queues)))
+
+
+def matching_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], pattern: str) -> list[str]:
+    """The topics the first answering NameServer knows whose whole name matches ``pattern``, sorted;
+    system topics (retry, DLQ, TBW102...) never match."""
+    last_error: Exception | None = None
+    for namesrv in namesrv_addrs:
+        try:
+            listed = api.get_all_topic_list(namesrv).topic_list
+        except (RemotingError, MQClientError) as e:
+            last_error = e
+            continue
+        regex = re.compile(pattern)
+        return sorted(t for t in listed if not is_system_topic(t) and regex.fullmatch(t))
+    raise ConfigError(f"cannot reach any NameServer of option 'namesrv' ({';'.join(namesrv_addrs)}): {last_error}; "
+                      f"check the address and that `spark-mq namesrv` runs there")
+
+
+def discover_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], topics: Sequence[str],
+                    pattern: str | None = None) -> list[TopicQueues]:
+    """The readable queues of each of ``topics``, or of each topic ``pattern`` matches now. A named
+    topic the NameServer does not know is a ConfigError; a matched one that is gone by the time its
+    route is asked for (deleted meanwhile), or has no readable queue (a broker's own topic named
+    after it or its cluster), is left out until that changes."""
+    if pattern is None:
+        return [discover_queues(api, namesrv_addrs, topic) for topic in topics]
+    found: list[TopicQueues] = []
+    for topic in matching_topics(api, namesrv_addrs, pattern):
+        try:
+            queues = discover_queues(api, namesrv_addrs, topic)
+        except ConfigError as e:
+            log.info("topic %s matched %r but has no route now: %s", topic, pattern, e)
+            continue
+        if queues.queues:
+            found.append(queues)
+    return found
 
 
 class BrokerOffsets:

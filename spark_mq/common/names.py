@@ -32,6 +32,11 @@ AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC: unkn
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
+# RocketMQ's TopicValidator.SYSTEM_TOPIC_SET and SYSTEM_TOPIC_PREFIX: topics no user subscribes to
+SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+                           "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
+SYSTEM_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "rmq_sys_")
 KV_NAME_MAX_LENGTH = 255
 CLIENT_ID_MAX_LENGTH = 255
 _CLIENT_ID_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")  # path separators and control characters
@@ -51,6 +56,11 @@ def check_name(name: str, what: str, max_length: int) -> None:
 
 def validate_topic(topic: str) -> None:
     check_name(topic, "topic", TOPIC_MAX_LENGTH)
+
+
+def is_system_topic(topic: str) -> bool:
+    """A broker's own topic (auto-create, schedule, transactions) or a group's retry/DLQ topic."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIXES)
 
 
 def validate_group(group: str) -> None:

@@ -1,6 +1,6 @@
 """The ``spark_mq`` batch reader (``spark.read.format("spark_mq")``), as Spark's ``KafkaBatch``.
 
-``partitions()`` runs in a planning Python worker on the driver: it finds the topic's readable queues
+``partitions()`` runs in a planning Python worker on the driver: it finds each topic's readable queues
 on the NameServer, resolves each queue's [start, end) and plans partitions
 (:mod:`spark_mq.spark.partitions`). ``read()`` runs in executors and reads one partition from its
 tier. Nothing here holds a socket or a thread between calls: the reader and the partitions are plain
@@ -20,13 +20,13 @@ from dataclasses import replace
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from spark_mq.arrow.queues import discover_queues
+from spark_mq.arrow.queues import discover_topics
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
 from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.partitions import plan_partitions, read_partition
+from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
 from spark_mq.spark.pushdown import IndexedRead, Pushed, by_broker, push_filters, read_indexed
 
 log = logging.getLogger(__name__)
@@ -43,22 +43,26 @@ class SparkMQBatchReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         tags = self.pushed.tag_expression(self.opts.tags)
         if tags is None:
-            log.info("spark_mq: the tag filters and option tags of %s match no tag: nothing to read", self.opts.topic)
+            log.info("spark_mq: the tag filters and option tags of %s match no tag: nothing to read", self.opts.subject)
             return []
+        ranges: list[Range] = []
+        queue_count = read_count = 0
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
-            queues = discover_queues(api, self.opts.namesrv_addrs, self.opts.topic)
-            source = offset_source(api, queues, self.opts)
-            starting = resolve_starting(source, queues, self.opts)
-            ending = resolve_ending(source, queues, self.opts, starting)
-            read = self.pushed.prune(queues)
-            starting, ending = self.pushed.narrow(source, read, starting, ending)
-            parts = plan_partitions(replace(self.opts, tags=tags), read, starting, ending, source)
+            for queues in discover_topics(api, self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern):
+                source = offset_source(api, queues, self.opts)
+                starting = resolve_starting(source, queues, self.opts)
+                ending = resolve_ending(source, queues, self.opts, starting)
+                read = self.pushed.prune(queues)
+                starting, ending = self.pushed.narrow(source, read, starting, ending)
+                ranges += plan_ranges(replace(self.opts, tags=tags), read, starting, ending, source)
+                queue_count, read_count = queue_count + len(queues.queues), read_count + len(read.queues)
+        indexed: list[IndexedRead] = []
         if self.pushed.key is not None:
-            hot = [p.value for p in parts if isinstance(p.value, QueueRange)]
-            parts = ([p for p in parts if not isinstance(p.value, QueueRange)]
-                     + [InputPartition(r) for r in by_broker(self.pushed.key, hot, self.pushed)])
-        log.info("spark_mq: %d partition(s) over %d of %d queue(s) of %s (pushed: %s)", len(parts),
-                 len(read.queues), len(queues.queues), self.opts.topic, self.pushed)
+            indexed = by_broker(self.pushed.key, [r for r in ranges if isinstance(r, QueueRange)], self.pushed)
+            ranges = [r for r in ranges if not isinstance(r, QueueRange)]
+        parts = to_partitions(self.opts, ranges) + [InputPartition(r) for r in indexed]
+        log.info("spark_mq: %d partition(s) over %d of %d queue(s) of %s (pushed: %s)", len(parts), read_count,
+                 queue_count, self.opts.subject, self.pushed)
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -15,7 +15,9 @@ member that died leaves its locks to expire at the broker (60 s, the broker's
 expiry, whose queues were taken over meanwhile, learns it there and not after reading them again.
 
 The allocation is recomputed when the broker says the group changed (NOTIFY_CONSUMER_IDS_CHANGED)
-and at least every ``rebalanceIntervalMs``; the stream reader asks for it at every trigger.
+and at least every ``rebalanceIntervalMs``; the stream reader asks for it at every trigger. As
+RocketMQ rebalances, it is per topic: a query of several topics (or a ``topicPattern``) subscribes
+to each topic it reads and takes its share of each topic's queues.
 
 Thread-safety: the member runs a :class:`~spark_mq.client.instance.ClientInstance` on a private
 loop thread; its public methods block and may be called from any other thread (Spark calls the
@@ -89,15 +91,16 @@ class DriverGroupMember:
     def __init__(self, opts: SourceOptions) -> None:
         assert opts.group is not None
         self.group = opts.group
-        self.topic = opts.topic
+        self.tags = opts.tags
         self.rebalance_interval_s = opts.rebalance_interval_ms / 1000
         self._strategy = get_strategy(opts.allocate_strategy)
-        self._consume_from = (_CONSUME_FROM.get(opts.starting, "CONSUME_FROM_FIRST_OFFSET")
-                              if opts.starting_timestamp is None else "CONSUME_FROM_TIMESTAMP")
-        self._subscription = subscription_data(opts.topic, opts.tags)
-        self._allocated: frozenset[QueueKey] | None = None
-        self._allocated_at = float("-inf")
-        self._members_changed = False
+        self._consume_from = ("CONSUME_FROM_TIMESTAMP" if opts.starting_timestamp is not None
+                              else _CONSUME_FROM.get(opts.starting, "CONSUME_FROM_FIRST_OFFSET")
+                              if isinstance(opts.starting, str) else "CONSUME_FROM_FIRST_OFFSET")
+        self._subscriptions = {topic: subscription_data(topic, opts.tags) for topic in opts.topics}
+        self._allocated: dict[str, frozenset[QueueKey]] = {}  # by topic
+        self._allocated_at: dict[str, float] = {}
+        self._members_changed: set[str] = set()  # topics whose allocation the group's change made stale
         self._renew: asyncio.Task | None = None
         self._thread = LoopThread(f"spark-mq-member-{opts.group}")
         config = ClientConfig(opts.namesrv, instance_name=f"spark_mq_{uuid.uuid4().hex[:12]}")
@@ -116,67 +119,85 @@ class DriverGroupMember:
         await instance.start()
         membership = GroupMembership(instance, self.group, self._strategy)
         instance.register_consumer(self.group, self._consumer_data, self._on_members_changed)
-        with contextlib.suppress(RemotingError):
-            await instance.route(self.topic)
+        for topic in self._subscriptions:
+            with contextlib.suppress(RemotingError):
+                await instance.route(topic)
         await instance.heartbeat_all()  # before the first member list, so it names us
         self._renew = asyncio.get_running_loop().create_task(membership.keep_locks(), name=f"locks-{self.group}")
-        log.info("spark_mq: %s joined consumer group %s on %s", instance.client_id, self.group, self.topic)
+        log.info("spark_mq: %s joined consumer group %s on %s", instance.client_id, self.group,
+                 ", ".join(self._subscriptions) or "the topics its pattern matches")
         return membership
 
+    async def _subscribe(self, topic: str) -> None:
+        """Subscribe to a topic first seen now (a topicPattern matched it): its brokers hear of it."""
+        self._subscriptions[topic] = subscription_data(topic, self.tags)
+        with contextlib.suppress(RemotingError):
+            await self.membership.instance.route(topic)
+        await self.membership.instance.heartbeat_all()
+
     def _consumer_data(self) -> ConsumerData:
-        return ConsumerData(self.group, CONSUME_ACTIVELY, "CLUSTERING", self._consume_from, [self._subscription])
+        return ConsumerData(self.group, CONSUME_ACTIVELY, "CLUSTERING", self._consume_from,
+                            list(self._subscriptions.values()))
 
     def _on_members_changed(self) -> None:
-        self._members_changed = True
+        self._members_changed = set(self._allocated)
 
     # -- allocation ---------------------------------------------------------------------------------------------
 
     def allocation(self, queues: TopicQueues) -> frozenset[QueueKey]:
-        """The queues the strategy gives this member now (recomputed when the group changed, the
-        queues changed, or the rebalance interval passed; the last answer while no broker answers)."""
-        stale = (self._members_changed or self._allocated is None
-                 or time.monotonic() - self._allocated_at >= self.rebalance_interval_s
-                 or not self._allocated <= set(queues.queues))
+        """The queues of ``queues.topic`` the strategy gives this member now (recomputed when the group
+        changed, the queues changed, or the rebalance interval passed; the last answer while no broker
+        answers)."""
+        topic = queues.topic
+        if topic not in self._subscriptions:
+            self._thread.run(self._subscribe(topic))
+        allocated = self._allocated.get(topic)
+        stale = (topic in self._members_changed or allocated is None
+                 or time.monotonic() - self._allocated_at[topic] >= self.rebalance_interval_s
+                 or not allocated <= set(queues.queues))
         if stale:
-            self._members_changed = False
-            mine = self._thread.run(self.membership.allocate(self.topic, [_mq(self.topic, k) for k in queues.queues]))
+            self._members_changed.discard(topic)
+            mine = self._thread.run(self.membership.allocate(topic, [_mq(topic, k) for k in queues.queues]))
             if mine is not None:
-                allocated = frozenset(_key(mq) for mq in mine)
-                if allocated != self._allocated:
+                fresh = frozenset(_key(mq) for mq in mine)
+                if fresh != allocated:
                     log.info("spark_mq: %s of group %s is allocated %d of %d queues of %s", self.client_id,
-                             self.group, len(allocated), len(queues.queues), self.topic)
-                self._allocated = allocated
-                self._allocated_at = time.monotonic()
-        return self._allocated or frozenset()
+                             self.group, len(fresh), len(queues.queues), topic)
+                self._allocated[topic] = allocated = fresh
+                self._allocated_at[topic] = time.monotonic()
+        return allocated or frozenset()
 
     # -- broker locks -------------------------------------------------------------------------------------------
 
-    def held(self) -> frozenset[QueueKey]:
-        """The queues whose broker lock this member holds."""
-        return self._thread.run(self._copy_held())
+    def held(self, topic: str) -> frozenset[QueueKey]:
+        """The queues of ``topic`` whose broker lock this member holds."""
+        return self._thread.run(self._copy_held(topic))
 
-    async def _copy_held(self) -> frozenset[QueueKey]:
-        return frozenset(_key(mq) for mq in self.membership.held)
+    async def _copy_held(self, topic: str) -> frozenset[QueueKey]:
+        return frozenset(_key(mq) for mq in self.membership.held if mq.topic == topic)
 
-    def confirm(self) -> frozenset[QueueKey]:
-        """Renew every held lock at its broker now and return the queues still held: a lock another
-        member took meanwhile (this process was stopped past the expiry) is given up here, so the
-        caller neither commits nor plans that queue. A broker that does not answer keeps its queues
-        (their reads fail there anyway)."""
-        self._thread.run(self.membership.renew())
-        return self.held()
+    def confirm(self, topic: str) -> frozenset[QueueKey]:
+        """Renew the held locks of ``topic`` at their brokers now and return its queues still held: a
+        lock another member took meanwhile (this process was stopped past the expiry) is given up here,
+        so the caller neither commits nor plans that queue. A broker that does not answer keeps its
+        queues (their reads fail there anyway)."""
+        self._thread.run(self._renew_topic(topic))
+        return self.held(topic)
 
-    def lock(self, keys: set[QueueKey]) -> frozenset[QueueKey]:
-        """Lock ``keys`` at their brokers; the ones now held (another member may still hold some)."""
+    async def _renew_topic(self, topic: str) -> None:
+        await self.membership.renew({mq for mq in self.membership.held if mq.topic == topic})
+
+    def lock(self, topic: str, keys: set[QueueKey]) -> frozenset[QueueKey]:
+        """Lock ``keys`` of ``topic`` at their brokers; the ones now held (another member may still hold some)."""
         if not keys:
             return frozenset()
-        locked = self._thread.run(self.membership.lock(_mq(self.topic, k) for k in keys))
+        locked = self._thread.run(self.membership.lock(_mq(topic, k) for k in keys))
         return frozenset(_key(mq) for mq in locked)
 
-    def unlock(self, keys: set[QueueKey]) -> None:
-        """Give ``keys`` up (their offsets must be committed first)."""
+    def unlock(self, topic: str, keys: set[QueueKey]) -> None:
+        """Give ``keys`` of ``topic`` up (their offsets must be committed first)."""
         if keys:
-            self._thread.run(self.membership.unlock(_mq(self.topic, k) for k in keys))
+            self._thread.run(self.membership.unlock(_mq(topic, k) for k in keys))
 
     # -- leaving ------------------------------------------------------------------------------------------------
 

@@ -1,12 +1,20 @@
 """Offsets of the ``spark_mq`` source: the JSON form, and where each queue's read starts and ends.
 
 As Spark's ``KafkaSourceOffset`` + ``KafkaOffsetReader``, kept apart from the provider and the
-readers: the JSON codec (``{"<broker>:<queueId>": offset}``, ``-2`` earliest, ``-1`` latest) and
-the resolution of starting/ending offsets against the brokers — earliest = GET_MIN_OFFSET,
-latest = GET_MAX_OFFSET, committed = QUERY_CONSUMER_OFFSET of ``group`` (falling back to
-``startingTimestamp``, else earliest, for queues without one; asked with ``setZeroIfNotFound=false``,
-since the broker's 0 for a group without an offset on a queue starting at 0 would read as one),
-``startingTimestamp`` = SEARCH_OFFSET_BY_TIMESTAMP.
+readers: the JSON codec and the resolution of starting/ending offsets against the brokers —
+earliest = GET_MIN_OFFSET, latest = GET_MAX_OFFSET, committed = QUERY_CONSUMER_OFFSET of ``group``
+(falling back to ``startingTimestamp``, else earliest, for queues without one; asked with
+``setZeroIfNotFound=false``, since the broker's 0 for a group without an offset on a queue starting at
+0 would read as one), ``startingTimestamp``, ``startingOffsetsByTimestamp``,
+``endingOffsetsByTimestamp`` and ``endingTimestamp`` = SEARCH_OFFSET_BY_TIMESTAMP (the first offset
+stored at or after the time).
+
+The JSON is keyed by topic, as Kafka's: ``{"<topic>": {"<broker>:<queueId>": offset}}`` (``-2``
+earliest, ``-1`` latest; by-timestamp JSON has ms timestamps in the same places). The older
+single-topic form ``{"<broker>:<queueId>": offset}`` still loads for a read of one topic
+(:func:`decode_topic_offsets`), so options and checkpoints written before several topics keep working.
+Resolution runs per topic: each function below takes one topic's :class:`TopicQueues` and looks up
+that topic's part of a JSON spec (:func:`topic_spec`).
 
 A requested start below the broker's minimum (retention deleted those messages) is data loss:
 with ``failOnDataLoss`` (default) it raises :class:`DataLossError` naming the queue and offsets,
@@ -45,11 +53,14 @@ LATEST = "latest"
 COMMITTED = "committed"
 EARLIEST_OFFSET = -2  # in offsets JSON, as Kafka's
 LATEST_OFFSET = -1
-OffsetSpec = Literal["earliest", "latest", "committed"] | dict[QueueKey, int]
+QueueOffsets = dict[QueueKey, int]
+TopicOffsets = dict[str, QueueOffsets]  # topic -> its queues' offsets (or timestamps)
+OffsetSpec = Literal["earliest", "latest", "committed"] | TopicOffsets
 
 NEW_QUEUE_START = 0  # the earliest offset of a queue created after the query started (below it is data loss)
 
 _EXAMPLE = '{"broker-a:0": 42, "broker-a:1": -2}'
+_TOPIC_EXAMPLE = '{"orders": {"broker-a:0": 42, "broker-a:1": -2}}'
 
 
 def encode_offsets(offsets: Mapping[QueueKey, int]) -> str:
@@ -57,24 +68,71 @@ def encode_offsets(offsets: Mapping[QueueKey, int]) -> str:
     return json.dumps({queue_key_text(k): int(o) for k, o in sorted(offsets.items())})
 
 
-def decode_offsets(text: str, what: str = "offsets") -> dict[QueueKey, int]:
-    """Parse offsets JSON; ConfigError naming ``what`` and showing the expected form otherwise."""
+def decode_offsets(text: str, what: str = "offsets") -> QueueOffsets:
+    """Parse one topic's offsets JSON; ConfigError naming ``what`` and showing the expected form otherwise."""
+    obj = _json_object(text, what, _EXAMPLE)
+    return _queue_offsets(obj, what, EARLIEST_OFFSET)
+
+
+def decode_topic_offsets(text: str, what: str, single_topic: str | None, *,
+                         minimum: int = EARLIEST_OFFSET) -> TopicOffsets:
+    """Parse offsets (or, with ``minimum=0``, timestamps) JSON keyed by topic; the single-topic form
+    ``{"<broker>:<queueId>": n}`` is ``single_topic``'s (ConfigError when the read has several topics
+    or a pattern, so the JSON cannot say which topic it means)."""
+    obj = _json_object(text, what, _TOPIC_EXAMPLE)
+    if not obj:
+        return {}  # no queue in either form (a group member that holds none)
+    nested = [isinstance(v, dict) for v in obj.values()]
+    if all(nested):
+        out: TopicOffsets = {}
+        for topic, queues in obj.items():
+            if not topic:
+                raise ConfigError(f"{what}: a topic name is empty (give JSON like {_TOPIC_EXAMPLE})")
+            out[topic] = _queue_offsets(queues, f"{what}, topic {topic!r}", minimum)
+        return out
+    if any(nested):
+        raise ConfigError(f"{what} mixes topics and queues at its top level: give JSON like {_TOPIC_EXAMPLE}")
+    if single_topic is None:
+        raise ConfigError(f"{what} names no topic, and this read has several topics (or topicPattern): key it by "
+                          f"topic, like {_TOPIC_EXAMPLE}")
+    return {single_topic: _queue_offsets(obj, what, minimum)}
+
+
+def topic_offsets_obj(offsets: Mapping[str, Mapping[QueueKey, int]]) -> dict[str, dict[str, int]]:
+    """``{"<topic>": {"<broker>:<queueId>": n}}`` as a JSON-ready dict, topics and queues sorted (Spark
+    compares journaled offsets as text, so one set of offsets always has one form)."""
+    return {topic: {queue_key_text(k): int(v) for k, v in sorted(queues.items())}
+            for topic, queues in sorted(offsets.items())}
+
+
+def _json_object(text: str, what: str, example: str) -> dict:
     try:
         obj = json.loads(text)
     except ValueError as e:
-        raise ConfigError(f"{what} is not valid JSON ({e}): give JSON like {_EXAMPLE}") from None
+        raise ConfigError(f"{what} is not valid JSON ({e}): give JSON like {example}") from None
     if not isinstance(obj, dict):
-        raise ConfigError(f"{what} must be a JSON object like {_EXAMPLE}, got {text!r}")
-    out: dict[QueueKey, int] = {}
+        raise ConfigError(f"{what} must be a JSON object like {example}, got {text!r}")
+    return obj
+
+
+def _queue_offsets(obj: Mapping[str, object], what: str, minimum: int) -> QueueOffsets:
+    out: QueueOffsets = {}
     for key, value in obj.items():
         broker, sep, queue = key.rpartition(":")
         if not sep or not broker or not queue.isdigit():
             raise ConfigError(f'{what}: key {key!r} is not "<broker>:<queueId>" (e.g. {_EXAMPLE})')
-        if isinstance(value, bool) or not isinstance(value, int) or value < EARLIEST_OFFSET:
-            raise ConfigError(f"{what}: the offset of {key!r} must be an integer >= 0, or -2 (earliest) or "
-                              f"-1 (latest), got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            allowed = ("an integer >= 0, or -2 (earliest) or -1 (latest)" if minimum == EARLIEST_OFFSET
+                       else "a timestamp in ms since the epoch (an integer >= 0)")
+            raise ConfigError(f"{what}: the value of {key!r} must be {allowed}, got {value!r}")
         out[(broker, int(queue))] = value
     return out
+
+
+def topic_spec(spec: OffsetSpec, topic: str) -> Literal["earliest", "latest", "committed"] | QueueOffsets:
+    """One topic's part of an offsets spec: the keyword itself, or its queues' JSON offsets ({} when the
+    JSON leaves the topic out: all its queues take the default)."""
+    return spec if isinstance(spec, str) else spec.get(topic, {})
 
 
 class OffsetSource(Protocol):
@@ -119,7 +177,7 @@ def check_max(topic: str, key: QueueKey, read_to: int, broker_max: int, broker_m
     return broker_min
 
 
-def _check_known(spec: OffsetSpec, queues: TopicQueues, option: str) -> None:
+def _check_known(spec: str | QueueOffsets, queues: TopicQueues, option: str) -> None:
     if isinstance(spec, dict):
         unknown = sorted(set(spec) - set(queues.queues))
         if unknown:
@@ -130,14 +188,19 @@ def _check_known(spec: OffsetSpec, queues: TopicQueues, option: str) -> None:
 
 def resolve_starting(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,
                      keys: Iterable[QueueKey] | None = None) -> dict[QueueKey, int]:
-    """Where each queue (of ``keys``, default all) starts, checked against the broker's min (see
-    :func:`check_start`)."""
-    _check_known(opts.starting, queues, "startingOffsets")
+    """Where each queue of ``queues.topic`` (of ``keys``, default all) starts, checked against the
+    broker's min (see :func:`check_start`). ``startingOffsetsByTimestamp`` decides for the queues it
+    names, ``startingOffsets`` for the others."""
+    spec = topic_spec(opts.starting, queues.topic)
+    by_time = topic_spec(opts.starting_by_timestamp or {}, queues.topic)
+    _check_known(spec, queues, "startingOffsets")
+    _check_known(by_time, queues, "startingOffsetsByTimestamp")
     out: dict[QueueKey, int] = {}
     for key in queues.queues if keys is None else sorted(keys):
         broker_min = source.min_offset(key)
-        spec = opts.starting
-        if isinstance(spec, dict):
+        if isinstance(by_time, dict) and key in by_time:
+            requested = source.offset_by_timestamp(key, by_time[key])
+        elif isinstance(spec, dict):
             requested = spec.get(key, EARLIEST_OFFSET)
             if requested == EARLIEST_OFFSET:
                 requested = broker_min
@@ -167,8 +230,10 @@ def resolve_late(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,
     """Where a queue first seen after the query started (at ``started_ms``; None when unknown, after a
     restart from the checkpoint) starts: the starting rule as of the query's start (module doc, "Queues
     seen late"). ``latest`` is the first message stored since the start; ``earliest`` and JSON offsets
-    (which can only leave such a queue out) are its earliest, checked as data loss when it is not 0."""
-    if opts.starting == COMMITTED:
+    that leave such a queue out are its earliest, checked as data loss when it is not 0; a queue the JSON
+    (or ``startingOffsetsByTimestamp``) names — a topic a pattern matched late — starts where it says."""
+    named = (topic_spec(opts.starting, queues.topic), topic_spec(opts.starting_by_timestamp or {}, queues.topic))
+    if opts.starting == COMMITTED or any(isinstance(spec, dict) and key in spec for spec in named):
         return resolve_starting(source, queues, opts, [key])[key]
     if opts.starting_timestamp is not None:
         return source.offset_by_timestamp(key, opts.starting_timestamp)
@@ -179,21 +244,31 @@ def resolve_late(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,
 
 def resolve_ending(source: OffsetSource, queues: TopicQueues, opts: SourceOptions,
                    starting: Mapping[QueueKey, int]) -> dict[QueueKey, int]:
-    """Where each queue's batch read ends (exclusive): the broker's max unless ``endingOffsets``
-    says less; ConfigError when an end is past the max or before the start."""
-    _check_known(opts.ending, queues, "endingOffsets")
+    """Where each queue of ``queues.topic``'s batch read ends (exclusive): the broker's max unless
+    ``endingOffsets``, ``endingOffsetsByTimestamp`` or ``endingTimestamp`` (the first offset stored at
+    or after it) says less; ConfigError when an end is past the max or before the start."""
+    spec = topic_spec(opts.ending, queues.topic)
+    by_time = topic_spec(opts.ending_by_timestamp or {}, queues.topic)
+    _check_known(spec, queues, "endingOffsets")
+    _check_known(by_time, queues, "endingOffsetsByTimestamp")
     out: dict[QueueKey, int] = {}
     for key in queues.queues:
         broker_max = source.max_offset(key)
-        requested = opts.ending.get(key, LATEST_OFFSET) if isinstance(opts.ending, dict) else LATEST_OFFSET
+        option = "endingOffsets"
+        if isinstance(by_time, dict) and key in by_time:
+            requested, option = source.offset_by_timestamp(key, by_time[key]), "endingOffsetsByTimestamp"
+        elif opts.ending_timestamp is not None:
+            requested, option = source.offset_by_timestamp(key, opts.ending_timestamp), "endingTimestamp"
+        else:
+            requested = spec.get(key, LATEST_OFFSET) if isinstance(spec, dict) else LATEST_OFFSET
         if requested == LATEST_OFFSET:
             requested = broker_max
         name = f"{queues.topic}@{queue_key_text(key)}"
         if requested > broker_max:
-            raise ConfigError(f"endingOffsets of queue {name} is {requested}, past its max offset {broker_max}: "
+            raise ConfigError(f"{option} of queue {name} is {requested}, past its max offset {broker_max}: "
                               f"ask for at most {broker_max} (or -1 for latest)")
         start = starting[key]
         if requested < start:
-            raise ConfigError(f"endingOffsets of queue {name} is {requested}, before its starting offset {start}")
+            raise ConfigError(f"{option} of queue {name} is {requested}, before its starting offset {start}")
         out[key] = requested
     return out

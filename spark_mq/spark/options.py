@@ -5,23 +5,37 @@ in any case; Spark hands them over lower-cased), and :meth:`SourceOptions.parse`
 options dict into one frozen :class:`SourceOptions` or raises :class:`ConfigError` saying what to
 fix — before a query plans a single partition.
 
+A read names its topics with exactly one of ``topic`` (one name or a comma-separated list) and
+``topicPattern`` (a regular expression a whole topic name must match, system topics excluded; the
+stream re-evaluates it each trigger), as Kafka's ``subscribe`` / ``subscribePattern``.
+
 Offsets (``startingOffsets`` / ``endingOffsets``) are ``earliest``, ``latest``, ``committed``
-(starting only; the offsets of ``group`` on the brokers) or JSON ``{"<broker>:<queueId>": offset}``
-where ``-2`` means earliest and ``-1`` latest, as Kafka's. Queues a JSON leaves out start at
-earliest and end at latest.
+(starting only; the offsets of ``group`` on the brokers) or JSON keyed by topic
+``{"<topic>": {"<broker>:<queueId>": offset}}`` where ``-2`` means earliest and ``-1`` latest, as
+Kafka's; a read of one topic also takes the older ``{"<broker>:<queueId>": offset}``. Queues a JSON
+leaves out start at earliest and end at latest. ``startingOffsetsByTimestamp`` /
+``endingOffsetsByTimestamp`` take the same JSON with ms timestamps, ``endingTimestamp`` one
+timestamp for every queue (batch reads).
+
+Read limits of a stream: ``maxMessagesPerTrigger`` caps a batch; ``minMessagesPerTrigger`` holds
+one back until that many messages wait or ``maxTriggerDelay`` passed since the last batch (Kafka's
+``minOffsetsPerTrigger`` / ``maxTriggerDelay``, applied by the reader itself: see
+:mod:`spark_mq.spark.stream`).
 
 Thread-safety: immutable values and pure functions.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_mq.client.rebalance import STRATEGIES
 from spark_mq.client.subscription import check_expression_type
 from spark_mq.common.config import split_addresses
-from spark_mq.common.errors import ConfigError
+from spark_mq.common.errors import ConfigError, InvalidNameError
+from spark_mq.common.names import validate_topic
 from spark_mq.remoting.bodies import EXPRESSION_SQL92
 from spark_mq.spark.offsets import (
     COMMITTED,
@@ -30,18 +44,26 @@ from spark_mq.spark.offsets import (
     LATEST,
     LATEST_OFFSET,
     OffsetSpec,
-    decode_offsets,
+    TopicOffsets,
+    decode_topic_offsets,
 )
 
 NAMESRV = "namesrv"
 TOPIC = "topic"
+TOPIC_PATTERN = "topicPattern"
 GROUP = "group"
 TAGS = "tags"
 SQL = "sql"
 STARTING_OFFSETS = "startingOffsets"
 STARTING_TIMESTAMP = "startingTimestamp"
 ENDING_OFFSETS = "endingOffsets"
+STARTING_OFFSETS_BY_TIMESTAMP = "startingOffsetsByTimestamp"
+ENDING_OFFSETS_BY_TIMESTAMP = "endingOffsetsByTimestamp"
+ENDING_TIMESTAMP = "endingTimestamp"
+MIN_PARTITIONS = "minPartitions"
 MAX_MESSAGES_PER_TRIGGER = "maxMessagesPerTrigger"
+MIN_MESSAGES_PER_TRIGGER = "minMessagesPerTrigger"
+MAX_TRIGGER_DELAY = "maxTriggerDelay"
 MAX_MESSAGES_PER_PARTITION = "maxMessagesPerPartition"
 ALLOCATE_STRATEGY = "allocateStrategy"
 COMMIT_TO_BROKER = "commitToBroker"
@@ -50,9 +72,13 @@ PULL_BATCH_SIZE = "pullBatchSize"
 REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
 TIERED_STORE_ROOT = "tieredStoreRoot"
 
-ALL_OPTIONS = (NAMESRV, TOPIC, GROUP, TAGS, SQL, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
-               MAX_MESSAGES_PER_TRIGGER, MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER,
-               FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT)
+ALL_OPTIONS = (NAMESRV, TOPIC, TOPIC_PATTERN, GROUP, TAGS, SQL, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
+               STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP, MIN_PARTITIONS,
+               MAX_MESSAGES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY, MAX_MESSAGES_PER_PARTITION,
+               ALLOCATE_STRATEGY, COMMIT_TO_BROKER, FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS,
+               TIERED_STORE_ROOT)
+STREAM_ONLY = (MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY)
+BATCH_ONLY = (ENDING_OFFSETS, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
 
 DEFAULT_TAGS = "*"
@@ -62,6 +88,9 @@ DEFAULT_ALLOCATE_STRATEGY = "average"
 DEFAULT_BATCH_GROUP = "spark_mq_reader"  # consumer group named in PULL_MESSAGE when no `group` is given
 DEFAULT_REBALANCE_INTERVAL_MS = 20_000  # RocketMQ's rebalance interval; a member that leaves is noticed at once
 MIN_REBALANCE_INTERVAL_MS = 100
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Kafka's maxTriggerDelay default, "15m"
+_DURATION = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?")
+_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 # Spark's reserved table properties (TableCatalog.PROP_*): it passes them, with the OPTIONS (...), to the reads
 # and writes of a catalog table (CREATE TABLE ... USING spark_mq OPTIONS (...)); ignored, as "path" is
 _TABLE_PROPERTIES = frozenset({"location", "is_managed_location", "external", "table_type", "comment", "collation",
@@ -82,13 +111,20 @@ class SourceOptions:
     """The validated options of one ``spark_mq`` read (batch or streaming)."""
 
     namesrv: str  # ';'-separated host:port
-    topic: str
+    topics: tuple[str, ...] = ()  # option `topic`: the topics read, or () with a pattern
+    topic_pattern: str | None = None  # a regex a whole topic name matches (re.fullmatch)
     group: str | None = None
     tags: str = DEFAULT_TAGS
     starting: OffsetSpec = EARLIEST
     starting_timestamp: int | None = None  # ms since the epoch
+    starting_by_timestamp: TopicOffsets | None = None  # topic -> queue -> ms since the epoch
     ending: OffsetSpec = LATEST
+    ending_by_timestamp: TopicOffsets | None = None
+    ending_timestamp: int | None = None
+    min_partitions: int | None = None
     max_messages_per_trigger: int | None = None
+    min_messages_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
     max_messages_per_partition: int = DEFAULT_MAX_MESSAGES_PER_PARTITION
     allocate_strategy: str = DEFAULT_ALLOCATE_STRATEGY
     commit_to_broker: bool = True
@@ -108,6 +144,18 @@ class SourceOptions:
         return split_addresses(self.namesrv)
 
     @property
+    def single_topic(self) -> str | None:
+        """The topic of a read of exactly one: the one the older un-keyed offsets JSON names."""
+        return self.topics[0] if len(self.topics) == 1 else None
+
+    @property
+    def subject(self) -> str:
+        """What the read reads, for logs and errors: ``topic a``, ``topics a, b`` or ``topics matching 'p'``."""
+        if self.topic_pattern is not None:
+            return f"topics matching {self.topic_pattern!r}"
+        return ("topic " if len(self.topics) == 1 else "topics ") + ", ".join(self.topics)
+
+    @property
     def pull_group(self) -> str:
         """The consumer group PULL_MESSAGE names (the broker keeps per-group metrics)."""
         return self.group or DEFAULT_BATCH_GROUP
@@ -117,17 +165,27 @@ class SourceOptions:
         """Validate Spark's options (keys in any case); ConfigError saying what to fix."""
         if not options:
             raise ConfigError(NO_OPTIONS)
-        given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS)
+        given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
+                       required=(NAMESRV,))
         if SQL in given:
             try:
                 check_expression_type(EXPRESSION_SQL92)
             except ConfigError as e:
                 raise ConfigError(f"option {SQL!r}: {e}. In Spark: filter at the broker with option {TAGS!r} and "
                                   f"the rest with .where(...)") from None
+        topics, pattern = _topics(given)
+        single = topics[0] if len(topics) == 1 else None  # whose queues the older un-keyed offsets JSON names
         namesrv = given[NAMESRV]
         group = given.get(GROUP) or None
         starting_timestamp = _int(given, STARTING_TIMESTAMP, minimum=0)
-        starting = _offsets(given, STARTING_OFFSETS, allow=(EARLIEST, LATEST, COMMITTED))
+        starting_by_timestamp = _topic_json(given, STARTING_OFFSETS_BY_TIMESTAMP, single, topics, pattern,
+                                            minimum=0)
+        starting = _offsets(given, STARTING_OFFSETS, (EARLIEST, LATEST, COMMITTED), single, topics, pattern)
+        if starting_by_timestamp is not None and (isinstance(starting, dict) or starting == COMMITTED
+                                                  or starting_timestamp is not None):
+            raise ConfigError(f"option {STARTING_OFFSETS_BY_TIMESTAMP!r} goes with {STARTING_OFFSETS}=earliest or "
+                              f"latest only (for the queues it leaves out): drop {STARTING_OFFSETS} JSON/committed "
+                              f"or {STARTING_TIMESTAMP}")
         if starting is None:
             starting = LATEST if streaming else EARLIEST
         elif starting_timestamp is not None and starting != COMMITTED:
@@ -137,24 +195,50 @@ class SourceOptions:
         if starting == COMMITTED and group is None:
             raise ConfigError(f"{STARTING_OFFSETS}=committed needs option {GROUP!r}: the consumer group whose "
                               f"committed offsets to start from")
-        if starting == LATEST and not streaming:
+        if starting == LATEST and not streaming and starting_by_timestamp is None:
             raise ConfigError(f"{STARTING_OFFSETS}=latest makes an empty batch read: use earliest, committed, JSON "
                               f"offsets or {STARTING_TIMESTAMP}")
-        if isinstance(starting, dict) and not streaming and LATEST_OFFSET in starting.values():
+        if isinstance(starting, dict) and not streaming and any(
+                LATEST_OFFSET in queues.values() for queues in starting.values()):
             raise ConfigError(f"{STARTING_OFFSETS}: -1 (latest) is not allowed in a batch read")
-        ending = _offsets(given, ENDING_OFFSETS, allow=(LATEST,))
-        if ending is not None and streaming:
-            raise ConfigError(f"option {ENDING_OFFSETS!r} is for batch reads only (spark.read)")
-        if isinstance(ending, dict) and EARLIEST_OFFSET in ending.values():
+        ending = _offsets(given, ENDING_OFFSETS, (LATEST,), single, topics, pattern)
+        if isinstance(ending, dict) and any(EARLIEST_OFFSET in queues.values() for queues in ending.values()):
             raise ConfigError(f"{ENDING_OFFSETS}: -2 (earliest) is not allowed as an ending offset")
+        ending_by_timestamp = _topic_json(given, ENDING_OFFSETS_BY_TIMESTAMP, single, topics, pattern, minimum=0)
+        ending_timestamp = _int(given, ENDING_TIMESTAMP, minimum=0)
+        ends = [name for name, v in ((ENDING_OFFSETS, ending), (ENDING_OFFSETS_BY_TIMESTAMP, ending_by_timestamp),
+                                     (ENDING_TIMESTAMP, ending_timestamp)) if v is not None]
+        if len(ends) > 1:
+            raise ConfigError(f"give one of {', '.join(ends)}: each sets where the read ends")
+        if (starting_timestamp is not None and ending_timestamp is not None
+                and starting_timestamp > ending_timestamp):
+            raise ConfigError(f"{STARTING_TIMESTAMP} ({starting_timestamp}) is after {ENDING_TIMESTAMP} "
+                              f"({ending_timestamp})")
         strategy = given.get(ALLOCATE_STRATEGY, DEFAULT_ALLOCATE_STRATEGY)
         if strategy not in STRATEGIES:
             raise ConfigError(f"option {ALLOCATE_STRATEGY!r}: unknown strategy {strategy!r}, use one of "
                               f"{', '.join(sorted(STRATEGIES))}")
+        max_per_trigger = _int(given, MAX_MESSAGES_PER_TRIGGER, minimum=1)
+        min_per_trigger = _int(given, MIN_MESSAGES_PER_TRIGGER, minimum=1)
+        max_delay = _duration_ms(given, MAX_TRIGGER_DELAY)
+        if max_delay is not None and min_per_trigger is None:
+            raise ConfigError(f"option {MAX_TRIGGER_DELAY!r} only bounds how long {MIN_MESSAGES_PER_TRIGGER!r} holds "
+                              f"a batch back: give {MIN_MESSAGES_PER_TRIGGER} too, or drop it")
+        if min_per_trigger is not None and max_per_trigger is not None and min_per_trigger > max_per_trigger:
+            raise ConfigError(f"{MIN_MESSAGES_PER_TRIGGER} ({min_per_trigger}) is above {MAX_MESSAGES_PER_TRIGGER} "
+                              f"({max_per_trigger}): a batch could never hold enough")
+        for name in STREAM_ONLY if not streaming else BATCH_ONLY:  # after the values: a bad one is named first
+            if given.get(name):
+                raise ConfigError(f"option {name!r} is for {'streaming' if not streaming else 'batch'} reads only "
+                                  f"({'spark.readStream' if not streaming else 'spark.read'})")
         return cls(
-            namesrv=namesrv, topic=given[TOPIC], group=group, tags=given.get(TAGS) or DEFAULT_TAGS,
-            starting=starting, starting_timestamp=starting_timestamp, ending=ending or LATEST,
-            max_messages_per_trigger=_int(given, MAX_MESSAGES_PER_TRIGGER, minimum=1),
+            namesrv=namesrv, topics=topics, topic_pattern=pattern, group=group,
+            tags=given.get(TAGS) or DEFAULT_TAGS,
+            starting=starting, starting_timestamp=starting_timestamp, starting_by_timestamp=starting_by_timestamp,
+            ending=ending or LATEST, ending_by_timestamp=ending_by_timestamp, ending_timestamp=ending_timestamp,
+            min_partitions=_int(given, MIN_PARTITIONS, minimum=1),
+            max_messages_per_trigger=max_per_trigger, min_messages_per_trigger=min_per_trigger,
+            max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS if max_delay is None else max_delay,
             max_messages_per_partition=_int(given, MAX_MESSAGES_PER_PARTITION, minimum=1)
             or DEFAULT_MAX_MESSAGES_PER_PARTITION,
             allocate_strategy=strategy,
@@ -165,6 +249,61 @@ class SourceOptions:
             or DEFAULT_REBALANCE_INTERVAL_MS,
             tiered_store_root=given.get(TIERED_STORE_ROOT) or None,
         )
+
+
+def _topics(given: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
+    """The topics of option ``topic`` (comma-separated, each a valid name) or the pattern of
+    ``topicPattern`` (a valid regex): exactly one of the two."""
+    text, pattern = given.get(TOPIC), given.get(TOPIC_PATTERN)
+    if not text and not pattern:
+        raise ConfigError(f"option {TOPIC!r} is required: .option({TOPIC!r}, ...) naming the topic to read (or a "
+                          f"comma-separated list), or else option {TOPIC_PATTERN!r}: a regex whole topic names match")
+    if text and pattern:
+        raise ConfigError(f"give option {TOPIC!r} or option {TOPIC_PATTERN!r}, not both")
+    if pattern:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(f"option {TOPIC_PATTERN!r}: {pattern!r} is not a regular expression ({e})") from None
+        return (), pattern
+    topics = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))  # type: ignore[union-attr]
+    if not topics:
+        raise ConfigError(f"option {TOPIC!r} names no topic: give a topic or a comma-separated list")
+    for topic in topics:
+        try:
+            validate_topic(topic)
+        except InvalidNameError as e:
+            raise ConfigError(f"option {TOPIC!r}: {e}") from None
+    return topics, None
+
+
+def _topic_json(given: dict[str, str], name: str, single: str | None, topics: tuple[str, ...],
+                pattern: str | None, *, minimum: int = EARLIEST_OFFSET) -> TopicOffsets | None:
+    """Option ``name``'s JSON keyed by topic (or the older form for one topic), naming only topics
+    the read reads; None when not given."""
+    text = given.get(name)
+    if not text:
+        return None
+    offsets = decode_topic_offsets(text, f"option {name!r}", single, minimum=minimum)
+    for topic in offsets:
+        if pattern is not None and not re.fullmatch(pattern, topic):
+            raise ConfigError(f"option {name!r} names topic {topic!r}, which {TOPIC_PATTERN} {pattern!r} does not "
+                              f"match")
+        if pattern is None and topic not in topics:
+            raise ConfigError(f"option {name!r} names topic {topic!r}, which is not in option {TOPIC!r} "
+                              f"({', '.join(topics)})")
+    return offsets
+
+
+def _duration_ms(given: dict[str, str], name: str) -> int | None:
+    """A duration as Spark writes them (``15m``, ``30s``, ``500ms``, ``1h``; a bare number is ms)."""
+    text = given.get(name)
+    if not text:
+        return None
+    match = _DURATION.fullmatch(text.lower())
+    if match is None:
+        raise ConfigError(f"option {name!r} must be a duration like 500ms, 30s, 15m or 1h, got {text!r}")
+    return int(match.group(1)) * _DURATION_MS[match.group(2)]
 
 
 def _int(given: dict[str, str], name: str, *, minimum: int) -> int | None:
@@ -189,7 +328,8 @@ def _bool(given: dict[str, str], name: str, default: bool) -> bool:
     raise ConfigError(f"option {name!r} must be true or false, got {text!r}")
 
 
-def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...]) -> OffsetSpec | None:
+def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...], single: str | None, topics: tuple[str, ...],
+             pattern: str | None) -> OffsetSpec | None:
     text = given.get(name)
     if text is None or text == "":
         return None
@@ -197,8 +337,8 @@ def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...]) -> Offset
         return text.lower()  # type: ignore[return-value]
     if not text.startswith(("{", "[")):
         raise ConfigError(f"option {name!r} must be {', '.join(allow)} or JSON like "
-                          f'{{"broker-a:0": 42}}, got {text!r}')
-    return decode_offsets(text, f"option {name!r}")
+                          f'{{"<topic>": {{"broker-a:0": 42}}}}, got {text!r}')
+    return _topic_json(given, name, single, topics, pattern)
 
 
 # -- sink: df.write / writeStream .format("spark_mq") ------------------------------------------------

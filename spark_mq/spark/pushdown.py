@@ -182,7 +182,7 @@ def _is_key(value: object) -> bool:
 
 @dataclass(frozen=True)
 class IndexedRead:
-    """The messages carrying ``key`` within ``ranges`` (queues of one broker), read through the broker's
+    """The messages carrying ``key`` within ``ranges`` (queues of one topic on one broker), read through the broker's
     key index: plain, picklable data only."""
 
     key: str
@@ -192,10 +192,10 @@ class IndexedRead:
 
 
 def by_broker(key: str, ranges: Iterable[QueueRange], pushed: Pushed) -> list[IndexedRead]:
-    """``ranges`` grouped into one index read per broker."""
-    grouped: dict[str, list[QueueRange]] = {}
+    """``ranges`` grouped into one index read per topic and broker (QUERY_MESSAGE names one topic)."""
+    grouped: dict[tuple[str, str], list[QueueRange]] = {}
     for r in ranges:
-        grouped.setdefault(r.broker_name, []).append(r)
+        grouped.setdefault((r.topic, r.broker_name), []).append(r)
     return [IndexedRead(key, tuple(rs), pushed.begin_ms, pushed.end_ms) for _, rs in sorted(grouped.items())]
 
 

@@ -1,14 +1,21 @@
 """The ``spark_mq`` micro-batch stream reader: ``spark.readStream.format("spark_mq")``.
 
-As Spark's ``KafkaMicroBatchStream``: offsets are JSON ``{"<broker>:<queueId>": offset}`` (the next
-offset to read of each queue), :meth:`SparkMQStreamReader.initialOffset` resolves
+As Spark's ``KafkaMicroBatchStream``: offsets are JSON ``{"<topic>": {"<broker>:<queueId>": offset}}``
+(the next offset to read of each queue; a checkpoint of one topic written before several topics,
+``{"<broker>:<queueId>": offset}``, still loads), :meth:`SparkMQStreamReader.initialOffset` resolves
 ``startingOffsets`` (default ``latest``) / ``startingTimestamp`` with :mod:`spark_mq.spark.offsets`,
 :meth:`~SparkMQStreamReader.latestOffset` asks the brokers for each queue's max offset and caps the
-batch by the read limit (``maxMessagesPerTrigger``, see :func:`allocate_budget`), and
+batch by the read limit (``maxMessagesPerTrigger``, see :func:`allocate_budget`; ``minMessagesPerTrigger``
+holds a batch back, see :meth:`~SparkMQStreamReader._holds_back`), and
 :meth:`~SparkMQStreamReader.partitions` plans as the batch reader does
 (:mod:`spark_mq.spark.partitions`, ``maxMessagesPerPartition`` splitting). ``Trigger.AvailableNow`` is supported:
 :meth:`~SparkMQStreamReader.prepareForTriggerAvailableNow` pins the max offsets of that moment and no
 later batch goes past them.
+
+Each trigger the reader finds the topics it reads (with ``topicPattern``, the NameServer's topics
+matching it now) and handles each topic's queues as below; a topic that starts matching after the
+query started is all queues seen late, so it is read from its earliest (every message of it was
+stored since the start).
 
 A queue that first appears in a batch's end offset (and not in its start) *joins*: its end offset
 is where it starts, and it is read from the next batch on — so a batch's partitions are always
@@ -67,8 +74,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -76,10 +83,11 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 
-from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues, queue_key_text
+from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_topics, queue_key_text
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
 from spark_mq.arrow.schema import COLUMNS
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -87,30 +95,35 @@ from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
 from spark_mq.spark.offsets import (
     OffsetSource,
+    TopicOffsets,
     check_max,
     check_start,
-    decode_offsets,
+    decode_topic_offsets,
     offset_source,
     resolve_late,
     resolve_starting,
+    topic_offsets_obj,
 )
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.partitions import plan_partitions, read_partition
+from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
 
 log = logging.getLogger(__name__)
 
-
-def to_spark_offset(offsets: Mapping[QueueKey, int]) -> dict[str, int]:
-    """Offsets as the dict Spark journals: ``{"<broker>:<queueId>": offset}``, sorted."""
-    return {queue_key_text(k): int(v) for k, v in sorted(offsets.items())}
+K = TypeVar("K", bound=tuple)  # a queue: (topic, (broker, queue id)) across topics
 
 
-def from_spark_offset(offset: Mapping[str, Any], what: str = "stream offset") -> dict[QueueKey, int]:
-    """The dict Spark hands back (from :func:`to_spark_offset` or a checkpoint) as queue offsets."""
-    return decode_offsets(json.dumps(dict(offset)), what)
+def to_spark_offset(offsets: Mapping[str, Mapping[QueueKey, int]]) -> dict[str, dict[str, int]]:
+    """Offsets as the dict Spark journals: ``{"<topic>": {"<broker>:<queueId>": offset}}``, sorted."""
+    return topic_offsets_obj(offsets)
 
 
-def allocate_budget(backlog: Mapping[QueueKey, int], budget: int) -> dict[QueueKey, int]:
+def from_spark_offset(offset: Mapping[str, Any], single_topic: str | None, what: str = "stream offset") -> TopicOffsets:
+    """The dict Spark hands back (from :func:`to_spark_offset`, or the un-keyed form of a checkpoint
+    written before several topics: ``single_topic``'s) as queue offsets by topic."""
+    return decode_topic_offsets(json.dumps(dict(offset)), what, single_topic)
+
+
+def allocate_budget(backlog: Mapping[K, int], budget: int) -> dict[K, int]:
     """How many messages each queue may take out of ``budget`` (never more in total, never more than its
     backlog): every queue with a backlog gets an equal share of what is left, a queue needing less than
     its share leaves the rest to the others (water-filling), and the last units that do not divide
@@ -124,7 +137,7 @@ def allocate_budget(backlog: Mapping[QueueKey, int], budget: int) -> dict[QueueK
             for key in sorted(pending, key=lambda k: (take[k] - backlog[k], k))[:remaining]:
                 take[key] += 1
             break
-        still: list[QueueKey] = []
+        still: list[K] = []
         for key in pending:
             got = min(share, backlog[key] - take[key])
             take[key] += got
@@ -136,19 +149,24 @@ def allocate_budget(backlog: Mapping[QueueKey, int], budget: int) -> dict[QueueK
 
 
 class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Micro-batch reader over the queues of ``topic`` this query reads (see the module doc)."""
+    """Micro-batch reader over the queues of the topics this query reads (see the module doc).
+    ``clock`` (seconds) times ``maxTriggerDelay``."""
 
-    def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS) -> None:
+    def __init__(self, opts: SourceOptions, columns: tuple[str, ...] = COLUMNS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.opts = opts
         self.columns = columns  # of the source's schema, the ones read (spark_mq.spark.schema.source_columns)
+        self.clock = clock
         self._api: SyncMQClientAPI | None = None
         self._member: DriverGroupMember | None = None
-        self._queues: TopicQueues | None = None
-        self._target: dict[QueueKey, int] | None = None  # Trigger.AvailableNow's pinned end
-        self._latest: dict[QueueKey, int] | None = None  # the max offsets last seen (reportLatestOffset)
-        self._committed: dict[QueueKey, int] = {}  # the group's offsets at the brokers, as far as this reader knows
+        self._topics: dict[str, TopicQueues] | None = None  # the topics found at the last discovery
+        self._target: TopicOffsets | None = None  # Trigger.AvailableNow's pinned end
+        self._latest: TopicOffsets | None = None  # the max offsets last seen (reportLatestOffset)
+        # the group's offsets at the brokers, as far as this reader knows, by (topic, queue)
+        self._committed: dict[tuple[str, QueueKey], int] = {}
         self._started_ms: int | None = None  # when initialOffset ran (None: restarted from a checkpoint)
-        self._seen_at_start: frozenset[QueueKey] | None = None  # the route's queues then
+        self._seen_at_start: frozenset[tuple[str, QueueKey]] | None = None  # the routes' (topic, queue)s then
+        self._last_batch: float | None = None  # clock() of the last batch let through (minMessagesPerTrigger)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -169,9 +187,18 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._member = DriverGroupMember(self.opts)
         return self._member
 
-    def _discover(self) -> TopicQueues:
-        self._queues = discover_queues(self._client(), self.opts.namesrv_addrs, self.opts.topic)
-        return self._queues
+    def _discover(self) -> dict[str, TopicQueues]:
+        found = discover_topics(self._client(), self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern)
+        self._topics = {queues.topic: queues for queues in found}
+        return self._topics
+
+    def _known_topics(self, offsets: Mapping[str, Iterable[QueueKey]]) -> dict[str, TopicQueues]:
+        """The topics of the last discovery when they cover every queue of ``offsets``, else found again."""
+        known = self._topics
+        if known is not None and all(topic in known and set(queues) <= set(known[topic].queues)
+                                     for topic, queues in offsets.items()):
+            return known
+        return self._discover()
 
     def _max_offsets(self, queues: TopicQueues) -> dict[QueueKey, int]:
         source = offset_source(self._client(), queues, self.opts)
@@ -187,21 +214,21 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         is logged and retried at the next commit (Spark's checkpoint stays the source of truth)."""
         api = self._client()
         for key, offset in sorted(offsets.items()):
-            if self._committed.get(key) == offset or key not in queues.queues:
+            if self._committed.get((queues.topic, key)) == offset or key not in queues.queues:
                 continue
             try:
-                api.update_consumer_offset(queues.addr(key), self.opts.group, self.opts.topic, key[1], offset)
-                self._committed[key] = offset
+                api.update_consumer_offset(queues.addr(key), self.opts.group, queues.topic, key[1], offset)
+                self._committed[(queues.topic, key)] = offset
             except (RemotingError, MQClientError) as e:
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
-                            self.opts.topic, queue_key_text(key), self.opts.group, e)
+                            queues.topic, queue_key_text(key), self.opts.group, e)
 
-    def _confirmed(self, member: DriverGroupMember) -> frozenset[QueueKey]:
-        """The queues whose locks this member still holds, checked at the brokers now (before it commits
-        or plans anything); a queue lost meanwhile is forgotten, as its new owner commits it."""
-        held = member.confirm()
-        for key in set(self._committed) - held:
-            del self._committed[key]
+    def _confirmed(self, member: DriverGroupMember, topic: str) -> frozenset[QueueKey]:
+        """The queues of ``topic`` whose locks this member still holds, checked at the brokers now (before
+        it commits or plans anything); a queue lost meanwhile is forgotten, as its new owner commits it."""
+        held = member.confirm(topic)
+        for lost in [(t, k) for t, k in self._committed if t == topic and k not in held]:
+            del self._committed[lost]
         return held
 
     def _join_at(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
@@ -210,11 +237,11 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         query's start (or that is unknown), else the starting rule as of the start (module doc)."""
         committed = source.committed_offset(self.opts.group, key)  # type: ignore[arg-type]
         if committed is None:
-            if self._seen_at_start is None or key in self._seen_at_start:
+            if self._seen_at_start is None or (queues.topic, key) in self._seen_at_start:
                 return source.min_offset(key)
             return self._late_start(source, queues, key)
-        self._committed[key] = committed
-        return check_start(self.opts.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
+        self._committed[(queues.topic, key)] = committed
+        return check_start(queues.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
 
     def _rebalance(self, queues: TopicQueues, source: OffsetSource,
                    begin: Mapping[QueueKey, int]) -> tuple[dict[QueueKey, int], dict[QueueKey, int]]:
@@ -222,12 +249,12 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
         the queues read on from ``begin`` and the queues joining at the offsets they start from."""
         member = self._group_member()
-        held = self._confirmed(member)
+        held = self._confirmed(member, queues.topic)
         self._commit(queues, {k: v for k, v in begin.items() if k in held})
         wanted = member.allocation(queues)
         leaving = held - wanted
-        member.unlock(set(leaving))
-        gained = member.lock(set(wanted - held) & set(queues.queues))
+        member.unlock(queues.topic, set(leaving))
+        gained = member.lock(queues.topic, set(wanted - held) & set(queues.queues))
         held = (held - leaving) | gained
         reading: dict[QueueKey, int] = {}
         joining: dict[QueueKey, int] = {}
@@ -247,78 +274,113 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit(queues, reading)
         if leaving or gained:
             log.info("spark_mq: group %s: %s gives up %s, takes %s; reads %d queues of %s", self.opts.group,
-                     member.client_id, _names(leaving), _names(gained), len(reading) + len(joining), self.opts.topic)
+                     member.client_id, _names(leaving), _names(gained), len(reading) + len(joining), queues.topic)
         return reading, joining
 
     # -- DataSourceStreamReader -------------------------------------------------------------------------------
 
-    def initialOffset(self) -> dict[str, int]:
+    def initialOffset(self) -> dict[str, dict[str, int]]:
         self._started_ms = int(time.time() * 1000)
-        queues = self._discover()
-        self._seen_at_start = frozenset(queues.queues)
-        source = offset_source(self._client(), queues, self.opts)
-        if self.opts.group_member:
-            member = self._group_member()
-            owned = member.lock(set(member.allocation(queues)))
-            starting = resolve_starting(source, queues, self.opts, owned)
-            self._commit(queues, starting)  # so a member taking them over before a batch is done starts here
-        else:
-            starting = resolve_starting(source, queues, self.opts)
-        log.info("spark_mq stream of %s starts at %s", self.opts.topic, to_spark_offset(starting))
+        topics = self._discover()
+        self._seen_at_start = frozenset((topic, k) for topic, queues in topics.items() for k in queues.queues)
+        starting: TopicOffsets = {}
+        for topic, queues in topics.items():
+            source = offset_source(self._client(), queues, self.opts)
+            if self.opts.group_member:
+                member = self._group_member()
+                owned = member.lock(topic, set(member.allocation(queues)))
+                starting[topic] = resolve_starting(source, queues, self.opts, owned)
+                self._commit(queues, starting[topic])  # so a member taking them over before a batch is done starts here
+            else:
+                starting[topic] = resolve_starting(source, queues, self.opts)
+        log.info("spark_mq stream of %s starts at %s", self.opts.subject, to_spark_offset(starting))
         return to_spark_offset(starting)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        # PySpark has no composite limit: with both options Spark carries ReadMaxRows and the reader
+        # applies minMessagesPerTrigger from its options (_holds_back)
         if self.opts.max_messages_per_trigger is not None:
             return ReadMaxRows(self.opts.max_messages_per_trigger)
+        if self.opts.min_messages_per_trigger is not None:
+            return ReadMinRows(self.opts.min_messages_per_trigger)
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = self._max_offsets(self._discover())
-        log.info("spark_mq stream of %s: Trigger.AvailableNow reads up to %s", self.opts.topic,
+        self._target = {topic: self._max_offsets(queues) for topic, queues in self._discover().items()}
+        log.info("spark_mq stream of %s: Trigger.AvailableNow reads up to %s", self.opts.subject,
                  to_spark_offset(self._target))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict[str, int]:
-        begin = from_spark_offset(start)  # everything before it is processed: Spark asks once a batch is done
-        queues = self._discover()
-        source = offset_source(self._client(), queues, self.opts)
-        if self.opts.group_member:
-            reading, joining = self._rebalance(queues, source, begin)
-        else:  # every queue; queues gone from the route keep their offsets
-            reading = dict(begin)
-            joining = {k: self._late_start(source, queues, k) for k in queues.queues if k not in begin}
-        latest = self._max_offsets(queues)
-        self._latest = latest
-        for key in [k for k, low in reading.items() if k in latest and latest[k] < low]:
-            joining[key] = check_max(self.opts.topic, key, reading.pop(key), latest[key], source.min_offset(key),
-                                     self.opts.fail_on_data_loss)
-        if self._target is not None:  # AvailableNow: nothing that arrived after the target
-            latest = {k: min(v, self._target[k]) for k, v in latest.items() if k in self._target}
-        backlog = {k: max(latest[k] - low, 0) for k, low in reading.items() if k in latest}
-        if isinstance(limit, ReadMaxRows):
+    def _holds_back(self, limit: ReadLimit, waiting: int) -> bool:
+        """Whether ``minMessagesPerTrigger`` holds this batch back, as Kafka's ``delayBatch``: fewer
+        messages wait than it asks for and ``maxTriggerDelay`` has not passed since the last batch (or
+        the query's first trigger). Never under Trigger.Once (Spark passes ReadAllAvailable) or
+        Trigger.AvailableNow (it would wait for messages that are not coming)."""
+        minimum = self.opts.min_messages_per_trigger
+        if minimum is None or isinstance(limit, ReadAllAvailable) or self._target is not None or waiting == 0:
+            return False
+        now = self.clock()
+        if self._last_batch is None:
+            self._last_batch = now
+        if waiting < minimum and now - self._last_batch < self.opts.max_trigger_delay_ms / 1000:
+            return True
+        self._last_batch = now
+        return False
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict[str, dict[str, int]]:
+        # everything before `start` is processed: Spark asks once a batch is done
+        begin = from_spark_offset(start, self.opts.single_topic)
+        end: TopicOffsets = {topic: dict(queues) for topic, queues in begin.items()}  # topics not found keep theirs
+        backlog: dict[tuple[str, QueueKey], int] = {}
+        self._latest = {}
+        for topic, queues in self._discover().items():
+            source = offset_source(self._client(), queues, self.opts)
+            before = begin.get(topic, {})
+            if self.opts.group_member:
+                reading, joining = self._rebalance(queues, source, before)
+            else:  # every queue; queues gone from the route keep their offsets
+                reading = dict(before)
+                joining = {k: self._late_start(source, queues, k) for k in queues.queues if k not in before}
+            latest = self._max_offsets(queues)
+            self._latest[topic] = latest
+            for key in [k for k, low in reading.items() if k in latest and latest[k] < low]:
+                joining[key] = check_max(topic, key, reading.pop(key), latest[key], source.min_offset(key),
+                                         self.opts.fail_on_data_loss)
+            if self._target is not None:  # AvailableNow: nothing that arrived after the target
+                target = self._target.get(topic, {})
+                latest = {k: min(v, target[k]) for k, v in latest.items() if k in target}
+            backlog.update({(topic, k): max(latest[k] - low, 0) for k, low in reading.items() if k in latest})
+            end[topic] = {**reading, **joining}
+        if self._holds_back(limit, sum(backlog.values())):
+            backlog = {}
+        elif isinstance(limit, ReadMaxRows):
             backlog = allocate_budget(backlog, limit.max_rows)
-        end = {**reading, **joining}
-        for key, n in backlog.items():
-            end[key] += n
+        for (topic, key), n in backlog.items():
+            end[topic][key] += n
         return to_spark_offset(end)
 
-    def reportLatestOffset(self) -> dict[str, int] | None:
+    def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         return to_spark_offset(self._latest) if self._latest is not None else None
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        begin = from_spark_offset(start)
-        finish = from_spark_offset(end)
-        both = sorted(set(begin) & set(finish))  # a queue only in `end` joins: it is read from the next batch on
-        queues = self._queues if self._queues is not None and set(both) <= set(self._queues.queues) \
-            else self._discover()
-        missing = [k for k in both if k not in queues.queues and finish[k] > begin[k]]
-        if missing:
-            raise SparkMQError(f"queue(s) {_names(missing)} of topic {self.opts.topic!r} have messages to read in "
-                               f"this batch but are not in the NameServer's route now (broker down?); the query can "
-                               f"restart from its checkpoint once they are back")
-        known = [k for k in both if k in queues.queues]
-        subset = TopicQueues(queues.topic, queues.brokers, tuple(known))
-        return plan_partitions(self.opts, subset, {k: begin[k] for k in known}, {k: finish[k] for k in known},
-                               offset_source(self._client(), subset, self.opts))
+        begin = from_spark_offset(start, self.opts.single_topic)
+        finish = from_spark_offset(end, self.opts.single_topic)
+        # a queue only in `end` joins: it is read from the next batch on
+        both = {topic: sorted(set(begin[topic]) & set(finish[topic])) for topic in set(begin) & set(finish)}
+        topics = self._known_topics(both)
+        ranges: list[Range] = []
+        for topic, keys in sorted(both.items()):
+            queues = topics.get(topic, TopicQueues(topic, {}, ()))
+            missing = [k for k in keys if k not in queues.queues and finish[topic][k] > begin[topic][k]]
+            if missing:
+                raise SparkMQError(f"queue(s) {_names(missing)} of topic {topic!r} have messages to read in this "
+                                   f"batch but are not in the NameServer's route now (broker down?); the query can "
+                                   f"restart from its checkpoint once they are back")
+            known = [k for k in keys if k in queues.queues]
+            subset = TopicQueues(queues.topic, queues.brokers, tuple(known))
+            ranges += plan_ranges(self.opts, subset, {k: begin[topic][k] for k in known},
+                                  {k: finish[topic][k] for k in known},
+                                  offset_source(self._client(), subset, self.opts))
+        return to_partitions(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(partition, self.columns)
@@ -326,11 +388,12 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         if not self.opts.group_member:
             return
-        offsets = from_spark_offset(end)
-        queues = self._queues if self._queues is not None and set(offsets) <= set(self._queues.queues) \
-            else self._discover()
-        held = self._confirmed(self._group_member())
-        self._commit(queues, {k: v for k, v in offsets.items() if k in held})
+        offsets = from_spark_offset(end, self.opts.single_topic)
+        topics = self._known_topics(offsets)
+        for topic, queue_offsets in sorted(offsets.items()):
+            if topic in topics:
+                held = self._confirmed(self._group_member(), topic)
+                self._commit(topics[topic], {k: v for k, v in queue_offsets.items() if k in held})
 
     def stop(self) -> None:
         member, self._member = self._member, None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 
 import pytest
@@ -13,12 +15,14 @@ from spark_mq.spark import options as o
 from spark_mq.spark.offsets import (
     check_start,
     decode_offsets,
+    decode_topic_offsets,
     encode_offsets,
     resolve_ending,
     resolve_starting,
+    topic_offsets_obj,
 )
 from spark_mq.spark.options import SourceOptions
-from spark_mq.spark.partitions import plan_partitions, split_range
+from spark_mq.spark.partitions import plan_ranges, split_range, spread, to_partitions
 from spark_mq.tiered.tiers import ArchiveRange, TieredOffsets, split_tiers
 
 BASE = {"namesrv": "127.0.0.1:9876", "topic": "t"}
@@ -59,7 +63,7 @@ def test_defaults_and_case_insensitive_keys():
     assert (opts.rebalance_interval_ms, opts.tiered_store_root, opts.group_member) == (20_000, None, False)
     assert SourceOptions.parse({**BASE, "group": "g"}).group_member
     assert not SourceOptions.parse({**BASE, "group": "g", "commitToBroker": "false"}).group_member
-    assert len(set(o.ALL_OPTIONS)) == 16
+    assert len(set(o.ALL_OPTIONS)) == 23
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -79,10 +83,102 @@ def test_defaults_and_case_insensitive_keys():
     ({"maxMessagesPerTrigger": "-4"}, ">= 1, got -4"),
     # SQL92 filters are refused up front until the brokers serve them (issue 17)
     ({"sql": "num >= 5 AND num < 10"}, "option 'sql': SQL92 subscriptions are not served .* option 'tags'"),
+    # several topics, windows by time, partitions and stream-only options
+    ({"topic": ""}, "option 'topic' is required: .* or else option 'topicPattern'"),
+    ({"topicPattern": "t.*"}, "give option 'topic' or option 'topicPattern', not both"),
+    ({"topic": " , "}, "names no topic"),
+    ({"topic": "a,b c"}, "option 'topic': topic 'b c' has illegal characters"),
+    ({"topic": "", "topicPattern": "t[("}, "is not a regular expression"),
+    ({"topic": "a,b", "startingOffsets": '{"a:0": 1}'}, "names no topic, and this read has several topics"),
+    ({"topic": "", "topicPattern": "a|b", "endingOffsets": '{"a:0": 1}'}, "names no topic"),
+    ({"topic": "a,b", "startingOffsets": '{"c": {"a:0": 1}}'}, "names topic 'c', which is not in option 'topic'"),
+    ({"topic": "", "topicPattern": "a|b", "startingOffsets": '{"ab": {"a:0": 1}}'},
+     "names topic 'ab', which topicPattern 'a\\|b' does not match"),
+    ({"startingOffsets": '{"t": {"a:0": 1}, "a:1": 2}'}, "mixes topics and queues"),
+    ({"startingOffsets": '{"t": {"a:0": -1}}'}, "-1 \\(latest\\) is not allowed"),
+    ({"startingOffsetsByTimestamp": '{"t": {"a:0": -2}}'}, "must be a timestamp in ms"),
+    ({"startingOffsetsByTimestamp": '{"a:0": 5}', "startingTimestamp": "5"}, "goes with startingOffsets=earliest"),
+    ({"startingOffsetsByTimestamp": '{"a:0": 5}', "startingOffsets": '{"a:0": 5}'}, "goes with startingOffsets"),
+    ({"endingOffsetsByTimestamp": "soon"}, "is not valid JSON"),
+    ({"endingOffsets": '{"a:0": 5}', "endingTimestamp": "5"}, "give one of endingOffsets, endingTimestamp"),
+    ({"endingOffsetsByTimestamp": '{"a:0": 5}', "endingTimestamp": "5"}, "give one of endingOffsetsByTimestamp"),
+    ({"endingTimestamp": "-1"}, "'endingTimestamp' must be an integer >= 0"),
+    ({"group": "g", "startingOffsets": "committed", "startingTimestamp": "9", "endingTimestamp": "5"},
+     "startingTimestamp \\(9\\) is after endingTimestamp \\(5\\)"),
+    ({"minPartitions": "0"}, "'minPartitions' must be an integer >= 1"),
+    ({"minMessagesPerTrigger": "5"}, "'minMessagesPerTrigger' is for streaming reads only"),
+    ({"maxTriggerDelay": "5s"}, "only bounds how long 'minMessagesPerTrigger' holds"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ConfigError, match=message):
         parse(**options)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"endingTimestamp": "5"}, "'endingTimestamp' is for batch reads only"),
+    ({"endingOffsetsByTimestamp": '{"a:0": 5}'}, "'endingOffsetsByTimestamp' is for batch reads only"),
+    ({"minMessagesPerTrigger": "5", "maxTriggerDelay": "soon"}, "must be a duration like 500ms"),
+    ({"minMessagesPerTrigger": "0"}, "'minMessagesPerTrigger' must be an integer >= 1"),
+    ({"minMessagesPerTrigger": "50", "maxMessagesPerTrigger": "10"}, "is above maxMessagesPerTrigger"),
+])
+def test_bad_stream_read_limits(options, message):
+    with pytest.raises(ConfigError, match=message):
+        SourceOptions.parse({**BASE, **options}, streaming=True)
+
+
+def test_topics_pattern_windows_and_limits_parse():
+    opts = parse(topic=" a ,b,a", startingOffsets='{"a": {"x:0": 4}}', endingTimestamp="99", minPartitions="8")
+    assert (opts.topics, opts.topic_pattern, opts.single_topic, opts.subject) == (("a", "b"), None, None, "topics a, b")
+    assert (opts.starting, opts.ending_timestamp, opts.min_partitions) == ({"a": {("x", 0): 4}}, 99, 8)
+    opts = parse(topic="", topicPattern="orders-.*", startingOffsetsByTimestamp='{"orders-eu": {"x:1": 7}}')
+    assert (opts.topics, opts.topic_pattern, opts.subject) == ((), "orders-.*", "topics matching 'orders-.*'")
+    assert (opts.starting, opts.starting_by_timestamp) == (o.EARLIEST, {"orders-eu": {("x", 1): 7}})
+    assert parse(endingOffsetsByTimestamp='{"a:0": 5}').ending_by_timestamp == {"t": {("a", 0): 5}}
+    stream = SourceOptions.parse({**BASE, "minMessagesPerTrigger": "5", "maxTriggerDelay": "2m"}, streaming=True)
+    assert (stream.min_messages_per_trigger, stream.max_trigger_delay_ms) == (5, 120_000)
+    assert SourceOptions.parse({**BASE, "minMessagesPerTrigger": "5"}, streaming=True).max_trigger_delay_ms == 900_000
+    assert SourceOptions.parse({**BASE, "minMessagesPerTrigger": "5", "maxTriggerDelay": "250"},
+                               streaming=True).max_trigger_delay_ms == 250
+
+
+def test_topic_offsets_json_round_trip_and_the_older_form():
+    offsets = {"b": {("broker-b", 1): 3, ("broker-a", 10): -2}, "a": {("host:with:colons", 2): 0}, "c": {}}
+    obj = topic_offsets_obj(offsets)
+    assert list(obj) == ["a", "b", "c"] and list(obj["b"]) == ["broker-a:10", "broker-b:1"]
+    assert decode_topic_offsets(json.dumps(obj), "x", None) == offsets
+    assert decode_topic_offsets('{"q:1": 5}', "x", "only") == {"only": {("q", 1): 5}}
+    assert decode_topic_offsets("{}", "x", None) == {}
+
+
+def test_resolve_by_timestamp_per_topic_and_queue():
+    broker = FakeBroker(BROKER.mins, BROKER.maxs, by_time={("a", 0): 9, ("a", 1): 3, ("b", 0): 0})
+    opts = parse(startingOffsetsByTimestamp='{"t": {"a:1": 1000}}', endingTimestamp="2000")
+    start = resolve_starting(broker, QUEUES, opts)
+    assert start == {("a", 0): 5, ("a", 1): 3, ("b", 0): 0}  # a:0 and b:0 left out: earliest
+    assert resolve_ending(broker, QUEUES, opts, start) == {("a", 0): 9, ("a", 1): 3, ("b", 0): 0}
+    other = TopicQueues("u", QUEUES.brokers, QUEUES.queues)
+    opts = parse(topic="t,u", startingOffsets='{"u": {"a:0": 6}}')
+    assert resolve_starting(BROKER, QUEUES, opts) == {("a", 0): 5, ("a", 1): 0, ("b", 0): 0}
+    assert resolve_starting(BROKER, other, opts) == {("a", 0): 6, ("a", 1): 0, ("b", 0): 0}
+
+
+def test_spread_cuts_ranges_to_at_least_min_partitions():
+    def ranges(*sizes):
+        return [QueueRange("t", "a", "h:1", q, 100, 100 + n, "*", "g", 10, True) for q, n in enumerate(sizes)]
+
+    def cut(parts):
+        return [(p.queue_id, p.start, p.end) for p in parts]
+
+    assert cut(spread(ranges(10, 10), 2)) == [(0, 100, 110), (1, 100, 110)]
+    assert cut(spread(ranges(30, 10), 4)) == [(0, 100, 110), (0, 110, 120), (0, 120, 130), (1, 100, 110)]
+    assert len(spread(ranges(1, 1, 2), 10)) == 4, "no piece smaller than one message"
+    for sizes, want in (((7, 100, 3), 11), ((5,), 5), ((50, 50, 1), 7)):
+        parts = spread(ranges(*sizes), want)
+        assert len(parts) >= want
+        for q, n in enumerate(sizes):  # each range's pieces are consecutive and cover it exactly
+            mine = [(p.start, p.end) for p in parts if p.queue_id == q]
+            assert mine[0][0] == 100 and mine[-1][1] == 100 + n
+            assert all(lo < hi for lo, hi in mine) and all(x[1] == y[0] for x, y in itertools.pairwise(mine))
 
 
 def test_offsets_json_round_trip():
@@ -138,9 +234,9 @@ def test_partitions_split_ranges_and_pickle():
     assert split_range(3, 10, 4) == [(3, 7), (7, 10)]
     assert split_range(5, 5, 4) == []
     opts = parse(maxMessagesPerPartition="20", tags="x")
-    planned = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
-                              {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, BROKER)
-    parts = [p.value for p in planned]
+    parts = plan_ranges(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
+                        {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, BROKER)
+    planned = to_partitions(opts, parts)
     assert [(p.broker_name, p.queue_id, p.start, p.end) for p in parts] == [
         ("a", 0, 5, 25), ("a", 0, 25, 45), ("a", 0, 45, 50), ("a", 1, 0, 7)]
     assert all(isinstance(p, QueueRange) and p.broker_addr == "10.0.0.1:10911" and p.tags == "x" for p in parts)
@@ -156,9 +252,9 @@ def test_ranges_below_the_hot_min_are_planned_from_the_archive():
     hot = FakeBroker({("a", 0): 30, ("a", 1): 0, ("b", 0): 0}, {})
     hot.api, hot.queues = None, QUEUES
     opts = parse(maxMessagesPerPartition="20", tieredStoreRoot="/archive")
-    planned = plan_partitions(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
-                              {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, TieredOffsets(hot, "/archive"))
-    parts = [p.value for p in planned]
+    parts = plan_ranges(opts, QUEUES, {("a", 0): 5, ("a", 1): 0, ("b", 0): 0},
+                        {("a", 0): 50, ("a", 1): 7, ("b", 0): 0}, TieredOffsets(hot, "/archive"))
+    planned = to_partitions(opts, parts)
     assert [(type(p).__name__, p.queue_id, p.start, p.end) for p in parts] == [
         ("ArchiveRange", 0, 5, 25), ("ArchiveRange", 0, 25, 30), ("QueueRange", 0, 30, 50), ("QueueRange", 1, 0, 7)]
     assert all(p.root == "/archive" for p in parts if isinstance(p, ArchiveRange))

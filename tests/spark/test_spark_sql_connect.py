@@ -33,7 +33,7 @@ def test_options_of_a_catalog_table():
              "option.topic": "Orders", "provider": "spark_mq", "owner": "root", "location": "file:/w/orders",
              "path": "file:/w/orders", "is_managed_location": "true"}
     opts = SourceOptions.parse(table)
-    assert (opts.namesrv, opts.topic) == ("127.0.0.1:9876", "Orders")
+    assert (opts.namesrv, opts.topics) == ("127.0.0.1:9876", ("Orders",))
     with pytest.raises(ConfigError, match="'topic' is given twice"):
         SourceOptions.parse({**table, "option.topic": "Other"})
     with pytest.raises(ConfigError, match="CREATE TEMPORARY VIEW"):

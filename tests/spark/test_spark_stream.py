@@ -159,7 +159,8 @@ def test_commit_to_broker(spark, cluster, topic, producer, tmp_path):
         query = _to_parquet(_stream(spark, cluster, topic, group=group, maxMessagesPerTrigger="150"), tmp_path,
                             processingTime="200 milliseconds")
         try:
-            wait_until(lambda: any(json.loads(p["sources"][0]["endOffset"]) == ends for p in query.recentProgress),
+            wait_until(lambda: any(json.loads(p["sources"][0]["endOffset"]) == {topic: ends}
+                                   for p in query.recentProgress),
                        timeout=30, what="a batch ending at the max offsets")
             producer.send(1)
 

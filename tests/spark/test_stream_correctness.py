@@ -25,9 +25,27 @@ EVERYTHING = ReadAllAvailable()
 QUERY_TIMEOUT_S = 90
 
 
-def _reader(cluster, topic: str, **options) -> SparkMQStreamReader:
-    return SparkMQStreamReader(SourceOptions.parse({"namesrv": cluster.namesrv, "topic": topic, **options},
-                                                   streaming=True))
+class OneTopic:
+    """The stream reader of one topic with the offsets it returns un-keyed (``{"<broker>:<queueId>": n}``,
+    the topic's part of its ``{"<topic>": {...}}``), so the cases below assert queues directly; it takes
+    them back in that form too (the form of a checkpoint written before several topics)."""
+
+    def __init__(self, reader: SparkMQStreamReader, topic: str) -> None:
+        self.reader, self.topic = reader, topic
+
+    def initialOffset(self) -> dict:
+        return self.reader.initialOffset().get(self.topic, {})
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        return self.reader.latestOffset(start, limit).get(self.topic, {})
+
+    def __getattr__(self, name: str):
+        return getattr(self.reader, name)
+
+
+def _reader(cluster, topic: str, **options) -> OneTopic:
+    return OneTopic(SparkMQStreamReader(SourceOptions.parse({"namesrv": cluster.namesrv, "topic": topic, **options},
+                                                            streaming=True)), topic)
 
 
 def _ranges(reader, start: dict, end: dict) -> dict[str, tuple[int, int]]:
@@ -43,7 +61,7 @@ def _until_holding(reader, offsets: dict, queues: int) -> dict:
     return wait_until(holding, timeout=15, interval=0.1, what=f"the member to hold {queues} queues")
 
 
-def _group_of_two(cluster, topic: str, group: str) -> tuple[Producer, SparkMQStreamReader, SparkMQStreamReader]:
+def _group_of_two(cluster, topic: str, group: str) -> tuple[Producer, OneTopic, OneTopic]:
     """A 2-queue topic with 10 messages in each queue, and two readers of ``group`` (not started)."""
     create_topic(cluster, topic, 2)
     producer = Producer(cluster, topic)
