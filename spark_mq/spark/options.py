@@ -35,7 +35,7 @@ from spark_mq.client.rebalance import STRATEGIES
 from spark_mq.client.subscription import check_expression_type
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError, InvalidNameError
-from spark_mq.common.names import validate_topic
+from spark_mq.common.names import validate_group, validate_topic
 from spark_mq.remoting.bodies import EXPRESSION_SQL92
 from spark_mq.spark.offsets import (
     COMMITTED,
@@ -176,7 +176,7 @@ class SourceOptions:
         topics, pattern = _topics(given)
         single = topics[0] if len(topics) == 1 else None  # whose queues the older un-keyed offsets JSON names
         namesrv = given[NAMESRV]
-        group = given.get(GROUP) or None
+        group = _group(given, GROUP)
         starting_timestamp = _int(given, STARTING_TIMESTAMP, minimum=0)
         starting_by_timestamp = _topic_json(given, STARTING_OFFSETS_BY_TIMESTAMP, single, topics, pattern,
                                             minimum=0)
@@ -275,6 +275,18 @@ def _topics(given: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
         except InvalidNameError as e:
             raise ConfigError(f"option {TOPIC!r}: {e}") from None
     return topics, None
+
+
+def _group(given: dict[str, str], name: str) -> str | None:
+    """The group option ``name`` (None when not given), checked with the brokers' group rule up front, so a
+    bad name fails at the query's start rather than at its first send or heartbeat."""
+    group = given.get(name) or None
+    if group is not None:
+        try:
+            validate_group(group)
+        except InvalidNameError as e:
+            raise ConfigError(f"option {name!r}: {e}") from None
+    return group
 
 
 def _topic_json(given: dict[str, str], name: str, single: str | None, topics: tuple[str, ...],
@@ -377,7 +389,7 @@ class SinkOptions:
         if batch_size > MAX_BATCH_SIZE:
             raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
         return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
-                   producer_group=given.get(PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
+                   producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
 
 
 def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,

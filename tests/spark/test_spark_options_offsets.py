@@ -108,6 +108,7 @@ def test_defaults_and_case_insensitive_keys():
     ({"minPartitions": "0"}, "'minPartitions' must be an integer >= 1"),
     ({"minMessagesPerTrigger": "5"}, "'minMessagesPerTrigger' is for streaming reads only"),
     ({"maxTriggerDelay": "5s"}, "only bounds how long 'minMessagesPerTrigger' holds"),
+    ({"group": "../etc"}, "option 'group': group '../etc' has illegal characters"),
 ])
 def test_bad_options(options, message):
     with pytest.raises(ConfigError, match=message):

@@ -108,6 +108,8 @@ def test_schema_and_options_validation_unit():
         SinkOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "t", "group": "g"})
     opts = SinkOptions.parse({"NAMESRV": "127.0.0.1:9876", "topic": "t", "batchsize": "5", "producergroup": "pg"})
     assert (opts.batch_size, opts.producer_group) == (5, "pg")
+    with pytest.raises(ConfigError, match="option 'producerGroup': group 'a b' has illegal characters"):
+        SinkOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "t", "producerGroup": "a b"})
 
 
 def test_streaming_write_from_rate_source(spark, cluster, tmp_path):
