@@ -106,6 +106,12 @@ NO_OPTIONS = ("the spark_mq source got no options. If this reads a table made by
               "USING spark_mq OPTIONS (...): create it again without the column list (CREATE TABLE <name> USING "
               "spark_mq OPTIONS (namesrv '...', topic '...')), so that the source stores its options with the "
               "table. Otherwise give .option('namesrv', ...) and .option('topic', ...)")
+# a write with no option at all: most likely an INSERT INTO a catalog table, whose options PySpark 4.2 does not give
+# the writer (PythonWriteBuilder gets the write's options only; its schema carries the query's column metadata,
+# which names the table read from, not the one written to, so it cannot stand in for them)
+NO_SINK_OPTIONS = ("the spark_mq sink got no options. INSERT INTO a spark_mq table is not supported (PySpark 4.2 does "
+                   "not pass a Python data source table's options to its writes): write with df.write.format("
+                   "'spark_mq').option('namesrv', ...).option('topic', ...).mode('append').save()")
 
 
 @dataclass(frozen=True)
@@ -395,6 +401,8 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Validate Spark's write options (keys in any case); ConfigError saying what to fix."""
+        if not options:
+            raise ConfigError(NO_SINK_OPTIONS)
         given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS,
                        required=(NAMESRV,))  # `topic` may come from a column: checked with the schema
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE

@@ -99,6 +99,20 @@ def test_create_table_using_spark_mq_then_select(spark, cluster, produced, tmp_p
         spark.sql(f"DROP TABLE IF EXISTS {table}")
 
 
+def test_insert_into_a_spark_mq_table_says_it_is_not_supported(spark, cluster, produced):
+    """PySpark 4.2 gives a Python data source's writer the write's options only (none for INSERT INTO), and the
+    column metadata it gets is the query's (the table read from), so the sink cannot tell where to send: it says
+    so, and how to write instead, and sends nothing."""
+    table = unique("orders")
+    spark.sql(f"CREATE TABLE {table} USING spark_mq OPTIONS (namesrv '{cluster.namesrv}', topic '{produced.topic}')")
+    try:
+        with pytest.raises(AnalysisException, match="INSERT INTO a spark_mq table is not supported"):
+            spark.sql(f"INSERT INTO {table} SELECT * FROM {table}")
+        assert spark.sql(f"SELECT count(*) AS n FROM {table}").first().n == MESSAGES
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
 def test_a_table_created_with_a_column_list_says_to_create_it_without(spark, cluster, produced):
     """With a column list, PySpark 4.2 stores the table without asking the source (V2SessionCatalog.createTable
     calls getTable, not inferSchema), so its options are nowhere a read can see: the SELECT says what to do."""
