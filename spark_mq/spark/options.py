@@ -91,20 +91,28 @@ MIN_REBALANCE_INTERVAL_MS = 100
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60_000  # Kafka's maxTriggerDelay default, "15m"
 _DURATION = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?")
 _DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
-# Spark's reserved table properties (TableCatalog.PROP_*): it passes them, with the OPTIONS (...), to the reads
-# and writes of a catalog table (CREATE TABLE ... USING spark_mq OPTIONS (...)); ignored, as "path" is
+# Spark's reserved table properties (TableCatalog.PROP_*): it passes them, with the OPTIONS (...), to the source
+# when a catalog table is created (CREATE TABLE ... USING spark_mq OPTIONS (...)); ignored, as "path" is
+TABLE_PROVIDER = "provider"  # TableCatalog.PROP_PROVIDER: only a CREATE TABLE's options name it
 _TABLE_PROPERTIES = frozenset({"location", "is_managed_location", "external", "table_type", "comment", "collation",
-                               "provider", "owner"})
+                               TABLE_PROVIDER, "owner"})
 _SPARK_READ_OPTIONS = frozenset({"path", *_TABLE_PROPERTIES})
 # a catalog table's properties carry its OPTIONS (...) again as option.<name>, which Spark passes on too
 TABLE_OPTION_PREFIX = "option."
-# a read with no option at all is most likely a SELECT from a catalog table, which PySpark 4.2 plans without the
-# table's OPTIONS: its PythonDataSourceV2.getTable ignores the table's properties, and the reader gets the
-# query's options only
-NO_OPTIONS = ("the spark_mq source got no options. If this reads a table made by CREATE TABLE ... USING spark_mq "
-              "OPTIONS (...): PySpark 4.2 does not pass a Python data source table's OPTIONS to its reads; use "
-              "CREATE TEMPORARY VIEW <name> USING spark_mq OPTIONS (namesrv '...', topic '...') instead. Otherwise "
-              "give .option('namesrv', ...) and .option('topic', ...)")
+# a read with no option at all: a SELECT from a catalog table whose options its stored schema does not carry
+# (spark_mq.spark.schema.with_table_options): one created with a column list, which PySpark 4.2 stores without
+# asking the source; or a load() without options
+NO_OPTIONS = ("the spark_mq source got no options. If this reads a table made by CREATE TABLE <name> (<columns>) "
+              "USING spark_mq OPTIONS (...): create it again without the column list (CREATE TABLE <name> USING "
+              "spark_mq OPTIONS (namesrv '...', topic '...')), so that the source stores its options with the "
+              "table. Otherwise give .option('namesrv', ...) and .option('topic', ...)")
+# a write with no option at all: most likely an INSERT INTO a catalog table, whose options PySpark 4.2 does not give
+# the writer (PythonWriteBuilder gets the write's options only; its schema carries the query's column metadata,
+# which names the table read from, not the one written to, so it cannot stand in for them)
+NO_SINK_OPTIONS = ("the spark_mq sink got no options. INSERT INTO a spark_mq table is not supported (PySpark 4.2 does "
+                   "not pass a Python data source table's options to its writes): write with df.write.format("
+                   "'spark_mq').option('namesrv', ...).option('topic', ...).mode('append').save()")
+
 
 @dataclass(frozen=True)
 class SourceOptions:
@@ -251,6 +259,16 @@ class SourceOptions:
         )
 
 
+def table_options(options: Mapping[str, str]) -> dict[str, str] | None:
+    """The source options of a CREATE TABLE ... USING spark_mq (its OPTIONS, keys lower-cased as Spark gives a
+    read's), to store with the table; None when ``options`` are not a CREATE TABLE's (they name no provider)."""
+    if not any(key.lower() == TABLE_PROVIDER for key in options):
+        return None
+    given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
+                   required=(NAMESRV,))
+    return {name.lower(): value for name, value in given.items()}
+
+
 def _topics(given: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
     """The topics of option ``topic`` (comma-separated, each a valid name) or the pattern of
     ``topicPattern`` (a valid regex): exactly one of the two."""
@@ -383,6 +401,8 @@ class SinkOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Validate Spark's write options (keys in any case); ConfigError saying what to fix."""
+        if not options:
+            raise ConfigError(NO_SINK_OPTIONS)
         given = _given(options, _SINK_BY_LOWER, SINK_OPTIONS, "sink", "write to", ignored=_SPARK_WRITE_OPTIONS,
                        required=(NAMESRV,))  # `topic` may come from a column: checked with the schema
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE

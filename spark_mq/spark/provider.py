@@ -4,6 +4,10 @@ validated up front (:mod:`spark_mq.spark.options`), and the readers and writers 
 reader (:mod:`spark_mq.spark.batch`), the micro-batch stream (:mod:`spark_mq.spark.stream`) and the sink
 (:mod:`spark_mq.spark.sink`).
 
+A catalog table (``CREATE TABLE orders USING spark_mq OPTIONS (...)``) keeps its options in the schema
+the source gives at CREATE TABLE, since PySpark 4.2 hands a table's reads its stored schema but not its
+options (see :mod:`spark_mq.spark.schema`); a read takes them from there, under the query's own.
+
 The data source object is a plain picklable value: no socket or thread is stored on it.
 """
 
@@ -15,9 +19,9 @@ from pyspark.sql.types import StructType
 
 from spark_mq.common.errors import ConfigError
 from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
-from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.options import SourceOptions, table_options
 from spark_mq.spark.pushdown import called_by_pushdown_planner
-from spark_mq.spark.schema import SPARK_SCHEMA, source_columns
+from spark_mq.spark.schema import SPARK_SCHEMA, options_of_table, source_columns, with_table_options
 from spark_mq.spark.sink import make_writer
 from spark_mq.spark.stream import SparkMQStreamReader
 
@@ -39,16 +43,23 @@ class SparkMQDataSource(DataSource):
             SourceOptions.parse(self.options)
         except ConfigError:
             SourceOptions.parse(self.options, streaming=True)
-        return SPARK_SCHEMA
+        stored = table_options(self.options)  # a CREATE TABLE's: kept with the table, in its schema
+        return SPARK_SCHEMA if stored is None else with_table_options(stored)
+
+    def _read_options(self, schema: StructType) -> dict[str, str]:
+        """A catalog table's options (from its stored ``schema``) overridden by the query's own (keys lower-cased,
+        as Spark gives them)."""
+        return {**options_of_table(schema), **{key.lower(): value for key, value in self.options.items()}}
 
     def reader(self, schema: StructType) -> SparkMQBatchReader:
-        opts = SourceOptions.parse(self.options)
+        opts = SourceOptions.parse(self._read_options(schema))
         columns = source_columns(schema)  # a user's .schema(...) (some of the columns) prunes what is read
         reader = SparkMQFilteringReader if called_by_pushdown_planner() else SparkMQBatchReader
         return reader(opts, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SparkMQStreamReader(SourceOptions.parse(self.options, streaming=True), source_columns(schema))
+        return SparkMQStreamReader(SourceOptions.parse(self._read_options(schema), streaming=True),
+                                   source_columns(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return make_writer(self.options, schema, overwrite, streaming=False)

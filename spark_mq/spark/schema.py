@@ -7,13 +7,21 @@ source then decodes and ships only those (:func:`source_columns` checks the sche
 Python data source no other column pruning (no pushed projection), so this is how a reader that wants
 four columns avoids paying for eighteen.
 
+A catalog table's options travel in its schema (:func:`with_table_options`): PySpark 4.2 plans a
+``SELECT`` from a Python data source table with the table's stored schema but the query's options only
+(``PythonDataSourceV2.getTable`` drops the table's properties), so ``CREATE TABLE ... USING spark_mq
+OPTIONS (...)`` stores its options in the metadata of the schema's first column and the reads take them
+from there (:func:`options_of_table`).
+
 Thread-safety: constants and pure functions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import DataType, StructField, StructType
 
 from spark_mq.arrow.schema import UTC_SCHEMA
 from spark_mq.common.errors import ConfigError
@@ -27,6 +35,19 @@ def _ddl(typ: DataType) -> str:
 SPARK_SCHEMA: StructType = from_arrow_schema(UTC_SCHEMA)
 # SPARK_SCHEMA spelled for people, in error messages (what .schema(...) would have to say)
 SCHEMA_DDL = ", ".join(f"{f.name} {_ddl(f.dataType)}" for f in SPARK_SCHEMA)
+TABLE_OPTIONS_KEY = "spark_mq.options"  # the column metadata key holding a catalog table's options
+
+
+def with_table_options(options: Mapping[str, str]) -> StructType:
+    """``SPARK_SCHEMA`` carrying a catalog table's ``options`` in its first column's metadata."""
+    first, *rest = SPARK_SCHEMA.fields
+    return StructType([StructField(first.name, first.dataType, first.nullable, {TABLE_OPTIONS_KEY: dict(options)}),
+                       *rest])
+
+
+def options_of_table(schema: StructType) -> dict[str, str]:
+    """The options :func:`with_table_options` put in ``schema`` ({} in any other schema)."""
+    return dict(schema.fields[0].metadata.get(TABLE_OPTIONS_KEY, {})) if schema.fields else {}
 
 
 def source_columns(schema: StructType) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
-"""The ``spark_mq`` source from SQL (``CREATE TABLE ... USING spark_mq``) and from a Spark Connect client,
-against a real NameServer and broker.
+"""The ``spark_mq`` source from SQL (``CREATE TABLE`` / ``CREATE TEMPORARY VIEW ... USING spark_mq``) and from a
+Spark Connect client, against a real NameServer and broker.
 
 The Connect server is Spark's own (``SparkConnectService``), started on a free loopback port inside the test
 session's JVM; the client runs in its own process (:mod:`connect_client`), as a Connect user's would: a
@@ -20,10 +20,14 @@ from pyspark.sql import functions as F
 from servers import free_port, unique
 
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.options import SourceOptions, table_options
+from spark_mq.spark.provider import SparkMQDataSource
+from spark_mq.spark.schema import options_of_table
+from spark_mq.spark.session import FILTER_PUSHDOWN_CONF
 
 CLIENT = Path(__file__).with_name("connect_client.py")
 CLIENT_TIMEOUT_S = 240
+QUERY_TIMEOUT_S = 120
 
 
 def test_options_of_a_catalog_table():
@@ -36,8 +40,14 @@ def test_options_of_a_catalog_table():
     assert (opts.namesrv, opts.topics) == ("127.0.0.1:9876", ("Orders",))
     with pytest.raises(ConfigError, match="'topic' is given twice"):
         SourceOptions.parse({**table, "option.topic": "Other"})
-    with pytest.raises(ConfigError, match="CREATE TEMPORARY VIEW"):
+    with pytest.raises(ConfigError, match="without the column list"):
         SourceOptions.parse({})
+    # the options CREATE TABLE stores with the table, in the schema the source gives it; a load()'s schema has none
+    stored = table_options(table)
+    assert stored == {"namesrv": "127.0.0.1:9876", "topic": "Orders"}
+    assert options_of_table(SparkMQDataSource(table).schema()) == stored
+    load = {"namesrv": "127.0.0.1:9876", "topic": "Orders"}
+    assert table_options(load) is None and options_of_table(SparkMQDataSource(load).schema()) == {}
 
 
 def _sorted_rows(df):
@@ -58,16 +68,59 @@ def test_create_temporary_view_using_spark_mq_then_select(spark, cluster, produc
         spark.sql(f"DROP VIEW IF EXISTS {view}")
 
 
-def test_create_table_using_spark_mq_is_accepted_but_pyspark_reads_it_without_its_options(spark, cluster, produced):
-    """PySpark 4.2's limitation, pinned: CREATE TABLE passes the OPTIONS (with Spark's table properties and
-    ``option.``-prefixed copies) to the source, which accepts them; a SELECT then plans the Python data source
-    with the query's options only (PythonDataSourceV2.getTable ignores the table's properties), so the source
-    gets none and says what to do instead. When a PySpark release passes them, this test fails: then the
-    table reads as the view does, and README's note goes."""
+def test_create_table_using_spark_mq_then_select(spark, cluster, produced, tmp_path):
+    """A catalog table reads its topic as the view does: from SQL, from spark.read.table with an option of the
+    query's own on top of the table's, and as a stream (PySpark 4.2 plans these with the table's stored schema
+    only, which is where the source keeps the table's options)."""
     table = unique("orders")
     spark.sql(f"CREATE TABLE {table} USING spark_mq OPTIONS (namesrv '{cluster.namesrv}', topic '{produced.topic}')")
     try:
-        with pytest.raises(AnalysisException, match="CREATE TEMPORARY VIEW <name> USING spark_mq"):
+        direct = (spark.read.format("spark_mq").option("namesrv", cluster.namesrv).option("topic", produced.topic)
+                  .load().where(F.col("tags") == "tagA"))
+        expected = _sorted_rows(direct)
+        assert len(expected) > 0
+        for pushdown in ("false", "true"):  # the reader planned by Spark's pushdown worker gets the options too
+            spark.conf.set(FILTER_PUSHDOWN_CONF, pushdown)
+            try:
+                got = spark.sql(f"SELECT queue_id, queue_offset, tags FROM {table} WHERE tags = 'tagA'")
+                assert _sorted_rows(got) == expected
+            finally:
+                spark.conf.unset(FILTER_PUSHDOWN_CONF)
+        assert spark.sql(f"SELECT count(*) AS n FROM {table}").first().n == MESSAGES
+        assert spark.read.option("tags", "tagA").table(table).count() == len(expected)
+        sink = unique("orders_stream")
+        query = (spark.readStream.option("startingOffsets", "earliest").table(table).writeStream.format("memory")
+                 .queryName(sink).option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True)
+                 .start())
+        assert query.awaitTermination(QUERY_TIMEOUT_S), "availableNow query did not finish"
+        assert query.exception() is None
+        assert spark.sql(f"SELECT count(*) AS n FROM {sink}").first().n == MESSAGES
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_insert_into_a_spark_mq_table_says_it_is_not_supported(spark, cluster, produced):
+    """PySpark 4.2 gives a Python data source's writer the write's options only (none for INSERT INTO), and the
+    column metadata it gets is the query's (the table read from), so the sink cannot tell where to send: it says
+    so, and how to write instead, and sends nothing."""
+    table = unique("orders")
+    spark.sql(f"CREATE TABLE {table} USING spark_mq OPTIONS (namesrv '{cluster.namesrv}', topic '{produced.topic}')")
+    try:
+        with pytest.raises(AnalysisException, match="INSERT INTO a spark_mq table is not supported"):
+            spark.sql(f"INSERT INTO {table} SELECT * FROM {table}")
+        assert spark.sql(f"SELECT count(*) AS n FROM {table}").first().n == MESSAGES
+    finally:
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+
+
+def test_a_table_created_with_a_column_list_says_to_create_it_without(spark, cluster, produced):
+    """With a column list, PySpark 4.2 stores the table without asking the source (V2SessionCatalog.createTable
+    calls getTable, not inferSchema), so its options are nowhere a read can see: the SELECT says what to do."""
+    table = unique("orders")
+    spark.sql(f"CREATE TABLE {table} (body BINARY) USING spark_mq "
+              f"OPTIONS (namesrv '{cluster.namesrv}', topic '{produced.topic}')")
+    try:
+        with pytest.raises(AnalysisException, match="without the column list"):
             spark.sql(f"SELECT count(*) FROM {table}").collect()
     finally:
         spark.sql(f"DROP TABLE IF EXISTS {table}")
