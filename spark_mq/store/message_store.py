@@ -35,10 +35,19 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
-from spark_mq.common.errors import DiskFullError, StoreError, StoreNotWritableError
+from spark_mq.common.errors import DiskFullError, ReplicationError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_faults
+from spark_mq.common.message_unit import (
+    BLANK_MAGIC,
+    INT64,
+    MESSAGE_MAGIC,
+    PHYSICAL_OFFSET_OFFSET,
+    SIZE_MAGIC,
+    STORE_TIMESTAMP_OFFSET,
+    decode_message,
+    served_faults,
+)
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
 from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
@@ -392,6 +401,8 @@ class MessageStore:
         """
         if not self._running:
             raise StoreNotWritableError("store is not running: start() it first")
+        if self.config.is_slave:
+            raise StoreNotWritableError("this store is a slave's (brokerRole=SLAVE): only its master writes")
         refusal = self.retention.refusal
         if refusal is not None:
             raise StoreNotWritableError(refusal)
@@ -425,6 +436,55 @@ class MessageStore:
         ):
             status = PutStatus.FLUSH_DISK_TIMEOUT
         return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+        """A slave's write: the master's commitlog bytes at the same ``offset`` (see
+        ``CommitLog.append_raw``), then consume queue and index entries for every unit now
+        complete (a transfer may end inside a unit: its entries come with the next one). Returns
+        the commitlog's new end. Raises ``ReplicationError`` (nothing written) when ``offset`` is
+        not this commitlog's end or when they show the two commitlogs diverged (see
+        ``_check_continues``), ``DiskFullError`` when the file does not fit the disk."""
+        if not self._running:
+            raise StoreNotWritableError("store is not running: start() it first")
+        assert self._dispatcher is not None
+        with self._put_lock:
+            self._check_continues(offset, data)
+            end = self.commitlog.append_raw(offset, data)
+            start = self._dispatcher.dispatched_offset
+            with self._queues_lock:
+                queues = list(self.queues.values())
+            done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,
+                                        self.config.check_crc_on_recover)
+            self._corrupt.update(damaged.tolist())
+            if done > start:
+                self._last_store_ts = max(self._last_store_ts, ts)
+                self._dispatcher.rebuilt(done, self._last_store_ts)
+        return end
+
+    def _check_continues(self, offset: int, data: bytes | memoryview) -> None:
+        """Where this commitlog ends after a whole unit, the master's bytes there must begin a unit
+        written at this very offset (or the blank closing a file). Anything else means the two
+        commitlogs differ before this offset (this store was written to as a master, say): merging
+        would make a commitlog neither of them wrote. (A divergence that happens to end on one of
+        the master's unit boundaries is not seen here.)"""
+        assert self._dispatcher is not None
+        if offset != self._dispatcher.dispatched_offset or len(data) < SIZE_MAGIC.size:
+            return  # inside a unit the master started sending: its start was checked
+        _, magic = SIZE_MAGIC.unpack_from(data)
+        if magic == BLANK_MAGIC:
+            return
+        if magic == MESSAGE_MAGIC:
+            if len(data) < PHYSICAL_OFFSET_OFFSET + INT64.size:
+                return
+            written_at = INT64.unpack_from(data, PHYSICAL_OFFSET_OFFSET)[0]
+            if written_at == offset:
+                return
+            why = f"the master's unit there says it was written at offset {written_at}"
+        else:
+            why = "the master's bytes there do not begin a message unit"
+        raise ReplicationError(f"this commitlog ends at offset {offset} after a whole unit, but {why}: the two "
+                               "commitlogs diverged before it (was this store written to as a master?). Nothing "
+                               "was merged; empty this store directory to copy the master's commitlog afresh")
 
     @property
     def disk_full(self) -> str | None:
