@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import random
 import re
+import socket
+import struct
+import threading
 
 import pytest
 from broker._support import pull_header, send_header
@@ -178,3 +181,57 @@ def test_a_slave_ahead_of_its_master_is_refused_not_merged(ha_pair, api, tmp_pat
     assert "was it written to as a master?" in pair.master.log()
     after = read_commitlog(pair.slave.store)
     assert after.files == before.files and len(after.units) == 5
+
+
+class RawSlave:
+    """RocketMQ's HA protocol spoken by the test itself over a plain socket: 8-byte big-endian offset
+    reports up, (offset int64, size int32) headers and commitlog bytes down."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+
+    def report(self, offset: int) -> None:
+        self.sock.sendall(struct.pack(">q", offset))
+
+    def read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            assert chunk, "the master closed the HA connection"
+            out += chunk
+        return out
+
+    def receive(self) -> tuple[int, bytes]:
+        """The next transfer that carries bytes (heartbeats skipped)."""
+        while True:
+            offset, size = struct.unpack(">qi", self.read_exactly(12))
+            if size:
+                return offset, self.read_exactly(size)
+
+
+def test_sync_master_times_out_on_a_slave_that_does_not_acknowledge(ha_pair, api):
+    pair = ha_pair("SYNC_MASTER", with_slave=False)
+    topic = make_topic(api, pair)
+    slave = RawSlave(pair.ha_port)
+    try:
+        slave.report(0)
+        wait_until(lambda: " connected at commitlog offset 0" in pair.master.log(), REPLICATION_TIMEOUT_S,
+                   "the master to take the raw slave")
+        result = api.send_message(pair.master.addr, send_header(topic, 0), b"never acknowledged")
+        assert result.status == SendStatus.FLUSH_SLAVE_TIMEOUT  # after syncFlushTimeout (3 s here)
+        # the master streamed the unit all the same, as its files hold it
+        offset, data = slave.receive()
+        assert offset == 0 and data == read_commitlog(pair.master.store).span(0, len(data))
+        slave.report(len(data))  # acknowledged late: that put has had its answer
+
+        def acknowledge_next() -> None:  # the next put is released once the slave reports its bytes
+            offset, more = slave.receive()
+            slave.report(offset + len(more))
+
+        acker = threading.Thread(target=acknowledge_next, daemon=True)
+        acker.start()
+        result = api.send_message(pair.master.addr, send_header(topic, 0), b"acknowledged")
+        acker.join(10)
+        assert result.status == SendStatus.SEND_OK
+    finally:
+        slave.sock.close()
