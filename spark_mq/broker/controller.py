@@ -2,6 +2,11 @@
 (registration with every NameServer every 30 s and on topic changes, offset persistence,
 expiry of silent clients, metrics).
 
+Replication (``brokerRole``): a master serves its slaves on haListenPort (``HAService``); a slave
+registers its id and HA address, learns its master's addresses from the registration answer (it
+asks again every ``MASTER_LOOKUP_INTERVAL_S`` until it has them), copies the master's commitlog
+(``HAClient``) and refuses sends, naming the master.
+
 ``serve`` runs one until SIGTERM/SIGINT and shuts down cleanly: unregister from the
 NameServers, release held pulls, persist offsets and topics, flush and checkpoint the store,
 remove the abort file.
@@ -31,7 +36,7 @@ from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures
-from spark_mq.common.config import BrokerConfig, split_addresses
+from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
@@ -40,6 +45,8 @@ from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.loop import stop_tasks, wait_event
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.config_file import CONSUMER_OFFSETS, DELAY_OFFSETS, TIERED_OFFSETS, TOPICS, config_file
+from spark_mq.store.ha.ha_client import HAClient
+from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -48,6 +55,7 @@ REGISTER_INTERVAL_S = 30.0
 PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 6.0
+MASTER_LOOKUP_INTERVAL_S = 2.0  # a slave that does not know its master yet registers again this often
 
 
 class Processor(Protocol):
@@ -73,6 +81,11 @@ class BrokerController:
         self.offsets: ConsumerOffsetManager
         self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
+        self.ha_service: HAService | None = None  # a master's
+        self.ha_client: HAClient | None = None  # a slave's
+        self.ha_port = config.ha_port  # a master's, once it listens
+        self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServer
+        self.master_ha_addr = ""
         self._register_now = asyncio.Event()
         self._stopping = False
         self._tasks: list[asyncio.Task] = []
@@ -92,6 +105,7 @@ class BrokerController:
         still has this broker's route must not get REQUEST_CODE_NOT_SUPPORTED while it recovers.
         """
         port = await self.server.start(serve=False)
+        listen_port_given = self.config.listen_port != 0
         # message ids carry the store host, so the store learns the port actually bound
         self.config = dataclasses.replace(self.config, listen_port=port)
         try:
@@ -107,6 +121,13 @@ class BrokerController:
         except BaseException:
             await self.server.stop()
             raise
+        if not self.config.is_slave:
+            try:
+                await self._start_ha_service(listen_port_given)
+            except BaseException:
+                await self.server.stop()
+                self.store.shutdown()
+                raise
         self.topics = TopicConfigManager(self.config, self.store.config_file(TOPICS))
         self.topics.load()
         self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
@@ -121,8 +142,13 @@ class BrokerController:
             loop.create_task(self._register_loop(), name="broker-register"),
             loop.create_task(self._every(PERSIST_INTERVAL_S, self.offsets.persist), name="broker-persist"),
             loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients), name="broker-clients"),
-            loop.create_task(self.retry.run(), name="broker-retry"),
         ]
+        if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
+            self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
+                                      self.config.ha_send_heartbeat_interval / 1000, self.request_registration)
+            self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
+        else:
+            self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
         # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
@@ -138,12 +164,28 @@ class BrokerController:
                  self.address)
         return port
 
+    async def _start_ha_service(self, listen_port_given: bool) -> None:
+        """Serve slaves on haListenPort; when that is 0, on listenPort + 1 (RocketMQ's 10912), or on any
+        free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
+        the NameServer, so it need not be known in advance."""
+        self.ha_service = HAService(self.config, self.store.commitlog)
+        if self.config.ha_listen_port or not listen_port_given:
+            self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
+            return
+        try:
+            self.ha_port = await self.ha_service.start(self.config.ha_port)
+        except OSError as e:
+            log.warning("HA: cannot listen on listenPort + 1 (%d): %s; serving slaves on a free port instead "
+                        "(set haListenPort to choose one)", self.config.ha_port, e.strerror)
+            self.ha_port = await self.ha_service.start(0)
+
     def _processors(self) -> tuple[Processor, ...]:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
         return (
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
-                          self.request_registration),
+                          self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
+                          self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.hold, self.metrics, self.unserved),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
                             self.request_registration, self.notify_group_changes),
@@ -160,6 +202,8 @@ class BrokerController:
         self._stopping = True
         await stop_tasks(self._tasks)
         await self._unregister_all()
+        if self.ha_service is not None:
+            await self.ha_service.stop()
         self.hold.wake_all()
         await self.server.stop()
         await self.namesrv_client.close()
@@ -176,9 +220,18 @@ class BrokerController:
         """Re-register soon (a topic was created or changed)."""
         self._register_now.set()
 
+    def slave_refusal(self) -> str | None:
+        """Why a slave refuses a send (naming its master); None on a master."""
+        if not self.config.is_slave:
+            return None
+        master = self.master_addr or "not known yet (its NameServer has no master registered)"
+        return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
+                f"send to its master, {master}")
+
     async def _register_loop(self) -> None:
         while not self._stopping:
-            await wait_event(self._register_now, REGISTER_INTERVAL_S)
+            lookup = self.config.is_slave and not self.master_ha_addr
+            await wait_event(self._register_now, MASTER_LOOKUP_INTERVAL_S if lookup else REGISTER_INTERVAL_S)
             self._register_now.clear()
             await self.register_all()
 
@@ -187,7 +240,7 @@ class BrokerController:
         body = RegisterBrokerBody(self.topics.wrapper()).to_json()
         fields = {
             "brokerName": self.config.broker_name, "brokerAddr": self.address,
-            "clusterName": self.config.broker_cluster_name, "haServerAddr": f"{self.config.broker_ip1}:0",
+            "clusterName": self.config.broker_cluster_name, "haServerAddr": f"{self.config.broker_ip1}:{self.ha_port}",
             "brokerId": self.config.broker_id, "compressed": "false", "bodyCrc32": body_crc32(body),
         }
         for addr in self.namesrv_addrs:
@@ -196,8 +249,16 @@ class BrokerController:
                     addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body), NAMESRV_TIMEOUT_S)
                 if resp.code != ResponseCode.SUCCESS:
                     log.warning("namesrv %s refused registration: %s %s", addr, resp.code, resp.remark)
+                elif self.config.is_slave:
+                    self._learn_master(resp.ext_fields.get("masterAddr", ""), resp.ext_fields.get("haServerAddr", ""))
             except RemotingError as e:
                 log.warning("cannot register with namesrv %s (retrying in %.0f s): %s", addr, REGISTER_INTERVAL_S, e)
+
+    def _learn_master(self, master_addr: str, master_ha_addr: str) -> None:
+        """A slave's master, as a registration answer names it (kept while an answer names none)."""
+        if master_addr and (master_addr, master_ha_addr) != (self.master_addr, self.master_ha_addr):
+            log.info("HA: master of %s is %s (HA address %s)", self.config.broker_name, master_addr, master_ha_addr)
+            self.master_addr, self.master_ha_addr = master_addr, master_ha_addr
 
     async def _unregister_all(self) -> None:
         fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,

@@ -5,7 +5,10 @@ negative queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL a
 stored; so is a topic name that breaks the naming rule (``common/names.py``), checked before
 the topic is looked up (a one-line warning is logged). Under SYNC_FLUSH the response waits for
 the group commit without blocking the event loop. A stored message wakes the pulls held on its
-queue at once, and they answer before the send does.
+queue at once, and they answer before the send does. On a master every put wakes the transfers to
+its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
+past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
+refuses every send with SERVICE_NOT_AVAILABLE naming its master.
 """
 
 from __future__ import annotations
@@ -28,10 +31,18 @@ from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, client_faults
 from spark_mq.remoting.headers import SendMessageRequestHeader, parse_send_request_header
 from spark_mq.remoting.message_batch_codec import decode_batch_body
+from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutStatus
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+# RocketMQ's PutMessageStatus -> response code, for the statuses of a stored message
+_STORED_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
 
 
 def born_host(conn: Connection) -> bytes:
@@ -46,7 +57,11 @@ class SendProcessor:
     """Serves the send codes with the collaborators it is given; runs on the broker's event loop."""
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, hold: PullHoldService, metrics: BrokerMetrics,
-                 unserved: UnservedFeatures, sync_flush_timeout_ms: int, on_topic_created: Callable[[], None]) -> None:
+                 unserved: UnservedFeatures, sync_flush_timeout_ms: int, on_topic_created: Callable[[], None],
+                 ha: HAService | None = None, sync_master: bool = False,
+                 slave_refusal: Callable[[], str | None] = lambda: None) -> None:
+        """``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
+        ``slave_refusal()``: why this broker refuses sends (it is a slave), else None."""
         self.store = store
         self.topics = topics
         self.hold = hold
@@ -54,12 +69,18 @@ class SendProcessor:
         self.unserved = unserved
         self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
         self.on_topic_created = on_topic_created
+        self.ha = ha
+        self.sync_master = sync_master
+        self.slave_refusal = slave_refusal
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
             server.register(code, self.send)
 
     async def send(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        refusal = self.slave_refusal()
+        if refusal is not None:
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
         topic = self.topics.get(h.topic)
         if topic is None:  # a known topic passed the naming rule when it was added
@@ -97,20 +118,24 @@ class SendProcessor:
         except StoreNotWritableError as e:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         self.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        if self.ha is not None:
+            self.ha.appended()
         if self.hold.notify(h.topic, queue_id, result.queue_offset + result.count):
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)
-        code = ResponseCode.SUCCESS
+        status = result.status
         durable = self.store.durable(result.end_offset)
         if durable is not None:
             try:
                 await asyncio.wait_for(asyncio.wrap_future(durable), self.sync_flush_timeout_s)
             except (asyncio.TimeoutError, StoreNotWritableError):
-                code = ResponseCode.FLUSH_DISK_TIMEOUT
-        if result.status == PutStatus.FLUSH_DISK_TIMEOUT:
-            code = ResponseCode.FLUSH_DISK_TIMEOUT
-        return cmd.make_response(code, ext_fields={
+                status = PutStatus.FLUSH_DISK_TIMEOUT
+        if self.sync_master and self.ha is not None:
+            replicated = await self.ha.replicated(result.end_offset, self.sync_flush_timeout_s)
+            if replicated != PutStatus.PUT_OK:  # as RocketMQ: the slave's status wins over the disk's
+                status = replicated
+        return cmd.make_response(_STORED_CODES[status], ext_fields={
             "msgId": ",".join(result.msg_ids()),
             "queueId": queue_id,
             "queueOffset": result.queue_offset,

@@ -18,6 +18,13 @@ from spark_mq.common.names import validate_broker_name
 
 ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
+# broker roles (RocketMQ's BrokerRole): a master acknowledges a put after its own write (ASYNC) or once a
+# slave has the bytes too (SYNC); a slave copies its master's commitlog and refuses writes
+ASYNC_MASTER = "ASYNC_MASTER"
+SYNC_MASTER = "SYNC_MASTER"
+SLAVE = "SLAVE"
+BROKER_ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
+MASTER_ID = 0
 GiB = 1024**3
 
 
@@ -84,7 +91,13 @@ class BrokerConfig(ServerChannelConfig):
     flush_disk_type: str = ASYNC_FLUSH
     flush_interval_commit_log: int = 500  # ms
     flush_interval_consume_queue: int = 1000  # ms
-    sync_flush_timeout: int = 5000  # ms
+    sync_flush_timeout: int = 5000  # ms; also how long a SYNC_MASTER put waits for its slave
+    # replication (RocketMQ's HA keys): brokerId 0 is the master of its brokerName, >0 a slave
+    broker_role: str = ASYNC_MASTER
+    ha_listen_port: int = 0  # where a master serves its slaves; 0: listenPort + 1
+    ha_send_heartbeat_interval: int = 5000  # ms: a slave reports its offset (and a master pings) at least this often
+    ha_transfer_batch_size: int = 32 * 1024  # bytes of commitlog per transfer to a slave
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes: a slave further behind is not in sync (SYNC_MASTER)
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -131,15 +144,38 @@ class BrokerConfig(ServerChannelConfig):
                               f"ms, above 0")
         if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio <= 1:
             raise ConfigError("need 0 < diskSpaceCleanForciblyRatio <= diskSpaceWarningLevelRatio <= 1")
+        self._check_replication()
         for key, name in (("brokerName", self.broker_name), ("brokerClusterName", self.broker_cluster_name)):
             try:  # each becomes a topic of this broker, and a name the NameServer checks
                 validate_broker_name(name)
             except InvalidNameError as e:
                 raise ConfigError(f"{key}={name!r}: {e}") from None
 
+    def _check_replication(self) -> None:
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(f"brokerRole={self.broker_role}: use one of {', '.join(BROKER_ROLES)}")
+        if self.broker_role == SLAVE and self.broker_id <= MASTER_ID:
+            raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (got {self.broker_id}): 0 is the master's id")
+        if self.broker_role != SLAVE and self.broker_id != MASTER_ID:
+            raise ConfigError(f"brokerRole={self.broker_role} needs brokerId=0 (got {self.broker_id}): "
+                              "a broker with another id is a slave (brokerRole=SLAVE)")
+        if not 0 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"haListenPort={self.ha_listen_port}: give 1-65535 (0: listenPort + 1)")
+        if self.ha_send_heartbeat_interval <= 0 or self.ha_transfer_batch_size <= 0 or self.ha_max_gap_not_in_sync <= 0:
+            raise ConfigError("haSendHeartbeatInterval, haTransferBatchSize and haMaxGapNotInSync must be positive")
+
     @property
     def root(self) -> Path:
         return Path(self.store_path_root_dir)
+
+    @property
+    def ha_port(self) -> int:
+        """The replication port: haListenPort, or listenPort + 1 when that is 0 (RocketMQ's 10912)."""
+        return self.ha_listen_port or self.listen_port + 1
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role == SLAVE
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,11 @@ class DiskFullError(StoreNotWritableError):
     space is freed; nothing already stored is lost."""
 
 
+class ReplicationError(StoreError):
+    """Replicated commitlog bytes do not continue this store's commitlog (they start at another
+    offset than its end): nothing is written, the replica's files stay as they were."""
+
+
 class CorruptFileError(StoreError):
     """A store file breaks its format; names the file and the offset."""
 

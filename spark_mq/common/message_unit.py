@@ -68,6 +68,7 @@ HEADER_SIZE = HEADER.itemsize  # 88: everything before the body bytes
 MIN_UNIT_SIZE = HEADER_SIZE + 1 + 2  # empty body, topic and properties
 STORE_TIMESTAMP_OFFSET = HEADER.fields["store_timestamp"][1]
 QUEUE_OFFSET_OFFSET = HEADER.fields["queue_offset"][1]
+PHYSICAL_OFFSET_OFFSET = HEADER.fields["physical_offset"][1]
 
 SIZE_MAGIC = struct.Struct(">ii")
 _SIZE_MAGIC_RECORD = np.dtype([("total_size", ">i4"), ("magic", ">i4")])  # how every unit begins

@@ -24,12 +24,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from spark_mq.common.config import MASTER_ID
 from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.bodies import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
 
 log = logging.getLogger(__name__)
-
-MASTER_ID = 0
 
 
 @dataclass

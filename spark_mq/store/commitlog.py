@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spark_mq.common.errors import DiskFullError, MessageValidationError
+from spark_mq.common.errors import DiskFullError, MessageValidationError, ReplicationError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_unit import (
     END_FILE_MIN_BLANK_LENGTH,
@@ -105,6 +105,43 @@ class CommitLog:
             return AppendResult(phys_parts[0], sizes, int(phys_parts[0][-1] + sizes[-1]), data_parts[0])
         phys = np.concatenate(phys_parts)
         return AppendResult(phys, sizes, int(phys[-1] + sizes[-1]), b"".join(data_parts))
+
+    def append_raw(self, offset: int, data: bytes | memoryview) -> int:
+        """Copy a master's commitlog bytes to the same offset here (a slave): ``offset`` must be
+        this commitlog's end, or for an empty one the start of a file. The bytes stay within one
+        file (a master sends no transfer across its file ends; both must use the same
+        mapedFileSizeCommitLog). One memcpy; returns the new end. Raises ``ReplicationError``
+        before writing anything when the bytes do not continue this commitlog."""
+        if self.files.files:
+            end = self.files.max_offset()
+            if offset != end:
+                raise ReplicationError(f"replicated bytes start at commitlog offset {offset}, but this commitlog "
+                                       f"ends at {end}")
+            mf = self.files.last_writable()
+        elif offset % self.file_size:
+            raise ReplicationError(f"replicated bytes start at commitlog offset {offset}, inside a file of "
+                                   f"{self.file_size} bytes, and this commitlog is empty")
+        else:
+            mf = self.files.create_file(offset)
+        if len(data) > mf.remaining:
+            raise ReplicationError(f"{len(data)} replicated bytes at commitlog offset {offset} cross the end of "
+                                   f"file {mf.path.name}: is mapedFileSizeCommitLog ({self.file_size}) the "
+                                   "master's?")
+        mf.append(data)
+        return mf.end_offset
+
+    def read_from(self, offset: int, max_size: int) -> memoryview | None:
+        """Zero-copy view of the written bytes from ``offset`` to at most ``max_size`` bytes further,
+        within the file holding ``offset`` (what one replication transfer sends); None if none."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        stop = min(mf.wrote_position, pos + max_size)
+        if stop <= pos:
+            return None
+        view = mf.mv[pos:stop]
+        return view if len(view) == stop - pos else None  # None if deleted meanwhile
 
     def read(self, offset: int, size: int) -> memoryview | None:
         """Zero-copy view of ``size`` bytes at ``offset``, or None if not (or no longer) stored."""

@@ -35,10 +35,19 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
-from spark_mq.common.errors import DiskFullError, StoreError, StoreNotWritableError
+from spark_mq.common.errors import DiskFullError, ReplicationError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import INT64, STORE_TIMESTAMP_OFFSET, decode_message, served_faults
+from spark_mq.common.message_unit import (
+    BLANK_MAGIC,
+    INT64,
+    MESSAGE_MAGIC,
+    PHYSICAL_OFFSET_OFFSET,
+    SIZE_MAGIC,
+    STORE_TIMESTAMP_OFFSET,
+    decode_message,
+    served_faults,
+)
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
 from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
@@ -77,6 +86,9 @@ log = logging.getLogger(__name__)
 # appends anyway, and every wake-up takes the GIL from the event loop (1 ms meant 1000 a second)
 DISPATCH_INTERVAL_S = 0.010
 DISPATCH_BACKLOG = 8_192  # messages: past this a put dispatches the backlog itself
+# a slave builds the entries of replicated units once this many bytes wait (else on a read or in the
+# background): one pass over 1 MiB costs about what one over 32 KiB does, per message far less
+REPLICA_DISPATCH_BYTES = 1 << 20
 DISK_CHECK_INTERVAL_S = 1.0  # while writes are refused for a full disk, how often free space is looked at
 RESERVED_QUEUE_FILES = 16  # consume queue files' worth of space a commitlog roll leaves free
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
@@ -218,7 +230,8 @@ class MessageStore:
         else:
             self._tasks.append(PeriodicTask("flush-commitlog", cfg.flush_interval_commit_log / 1000,
                                             self.commitlog.flush))
-        self._tasks.append(PeriodicTask("dispatch", DISPATCH_INTERVAL_S, self._dispatcher.catch_up_when_idle))
+        self._tasks.append(PeriodicTask("dispatch", DISPATCH_INTERVAL_S, self._catch_up_replica if cfg.is_slave
+                                        else self._dispatcher.catch_up_when_idle))
         self._tasks.append(PeriodicTask("flush-logic", cfg.flush_interval_consume_queue / 1000,
                                         self._checkpoint_now))
         self._tasks.append(PeriodicTask("retention", cfg.clean_resource_interval / 1000, self.retention.run_once))
@@ -246,6 +259,8 @@ class MessageStore:
         if self.startup_check is not None:
             self.startup_check.join()
         with self._put_lock:
+            if self.config.is_slave:  # a clean restart then has nothing to rebuild
+                self._dispatch_replicated()
             self._checkpoint_now()
             try:
                 if not self._rebuild_next_start:  # without the record the next start checks and rebuilds first
@@ -392,6 +407,8 @@ class MessageStore:
         """
         if not self._running:
             raise StoreNotWritableError("store is not running: start() it first")
+        if self.config.is_slave:
+            raise StoreNotWritableError("this store is a slave's (brokerRole=SLAVE): only its master writes")
         refusal = self.retention.refusal
         if refusal is not None:
             raise StoreNotWritableError(refusal)
@@ -425,6 +442,70 @@ class MessageStore:
         ):
             status = PutStatus.FLUSH_DISK_TIMEOUT
         return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
+
+    def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
+        """A slave's write: the master's commitlog bytes at the same ``offset`` (see
+        ``CommitLog.append_raw``). Consume queue and index entries for the complete units follow
+        (a transfer may end inside a unit: its entries come with the next one) once
+        ``REPLICA_DISPATCH_BYTES`` wait, before any read, and in the background. Returns the
+        commitlog's new end. Raises ``ReplicationError`` (nothing written) when ``offset`` is not
+        this commitlog's end or when the bytes show the two commitlogs diverged (see
+        ``_check_continues``), ``DiskFullError`` when the file does not fit the disk."""
+        if not self._running:
+            raise StoreNotWritableError("store is not running: start() it first")
+        assert self._dispatcher is not None
+        with self._put_lock:
+            self._check_continues(offset, data)
+            end = self.commitlog.append_raw(offset, data)
+            if end - self._dispatcher.dispatched_offset >= REPLICA_DISPATCH_BYTES:
+                self._dispatch_replicated()
+        return end
+
+    def _catch_up_replica(self) -> None:
+        """A slave's entries for every complete replicated unit (before reads, and in the background)."""
+        if self._dispatcher is not None and self._dispatcher.dispatched_offset < self.commitlog.max_offset():
+            with self._put_lock:
+                self._dispatch_replicated()
+
+    def _dispatch_replicated(self) -> None:
+        """Entries for the replicated units past the dispatched offset (under the put lock): recovery's
+        rebuild over them, which reads the units themselves (a slave has no append records)."""
+        assert self._dispatcher is not None
+        start = self._dispatcher.dispatched_offset
+        with self._queues_lock:
+            queues = list(self.queues.values())
+        done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,
+                                    self.config.check_crc_on_recover)
+        self._corrupt.update(damaged.tolist())
+        if done > start:
+            self._last_store_ts = max(self._last_store_ts, ts)
+            self._dispatcher.rebuilt(done, self._last_store_ts)
+
+    def _check_continues(self, offset: int, data: bytes | memoryview) -> None:
+        """Where this commitlog ends after a whole unit, the master's bytes there must begin a unit
+        written at this very offset (or the blank closing a file). Anything else means the two
+        commitlogs differ before this offset (this store was written to as a master, say): merging
+        would make a commitlog neither of them wrote. (A divergence that happens to end on one of
+        the master's unit boundaries is not seen here; nor one while entries wait to be built: the
+        check is sure to run on the first transfer after a (re)connect, where a diverged slave is.)"""
+        assert self._dispatcher is not None
+        if offset != self._dispatcher.dispatched_offset or len(data) < SIZE_MAGIC.size:
+            return  # inside a unit the master started sending: its start was checked
+        _, magic = SIZE_MAGIC.unpack_from(data)
+        if magic == BLANK_MAGIC:
+            return
+        if magic == MESSAGE_MAGIC:
+            if len(data) < PHYSICAL_OFFSET_OFFSET + INT64.size:
+                return
+            written_at = INT64.unpack_from(data, PHYSICAL_OFFSET_OFFSET)[0]
+            if written_at == offset:
+                return
+            why = f"the master's unit there says it was written at offset {written_at}"
+        else:
+            why = "the master's bytes there do not begin a message unit"
+        raise ReplicationError(f"this commitlog ends at offset {offset} after a whole unit, but {why}: the two "
+                               "commitlogs diverged before it (was this store written to as a master?). Nothing "
+                               "was merged; empty this store directory to copy the master's commitlog afresh")
 
     @property
     def disk_full(self) -> str | None:
@@ -482,6 +563,8 @@ class MessageStore:
     # -- reads ----------------------------------------------------------------------------
     def _queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The consume queue for a read, with every append so far dispatched into it."""
+        if self.config.is_slave:
+            self._catch_up_replica()
         if self._dispatcher is not None:
             self._dispatcher.catch_up_queues()
         return self.queues.get((topic, queue_id))
@@ -505,6 +588,8 @@ class MessageStore:
         return cq.max_offset if active is None else cq.first_offset_at_or_after(active.file_from_offset)
 
     def queue_ids(self, topic: str) -> list[int]:
+        if self.config.is_slave:
+            self._catch_up_replica()
         if self._dispatcher is not None:
             self._dispatcher.catch_up_queues()
         return sorted(q for (t, q) in self.queues if t == topic)
@@ -625,6 +710,8 @@ class MessageStore:
         ``[begin, end]`` ms, newest first. Hash hits are verified against the unit itself."""
         if self.index is None:
             raise StoreError("the message index is disabled (messageIndexEnable=false)")
+        if self.config.is_slave:
+            self._catch_up_replica()
         if self._dispatcher is not None:
             self._dispatcher.catch_up()
         out = []

@@ -298,6 +298,8 @@ def _walk(
         end, reason = mf.file_from_offset + pos, chain.reason
         if chain.reason not in ("blank", "end") or (stop_at is not None and end >= stop_at):
             break
+        if chain.reason == "end" and limit < mf.size:  # a unit's first bytes before stop_at, not the file's end
+            break
         if stop_at is None:
             mf.reset_to(mf.size)  # full: continue in the next file
         end = mf.file_from_offset + mf.size

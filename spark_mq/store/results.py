@@ -14,6 +14,8 @@ from spark_mq.common.message_id import offset_msg_ids
 class PutStatus(Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, but not yet known durable
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # stored, no slave acknowledged it within syncFlushTimeout
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # stored, no slave in sync to wait for (SYNC_MASTER)
 
 
 class GetStatus(Enum):

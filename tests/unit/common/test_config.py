@@ -48,7 +48,7 @@ def test_overrides_win_over_the_file(tmp_path):
 
 
 def test_comments_blank_lines_and_colon_separator(tmp_path):
-    p = write_conf(tmp_path, "# comment\n! also a comment\n\n  brokerName : b-1  \nbrokerId=2\n")
+    p = write_conf(tmp_path, "# comment\n! also a comment\n\n  brokerName : b-1  \nbrokerId=2\nbrokerRole=SLAVE\n")
     cfg = load_config(BrokerConfig, p)
     assert (cfg.broker_name, cfg.broker_id) == ("b-1", 2)
 
@@ -134,3 +134,25 @@ def test_malformed_line_is_named_by_number():
 def test_missing_file(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config file"):
         load_config(BrokerConfig, tmp_path / "absent.conf")
+
+
+@pytest.mark.parametrize(("props", "says"), [
+    ({"brokerRole": "MASTER"}, "brokerRole=MASTER: use one of ASYNC_MASTER, SYNC_MASTER, SLAVE"),
+    ({"brokerRole": "SLAVE"}, "brokerRole=SLAVE needs brokerId > 0"),
+    ({"brokerRole": "SYNC_MASTER", "brokerId": "1"}, "brokerRole=SYNC_MASTER needs brokerId=0"),
+    ({"brokerId": "2"}, "brokerRole=ASYNC_MASTER needs brokerId=0"),
+    ({"haListenPort": "70000"}, "haListenPort=70000"),
+    ({"haTransferBatchSize": "0"}, "haTransferBatchSize"),
+])
+def test_replication_keys_are_checked(props, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        config_from_properties(BrokerConfig, props)
+
+
+def test_replication_defaults_are_rocketmqs():
+    cfg = config_from_properties(BrokerConfig, {"listenPort": "20911"})
+    assert (cfg.broker_role, cfg.broker_id, cfg.ha_port) == ("ASYNC_MASTER", 0, 20912)
+    assert (cfg.ha_send_heartbeat_interval, cfg.ha_transfer_batch_size, cfg.ha_max_gap_not_in_sync) == (
+        5000, 32 * 1024, 256 * 1024 * 1024)
+    slave = config_from_properties(BrokerConfig, {"brokerRole": "SLAVE", "brokerId": "1", "haListenPort": "3000"})
+    assert slave.is_slave and slave.ha_port == 3000

@@ -1,0 +1,100 @@
+"""A slave's replication client (RocketMQ's DefaultHAClient): connects to its master's HA address,
+reports its commitlog's end, and appends what the master streams at the same offsets, so both
+commitlogs are byte-identical and the slave's own dispatch builds its consume queues and index.
+
+It reports its end when it connects, after every append and at least every
+haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
+disagree about the commitlog) is refused: logged as an error, the connection closed, nothing
+written, and tried again after ``RETRY_INTERVAL_S``. A restarted slave resumes from its own end
+(recovery of its store is the store's own).
+
+``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
+unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
+restarted master may listen elsewhere). Thread-safety: none; the coroutine runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from spark_mq.common.errors import ReplicationError, StoreError
+from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
+from spark_mq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+RETRY_INTERVAL_S = 1.0  # between connection attempts (RocketMQ's client retries every 5 s)
+CONNECT_TIMEOUT_S = 3.0
+
+
+class HAClient:
+    def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
+                 on_master_lost: Callable[[], None]) -> None:
+        self.store = store
+        self.master_ha_addr = master_ha_addr
+        self.on_master_lost = on_master_lost
+        self.heartbeat_s = heartbeat_s
+        self.connected_to = ""  # the master's HA address while connected
+        self.reported = -1  # the last offset reported to the master
+        self.failures = 0  # connections failed in a row (only the first of a run is a warning)
+
+    async def run(self) -> None:
+        """Replicate until cancelled, reconnecting after every failure."""
+        while True:
+            addr = self.master_ha_addr()
+            if addr:
+                try:
+                    await self._replicate(addr)
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                    self._failed(logging.WARNING, "HA: no connection to master %s: %s", addr, e or "closed")
+                except ReplicationError as e:
+                    self._failed(logging.ERROR, "HA: refusing what master %s sent: %s", addr, e)
+                except StoreError as e:  # e.g. a full disk: nothing was written
+                    self._failed(logging.ERROR, "HA: cannot store what master %s sent: %s", addr, e)
+                finally:
+                    self.connected_to = ""
+            await asyncio.sleep(RETRY_INTERVAL_S)
+
+    def _failed(self, level: int, msg: str, *args: object) -> None:
+        """A failed connection: logged at ``level`` when it ends a run of good ones (at debug while the
+        failures go on: it retries every second), and the NameServer is asked again for the master."""
+        log.log(level if self.failures == 0 else logging.DEBUG, msg + "; retrying every %.0f s", *args,
+                RETRY_INTERVAL_S)
+        self.failures += 1
+        self.on_master_lost()
+
+    async def _replicate(self, addr: str) -> None:
+        host, _, port = addr.rpartition(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
+        reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
+        try:
+            self.connected_to = addr
+            self.failures = 0
+            self._report(writer)
+            log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
+            while True:
+                offset, size = TRANSFER_HEADER.unpack(await reader.readexactly(TRANSFER_HEADER.size))
+                if size == 0:
+                    continue  # the master's heartbeat
+                body = await reader.readexactly(size)
+                self.store.append_replicated(offset, body)
+                self._report(writer)
+                await writer.drain()
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await reporter
+            writer.close()
+
+    def _report(self, writer: asyncio.StreamWriter) -> None:
+        self.reported = self.store.commitlog.max_offset()
+        writer.write(REPORT.pack(self.reported))
+
+    async def _report_every_heartbeat(self, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            self._report(writer)
+            await writer.drain()

@@ -1,0 +1,104 @@
+"""The master's side of one slave (RocketMQ's HAConnection): reads the slave's offset reports and
+streams it the commitlog from where it stands.
+
+Two coroutines per slave. The reader takes each 8-byte report: the first says where the transfer
+starts, every one is an acknowledgement (``on_ack``, which releases SYNC_MASTER puts). The writer
+sends, from that offset on, a header and at most haTransferBatchSize bytes at a time, straight
+from the mapped commitlog file (one memoryview slice per transfer, never one per message, and
+never across a file's end), and a heartbeat header when it has had nothing to send for
+haSendHeartbeatInterval. It waits for new bytes on ``wake`` (set after every put) or
+``POLL_INTERVAL_S`` (bytes stored by other paths than a send).
+
+A slave whose report is past the master's end holds bytes this master never wrote (it diverged,
+e.g. it was written to as a master): it is refused with an error and disconnected, never merged.
+
+Thread-safety: none; both coroutines run on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from spark_mq.common.log_limit import LogLimiter
+from spark_mq.store.commitlog import CommitLog
+from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_S = 0.1  # RocketMQ's WriteSocketService waits 100 ms when there is nothing to send
+diverged = LogLimiter(log)
+
+
+class HAConnection:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, commitlog: CommitLog,
+                 batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None]) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.commitlog = commitlog
+        self.batch_size = batch_size
+        self.heartbeat_s = heartbeat_s
+        self.wake = wake
+        self.on_ack = on_ack
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.acked = -1  # the slave's last reported offset (-1: none yet)
+        self.next_transfer = -1  # next commitlog offset to send
+        self._first_report = asyncio.Event()
+
+    async def serve(self) -> None:
+        """Serve the slave until it disconnects, diverges, or the task is cancelled."""
+        writer = asyncio.get_running_loop().create_task(self._write_loop(), name=f"ha-write-{self.peer}")
+        try:
+            await self._read_loop()
+        except (ConnectionError, asyncio.IncompleteReadError) as e:
+            log.info("HA: slave %s disconnected: %s", self.peer, e or "end of stream")
+        finally:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ConnectionError):
+                await writer
+            self.writer.close()
+
+    async def _read_loop(self) -> None:
+        while True:
+            (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
+            if self.next_transfer < 0:
+                end = self.commitlog.max_offset()
+                if offset > end:  # it retries every second: a few lines per window, then a count
+                    diverged.log(logging.ERROR, self.peer.rpartition(":")[0], "diverged",
+                                 "HA: slave %s reports commitlog offset %d, past this master's end %d: its "
+                                 "commitlog holds bytes this master never wrote (was it written to as a master?); "
+                                 "refused. Empty its store directory (it copies everything again) to make it a "
+                                 "slave of this master", self.peer, offset, end)
+                    return
+                self.next_transfer = max(offset, self.commitlog.min_offset())
+                log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
+                self._first_report.set()
+            self.acked = offset
+            self.on_ack(offset)
+
+    async def _write_loop(self) -> None:
+        await self._first_report.wait()
+        last_sent = time.monotonic()
+        while True:
+            if self.next_transfer < self.commitlog.min_offset():  # retention deleted what the slave still lacks
+                self.next_transfer = self.commitlog.min_offset()
+            view = self.commitlog.read_from(self.next_transfer, self.batch_size)
+            if view is not None:
+                self.writer.write(TRANSFER_HEADER.pack(self.next_transfer, len(view)))
+                self.writer.write(view)
+                self.next_transfer += len(view)
+                await self.writer.drain()
+                await asyncio.sleep(0)  # drain returns at once while the socket takes it all: let requests in
+                last_sent = time.monotonic()
+                continue
+            if time.monotonic() - last_sent >= self.heartbeat_s:
+                self.writer.write(TRANSFER_HEADER.pack(self.next_transfer, 0))
+                await self.writer.drain()
+                last_sent = time.monotonic()
+            self.wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), POLL_INTERVAL_S)

@@ -1,0 +1,94 @@
+"""A master's replication endpoint (RocketMQ's HAService): accepts slaves on haListenPort, one
+``HAConnection`` each, and answers whether a put is replicated (SYNC_MASTER).
+
+A SYNC_MASTER put is in sync once a slave reported an offset past its end; ``replicated`` waits
+for that through one ``GroupTransfer`` shared by every pending put. With no slave connected, or
+the best one more than haMaxGapNotInSync behind the put, it answers SLAVE_NOT_AVAILABLE at once;
+past ``timeout_s`` FLUSH_SLAVE_TIMEOUT (the message is stored on the master either way: these
+are RocketMQ's PutMessageStatus values, and its clients' SendStatus).
+
+Thread-safety: none; every method runs on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from spark_mq.common.config import BrokerConfig
+from spark_mq.store.commitlog import CommitLog
+from spark_mq.store.ha.group_transfer import GroupTransfer
+from spark_mq.store.ha.ha_connection import HAConnection
+from spark_mq.store.results import PutStatus
+
+log = logging.getLogger(__name__)
+
+
+class HAService:
+    def __init__(self, config: BrokerConfig, commitlog: CommitLog) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.transfer = GroupTransfer()
+        self.connections: set[HAConnection] = set()
+        self._wake = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self, port: int) -> int:
+        """Listen on ``port`` (0: a free one); returns the port bound."""
+        self._server = await asyncio.start_server(self._accept, self.config.listen_address, port)
+        port = self._server.sockets[0].getsockname()[1]
+        log.info("HA: serving slaves at %s:%d", self.config.listen_address, port)
+        return port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = HAConnection(reader, writer, self.commitlog, self.config.ha_transfer_batch_size,
+                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self.transfer.ack)
+        task = asyncio.current_task()
+        assert task is not None
+        self.connections.add(conn)
+        self._tasks.add(task)
+        try:
+            await conn.serve()
+        finally:
+            self.connections.discard(conn)
+            self._tasks.discard(task)
+
+    def appended(self) -> None:
+        """New commitlog bytes: wake the transfers waiting for some."""
+        self._wake.set()
+
+    def slave_ack_offset(self) -> int:
+        """The highest offset a connected slave reported (-1 without one)."""
+        return max((c.acked for c in self.connections), default=-1)
+
+    def is_slave_ok(self, offset: int) -> bool:
+        """A slave is connected and within haMaxGapNotInSync of ``offset`` (RocketMQ's isSlaveOK)."""
+        acked = self.slave_ack_offset()
+        return acked >= 0 and offset - acked < self.config.ha_max_gap_not_in_sync
+
+    async def replicated(self, offset: int, timeout_s: float) -> PutStatus:
+        """Wait until a slave has every byte below ``offset`` (a SYNC_MASTER put's end)."""
+        self._wake.set()
+        if not self.is_slave_ok(offset):
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        fut = self.transfer.future(offset)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("HA: no slave acknowledged commitlog offset %d within %.1f s (slave at %d)", offset,
+                        timeout_s, self.slave_ack_offset())
+            return PutStatus.FLUSH_SLAVE_TIMEOUT
+        return PutStatus.PUT_OK

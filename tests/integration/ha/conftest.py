@@ -1,0 +1,66 @@
+"""Fixtures of the replication tests: a real NameServer per module, and per test a master and its
+slave (``spark-mq broker`` processes on free loopback ports, temp stores, one brokerName), with
+commitlog files small enough that replication crosses file ends."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from servers import Broker, free_port, start_namesrv, unique
+
+from spark_mq.client.sync_api import SyncMQClientAPI
+
+from ._support import SMALL_FILES
+
+
+@pytest.fixture(scope="module")
+def namesrv(tmp_path_factory):
+    server = start_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log", verbose=False)
+    yield server.addr
+    server.stop_cleanly()
+
+
+@dataclass
+class Pair:
+    master: Broker
+    slave: Broker | None
+    name: str
+    ha_port: int
+
+    def start_slave(self, root, namesrv: str) -> Broker:
+        self.slave = Broker(namesrv, root / "slave", f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n",
+                            broker_name=self.name)
+        return self.slave
+
+
+@pytest.fixture
+def ha_pair(tmp_path, namesrv):
+    """``ha_pair(role, with_slave=True)``: a master of ``role`` (ASYNC_MASTER or SYNC_MASTER) and,
+    started after it, its slave; both stopped cleanly after the test if still running."""
+    pairs: list[Pair] = []
+
+    def make(role: str, with_slave: bool = True) -> Pair:
+        name = unique("ha")
+        ha_port = free_port()
+        master = Broker(namesrv, tmp_path / "master",
+                        f"{SMALL_FILES}brokerRole={role}\nhaListenPort={ha_port}\nsyncFlushTimeout=3000\n",
+                        broker_name=name)
+        pair = Pair(master, None, name, ha_port)
+        pairs.append(pair)
+        if with_slave:
+            pair.start_slave(tmp_path, namesrv)
+        return pair
+
+    yield make
+    for pair in pairs:
+        for b in (pair.slave, pair.master):
+            if b is not None and b.server.alive():
+                b.stop()
+
+
+@pytest.fixture
+def api():
+    client = SyncMQClientAPI(timeout=10.0)
+    yield client
+    client.close()
