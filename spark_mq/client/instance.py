@@ -37,6 +37,9 @@ class ClientInstance:
         self.api = api or MQClientAPI(timeout=config.request_timeout_s)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, str] = {}  # broker name -> master address
+        self.broker_sets: dict[str, dict[int, str]] = {}  # broker name -> {broker id: address}, as last routed
+        # the broker id each queue's last pull answer suggested (RocketMQ's PullAPIWrapper.pullFromWhichNodeTable)
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, ConsumerDataProvider] = {}
         self._ids_changed: dict[str, IdsChanged] = {}
@@ -88,6 +91,7 @@ class ClientInstance:
                 return None
             self.routes[topic] = route
             for b in route.broker_datas:
+                self.broker_sets[b.broker_name] = dict(b.broker_addrs)
                 if MASTER_ID in b.broker_addrs:
                     self.broker_addrs[b.broker_name] = b.broker_addrs[MASTER_ID]
             return route
@@ -100,6 +104,22 @@ class ClientInstance:
 
     def broker_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name)
+
+    def subscribe_addr(self, broker_name: str) -> str | None:
+        """Where a consumer reads and commits (RocketMQ's findBrokerAddressInSubscribe): the master, or
+        while the route has none (it died), a slave of the same broker name."""
+        addrs = self.broker_sets.get(broker_name)
+        if not addrs:
+            return self.broker_addr(broker_name)
+        return addrs.get(MASTER_ID) or addrs[min(addrs)]
+
+    def pull_addrs(self, mq: MessageQueue) -> list[str]:
+        """The members of ``mq``'s broker set to try for a pull: the one its last answer suggested first
+        (suggestWhichBrokerId), then the others, master before slaves."""
+        addrs = self.broker_sets.get(mq.broker_name, {})
+        want = self.pull_from_which_node.get(mq, MASTER_ID)
+        first = [addrs[want]] if want in addrs else []
+        return first + [addr for broker_id, addr in sorted(addrs.items()) if broker_id != want]
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """Writable queues of ``topic`` across its brokers (empty if the topic is unknown)."""

@@ -6,11 +6,17 @@ The memory figure is set small (``totalPhysicalMemorySize``) so a few hundred KB
 
 from __future__ import annotations
 
-from broker._support import pull_header
+from collections import Counter
 
-from spark_mq.client.results import PullStatus
+from broker._support import pull_header, send_header
+from servers import unique, wait_until
 
-from .test_replication import QUEUES, make_topic, replicated, send_batches
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.pull_consumer import SyncPullConsumer
+from spark_mq.client.results import PullStatus, SendStatus
+from spark_mq.remoting.bodies import MessageQueue
+
+from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 # 40 % of 100 000 bytes: a reader more than 40 000 commitlog bytes behind the end is "far behind"
 SMALL_MEMORY = "totalPhysicalMemorySize=100000\naccessMessageInMemoryMaxRatio=40\n"
@@ -50,3 +56,81 @@ def test_slave_with_slave_read_enable_sends_a_caught_up_reader_back_to_the_maste
     last = api.pull_message(pair.slave.addr, pull_header("ha_reader", topic, q, 0, max_nums=1)).max_offset - 1
     assert suggestion(api, pair.slave.addr, topic, q, 0) == 1  # still far behind: stay on the slave
     assert suggestion(api, pair.slave.addr, topic, q, last) == 0  # caught up: back to the master
+
+
+def consume(consumer: SyncPullConsumer, mq: MessageQueue, offset: int,
+            up_to: int | None = None) -> tuple[list[bytes], int]:
+    """Pull ``mq`` from ``offset`` until nothing new (or ``up_to``); the bodies and the next offset."""
+    bodies: list[bytes] = []
+    while up_to is None or offset < up_to:
+        result = consumer.pull(mq, offset, 16 if up_to is None else min(16, up_to - offset))
+        if result.status is not PullStatus.FOUND:
+            assert result.status is PullStatus.NO_NEW_MSG
+            break
+        bodies += [m.body for m in result.messages]
+        offset = result.next_begin_offset
+    return bodies, offset
+
+
+def test_pull_consumer_reads_every_acknowledged_message_from_the_slave_after_a_master_kill(ha_pair, api, namesrv):
+    pair = ha_pair("SYNC_MASTER")
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    acked = []  # the producer's ledger: every SEND_OK (a SYNC_MASTER: the slave has it)
+    for i in range(400):
+        body = f"m{i}".encode()
+        if api.send_message(pair.master.addr, send_header(topic, i % QUEUES), body).status == SendStatus.SEND_OK:
+            acked.append(body)
+    assert len(acked) == 400
+
+    group = unique("ha_group")
+    config = ClientConfig(namesrv, instance_name=unique("inst"), poll_name_server_interval_s=1.0)
+    with SyncPullConsumer(group, config) as consumer:
+        consumer.start()
+        queues = consumer.fetch_queues(topic)
+        got: list[bytes] = []
+        offsets = {}
+        for mq in queues:  # half of each queue from the master, committed there
+            bodies, offsets[mq] = consume(consumer, mq, 0, up_to=50)
+            got += bodies
+            consumer.update_offset(mq, offsets[mq])
+        consumer.persist()
+        assert {mq.queue_id: api.query_consumer_offset(pair.master.addr, group, topic, mq.queue_id)
+                for mq in queues} == {q: 50 for q in range(QUEUES)}
+
+        pair.master.kill()
+        for mq in queues:  # the rest from the slave
+            bodies, offsets[mq] = consume(consumer, mq, consumer.read_offset(mq, from_store=False))
+            got += bodies
+            consumer.update_offset(mq, offsets[mq])
+
+        # committed while the master is down: the slave keeps the offsets (once the route has no master)
+        def committed_on_slave():
+            consumer.persist()
+            return all(api.query_consumer_offset(pair.slave.addr, group, topic, mq.queue_id) == offsets[mq]
+                       for mq in queues)
+        wait_until(committed_on_slave, REPLICATION_TIMEOUT_S, "the offsets committed to the slave")
+
+    counts = Counter(got)
+    lost = [b for b in acked if b not in counts]
+    duplicates = [b for b, n in counts.items() if n > 1]
+    assert (lost, duplicates) == ([], [])
+    assert sorted(got) == sorted(acked)
+
+
+def test_pull_consumer_follows_the_suggestion_to_read_the_slave(ha_pair, api, namesrv):
+    pair = ha_pair("ASYNC_MASTER", master_conf=SLAVE_READ, slave_conf=SLAVE_READ)
+    topic = make_topic(api, pair)
+    send_batches(api, pair.master.addr, topic, BATCHES, seed=5)
+    replicated(pair)
+    with SyncPullConsumer(unique("ha_group"), ClientConfig(namesrv, instance_name=unique("inst"))) as consumer:
+        consumer.start()
+        mq = MessageQueue(topic, pair.name, LAST_QUEUE)
+        instance = consumer._target.instance
+        first = consumer.pull(mq, 0, 1)  # from the master, far behind: it suggests the slave
+        assert first.raw.suggest_which_broker_id == 1
+        assert instance.pull_addrs(mq)[0] == pair.slave.addr
+        last = first.max_offset - 1
+        caught_up = consumer.pull(mq, last, 1)  # from the slave: caught up, back to the master
+        assert [m.queue_offset for m in caught_up.messages] == [last]
+        assert instance.pull_addrs(mq)[0] == pair.master.addr
