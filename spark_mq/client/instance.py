@@ -18,9 +18,11 @@ from collections.abc import Awaitable, Callable
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import client_id
+from spark_mq.client.results import PullResult
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, TopicRouteData
+from spark_mq.remoting.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,23 @@ class ClientInstance:
         want = self.pull_from_which_node.get(mq, MASTER_ID)
         first = [addrs[want]] if want in addrs else []
         return first + [addr for broker_id, addr in sorted(addrs.items()) if broker_id != want]
+
+    async def pull_message(self, mq: MessageQueue, header: PullMessageRequestHeader,
+                           timeout: float | None = None) -> PullResult:
+        """PULL_MESSAGE of ``mq`` from the member of its broker set the last answer suggested, moving on to
+        the others while one is unreachable (a killed master stays in a cached route until the next
+        refresh); the answer's suggestWhichBrokerId picks the member for the next pull of ``mq``."""
+        addrs = self.pull_addrs(mq)
+        for i, addr in enumerate(addrs):
+            try:
+                result = await self.api.pull_message(addr, header, timeout)
+            except RemotingError:
+                if i == len(addrs) - 1:
+                    raise
+                continue
+            self.pull_from_which_node[mq] = result.suggest_which_broker_id
+            return result
+        raise ClientError(f"broker {mq.broker_name} of {mq.topic}:{mq.queue_id} has no address in the topic's route")
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """Writable queues of ``topic`` across its brokers (empty if the topic is unknown)."""

@@ -133,18 +133,7 @@ async def _pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offs
     if max_nums <= 0:
         raise ConfigError(f"max_nums must be positive, got {max_nums}")
     await broker_addr_of(instance, mq)  # the route, fetched once if unknown
-    header = pull_header(group, mq, offset, max_nums, expression, suspend_s)
-    addrs = instance.pull_addrs(mq)
-    for i, addr in enumerate(addrs):
-        try:
-            result = await instance.api.pull_message(addr, header, timeout)
-        except RemotingError:  # unreachable (a master killed, not yet out of the route): try the set's others
-            if i == len(addrs) - 1:
-                raise
-            continue
-        instance.pull_from_which_node[mq] = result.suggest_which_broker_id
-        return result
-    raise ClientError(f"broker {mq.broker_name} of {mq.topic}:{mq.queue_id} has no address in the topic's route")
+    return await instance.pull_message(mq, pull_header(group, mq, offset, max_nums, expression, suspend_s), timeout)
 
 
 def _consumer_data(group: str, subscriptions: dict[str, str], consume_from: str) -> ConsumerData:
