@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
@@ -49,9 +49,14 @@ class TopicQueues:
     topic: str
     brokers: dict[str, str]  # broker name -> master "ip:port" (a slave's while the master is down)
     queues: tuple[QueueKey, ...]  # sorted
+    # broker name -> the set's other members (slaves, by id), for a reader whose address stops answering
+    replicas: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def addr(self, key: QueueKey) -> str:
         return self.brokers[key[0]]
+
+    def fallback_addrs(self, key: QueueKey) -> tuple[str, ...]:
+        return self.replicas.get(key[0], ())
 
 
 def route_with_masters(
@@ -95,7 +100,9 @@ def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) 
             log.warning("topic %s: broker %s has no broker online; its queues are not read", topic, q.broker_name)
             continue
         queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
-    return TopicQueues(topic, brokers, tuple(sorted(queues)))
+    replicas = {b.broker_name: tuple(a for _, a in sorted(b.broker_addrs.items()) if a != brokers.get(b.broker_name))
+                for b in route.broker_datas}
+    return TopicQueues(topic, brokers, tuple(sorted(queues)), replicas)
 
 
 def matching_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], pattern: str) -> list[str]:

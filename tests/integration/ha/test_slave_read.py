@@ -11,6 +11,8 @@ from collections import Counter
 from broker._support import pull_header, send_header
 from servers import unique, wait_until
 
+from spark_mq.arrow.queues import BrokerOffsets, discover_queues
+from spark_mq.arrow.range_reader import QueueRange, read_range
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.pull_consumer import SyncPullConsumer
 from spark_mq.client.results import PullStatus, SendStatus
@@ -134,3 +136,20 @@ def test_pull_consumer_follows_the_suggestion_to_read_the_slave(ha_pair, api, na
         caught_up = consumer.pull(mq, last, 1)  # from the slave: caught up, back to the master
         assert [m.queue_offset for m in caught_up.messages] == [last]
         assert instance.pull_addrs(mq)[0] == pair.master.addr
+
+
+def test_range_reader_planned_on_the_master_reads_the_slave_once_the_master_is_killed(ha_pair, api, namesrv):
+    pair = ha_pair("SYNC_MASTER")
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    sent = send_batches(api, pair.master.addr, topic, 8, seed=6)  # SEND_OK from a SYNC_MASTER: the slave has them
+    queues = discover_queues(api, [namesrv], topic)
+    offsets = BrokerOffsets(api, queues)
+    parts = [QueueRange(topic, pair.name, queues.addr(key), key[1], 0, offsets.max_offset(key), "", "ha_spark", 64,
+                        True, queues.fallback_addrs(key)) for key in queues.queues]
+    assert {p.broker_addr for p in parts} == {pair.master.addr}  # planned while the master was up
+
+    pair.master.kill()
+    got = [body for p in parts for batch in read_range(p, columns=["body"])
+           for body in batch.column("body").to_pylist()]
+    assert sorted(got) == sorted(sent)
