@@ -186,7 +186,11 @@ class ClientInstance:
         )
         if not data.producer_data_set and not data.consumer_data_set:
             return
-        for addr in self.all_broker_addrs():
+        # consumers also tell slaves (RocketMQ's sendHeartbeatToAllBroker): a slave answers the group's
+        # member list while the master is down
+        slaves = {a for addrs in self.broker_sets.values() for i, a in addrs.items() if i != MASTER_ID}
+        targets = sorted(set(self.all_broker_addrs()) | slaves) if data.consumer_data_set else self.all_broker_addrs()
+        for addr in targets:
             try:
                 await self.api.heartbeat(addr, data)
             except (RemotingError, MQClientError) as e:

@@ -14,7 +14,7 @@ from servers import unique, wait_until
 from spark_mq.arrow.queues import BrokerOffsets, discover_queues
 from spark_mq.arrow.range_reader import QueueRange, read_range
 from spark_mq.client.config import ClientConfig
-from spark_mq.client.pull_consumer import SyncPullConsumer
+from spark_mq.client.pull_consumer import SyncLitePullConsumer, SyncPullConsumer
 from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.remoting.bodies import MessageQueue
 
@@ -153,3 +153,39 @@ def test_range_reader_planned_on_the_master_reads_the_slave_once_the_master_is_k
     got = [body for p in parts for batch in read_range(p, columns=["body"])
            for body in batch.column("body").to_pylist()]
     assert sorted(got) == sorted(sent)
+
+
+def test_lite_pull_consumer_keeps_consuming_from_the_slave_after_a_master_kill(ha_pair, api, namesrv):
+    pair = ha_pair("SYNC_MASTER")
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    config = ClientConfig(namesrv, instance_name=unique("inst"), poll_name_server_interval_s=1.0,
+                          heartbeat_broker_interval_s=1.0)
+    acked: list[bytes] = []
+    got: list[bytes] = []
+
+    def send(n: int) -> None:
+        for _ in range(n):
+            body = f"m{len(acked)}".encode()
+            if api.send_message(pair.master.addr, send_header(topic, len(acked) % QUEUES),
+                                body).status == SendStatus.SEND_OK:
+                acked.append(body)
+
+    def consumed_all() -> bool:
+        got.extend(m.body for m in consumer.poll(timeout=0.5))
+        return len(got) >= len(acked)
+
+    with SyncLitePullConsumer(unique("ha_lite"), config, consume_from="first", rebalance_interval_s=1.0,
+                              pull_suspend_s=1.0) as consumer:
+        consumer.subscribe(topic)
+        consumer.start()
+        send(200)
+        wait_until(consumed_all, REPLICATION_TIMEOUT_S, "the first messages consumed from the master")
+        consumer.commit()
+        # the rest: sent before the kill (acknowledged, so on the slave), consumed after it
+        send(200)
+        pair.master.kill()
+        wait_until(consumed_all, REPLICATION_TIMEOUT_S, "every acknowledged message consumed from the slave")
+
+    counts = Counter(got)
+    assert ([b for b in acked if b not in counts], [b for b, n in counts.items() if n > 1]) == ([], [])
