@@ -82,12 +82,13 @@ def route_with_masters(
                       f"check the address and that `spark-mq namesrv` runs there")
 
 
-def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> TopicQueues:
-    """The topic's readable queues (see ``route_with_masters`` for the errors)."""
+def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str, *,
+                    slaves: bool = True) -> TopicQueues:
+    """The topic's readable queues (see ``route_with_masters`` for the errors). With ``slaves`` (a pure
+    reader), a broker set whose master is gone from the route (dead) is read at its slave (lowest id), as
+    RocketMQ's consumers do (findBrokerAddressInSubscribe); without, its queues are left out."""
     route, brokers = route_with_masters(api, namesrv_addrs, topic)
-    # a broker set whose master is gone from the route (dead) is read from its slave (lowest id), as
-    # RocketMQ's consumers do (findBrokerAddressInSubscribe)
-    for b in route.broker_datas:
+    for b in route.broker_datas if slaves else ():
         if b.broker_name not in brokers and b.broker_addrs:
             slave = b.broker_addrs[min(b.broker_addrs)]
             log.warning("topic %s: broker %s has no master online; reading its slave %s", topic, b.broker_name, slave)
