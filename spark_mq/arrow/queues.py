@@ -49,14 +49,15 @@ class TopicQueues:
     topic: str
     brokers: dict[str, str]  # broker name -> master "ip:port" (a slave's while the master is down)
     queues: tuple[QueueKey, ...]  # sorted
-    # broker name -> the set's other members (slaves, by id), for a reader whose address stops answering
-    replicas: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # broker name -> its set's members (broker id, address) from the route: where a reader goes when its
+    # address stops answering or a pull answer suggests another member (suggestWhichBrokerId)
+    members: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
 
     def addr(self, key: QueueKey) -> str:
         return self.brokers[key[0]]
 
-    def fallback_addrs(self, key: QueueKey) -> tuple[str, ...]:
-        return self.replicas.get(key[0], ())
+    def members_of(self, key: QueueKey) -> tuple[tuple[int, str], ...]:
+        return self.members.get(key[0], ())
 
 
 def route_with_masters(
@@ -101,9 +102,8 @@ def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str, 
             log.warning("topic %s: broker %s has no broker online; its queues are not read", topic, q.broker_name)
             continue
         queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
-    replicas = {b.broker_name: tuple(a for _, a in sorted(b.broker_addrs.items()) if a != brokers.get(b.broker_name))
-                for b in route.broker_datas}
-    return TopicQueues(topic, brokers, tuple(sorted(queues)), replicas)
+    members = {b.broker_name: tuple(sorted(b.broker_addrs.items())) for b in route.broker_datas}
+    return TopicQueues(topic, brokers, tuple(sorted(queues)), members)
 
 
 def matching_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], pattern: str) -> list[str]:

@@ -54,7 +54,9 @@ class QueueRange:
     group: str
     pull_batch_size: int
     fail_on_data_loss: bool
-    fallback_addrs: tuple[str, ...] = ()  # the broker set's slaves: read there while broker_addr does not answer
+    # the broker set's (broker id, address): read the member a pull answer suggests (suggestWhichBrokerId),
+    # and the others while one does not answer
+    members: tuple[tuple[int, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -72,11 +74,16 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     needed = (*columns, *(c for c in looked_at if c not in columns))
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
     offset = part.start
-    addrs = [part.broker_addr, *part.fallback_addrs]
+    members = dict(part.members)
+    addrs = [part.broker_addr, *(a for _, a in part.members if a != part.broker_addr)]
     with SyncMQClientAPI(timeout=timeout) as api:
         while offset < part.end:
             header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
             result = _pull_first_answering(api, addrs, header, part.name)
+            suggested = members.get(result.suggest_which_broker_id)
+            if suggested is not None and suggested != addrs[0]:  # RocketMQ's pullFromWhichNodeTable
+                addrs.remove(suggested)
+                addrs.insert(0, suggested)
             if result.status is PullStatus.FOUND:
                 batch = decode_units_to_arrow(result.body, broker_name=part.broker_name,  # a vectorised walk
                                               columns=needed)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from broker._support import pull_header, send_header
-from servers import unique, wait_until
+from broker.test_admin import scrape
+from servers import Broker, free_port, unique, wait_until
 
 from spark_mq.arrow.queues import BrokerOffsets, discover_queues
 from spark_mq.arrow.range_reader import QueueRange, read_range
@@ -18,6 +19,8 @@ from spark_mq.client.pull_consumer import SyncLitePullConsumer, SyncPullConsumer
 from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.remoting.bodies import MessageQueue
 
+from ._support import SMALL_FILES
+from .conftest import Pair
 from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 # 40 % of 100 000 bytes: a reader more than 40 000 commitlog bytes behind the end is "far behind"
@@ -146,7 +149,7 @@ def test_range_reader_planned_on_the_master_reads_the_slave_once_the_master_is_k
     queues = discover_queues(api, [namesrv], topic)
     offsets = BrokerOffsets(api, queues)
     parts = [QueueRange(topic, pair.name, queues.addr(key), key[1], 0, offsets.max_offset(key), "", "ha_spark", 64,
-                        True, queues.fallback_addrs(key)) for key in queues.queues]
+                        True, queues.members_of(key)) for key in queues.queues]
     assert {p.broker_addr for p in parts} == {pair.master.addr}  # planned while the master was up
 
     pair.master.kill()
@@ -189,3 +192,31 @@ def test_lite_pull_consumer_keeps_consuming_from_the_slave_after_a_master_kill(h
 
     counts = Counter(got)
     assert ([b for b in acked if b not in counts], [b for b, n in counts.items() if n > 1]) == ([], [])
+
+
+def test_range_reader_follows_the_suggestion_to_the_slave(tmp_path, api, namesrv):
+    name, ha_port = unique("ha"), free_port()
+    master = Broker(namesrv, tmp_path / "master", f"{SMALL_FILES}haListenPort={ha_port}\n{SLAVE_READ}",
+                    broker_name=name, metrics=True)
+    slave = Broker(namesrv, tmp_path / "slave", f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n{SLAVE_READ}",
+                   broker_name=name, metrics=True)
+    try:
+        pair = Pair(master, slave, name, ha_port)
+        topic = make_topic(api, pair)
+        sent = send_batches(api, master.addr, topic, BATCHES, seed=7)
+        replicated(pair)
+        queues = discover_queues(api, [namesrv], topic)
+        key = (name, LAST_QUEUE)
+        end = BrokerOffsets(api, queues).max_offset(key)
+        part = QueueRange(topic, name, master.addr, LAST_QUEUE, 0, end, "", "ha_spark", 16, True,
+                          queues.members_of(key))
+        got = [b for batch in read_range(part, columns=["body"]) for b in batch.column("body").to_pylist()]
+        assert got == [b for i, b in enumerate(sent) if i // 16 % QUEUES == LAST_QUEUE]
+
+        served = {b: scrape(b.metrics_url).get(("spark_mq_messages_out_total", (("topic", topic),)), 0)
+                  for b in (master, slave)}
+        # the master answered the first pull (far behind: go to the slave) and the caught-up tail only
+        assert served[slave] > 0 and served[master] < end and served[master] + served[slave] == end
+    finally:
+        slave.stop_if_running()
+        master.stop_if_running()
