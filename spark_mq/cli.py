@@ -240,7 +240,8 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     broker.add_argument("--store", help="store directory, overriding storePathRootDir")
     broker.add_argument("--metrics-port", type=int, help="Prometheus port, overriding metricsPort (0 = off)")
     broker.set_defaults(func=_broker)
-    dev = sub.add_parser("dev", help="run a NameServer and a broker in one process", description=_dev.__doc__)
+    dev = sub.add_parser("dev", help="run a NameServer and a broker (or a master/slave set) in one process",
+                         description=_dev.__doc__)
     dev.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
     dev.add_argument("--port", type=int, default=10911, help="broker port (default 10911)")
     dev.add_argument("--store", default="./data/store", help="store directory (default ./data/store)")

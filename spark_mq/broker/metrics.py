@@ -183,7 +183,7 @@ class BrokerMetrics:
         service, client = self._ha_service, self._ha_client
         if service is not None:
             now = time.monotonic()
-            slaves = sorted(list(service.connections), key=lambda c: c.peer)
+            slaves = sorted(service.connections, key=lambda c: c.peer)
             yield GaugeMetricFamily("spark_mq_ha_connected_slaves", "Slaves connected to this master's HA port",
                                     value=len(slaves))
             lag_bytes = GaugeMetricFamily("spark_mq_ha_slave_lag_bytes",

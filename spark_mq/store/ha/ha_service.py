@@ -30,7 +30,8 @@ class HAService:
         self.config = config
         self.commitlog = commitlog
         self.transfer = GroupTransfer()
-        self.connections: set[HAConnection] = set()
+        # replaced, never changed in place: a metrics scrape thread iterates it
+        self.connections: frozenset[HAConnection] = frozenset()
         self._wake = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
@@ -59,12 +60,12 @@ class HAService:
                             self.config.ha_send_heartbeat_interval / 1000, self._wake, self.transfer.ack)
         task = asyncio.current_task()
         assert task is not None
-        self.connections.add(conn)
+        self.connections = self.connections | {conn}
         self._tasks.add(task)
         try:
             await conn.serve()
         finally:
-            self.connections.discard(conn)
+            self.connections = self.connections - {conn}
             self._tasks.discard(task)
             self._bytes_sent_closed += conn.bytes_sent
 
@@ -74,14 +75,14 @@ class HAService:
 
     def bytes_sent(self) -> int:
         """Commitlog bytes streamed to slaves since start, over every connection."""
-        return self._bytes_sent_closed + sum(c.bytes_sent for c in list(self.connections))
+        return self._bytes_sent_closed + sum(c.bytes_sent for c in self.connections)
 
     def runtime_info(self, now: float) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's replication figures: RocketMQ's ``masterPutWhere`` and
         ``slaveFallBehindMuch`` (bytes the most advanced slave lacks, absent without a slave), and
         ours: slaves connected and the same slave's lag in seconds."""
         info = {"masterPutWhere": str(self.commitlog.max_offset()), "haConnectedSlaves": str(len(self.connections))}
-        best = min(list(self.connections), key=lambda c: c.lag_bytes(), default=None)
+        best = min(self.connections, key=lambda c: c.lag_bytes(), default=None)
         if best is not None:
             info["slaveFallBehindMuch"] = str(best.lag_bytes())
             info["slaveFallBehindSeconds"] = f"{best.lag_seconds(now):.3f}"
