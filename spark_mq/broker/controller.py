@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -149,6 +150,7 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
+        self.metrics.track_ha(self.ha_service, self.ha_client)
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
         # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
@@ -190,7 +192,7 @@ class BrokerController:
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
-                           self.metrics, self.request_registration),
+                           self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered),
             self.unserved,
@@ -219,6 +221,15 @@ class BrokerController:
     def request_registration(self) -> None:
         """Re-register soon (a topic was created or changed)."""
         self._register_now.set()
+
+    def replication_info(self) -> dict[str, str]:
+        """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""
+        info = {"brokerRole": self.config.broker_role}
+        if self.ha_service is not None:
+            info.update(self.ha_service.runtime_info(time.monotonic()))
+        if self.ha_client is not None:
+            info.update(self.ha_client.runtime_info())
+        return info
 
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); None on a master."""

@@ -27,26 +27,28 @@ class Pair:
     slave: Broker | None
     name: str
     ha_port: int
+    metrics: bool = False
 
     def start_slave(self, root, namesrv: str) -> Broker:
         self.slave = Broker(namesrv, root / "slave", f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n",
-                            broker_name=self.name)
+                            broker_name=self.name, metrics=self.metrics)
         return self.slave
 
 
 @pytest.fixture
 def ha_pair(tmp_path, namesrv):
-    """``ha_pair(role, with_slave=True)``: a master of ``role`` (ASYNC_MASTER or SYNC_MASTER) and,
-    started after it, its slave; both stopped cleanly after the test if still running."""
+    """``ha_pair(role, with_slave=True, metrics=False)``: a master of ``role`` (ASYNC_MASTER or
+    SYNC_MASTER) and, started after it, its slave (both serving Prometheus metrics if ``metrics``);
+    both stopped cleanly after the test if still running."""
     pairs: list[Pair] = []
 
-    def make(role: str, with_slave: bool = True) -> Pair:
+    def make(role: str, with_slave: bool = True, metrics: bool = False) -> Pair:
         name = unique("ha")
         ha_port = free_port()
         master = Broker(namesrv, tmp_path / "master",
                         f"{SMALL_FILES}brokerRole={role}\nhaListenPort={ha_port}\nsyncFlushTimeout=3000\n",
-                        broker_name=name)
-        pair = Pair(master, None, name, ha_port)
+                        broker_name=name, metrics=metrics)
+        pair = Pair(master, None, name, ha_port, metrics)
         pairs.append(pair)
         if with_slave:
             pair.start_slave(tmp_path, namesrv)
