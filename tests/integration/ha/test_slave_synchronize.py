@@ -10,9 +10,13 @@ import re
 import pytest
 from servers import unique, wait_until
 
+from spark_mq.client.results import SendStatus
+from spark_mq.common.message import MessageBatch
+from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 
 SYNC_INTERVAL_MS = 500  # the slave's slaveSynchronizeInterval in these tests
 SYNC_TIMEOUT_S = 20.0
@@ -92,6 +96,26 @@ def test_a_subscription_group_created_on_the_master_appears_on_the_slave(synced_
     assert (config["groupName"], config["consumeEnable"], config["retryMaxTimes"]) == (group, False, 3)
     saved = json.loads((pair.slave.store / "config" / "subscriptionGroup.json").read_text())
     assert saved["subscriptionGroupTable"][group]["retryMaxTimes"] == 3
+
+
+def test_a_redelivery_pending_on_the_master_is_held_by_the_slave(synced_pair, api, remoting):
+    pair = synced_pair
+    topic, group = unique("HaMeta"), unique("g")
+    api.create_topic(pair.master.addr, topic, 1, 1)
+    sent = api.send_batch(pair.master.addr, MessageBatch.of(topic, 0, [b"later"], [b""]), "ha_producer")
+    assert sent.status == SendStatus.SEND_OK
+    _, offset = parse_offset_msg_id(sent.offset_msg_ids[0])
+    back = ConsumerSendMsgBackRequestHeader(offset=offset, group=group, delay_level=18, origin_topic=topic)  # 2 h
+    resp = remoting.invoke(pair.master.addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                                                     back.to_ext_fields()), 5.0)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+    def on_slave():
+        path = pair.slave.store / "config" / "delayOffset.json"
+        return (path.exists() and json.loads(path.read_text())["pendingRetries"]) or None
+
+    [entry] = wait_until(on_slave, SYNC_TIMEOUT_S, "the master's pending redelivery in the slave's delayOffset.json")
+    assert (entry["physOffset"], entry["topic"], entry["retryTopic"]) == (offset, f"%RETRY%{group}", topic)
 
 
 def test_the_masters_get_all_answers_are_rocketmqs_bodies(ha_pair, api, remoting):
