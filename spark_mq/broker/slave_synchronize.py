@@ -8,8 +8,8 @@ address. Topic configs and groups are replaced whole when the master's data vers
 the slave re-registers, so its route lists the master's topics); consumer offsets of the master
 replace the slave's per ``topic@group``, as RocketMQ's ``putAll`` does. Everything taken is persisted.
 
-One table that cannot be fetched or decoded is logged (a WARNING line) and retried next round; the
-others are still taken.
+A table that cannot be decoded is logged (a WARNING line) and retried next round; the others are
+still taken. An unreachable master ends the round with one WARNING line.
 
 Thread-safety: runs on the broker's event loop, like the managers it fills.
 """
@@ -75,9 +75,12 @@ class SlaveSynchronize:
         for what, step in steps:
             try:
                 await step(addr)
-            except (RemotingError, BodyError, KeyError, ValueError, TypeError) as e:
-                log.warning("slave sync: cannot copy %s from master %s (retrying in %.0f s): %s", what, addr,
+            except (BodyError, KeyError, ValueError, TypeError) as e:
+                log.warning("slave sync: cannot copy %s from master %s (retrying in %g s): %s", what, addr,
                             self.interval_s, e)
+            except RemotingError as e:  # the master is unreachable: one line per round, not one per table
+                log.warning("slave sync: master %s unreachable (retrying in %g s): %s", addr, self.interval_s, e)
+                return
 
     async def _fetch(self, addr: str, code: int) -> bytes:
         resp = await self.client.invoke(addr, RemotingCommand.request(code), REQUEST_TIMEOUT_S)

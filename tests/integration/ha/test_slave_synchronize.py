@@ -118,6 +118,22 @@ def test_a_redelivery_pending_on_the_master_is_held_by_the_slave(synced_pair, ap
     assert (entry["physOffset"], entry["topic"], entry["retryTopic"]) == (offset, f"%RETRY%{group}", topic)
 
 
+def test_a_slave_keeps_what_it_took_when_its_master_goes_away(synced_pair, api):
+    pair = synced_pair
+    topic, group = unique("HaMeta"), unique("g")
+    api.create_topic(pair.master.addr, topic, 2, 2)
+    api.update_consumer_offset(pair.master.addr, group, topic, 0, 9)
+    wait_until(lambda: api.query_consumer_offset(pair.slave.addr, group, topic, 0, zero_if_not_found=False) == 9
+               and topic in api.get_all_topic_config(pair.slave.addr).topic_config_table,
+               SYNC_TIMEOUT_S, "the master's topic and offset on the slave")
+    pair.master.stop()
+    wait_until(lambda: "slave sync: master" in pair.slave.log() and "unreachable" in pair.slave.log(),
+               SYNC_TIMEOUT_S, "a sync round against the stopped master")
+    assert topic in api.get_all_topic_config(pair.slave.addr).topic_config_table
+    assert api.query_consumer_offset(pair.slave.addr, group, topic, 0, zero_if_not_found=False) == 9
+    assert "Traceback" not in pair.slave.log()
+
+
 def test_the_masters_get_all_answers_are_rocketmqs_bodies(ha_pair, api, remoting):
     pair = ha_pair("ASYNC_MASTER", with_slave=False)
     addr = pair.master.addr
