@@ -98,6 +98,7 @@ class BrokerConfig(ServerChannelConfig):
     ha_send_heartbeat_interval: int = 5000  # ms: a slave reports its offset (and a master pings) at least this often
     ha_transfer_batch_size: int = 32 * 1024  # bytes of commitlog per transfer to a slave
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes: a slave further behind is not in sync (SYNC_MASTER)
+    slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -163,6 +164,9 @@ class BrokerConfig(ServerChannelConfig):
             raise ConfigError(f"haListenPort={self.ha_listen_port}: give 1-65535 (0: listenPort + 1)")
         if self.ha_send_heartbeat_interval <= 0 or self.ha_transfer_batch_size <= 0 or self.ha_max_gap_not_in_sync <= 0:
             raise ConfigError("haSendHeartbeatInterval, haTransferBatchSize and haMaxGapNotInSync must be positive")
+        if self.slave_synchronize_interval <= 0:
+            raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
+                              "of ms (how often a slave copies its master's topics, groups and offsets)")
 
     @property
     def root(self) -> Path:

@@ -29,8 +29,8 @@ class Pair:
     ha_port: int
     metrics: bool = False
 
-    def start_slave(self, root, namesrv: str) -> Broker:
-        self.slave = Broker(namesrv, root / "slave", f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n",
+    def start_slave(self, root, namesrv: str, extra_conf: str = "") -> Broker:
+        self.slave = Broker(namesrv, root / "slave", f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n{extra_conf}",
                             broker_name=self.name, metrics=self.metrics)
         return self.slave
 
