@@ -133,9 +133,26 @@ def _broker(args: argparse.Namespace) -> int:
         lambda: serve(config, lambda addr: print(f"spark-mq broker serving at {addr}", flush=True)), "the broker")
 
 
+def _replica_configs(master, replicas: int) -> list:
+    """The slaves of ``master`` for ``spark-mq dev --replicas``: ids 1.., each on the master's port
+    + 10 * id (any free one if the master's is 0), metrics port + id (off if the master's is), and
+    its store next to the master's (``<store>-slave<id>``)."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
+    import dataclasses
+
+    from spark_mq.common.config import SLAVE
+
+    return [dataclasses.replace(master, broker_id=i, broker_role=SLAVE, ha_listen_port=0,
+                                listen_port=master.listen_port and master.listen_port + 10 * i,
+                                metrics_port=master.metrics_port and master.metrics_port + i,
+                                store_path_root_dir=f"{master.store_path_root_dir}-slave{i}")
+            for i in range(1, replicas)]
+
+
 def _dev(args: argparse.Namespace) -> int:
     """Run a NameServer and a broker in one process, the store under ./data (the embedded
-    broker the demo uses). Stops on SIGTERM/SIGINT."""
+    broker the demo uses); with --replicas 2 or more, the broker is a master (--role) with that
+    many members in its set, slaves replicating it. Stops on SIGTERM/SIGINT."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import asyncio
     import signal
@@ -144,17 +161,33 @@ def _dev(args: argparse.Namespace) -> int:
     from spark_mq.common.config import NamesrvConfig
     from spark_mq.namesrv.controller import NamesrvController
 
+    if args.replicas < 1:
+        raise SparkMQError(f"--replicas {args.replicas}: give the number of brokers in the set, 1 or more")
+
     async def main() -> None:
         namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port))
         await namesrv.start()
-        broker = BrokerController(_broker_config(args, namesrv_addr=namesrv.address))
+        role = {"broker_role": args.role} if args.replicas > 1 else {}
+        master_config = _broker_config(args, namesrv_addr=namesrv.address, **role)
+        brokers = [BrokerController(c) for c in (master_config, *_replica_configs(master_config, args.replicas))]
+        started: list[BrokerController] = []
         try:
-            await broker.start()
+            for broker in brokers:
+                await broker.start()
+                started.append(broker)
         except BaseException:
+            for broker in reversed(started):
+                await broker.stop()
             await namesrv.stop()
             raise
-        print(f"spark-mq dev: namesrv {namesrv.address}, broker {broker.address}, store {broker.config.root}",
+        master = brokers[0]
+        print(f"spark-mq dev: namesrv {namesrv.address}, broker {master.address}, store {master.config.root}",
               flush=True)
+        if args.replicas > 1:
+            print(f"spark-mq dev: master {master.address} ({args.role}, HA port {master.ha_port})", flush=True)
+            for slave in brokers[1:]:
+                print(f"spark-mq dev: slave {slave.config.broker_id} {slave.address} (SLAVE, store "
+                      f"{slave.config.root})", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -162,7 +195,8 @@ def _dev(args: argparse.Namespace) -> int:
         try:
             await stop.wait()
         finally:
-            await broker.stop()
+            for broker in reversed(brokers):
+                await broker.stop()
             await namesrv.stop()
 
     return _run_until_signal(main, "the dev servers")
@@ -206,11 +240,18 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     broker.add_argument("--store", help="store directory, overriding storePathRootDir")
     broker.add_argument("--metrics-port", type=int, help="Prometheus port, overriding metricsPort (0 = off)")
     broker.set_defaults(func=_broker)
-    dev = sub.add_parser("dev", help="run a NameServer and a broker in one process", description=_dev.__doc__)
+    dev = sub.add_parser("dev", help="run a NameServer and a broker (or a master/slave set) in one process",
+                         description=_dev.__doc__)
     dev.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
     dev.add_argument("--port", type=int, default=10911, help="broker port (default 10911)")
     dev.add_argument("--store", default="./data/store", help="store directory (default ./data/store)")
     dev.add_argument("--metrics-port", type=int, default=9100, help="Prometheus port (default 9100, 0 = off)")
+    dev.add_argument("--replicas", type=int, default=1,
+                     help="brokers in the set (default 1): 2 starts a master and a slave replicating it, slave N "
+                          "on --port + 10*N with its store at <store>-slaveN and metrics on --metrics-port + N")
+    dev.add_argument("--role", choices=("ASYNC_MASTER", "SYNC_MASTER"), default="ASYNC_MASTER",
+                     help="the master's brokerRole with --replicas 2+ (default ASYNC_MASTER: a send returns once "
+                          "stored on the master; SYNC_MASTER: once a slave has it)")
     dev.set_defaults(func=_dev)
 
 

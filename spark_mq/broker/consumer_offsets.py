@@ -65,6 +65,12 @@ class ConsumerOffsetManager:
         self.table[self.key(topic, group)] = dict(offsets)
         self._dirty = True
 
+    def take(self, table: dict[str, dict[int, int]]) -> None:
+        """Every ``topic@group`` of ``table`` replaces ours (RocketMQ's slave ``putAll``); keys only
+        we hold are kept."""
+        self.table.update({k: dict(v) for k, v in table.items()})
+        self._dirty = True
+
     def drop_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for k in [k for k in self.table if k.startswith(prefix)]:

@@ -5,7 +5,7 @@ expiry of silent clients, metrics).
 Replication (``brokerRole``): a master serves its slaves on haListenPort (``HAService``); a slave
 registers its id and HA address, learns its master's addresses from the registration answer (it
 asks again every ``MASTER_LOOKUP_INTERVAL_S`` until it has them), copies the master's commitlog
-(``HAClient``) and refuses sends, naming the master.
+(``HAClient``) and its metadata (``SlaveSynchronize``), and refuses sends, naming the master.
 
 ``serve`` runs one until SIGTERM/SIGINT and shuts down cleanly: unregister from the
 NameServers, release held pulls, persist offsets and topics, flush and checkpoint the store,
@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -27,11 +28,14 @@ from spark_mq.broker.client_processor import ClientProcessor
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.metadata_processor import MetadataProcessor
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pull_processor import PullProcessor
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.send_processor import SendProcessor
+from spark_mq.broker.slave_synchronize import SlaveSynchronize
+from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -44,7 +48,14 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.loop import stop_tasks, wait_event
 from spark_mq.remoting.server import RemotingServer
-from spark_mq.store.config_file import CONSUMER_OFFSETS, DELAY_OFFSETS, TIERED_OFFSETS, TOPICS, config_file
+from spark_mq.store.config_file import (
+    CONSUMER_OFFSETS,
+    DELAY_OFFSETS,
+    SUBSCRIPTION_GROUPS,
+    TIERED_OFFSETS,
+    TOPICS,
+    config_file,
+)
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.message_store import MessageStore
@@ -78,11 +89,14 @@ class BrokerController:
         self.namesrv_client = RemotingClient()
         self.store: MessageStore
         self.topics: TopicConfigManager
+        self.groups: SubscriptionGroupManager
         self.offsets: ConsumerOffsetManager
         self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
+        self.slave_sync: SlaveSynchronize | None = None  # a slave's
+        self.master_client = RemotingClient()  # a slave's requests to its master
         self.ha_port = config.ha_port  # a master's, once it listens
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServer
         self.master_ha_addr = ""
@@ -130,6 +144,8 @@ class BrokerController:
                 raise
         self.topics = TopicConfigManager(self.config, self.store.config_file(TOPICS))
         self.topics.load()
+        self.groups = SubscriptionGroupManager(self.store.config_file(SUBSCRIPTION_GROUPS))
+        self.groups.load()
         self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
@@ -147,8 +163,13 @@ class BrokerController:
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
+            self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
+                                               self.offsets, self.retry, self.config.slave_synchronize_interval / 1000,
+                                               self.request_registration)
+            self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
+        self.metrics.track_ha(self.ha_service, self.ha_client)
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
         # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
@@ -191,9 +212,10 @@ class BrokerController:
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
-                           self.metrics, self.request_registration),
+                           self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered),
+            MetadataProcessor(self.groups, self.offsets, self.retry),
             self.unserved,
         )
 
@@ -208,6 +230,7 @@ class BrokerController:
         self.hold.wake_all()
         await self.server.stop()
         await self.namesrv_client.close()
+        await self.master_client.close()
         for table in (self.offsets, self.topics):
             try:
                 table.persist()
@@ -220,6 +243,15 @@ class BrokerController:
     def request_registration(self) -> None:
         """Re-register soon (a topic was created or changed)."""
         self._register_now.set()
+
+    def replication_info(self) -> dict[str, str]:
+        """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""
+        info = {"brokerRole": self.config.broker_role}
+        if self.ha_service is not None:
+            info.update(self.ha_service.runtime_info(time.monotonic()))
+        if self.ha_client is not None:
+            info.update(self.ha_client.runtime_info())
+        return info
 
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); None on a master."""
@@ -260,6 +292,8 @@ class BrokerController:
         if master_addr and (master_addr, master_ha_addr) != (self.master_addr, self.master_ha_addr):
             log.info("HA: master of %s is %s (HA address %s)", self.config.broker_name, master_addr, master_ha_addr)
             self.master_addr, self.master_ha_addr = master_addr, master_ha_addr
+            if self.slave_sync is not None:
+                self.slave_sync.master_learned()
 
     async def _unregister_all(self) -> None:
         fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,

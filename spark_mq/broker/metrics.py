@@ -12,12 +12,15 @@ from __future__ import annotations
 import bisect
 import logging
 import shutil
+import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from spark_mq.store.ha.ha_client import HAClient
+    from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,8 @@ class BrokerMetrics:
         self._put_seconds_sum = 0.0
         self.long_poll_waiters = GaugeValue()
         self._store: MessageStore | None = None
+        self._ha_service: HAService | None = None  # a master's
+        self._ha_client: HAClient | None = None  # a slave's
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -96,6 +101,10 @@ class BrokerMetrics:
     def track_store(self, store: MessageStore) -> None:
         """Export the store's retention counters and write state (read at scrape time)."""
         self._store = store
+
+    def track_ha(self, service: HAService | None, client: HAClient | None) -> None:
+        """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
+        self._ha_service, self._ha_client = service, client
 
     def serve(self, address: str, port: int) -> None:
         """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
@@ -153,9 +162,57 @@ class BrokerMetrics:
             yield labelled("spark_mq_retention_unconsumed_deleted",
                            "Messages no consumer group had consumed, deleted by forced clean-up "
                            "(cleanUnconsumedForcibly=true)", ["topic", "group"], retention.unconsumed_deleted)
+            yield from self._collect_store()
+        yield from self._collect_ha()
+
+    def _collect_store(self) -> Iterator[Any]:
+        # lazy import: as in serve
+        from prometheus_client.core import GaugeMetricFamily
+
+        if self._store is not None:
             yield GaugeMetricFamily("spark_mq_store_writable",
                                     "1 while the store accepts writes, 0 while it refuses them (disk full or over "
                                     "a disk ratio)", value=0 if self._store.write_refusal else 1)
+
+    def _collect_ha(self) -> Iterator[Any]:
+        """Replication, from the master's side (per slave, by the slave's HA connection address) or
+        the slave's."""
+        # lazy import: as in serve
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        service, client = self._ha_service, self._ha_client
+        if service is not None:
+            now = time.monotonic()
+            slaves = sorted(service.connections, key=lambda c: c.peer)
+            yield GaugeMetricFamily("spark_mq_ha_connected_slaves", "Slaves connected to this master's HA port",
+                                    value=len(slaves))
+            lag_bytes = GaugeMetricFamily("spark_mq_ha_slave_lag_bytes",
+                                          "Commitlog bytes this master has that the slave has not acknowledged "
+                                          "(commitlog max offset - the slave's last reported offset)", labels=["slave"])
+            lag_seconds = GaugeMetricFamily("spark_mq_ha_slave_lag_seconds",
+                                            "Seconds since the slave last acknowledged this master's whole commitlog "
+                                            "(0 while it has every byte; grows while it is behind)", labels=["slave"])
+            acked = GaugeMetricFamily("spark_mq_ha_slave_ack_offset",
+                                      "The commitlog offset the slave last reported having", labels=["slave"])
+            for conn in slaves:
+                lag_bytes.add_metric([conn.peer], conn.lag_bytes())
+                lag_seconds.add_metric([conn.peer], conn.lag_seconds(now))
+                acked.add_metric([conn.peer], conn.acked)
+            yield from (lag_bytes, lag_seconds, acked)
+            yield CounterMetricFamily("spark_mq_ha_transferred_bytes",
+                                      "Commitlog bytes streamed to slaves (rate() is the transfer rate)",
+                                      value=service.bytes_sent())
+        if client is not None:
+            master = client.connected_to
+            yield GaugeMetricFamily("spark_mq_ha_master_connected",
+                                    "1 while this slave is connected to its master's HA port", value=1 if master else 0)
+            yield GaugeMetricFamily("spark_mq_ha_master_lag_bytes",
+                                    "Bytes this slave is behind its master's offset as last seen in the master's "
+                                    "transfers (the master's spark_mq_ha_slave_lag_bytes also counts what it has "
+                                    "not sent yet)", value=client.lag_bytes())
+            yield CounterMetricFamily("spark_mq_ha_received_bytes",
+                                      "Commitlog bytes received from the master and appended (rate() is the "
+                                      "transfer rate)", value=client.bytes_received)
 
 
 class _BrokerCollector:

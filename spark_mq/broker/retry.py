@@ -138,8 +138,19 @@ class RetryScheduler:
             log.info("%d delayed redeliveries pending from before the restart", len(self.pending))
 
     def persist(self) -> None:
-        entries = sorted(self.pending.values(), key=lambda e: (e.due_ms, e.id))
-        self.file.persist({"pendingRetries": [e.to_obj() for e in entries]})
+        self.file.persist({"pendingRetries": self.pending_objs()})
+
+    def pending_objs(self) -> list[dict[str, object]]:
+        """The pending redeliveries as ``delayOffset.json`` holds them, soonest first."""
+        return [e.to_obj() for e in sorted(self.pending.values(), key=lambda e: (e.due_ms, e.id))]
+
+    def replace(self, objs: list[dict[str, object]]) -> None:
+        """Hold ``objs`` (a master's pending redeliveries) instead of ours, persisted: a slave keeps
+        them for when it serves as master. Raises KeyError/ValueError/TypeError for a malformed entry."""
+        entries = [PendingRetry.from_obj(o) for o in objs]
+        self.pending = {e.id: e for e in entries}
+        self._next_id = max(self.pending, default=0) + 1
+        self.persist()
 
     # -- send-back -----------------------------------------------------------------------------
     def delay_ms(self, level: int) -> int:

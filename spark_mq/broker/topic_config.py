@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 from spark_mq.common.config import BrokerConfig
 from spark_mq.common.errors import InvalidNameError
@@ -32,7 +31,7 @@ class TopicConfigManager:
         self.config = config
         self.file = file
         self.topics: dict[str, TopicConfig] = {}
-        self.data_version = DataVersion(int(time.time() * 1000), 0)
+        self.data_version = DataVersion.now()
 
     def load(self) -> None:
         raw = self.file.load()
@@ -55,7 +54,7 @@ class TopicConfigManager:
         self.file.persist(json.loads(wrapper.to_json(standard=True)))
 
     def _changed(self) -> None:
-        self.data_version = DataVersion(int(time.time() * 1000), self.data_version.counter + 1)
+        self.data_version = self.data_version.next()
         self.persist()
 
     def get(self, topic: str) -> TopicConfig | None:
@@ -98,6 +97,16 @@ class TopicConfigManager:
         if name in self.topics:
             return False
         return self.upsert(TopicConfig(name, 1, 1, PERM_READ_WRITE))
+
+    def replace(self, wrapper: TopicConfigSerializeWrapper) -> bool:
+        """Take ``wrapper``'s topics and version as they are (a slave copying its master), persisted;
+        False when the version is the one held already. A name that breaks the rule is dropped."""
+        if wrapper.data_version == self.data_version:
+            return False
+        self.topics = {name: tc for name, tc in wrapper.topic_config_table.items() if _loadable(name, tc)}
+        self.data_version = wrapper.data_version
+        self.persist()
+        return True
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(dict(self.topics), self.data_version)

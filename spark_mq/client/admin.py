@@ -56,6 +56,13 @@ class BrokerStatus:
         value = self.runtime.get(name)
         return int(value) if value not in (None, "") and value.lstrip("-").isdigit() else None
 
+    def _float(self, name: str) -> float | None:
+        value = self.runtime.get(name)
+        try:
+            return float(value) if value is not None else None
+        except ValueError:
+            return None
+
     @property
     def version(self) -> str | None:
         v = self.runtime.get("sparkMqVersion")
@@ -72,11 +79,7 @@ class BrokerStatus:
 
     @property
     def disk_ratio(self) -> float | None:
-        value = self.runtime.get("commitLogDiskRatio")
-        try:
-            return float(value) if value is not None else None
-        except ValueError:
-            return None
+        return self._float("commitLogDiskRatio")
 
     @property
     def topic_count(self) -> int | None:
@@ -89,6 +92,21 @@ class BrokerStatus:
     @property
     def msg_get_total(self) -> int | None:
         return self._int("msgGetTotalTodayNow")
+
+    @property
+    def role(self) -> str:
+        """``brokerRole`` as the broker answered, else what its id says (0 is a set's master)."""
+        return self.runtime.get("brokerRole") or ("MASTER" if self.broker_id == 0 else "SLAVE")
+
+    @property
+    def slave_lag_bytes(self) -> int | None:
+        """A master's: bytes its most advanced connected slave lacks (None without one)."""
+        return self._int("slaveFallBehindMuch")
+
+    @property
+    def slave_lag_seconds(self) -> float | None:
+        """A master's: seconds since that slave last had the master's whole commitlog."""
+        return self._float("slaveFallBehindSeconds")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``spark-mq admin``: topics (create, list, delete, stats), group lag, offset resets."""
+"""``spark-mq admin``: topics (create, list, delete, stats), broker sets and replication lag, group lag,
+offset resets."""
 
 from __future__ import annotations
 
@@ -54,6 +55,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         description="Min and max offset, the last message's store time and the archived-up-to "
                                     "offset (tiered storage) of every queue.")
     stats.add_argument("--topic", required=True)
+
+    add_command(what, "cluster", _cluster, help="broker sets: members, roles and replication lag",
+                description="Every broker set the NameServer knows: each member's name, id, address and role, "
+                            "and each slave's replication lag in bytes and seconds as its master reports it "
+                            "(GET_BROKER_RUNTIME_INFO: slaveFallBehindMuch; with several slaves, the figures "
+                            "are the most advanced one's).")
 
     group_actions = _actions(what, "group", help="consumer group progress", description="Consumer group progress.")
     lag = add_command(group_actions, "lag", _group_lag, help="broker offset, committed offset and lag per queue",
@@ -124,6 +131,37 @@ def _topic_stats(args: argparse.Namespace) -> int:
     out.print(table)
     out.print(f"total messages: {stats.total_messages}")
     return 0
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
+    from rich.table import Table
+
+    with _admin(args) as admin:
+        brokers = admin.brokers()
+    if not brokers:
+        raise SparkMQError(f"no broker is registered with the NameServer at {args.namesrv}: start `spark-mq broker`")
+    masters = {b.broker_name: b for b in brokers if b.broker_id == 0}
+    table = Table(title=f"broker sets at {args.namesrv}")
+    for name, justify in (("cluster", "left"), ("broker", "left"), ("id", "right"), ("address", "left"),
+                          ("role", "left"), ("commitlog max", "right"), ("lag bytes", "right"),
+                          ("lag seconds", "right"), ("state", "left")):
+        table.add_column(name, justify=justify)
+    for b in brokers:
+        lag_bytes = lag_seconds = "-"
+        master = masters.get(b.broker_name)
+        if b.broker_id != 0 and master is not None and master.error is None:
+            if master.slave_lag_bytes is None:
+                lag_bytes = lag_seconds = "not connected"
+            else:
+                lag_bytes = str(master.slave_lag_bytes)
+                lag_seconds = f"{master.slave_lag_seconds or 0.0:.1f}"
+        state = "ok" if b.error is None else f"unreachable: {b.error}"
+        max_offset = "-" if b.commitlog_max_offset is None else str(b.commitlog_max_offset)
+        table.add_row(b.cluster, b.broker_name, str(b.broker_id), b.addr, b.role, max_offset, lag_bytes, lag_seconds,
+                      state)
+    console().print(table)
+    return 0 if all(b.error is None for b in brokers) else 1
 
 
 def _group_lag(args: argparse.Namespace) -> int:

@@ -105,6 +105,7 @@ class BrokerConfig(ServerChannelConfig):
     slave_read_enable: bool = False
     access_message_in_memory_max_ratio: int = 40
     total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
+    slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -176,6 +177,9 @@ class BrokerConfig(ServerChannelConfig):
         if self.total_physical_memory_size < 0:
             raise ConfigError(f"totalPhysicalMemorySize={self.total_physical_memory_size}: give bytes (0: the "
                               "machine's RAM)")
+        if self.slave_synchronize_interval <= 0:
+            raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
+                              "of ms (how often a slave copies its master's topics, groups and offsets)")
 
     @property
     def root(self) -> Path:

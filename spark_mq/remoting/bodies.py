@@ -43,6 +43,7 @@ mapped to names on reading. Thread-safety: bodies are plain data; nothing here i
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -269,6 +270,15 @@ class MessageQueue(JsonKey):
 class DataVersion(Body):
     timestamp: int = 0
     counter: int = 0
+
+    @classmethod
+    def now(cls) -> DataVersion:
+        """A table's first version: stamped now, counter 0."""
+        return cls(int(time.time() * 1000), 0)
+
+    def next(self) -> DataVersion:
+        """The version after a change: stamped now, counter + 1 (RocketMQ's ``nextVersion``)."""
+        return DataVersion(int(time.time() * 1000), self.counter + 1)
 
     def to_obj(self) -> Bean:
         return Bean(timestamp=self.timestamp, counter=self.counter)
@@ -843,3 +853,97 @@ class ConsumeStats(Body):
             for k, v in _map(o, "offsetTable").items()
         }
         return cls(table, _float(o, "consumeTps"))
+
+
+# --- broker metadata a slave copies from its master (SlaveSynchronize) ---------------------
+
+
+@dataclass
+class SubscriptionGroupConfig(Body):
+    """``org.apache.rocketmq.common.subscription.SubscriptionGroupConfig`` (4.x fields and defaults);
+    the UPDATE_AND_CREATE_SUBSCRIPTIONGROUP request body."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_obj(self) -> Bean:
+        return Bean(
+            groupName=self.group_name, consumeEnable=self.consume_enable,
+            consumeFromMinEnable=self.consume_from_min_enable, consumeBroadcastEnable=self.consume_broadcast_enable,
+            retryQueueNums=self.retry_queue_nums, retryMaxTimes=self.retry_max_times, brokerId=self.broker_id,
+            whichBrokerWhenConsumeSlowly=self.which_broker_when_consume_slowly,
+            notifyConsumerIdsChangedEnable=self.notify_consumer_ids_changed_enable,
+        )
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> SubscriptionGroupConfig:
+        o = _obj(o, name)
+        return cls(
+            _str(o, "groupName"), _bool(o, "consumeEnable", True), _bool(o, "consumeFromMinEnable", True),
+            _bool(o, "consumeBroadcastEnable", True), _int(o, "retryQueueNums", 1), _int(o, "retryMaxTimes", 16),
+            _int(o, "brokerId", 0), _int(o, "whichBrokerWhenConsumeSlowly", 1),
+            _bool(o, "notifyConsumerIdsChangedEnable", True),
+        )
+
+
+@dataclass
+class SubscriptionGroupWrapper(Body):
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG response body (also ``subscriptionGroup.json``'s layout)."""
+
+    subscription_group_table: dict[str, SubscriptionGroupConfig] = field(default_factory=dict)
+    data_version: DataVersion = field(default_factory=DataVersion)
+
+    def to_obj(self) -> Bean:
+        return Bean(subscriptionGroupTable={k: v.to_obj() for k, v in self.subscription_group_table.items()},
+                    dataVersion=self.data_version.to_obj())
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> SubscriptionGroupWrapper:
+        o = _obj(o, name)
+        table = {str(k): SubscriptionGroupConfig.from_obj(v, f"subscriptionGroupTable[{k}]")
+                 for k, v in _map(o, "subscriptionGroupTable").items()}
+        return cls(table, DataVersion.from_obj(o.get("dataVersion") or {}, "dataVersion"))
+
+
+@dataclass
+class ConsumerOffsetSerializeWrapper(Body):
+    """GET_ALL_CONSUMER_OFFSET response body: ``{"offsetTable":{"topic@group":{0:42}}}`` (queue ids
+    are integer keys, unquoted as fastjson writes them)."""
+
+    offset_table: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(offsetTable={k: dict(v) for k, v in self.offset_table.items()})
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ConsumerOffsetSerializeWrapper:
+        table = _map(_obj(o, name), "offsetTable")
+        return cls({str(k): {_int_key(q, f"offsetTable[{k}]"): _as_int(v, f"offsetTable[{k}][{q}]")
+                             for q, v in _obj(qs, f"offsetTable[{k}]").items()} for k, qs in table.items()})
+
+
+@dataclass
+class DelayOffsetSerializeWrapper(Body):
+    """GET_ALL_DELAY_OFFSET response body: RocketMQ's ``{"offsetTable":{level:offset}}``. This broker
+    keeps no per-level offsets (it has no SCHEDULE_TOPIC_XXXX), so its table is empty; its pending
+    redeliveries travel beside it as ``pendingRetries`` (``delayOffset.json``'s entries, which a
+    RocketMQ reader ignores), so a slave holds them too."""
+
+    offset_table: dict[int, int] = field(default_factory=dict)
+    pending_retries: list[Any] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(offsetTable=dict(self.offset_table), pendingRetries=list(self.pending_retries))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> DelayOffsetSerializeWrapper:
+        o = _obj(o, name)
+        table = {_int_key(k, "offsetTable"): _as_int(v, f"offsetTable[{k}]") for k, v in _map(o, "offsetTable").items()}
+        return cls(table, _list(o, "pendingRetries", _obj))

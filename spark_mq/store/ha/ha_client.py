@@ -40,6 +40,8 @@ class HAClient:
         self.connected_to = ""  # the master's HA address while connected
         self.reported = -1  # the last offset reported to the master
         self.failures = 0  # connections failed in a row (only the first of a run is a warning)
+        self.bytes_received = 0  # commitlog bytes appended from masters since start
+        self.master_offset = -1  # the end of what the master had sent, as last seen (-1: nothing yet)
 
     async def run(self) -> None:
         """Replicate until cancelled, reconnecting after every failure."""
@@ -77,10 +79,12 @@ class HAClient:
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
             while True:
                 offset, size = TRANSFER_HEADER.unpack(await reader.readexactly(TRANSFER_HEADER.size))
+                self.master_offset = max(self.master_offset, offset + size)
                 if size == 0:
                     continue  # the master's heartbeat
                 body = await reader.readexactly(size)
                 self.store.append_replicated(offset, body)
+                self.bytes_received += size
                 self._report(writer)
                 await writer.drain()
         finally:
@@ -88,6 +92,16 @@ class HAClient:
             with contextlib.suppress(asyncio.CancelledError, OSError):
                 await reporter
             writer.close()
+
+    def lag_bytes(self) -> int:
+        """Bytes behind the master's offset as last seen in its transfers (their headers carry no
+        more: the master's own ``lag_bytes`` per slave is the authoritative figure)."""
+        return max(0, self.master_offset - self.store.commitlog.max_offset())
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's replication figures of a slave."""
+        return {"haMasterAddress": self.connected_to, "haMasterLagBytes": str(self.lag_bytes()),
+                "haReceivedBytes": str(self.bytes_received)}
 
     def _report(self, writer: asyncio.StreamWriter) -> None:
         self.reported = self.store.commitlog.max_offset()

@@ -47,6 +47,8 @@ class HAConnection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.acked = -1  # the slave's last reported offset (-1: none yet)
         self.next_transfer = -1  # next commitlog offset to send
+        self.bytes_sent = 0  # commitlog bytes streamed to this slave
+        self.caught_up_at = time.monotonic()  # when a report last matched the master's end (lag seconds)
         self._first_report = asyncio.Event()
 
     async def serve(self) -> None:
@@ -61,6 +63,14 @@ class HAConnection:
             with contextlib.suppress(asyncio.CancelledError, ConnectionError):
                 await writer
             self.writer.close()
+
+    def lag_bytes(self) -> int:
+        """Commitlog bytes the master has and this slave has not acknowledged."""
+        return max(0, self.commitlog.max_offset() - max(self.acked, 0))
+
+    def lag_seconds(self, now: float) -> float:
+        """Seconds since this slave last acknowledged the master's end (0 while it has everything)."""
+        return 0.0 if self.lag_bytes() == 0 else now - self.caught_up_at
 
     async def _read_loop(self) -> None:
         while True:
@@ -78,6 +88,8 @@ class HAConnection:
                 log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
                 self._first_report.set()
             self.acked = offset
+            if offset >= self.commitlog.max_offset():
+                self.caught_up_at = time.monotonic()
             self.on_ack(offset)
 
     async def _write_loop(self) -> None:
@@ -91,6 +103,7 @@ class HAConnection:
                 self.writer.write(TRANSFER_HEADER.pack(self.next_transfer, len(view)))
                 self.writer.write(view)
                 self.next_transfer += len(view)
+                self.bytes_sent += len(view)
                 await self.writer.drain()
                 await asyncio.sleep(0)  # drain returns at once while the socket takes it all: let requests in
                 last_sent = time.monotonic()

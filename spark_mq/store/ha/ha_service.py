@@ -30,10 +30,12 @@ class HAService:
         self.config = config
         self.commitlog = commitlog
         self.transfer = GroupTransfer()
-        self.connections: set[HAConnection] = set()
+        # replaced, never changed in place: a metrics scrape thread iterates it
+        self.connections: frozenset[HAConnection] = frozenset()
         self._wake = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._bytes_sent_closed = 0  # by connections that ended (the total survives reconnects)
 
     async def start(self, port: int) -> int:
         """Listen on ``port`` (0: a free one); returns the port bound."""
@@ -58,17 +60,33 @@ class HAService:
                             self.config.ha_send_heartbeat_interval / 1000, self._wake, self.transfer.ack)
         task = asyncio.current_task()
         assert task is not None
-        self.connections.add(conn)
+        self.connections = self.connections | {conn}
         self._tasks.add(task)
         try:
             await conn.serve()
         finally:
-            self.connections.discard(conn)
+            self.connections = self.connections - {conn}
             self._tasks.discard(task)
+            self._bytes_sent_closed += conn.bytes_sent
 
     def appended(self) -> None:
         """New commitlog bytes: wake the transfers waiting for some."""
         self._wake.set()
+
+    def bytes_sent(self) -> int:
+        """Commitlog bytes streamed to slaves since start, over every connection."""
+        return self._bytes_sent_closed + sum(c.bytes_sent for c in self.connections)
+
+    def runtime_info(self, now: float) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's replication figures: RocketMQ's ``masterPutWhere`` and
+        ``slaveFallBehindMuch`` (bytes the most advanced slave lacks, absent without a slave), and
+        ours: slaves connected and the same slave's lag in seconds."""
+        info = {"masterPutWhere": str(self.commitlog.max_offset()), "haConnectedSlaves": str(len(self.connections))}
+        best = min(self.connections, key=lambda c: c.lag_bytes(), default=None)
+        if best is not None:
+            info["slaveFallBehindMuch"] = str(best.lag_bytes())
+            info["slaveFallBehindSeconds"] = f"{best.lag_seconds(now):.3f}"
+        return info
 
     def slave_ack_offset(self) -> int:
         """The highest offset a connected slave reported (-1 without one)."""

@@ -145,6 +145,7 @@ def test_missing_file(tmp_path):
     ({"haTransferBatchSize": "0"}, "haTransferBatchSize"),
     ({"accessMessageInMemoryMaxRatio": "150"}, "accessMessageInMemoryMaxRatio=150: give a percentage of RAM"),
     ({"totalPhysicalMemorySize": "-1"}, "totalPhysicalMemorySize=-1"),
+    ({"slaveSynchronizeInterval": "0"}, "slaveSynchronizeInterval=0: give a positive number"),
 ])
 def test_replication_keys_are_checked(props, says):
     with pytest.raises(ConfigError, match=re.escape(says)):
@@ -156,6 +157,7 @@ def test_replication_defaults_are_rocketmqs():
     assert (cfg.broker_role, cfg.broker_id, cfg.ha_port) == ("ASYNC_MASTER", 0, 20912)
     assert (cfg.ha_send_heartbeat_interval, cfg.ha_transfer_batch_size, cfg.ha_max_gap_not_in_sync) == (
         5000, 32 * 1024, 256 * 1024 * 1024)
+    assert cfg.slave_synchronize_interval == 10_000
     slave = config_from_properties(BrokerConfig, {"brokerRole": "SLAVE", "brokerId": "1", "haListenPort": "3000"})
     assert slave.is_slave and slave.ha_port == 3000
     assert (cfg.slave_read_enable, cfg.access_message_in_memory_max_ratio) == (False, 40)

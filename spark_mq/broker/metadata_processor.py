@@ -1,0 +1,52 @@
+"""The broker's metadata tables served whole, as RocketMQ's AdminBrokerProcessor serves them to a
+slave's SlaveSynchronize and to admin tools: GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
+GET_ALL_DELAY_OFFSET (GET_ALL_TOPIC_CONFIG is the AdminProcessor's), and
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, which fills the first.
+"""
+
+from __future__ import annotations
+
+from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.retry import RetryScheduler
+from spark_mq.broker.subscription_groups import SubscriptionGroupManager
+from spark_mq.remoting.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    DelayOffsetSerializeWrapper,
+    SubscriptionGroupConfig,
+)
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.server import RemotingServer
+
+
+class MetadataProcessor:
+    def __init__(self, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
+                 retry: RetryScheduler) -> None:
+        self.groups = groups
+        self.offsets = offsets
+        self.retry = retry
+
+    def register_on(self, server: RemotingServer) -> None:
+        for code, handler in {
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.create_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+        }.items():
+            server.register(code, handler)
+
+    async def create_group(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        self.groups.upsert(SubscriptionGroupConfig.from_json(cmd.body or b"{}"))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def all_groups(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=self.groups.wrapper().to_json())
+
+    async def all_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = ConsumerOffsetSerializeWrapper(self.offsets.table).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def all_delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        body = DelayOffsetSerializeWrapper({}, self.retry.pending_objs()).to_json()
+        return cmd.make_response(ResponseCode.SUCCESS, body=body)

@@ -1,0 +1,111 @@
+"""A slave's copy of its master's metadata (RocketMQ's ``broker/slave/SlaveSynchronize``).
+
+Replication copies the commitlog, not the tables beside it, so a slave asks its master for them:
+topic configs (GET_ALL_TOPIC_CONFIG), subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG),
+consumer offsets (GET_ALL_CONSUMER_OFFSET) and delay offsets (GET_ALL_DELAY_OFFSET; here the pending
+redeliveries), every ``slaveSynchronizeInterval`` ms and once as soon as it learns its master's
+address. Topic configs and groups are replaced whole when the master's data version differs (then
+the slave re-registers, so its route lists the master's topics); consumer offsets of the master
+replace the slave's per ``topic@group``, as RocketMQ's ``putAll`` does. Everything taken is persisted.
+
+A table that cannot be decoded is logged (a WARNING line) and retried next round; the others are
+still taken. An unreachable master ends the round with one WARNING line.
+
+Thread-safety: runs on the broker's event loop, like the managers it fills.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.retry import RetryScheduler
+from spark_mq.broker.subscription_groups import SubscriptionGroupManager
+from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.common.errors import BodyError, RemotingError
+from spark_mq.remoting.bodies import (
+    ConsumerOffsetSerializeWrapper,
+    DelayOffsetSerializeWrapper,
+    SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper,
+)
+from spark_mq.remoting.client import RemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.loop import wait_event
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 3.0
+
+
+class SlaveSynchronize:
+    def __init__(self, client: RemotingClient, master_addr: Callable[[], str], topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, retry: RetryScheduler,
+                 interval_s: float, on_topics_changed: Callable[[], None]) -> None:
+        self.client = client
+        self.master_addr = master_addr
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.retry = retry
+        self.interval_s = interval_s
+        self.on_topics_changed = on_topics_changed
+        self._now = asyncio.Event()
+
+    def master_learned(self) -> None:
+        """Sync at once (the master's address is new)."""
+        self._now.set()
+
+    async def run(self) -> None:
+        while True:
+            await wait_event(self._now, self.interval_s)
+            self._now.clear()
+            addr = self.master_addr()
+            if addr:
+                await self.sync_all(addr)
+
+    async def sync_all(self, addr: str) -> None:
+        steps: tuple[tuple[str, Callable[[str], Awaitable[None]]], ...] = (
+            ("topic config", self.sync_topics), ("subscription groups", self.sync_groups),
+            ("consumer offsets", self.sync_offsets), ("delay offsets", self.sync_delay_offsets),
+        )
+        for what, step in steps:
+            try:
+                await step(addr)
+            except (BodyError, KeyError, ValueError, TypeError) as e:
+                log.warning("slave sync: cannot copy %s from master %s (retrying in %g s): %s", what, addr,
+                            self.interval_s, e)
+            except RemotingError as e:  # the master is unreachable: one line per round, not one per table
+                log.warning("slave sync: master %s unreachable (retrying in %g s): %s", addr, self.interval_s, e)
+                return
+
+    async def _fetch(self, addr: str, code: int) -> bytes:
+        resp = await self.client.invoke(addr, RemotingCommand.request(code), REQUEST_TIMEOUT_S)
+        if resp.code != ResponseCode.SUCCESS:
+            raise ValueError(f"answered {resp.code}: {resp.remark}")
+        return resp.body or b""
+
+    async def sync_topics(self, addr: str) -> None:
+        wrapper = TopicConfigSerializeWrapper.from_json(await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG))
+        if self.topics.replace(wrapper):
+            log.info("slave sync: took %d topic configs from master %s", len(wrapper.topic_config_table), addr)
+            self.on_topics_changed()
+
+    async def sync_groups(self, addr: str) -> None:
+        body = await self._fetch(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        wrapper = SubscriptionGroupWrapper.from_json(body)
+        if self.groups.replace(wrapper):
+            log.info("slave sync: took %d subscription groups from master %s",
+                     len(wrapper.subscription_group_table), addr)
+
+    async def sync_offsets(self, addr: str) -> None:
+        body = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
+        self.offsets.take(ConsumerOffsetSerializeWrapper.from_json(body).offset_table)
+        self.offsets.persist()
+
+    async def sync_delay_offsets(self, addr: str) -> None:
+        body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
+        self.retry.replace(DelayOffsetSerializeWrapper.from_json(body).pending_retries)

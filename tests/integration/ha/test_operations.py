@@ -1,0 +1,147 @@
+"""The operator's view of replication (issue 14) against real processes: Prometheus lag and transfer
+metrics on master and slave, ``spark-mq admin cluster`` listing a set's members with roles and lag,
+and ``spark-mq dev --replicas 2`` starting a pair that replicates."""
+
+from __future__ import annotations
+
+import signal
+from contextlib import contextmanager
+
+from broker._support import pull_header
+from broker.test_admin import scrape
+from cli.conftest import run_cli
+from servers import ServerProcess, free_port, unique, wait_until
+
+from spark_mq.client.results import PullStatus, SendStatus
+from spark_mq.common.message import MessageBatch
+
+from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
+
+SLAVE_LAG = "spark_mq_ha_slave_lag_bytes"
+SLAVE_LAG_SECONDS = "spark_mq_ha_slave_lag_seconds"
+
+
+def per_slave(metrics: dict, name: str) -> dict[str, float]:
+    """The samples of ``name`` by their ``slave`` label."""
+    return {dict(labels)["slave"]: v for (n, labels), v in metrics.items() if n == name}
+
+
+def caught_up(pair) -> dict:
+    """The master's metrics once its one slave has acknowledged everything."""
+    def done():
+        m = scrape(pair.master.metrics_url)
+        lag = per_slave(m, SLAVE_LAG)
+        return m if len(lag) == 1 and list(lag.values()) == [0] else None
+    return wait_until(done, REPLICATION_TIMEOUT_S, "the master to report a lag of 0 bytes")
+
+
+@contextmanager
+def stopped(broker):
+    """``broker`` SIGSTOPped for the block (it neither reads nor acknowledges), then SIGCONTed."""
+    broker.server.signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        broker.server.signal(signal.SIGCONT)
+
+
+def test_metrics_show_lag_per_slave_zero_after_catch_up_and_growing_while_the_slave_is_stopped(ha_pair, api):
+    pair = ha_pair("ASYNC_MASTER", metrics=True)
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    send_batches(api, pair.master.addr, topic, 8, seed=3)
+    replicated(pair)
+
+    m = caught_up(pair)
+    [slave_label] = per_slave(m, SLAVE_LAG)
+    assert slave_label.startswith("127.0.0.1:")  # the slave's HA connection
+    assert m[("spark_mq_ha_connected_slaves", ())] == 1
+    assert per_slave(m, SLAVE_LAG_SECONDS) == {slave_label: 0}
+    acked = per_slave(m, "spark_mq_ha_slave_ack_offset")[slave_label]
+    assert acked > 8 * 16 * 50
+    assert m[("spark_mq_ha_transferred_bytes_total", ())] == acked  # the slave started empty
+    s = wait_until(lambda: (got := scrape(pair.slave.metrics_url))[("spark_mq_ha_received_bytes_total", ())] == acked
+                   and got, REPLICATION_TIMEOUT_S, "the slave to count what it received")
+    assert s[("spark_mq_ha_master_connected", ())] == 1
+    assert s[("spark_mq_ha_master_lag_bytes", ())] == 0
+    assert not per_slave(s, SLAVE_LAG)  # a slave has no slaves
+
+    with stopped(pair.slave):
+        sent = send_batches(api, pair.master.addr, topic, 4, seed=4)  # ASYNC_MASTER: answered without the slave
+        behind = wait_until(lambda: (got := scrape(pair.master.metrics_url)) and per_slave(got, SLAVE_LAG)[slave_label]
+                            and per_slave(got, SLAVE_LAG_SECONDS)[slave_label] > 0 and got,
+                            REPLICATION_TIMEOUT_S, "the master to report the stopped slave behind")
+        assert per_slave(behind, SLAVE_LAG)[slave_label] >= sum(map(len, sent))
+    m = caught_up(pair)
+    assert per_slave(m, SLAVE_LAG_SECONDS) == {slave_label: 0}
+    end = per_slave(m, "spark_mq_ha_slave_ack_offset")[slave_label]
+    wait_until(lambda: scrape(pair.slave.metrics_url)[("spark_mq_ha_received_bytes_total", ())] == end,
+               REPLICATION_TIMEOUT_S, "the slave to count the bytes it caught up")
+
+
+def set_rows(output: str, *addrs: str) -> dict[str, list[str]]:
+    """The cells of the rows of ``spark-mq admin cluster``'s table naming ``addrs``, by address."""
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        for addr in addrs:
+            if addr in cells:
+                rows[addr] = cells
+    return rows
+
+
+def test_admin_cluster_lists_the_set_with_roles_and_replication_lag(ha_pair, api, namesrv):
+    pair = ha_pair("SYNC_MASTER")
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    send_batches(api, pair.master.addr, topic, 4, seed=5)
+    replicated(pair)
+    master, slave = pair.master.addr, pair.slave.addr
+
+    def listed():
+        result = run_cli("admin", "cluster", namesrv=namesrv)
+        rows = set_rows(result.stdout, master, slave)
+        return (result, rows) if len(rows) == 2 and rows[slave][6] == "0" else None
+    result, rows = wait_until(listed, REPLICATION_TIMEOUT_S, "admin cluster to show the slave caught up")
+    assert result.returncode == 0, result.stderr
+    # cluster, broker, id, address, role, commitlog max, lag bytes, lag seconds, state
+    assert rows[master][1:5] == [pair.name, "0", master, "SYNC_MASTER"]
+    assert rows[slave][1:5] == [pair.name, "1", slave, "SLAVE"]
+    assert rows[slave][6:8] == ["0", "0.0"] and rows[master][6:8] == ["-", "-"]
+    assert rows[slave][5] == rows[master][5]  # the same commitlog end
+
+    with stopped(pair.slave):
+        result = api.send_batch(master, MessageBatch.of(topic, 0, [b"unacknowledged" * 100], [b""]), "ha_producer")
+        assert result.status == SendStatus.FLUSH_SLAVE_TIMEOUT  # stored on the master, not acknowledged
+        result = run_cli("admin", "cluster", namesrv=namesrv)
+    rows = set_rows(result.stdout, master, slave)
+    assert result.returncode == 1  # a member did not answer
+    assert rows[slave][8].startswith("unreachable")
+    assert int(rows[slave][6]) >= 1400 and float(rows[slave][7]) > 0
+
+
+def test_dev_replicas_2_starts_a_pair_that_replicates(tmp_path, api):
+    namesrv = f"127.0.0.1:{free_port()}"
+    dev = ServerProcess(["dev", "--replicas", "2", "--namesrv-port", namesrv.rpartition(":")[2], "--port", "0",
+                         "--metrics-port", "0", "--store", str(tmp_path / "store")], tmp_path / "dev.log",
+                        "spark-mq dev: ", verbose=False)
+    try:
+        members = wait_until(lambda: len(addrs := api.get_cluster_info(namesrv)
+                                         .broker_addr_table["broker-a"].broker_addrs) == 2 and addrs,
+                             REPLICATION_TIMEOUT_S, "master and slave registered")
+        master, slave = members[0], members[1]
+        assert run_cli("admin", "cluster", namesrv=namesrv).returncode == 0
+        topic = unique("DevHa")
+        for addr in (master, slave):  # topic configs are not replicated yet
+            api.create_topic(addr, topic, QUEUES, QUEUES)
+        bodies = [f"dev-{i}".encode() for i in range(32)]
+        sent = api.send_batch(master, MessageBatch.of(topic, 1, bodies, [b""] * len(bodies)), "dev_producer")
+        assert sent.status == SendStatus.SEND_OK
+
+        def pulled():
+            result = api.pull_message(slave, pull_header("dev_reader", topic, 1, 0, max_nums=64))
+            return result.status == PullStatus.FOUND and [m.body for m in result.messages(check_crc=True)]
+        assert wait_until(pulled, REPLICATION_TIMEOUT_S, "the slave to serve what the master stored") == bodies
+        assert (tmp_path / "store-slave1").is_dir()
+    finally:
+        dev.stop_cleanly()
