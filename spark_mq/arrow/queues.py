@@ -1,7 +1,8 @@
 """The readable queues of a topic and their offsets at the brokers: what every reader of queue ranges
 (the ``spark_mq`` source, the offload, the lookups across tiers) plans with.
 
-A topic's queues come from the NameServer route (readable queues, broker name → master address);
+A topic's queues come from the NameServer route (readable queues, broker name → master address, or a
+slave's while the route has no master);
 a read of several topics, or of the topics a pattern matches in the NameServer's topic list
 (GET_ALL_TOPIC_LIST_FROM_NAMESERVER, system topics left out), has one :class:`TopicQueues` per topic
 (:func:`discover_topics`);
@@ -17,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
@@ -43,14 +44,20 @@ def queue_key_text(key: QueueKey) -> str:
 
 @dataclass(frozen=True)
 class TopicQueues:
-    """The readable queues of a topic and the master address of each of their brokers."""
+    """The readable queues of a topic and the address each of their brokers is read at."""
 
     topic: str
-    brokers: dict[str, str]  # broker name -> master "ip:port"
+    brokers: dict[str, str]  # broker name -> master "ip:port" (a slave's while the master is down)
     queues: tuple[QueueKey, ...]  # sorted
+    # broker name -> its set's members (broker id, address) from the route: where a reader goes when its
+    # address stops answering or a pull answer suggests another member (suggestWhichBrokerId)
+    members: dict[str, tuple[tuple[int, str], ...]] = field(default_factory=dict)
 
     def addr(self, key: QueueKey) -> str:
         return self.brokers[key[0]]
+
+    def members_of(self, key: QueueKey) -> tuple[tuple[int, str], ...]:
+        return self.members.get(key[0], ())
 
 
 def route_with_masters(
@@ -76,18 +83,27 @@ def route_with_masters(
                       f"check the address and that `spark-mq namesrv` runs there")
 
 
-def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str) -> TopicQueues:
-    """The topic's readable queues (see ``route_with_masters`` for the errors)."""
+def discover_queues(api: SyncMQClientAPI, namesrv_addrs: list[str], topic: str, *,
+                    slaves: bool = True) -> TopicQueues:
+    """The topic's readable queues (see ``route_with_masters`` for the errors). With ``slaves`` (a pure
+    reader), a broker set whose master is gone from the route (dead) is read at its slave (lowest id), as
+    RocketMQ's consumers do (findBrokerAddressInSubscribe); without, its queues are left out."""
     route, brokers = route_with_masters(api, namesrv_addrs, topic)
+    for b in route.broker_datas if slaves else ():
+        if b.broker_name not in brokers and b.broker_addrs:
+            slave = b.broker_addrs[min(b.broker_addrs)]
+            log.warning("topic %s: broker %s has no master online; reading its slave %s", topic, b.broker_name, slave)
+            brokers[b.broker_name] = slave
     queues: list[QueueKey] = []
     for q in route.queue_datas:
         if not q.perm & PERM_READ:
             continue
         if q.broker_name not in brokers:
-            log.warning("topic %s: broker %s has no master online; its queues are not read", topic, q.broker_name)
+            log.warning("topic %s: broker %s has no broker online; its queues are not read", topic, q.broker_name)
             continue
         queues.extend((q.broker_name, i) for i in range(q.read_queue_nums))
-    return TopicQueues(topic, brokers, tuple(sorted(queues)))
+    members = {b.broker_name: tuple(sorted(b.broker_addrs.items())) for b in route.broker_datas}
+    return TopicQueues(topic, brokers, tuple(sorted(queues)), members)
 
 
 def matching_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], pattern: str) -> list[str]:

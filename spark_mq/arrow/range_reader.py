@@ -26,11 +26,12 @@ from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.arrow.queues import DataLossError, queue_key_text
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
 from spark_mq.client.pull_consumer import pull_header
-from spark_mq.client.results import PullStatus
+from spark_mq.client.results import PullResult, PullStatus
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
-from spark_mq.common.errors import SparkMQError
+from spark_mq.common.errors import RemotingError, SparkMQError
 from spark_mq.remoting.bodies import MessageQueue
+from spark_mq.remoting.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ class QueueRange:
     group: str
     pull_batch_size: int
     fail_on_data_loss: bool
+    # the broker set's (broker id, address): read the member a pull answer suggests (suggestWhichBrokerId),
+    # and the others while one does not answer
+    members: tuple[tuple[int, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -70,10 +74,16 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     needed = (*columns, *(c for c in looked_at if c not in columns))
     mq = MessageQueue(part.topic, part.broker_name, part.queue_id)
     offset = part.start
+    members = dict(part.members)
+    addrs = [part.broker_addr, *(a for _, a in part.members if a != part.broker_addr)]
     with SyncMQClientAPI(timeout=timeout) as api:
         while offset < part.end:
             header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
-            result = api.pull_message(part.broker_addr, header)
+            result = _pull_first_answering(api, addrs, header, part.name)
+            suggested = members.get(result.suggest_which_broker_id)
+            if suggested is not None and suggested != addrs[0]:  # RocketMQ's pullFromWhichNodeTable
+                addrs.remove(suggested)
+                addrs.insert(0, suggested)
             if result.status is PullStatus.FOUND:
                 batch = decode_units_to_arrow(result.body, broker_name=part.broker_name,  # a vectorised walk
                                               columns=needed)
@@ -95,6 +105,19 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
                 raise SparkMQError(f"queue {part.name}: broker {part.broker_addr} gave next offset "
                                    f"{result.next_begin_offset} for a pull at {offset}: no progress")
             offset = result.next_begin_offset
+
+
+def _pull_first_answering(api: SyncMQClientAPI, addrs: list[str], header: PullMessageRequestHeader,
+                          name: str) -> PullResult:
+    """The pull answered by the first of ``addrs`` (the planned broker, then its slaves) that answers; one
+    that does not (a master killed since planning) moves to the end for the range's next pulls."""
+    for _ in range(len(addrs) - 1):
+        try:
+            return api.pull_message(addrs[0], header)
+        except RemotingError as e:
+            log.warning("queue %s: broker %s does not answer (%s); reading %s", name, addrs[0], e, addrs[1])
+            addrs.append(addrs.pop(0))
+    return api.pull_message(addrs[0], header)
 
 
 def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None) -> pa.RecordBatch:

@@ -16,6 +16,7 @@ from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures
+from spark_mq.common.config import MASTER_ID
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.perm import PERM_READ
 from spark_mq.remoting.bodies import SUB_ALL, is_tag_type
@@ -27,6 +28,7 @@ from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetResult, GetStatus
 
 MAX_SUSPEND_S = 30.0  # never hold a pull longer than this, whatever the client asks
+SLOW_READER_BROKER_ID = 1  # where a far-behind reader is sent (RocketMQ's whichBrokerWhenConsumeSlowly default)
 
 _STATUS_CODE = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -57,7 +59,8 @@ class PullProcessor:
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
                  offsets: ConsumerOffsetManager, hold: PullHoldService, metrics: BrokerMetrics,
-                 unserved: UnservedFeatures) -> None:
+                 unserved: UnservedFeatures, *, slave_read_enable: bool = False,
+                 in_memory_read_bytes: int = 0) -> None:
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -65,6 +68,15 @@ class PullProcessor:
         self.hold = hold
         self.metrics = metrics
         self.unserved = unserved
+        self.slave_read_enable = slave_read_enable
+        self.in_memory_read_bytes = in_memory_read_bytes
+
+    def suggest_broker_id(self, result: GetResult) -> int:
+        """RocketMQ's rule (master and slave alike): with slaveReadEnable, a reader further behind than
+        memory holds goes to the slave, one within it to the master; without it, always the master."""
+        if self.slave_read_enable and result.behind_bytes > self.in_memory_read_bytes:
+            return SLOW_READER_BROKER_ID
+        return MASTER_ID
 
     def register_on(self, server) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
@@ -110,7 +122,7 @@ class PullProcessor:
         if code == ResponseCode.SUCCESS:
             self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
         return cmd.make_response(code, ext_fields={
-            "suggestWhichBrokerId": 0,
+            "suggestWhichBrokerId": self.suggest_broker_id(result),
             "nextBeginOffset": result.next_begin_offset,
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,

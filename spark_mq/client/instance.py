@@ -18,9 +18,11 @@ from collections.abc import Awaitable, Callable
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import client_id
+from spark_mq.client.results import PullResult
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, TopicRouteData
+from spark_mq.remoting.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,9 @@ class ClientInstance:
         self.api = api or MQClientAPI(timeout=config.request_timeout_s)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, str] = {}  # broker name -> master address
+        self.broker_sets: dict[str, dict[int, str]] = {}  # broker name -> {broker id: address}, as last routed
+        # the broker id each queue's last pull answer suggested (RocketMQ's PullAPIWrapper.pullFromWhichNodeTable)
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, ConsumerDataProvider] = {}
         self._ids_changed: dict[str, IdsChanged] = {}
@@ -88,6 +93,7 @@ class ClientInstance:
                 return None
             self.routes[topic] = route
             for b in route.broker_datas:
+                self.broker_sets[b.broker_name] = dict(b.broker_addrs)
                 if MASTER_ID in b.broker_addrs:
                     self.broker_addrs[b.broker_name] = b.broker_addrs[MASTER_ID]
             return route
@@ -100,6 +106,39 @@ class ClientInstance:
 
     def broker_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name)
+
+    def subscribe_addr(self, broker_name: str) -> str | None:
+        """Where a consumer reads and commits (RocketMQ's findBrokerAddressInSubscribe): the master, or
+        while the route has none (it died), a slave of the same broker name."""
+        addrs = self.broker_sets.get(broker_name)
+        if not addrs:
+            return self.broker_addr(broker_name)
+        return addrs.get(MASTER_ID) or addrs[min(addrs)]
+
+    def pull_addrs(self, mq: MessageQueue) -> list[str]:
+        """The members of ``mq``'s broker set to try for a pull: the one its last answer suggested first
+        (suggestWhichBrokerId), then the others, master before slaves."""
+        addrs = self.broker_sets.get(mq.broker_name, {})
+        want = self.pull_from_which_node.get(mq, MASTER_ID)
+        first = [addrs[want]] if want in addrs else []
+        return first + [addr for broker_id, addr in sorted(addrs.items()) if broker_id != want]
+
+    async def pull_message(self, mq: MessageQueue, header: PullMessageRequestHeader,
+                           timeout: float | None = None) -> PullResult:
+        """PULL_MESSAGE of ``mq`` from the member of its broker set the last answer suggested, moving on to
+        the others while one is unreachable (a killed master stays in a cached route until the next
+        refresh); the answer's suggestWhichBrokerId picks the member for the next pull of ``mq``."""
+        addrs = self.pull_addrs(mq)
+        for i, addr in enumerate(addrs):
+            try:
+                result = await self.api.pull_message(addr, header, timeout)
+            except RemotingError:
+                if i == len(addrs) - 1:
+                    raise
+                continue
+            self.pull_from_which_node[mq] = result.suggest_which_broker_id
+            return result
+        raise ClientError(f"broker {mq.broker_name} of {mq.topic}:{mq.queue_id} has no address in the topic's route")
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
         """Writable queues of ``topic`` across its brokers (empty if the topic is unknown)."""
@@ -147,7 +186,11 @@ class ClientInstance:
         )
         if not data.producer_data_set and not data.consumer_data_set:
             return
-        for addr in self.all_broker_addrs():
+        # consumers also tell slaves (RocketMQ's sendHeartbeatToAllBroker): a slave answers the group's
+        # member list while the master is down
+        slaves = {a for addrs in self.broker_sets.values() for i, a in addrs.items() if i != MASTER_ID}
+        targets = sorted(set(self.all_broker_addrs()) | slaves) if data.consumer_data_set else self.all_broker_addrs()
+        for addr in targets:
             try:
                 await self.api.heartbeat(addr, data)
             except (RemotingError, MQClientError) as e:

@@ -89,11 +89,12 @@ async def query_committed_offset(api: MQClientAPI, addr: str, group: str, mq: Me
 
 
 async def broker_addr_of(instance: ClientInstance, mq: MessageQueue) -> str:
-    """The master address of the queue's broker, refreshing the topic's route once if unknown."""
-    addr = instance.broker_addr(mq.broker_name)
+    """The master address of the queue's broker (a slave's while the route has no master), refreshing the
+    topic's route once if unknown."""
+    addr = instance.subscribe_addr(mq.broker_name)
     if addr is None:
         await instance.route(mq.topic, refresh=True)
-        addr = instance.broker_addr(mq.broker_name)
+        addr = instance.subscribe_addr(mq.broker_name)
     if addr is None:
         raise ClientError(f"broker {mq.broker_name} of {mq.topic}:{mq.queue_id} is not in the topic's route "
                           f"(is it running and registered with {instance.config.namesrv_addr}?)")

@@ -132,9 +132,8 @@ async def _pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offs
                     expression: str, suspend_s: float, timeout: float | None) -> PullResult:
     if max_nums <= 0:
         raise ConfigError(f"max_nums must be positive, got {max_nums}")
-    addr = await broker_addr_of(instance, mq)
-    header = pull_header(group, mq, offset, max_nums, expression, suspend_s)
-    return await instance.api.pull_message(addr, header, timeout)
+    await broker_addr_of(instance, mq)  # the route, fetched once if unknown
+    return await instance.pull_message(mq, pull_header(group, mq, offset, max_nums, expression, suspend_s), timeout)
 
 
 def _consumer_data(group: str, subscriptions: dict[str, str], consume_from: str) -> ConsumerData:

@@ -420,8 +420,8 @@ class PushConsumer:
                 sub_version=self.subscriptions[mq.topic].sub_version if mq.topic in self.subscriptions else 0,
                 subscription=slot.expression, expression_type="TAG")
             try:
-                addr = await broker_addr_of(self.instance, mq)
-                result = await self.instance.api.pull_message(addr, header)
+                await broker_addr_of(self.instance, mq)  # the route, fetched once if unknown
+                result = await self.instance.pull_message(mq, header)
             except (RemotingError, MQClientError, ClientError) as e:
                 log.warning("group %s: pull of %s at %d failed: %s", self.group, mq, slot.next_offset, e)
                 await asyncio.sleep(PULL_ERROR_DELAY_S)

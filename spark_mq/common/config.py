@@ -8,6 +8,7 @@ the key, so a typo never silently falls back to a default.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,12 @@ class BrokerConfig(ServerChannelConfig):
     ha_send_heartbeat_interval: int = 5000  # ms: a slave reports its offset (and a master pings) at least this often
     ha_transfer_batch_size: int = 32 * 1024  # bytes of commitlog per transfer to a slave
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes: a slave further behind is not in sync (SYNC_MASTER)
+    # reads from slaves: with slaveReadEnable, a pull reading further behind the commitlog's end than
+    # accessMessageInMemoryMaxRatio percent of RAM (totalPhysicalMemorySize; 0: this machine's) is told
+    # to pull from the slave (suggestWhichBrokerId 1), and a caught-up reader back to the master (0)
+    slave_read_enable: bool = False
+    access_message_in_memory_max_ratio: int = 40
+    total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # recovery
     check_crc_on_recover: bool = True
@@ -164,6 +171,12 @@ class BrokerConfig(ServerChannelConfig):
             raise ConfigError(f"haListenPort={self.ha_listen_port}: give 1-65535 (0: listenPort + 1)")
         if self.ha_send_heartbeat_interval <= 0 or self.ha_transfer_batch_size <= 0 or self.ha_max_gap_not_in_sync <= 0:
             raise ConfigError("haSendHeartbeatInterval, haTransferBatchSize and haMaxGapNotInSync must be positive")
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError(f"accessMessageInMemoryMaxRatio={self.access_message_in_memory_max_ratio}: give a "
+                              "percentage of RAM, 0-100")
+        if self.total_physical_memory_size < 0:
+            raise ConfigError(f"totalPhysicalMemorySize={self.total_physical_memory_size}: give bytes (0: the "
+                              "machine's RAM)")
         if self.slave_synchronize_interval <= 0:
             raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
                               "of ms (how often a slave copies its master's topics, groups and offsets)")
@@ -180,6 +193,13 @@ class BrokerConfig(ServerChannelConfig):
     @property
     def is_slave(self) -> bool:
         return self.broker_role == SLAVE
+
+    @property
+    def in_memory_read_bytes(self) -> int:
+        """How far behind the commitlog's end a read may be and still count as served from memory
+        (RocketMQ: TOTAL_PHYSICAL_MEMORY_SIZE * accessMessageInMemoryMaxRatio / 100)."""
+        total = self.total_physical_memory_size or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return total * self.access_message_in_memory_max_ratio // 100
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,8 @@ def plan_ranges(opts: SourceOptions, queues: TopicQueues, starting: dict[QueueKe
                          for lo, hi in split_range(*cold, opts.max_messages_per_partition))
         if hot is not None:
             parts.extend(QueueRange(queues.topic, key[0], queues.addr(key), key[1], lo, hi, opts.tags,
-                                    opts.pull_group, opts.pull_batch_size, opts.fail_on_data_loss)
+                                    opts.pull_group, opts.pull_batch_size, opts.fail_on_data_loss,
+                                    queues.members_of(key))
                          for lo, hi in split_range(*hot, opts.max_messages_per_partition))
     return parts
 

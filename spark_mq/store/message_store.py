@@ -653,7 +653,8 @@ class MessageStore:
                 data, offsets, phys, sizes = self._drop_damaged(topic, queue_id, data, offsets, phys, sizes, bad)
                 if not sizes.size:
                     return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
-        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes)
+        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes,
+                         self.commitlog.max_offset() - int(phys[-1]))
 
     def _drop_damaged(self, topic: str, queue_id: int, data: bytes, offsets: np.ndarray, phys: np.ndarray,
                       sizes: np.ndarray, bad: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray, np.ndarray]:

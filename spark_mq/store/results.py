@@ -61,6 +61,9 @@ class GetResult:
     data: bytes = b""  # the found units, back to back
     queue_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # commitlog bytes past the last unit read (RocketMQ's maxOffsetPy - maxPhyOffsetPulling): how far
+    # behind the reader is, which decides whether it is sent to a slave
+    behind_bytes: int = 0
 
     @property
     def count(self) -> int:

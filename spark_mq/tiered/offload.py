@@ -279,7 +279,7 @@ def plan_offload(api: SyncMQClientAPI, namesrv_addrs: list[str], topics: list[st
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     plans = []
     for topic in topics:
-        queues = discover_queues(api, namesrv_addrs, topic)
+        queues = discover_queues(api, namesrv_addrs, topic, slaves=False)  # it commits watermarks: masters only
         archive = open_archive(root, topic, fmt)
         plans.append(TopicPlan(archive, [plan_queue(api, archive, queues, key, boundary, now_ms)
                                          for key in queues.queues]))

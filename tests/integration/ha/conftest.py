@@ -28,27 +28,30 @@ class Pair:
     name: str
     ha_port: int
     metrics: bool = False
+    slave_conf: str = ""
 
     def start_slave(self, root, namesrv: str, extra_conf: str = "") -> Broker:
-        self.slave = Broker(namesrv, root / "slave", f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n{extra_conf}",
+        self.slave = Broker(namesrv, root / "slave",
+                            f"{SMALL_FILES}brokerRole=SLAVE\nbrokerId=1\n{self.slave_conf}{extra_conf}",
                             broker_name=self.name, metrics=self.metrics)
         return self.slave
 
 
 @pytest.fixture
 def ha_pair(tmp_path, namesrv):
-    """``ha_pair(role, with_slave=True, metrics=False)``: a master of ``role`` (ASYNC_MASTER or
-    SYNC_MASTER) and, started after it, its slave (both serving Prometheus metrics if ``metrics``);
-    both stopped cleanly after the test if still running."""
+    """``ha_pair(role, with_slave=True, metrics=False, master_conf="", slave_conf="")``: a master of ``role``
+    (ASYNC_MASTER or SYNC_MASTER) and, started after it, its slave (both serving Prometheus metrics if
+    ``metrics``; each with its extra conf lines); both stopped cleanly after the test if still running."""
     pairs: list[Pair] = []
 
-    def make(role: str, with_slave: bool = True, metrics: bool = False) -> Pair:
+    def make(role: str, with_slave: bool = True, metrics: bool = False, master_conf: str = "",
+             slave_conf: str = "") -> Pair:
         name = unique("ha")
         ha_port = free_port()
         master = Broker(namesrv, tmp_path / "master",
-                        f"{SMALL_FILES}brokerRole={role}\nhaListenPort={ha_port}\nsyncFlushTimeout=3000\n",
-                        broker_name=name, metrics=metrics)
-        pair = Pair(master, None, name, ha_port, metrics)
+                        f"{SMALL_FILES}brokerRole={role}\nhaListenPort={ha_port}\nsyncFlushTimeout=3000\n"
+                        f"{master_conf}", broker_name=name, metrics=metrics)
+        pair = Pair(master, None, name, ha_port, metrics, slave_conf)
         pairs.append(pair)
         if with_slave:
             pair.start_slave(tmp_path, namesrv)

@@ -143,6 +143,8 @@ def test_missing_file(tmp_path):
     ({"brokerId": "2"}, "brokerRole=ASYNC_MASTER needs brokerId=0"),
     ({"haListenPort": "70000"}, "haListenPort=70000"),
     ({"haTransferBatchSize": "0"}, "haTransferBatchSize"),
+    ({"accessMessageInMemoryMaxRatio": "150"}, "accessMessageInMemoryMaxRatio=150: give a percentage of RAM"),
+    ({"totalPhysicalMemorySize": "-1"}, "totalPhysicalMemorySize=-1"),
     ({"slaveSynchronizeInterval": "0"}, "slaveSynchronizeInterval=0: give a positive number"),
 ])
 def test_replication_keys_are_checked(props, says):
@@ -158,3 +160,7 @@ def test_replication_defaults_are_rocketmqs():
     assert cfg.slave_synchronize_interval == 10_000
     slave = config_from_properties(BrokerConfig, {"brokerRole": "SLAVE", "brokerId": "1", "haListenPort": "3000"})
     assert slave.is_slave and slave.ha_port == 3000
+    assert (cfg.slave_read_enable, cfg.access_message_in_memory_max_ratio) == (False, 40)
+    assert 0 < cfg.in_memory_read_bytes  # 40 % of this machine's RAM
+    small = config_from_properties(BrokerConfig, {"totalPhysicalMemorySize": "1000"})
+    assert small.in_memory_read_bytes == 400
