@@ -67,9 +67,12 @@ class ConsumerOffsetManager:
 
     def take(self, table: dict[str, dict[int, int]]) -> None:
         """Every ``topic@group`` of ``table`` replaces ours (RocketMQ's slave ``putAll``); keys only
-        we hold are kept."""
-        self.table.update({k: dict(v) for k, v in table.items()})
-        self._dirty = True
+        we hold are kept. Only a change marks the table dirty: a slave takes its master's table every
+        sync round, mostly unchanged, and need not rewrite the file for that."""
+        changed = {k: dict(v) for k, v in table.items() if self.table.get(k) != v}
+        if changed:
+            self.table.update(changed)
+            self._dirty = True
 
     def drop_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR

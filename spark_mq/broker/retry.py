@@ -146,9 +146,12 @@ class RetryScheduler:
 
     def replace(self, objs: list[dict[str, object]]) -> None:
         """Hold ``objs`` (a master's pending redeliveries) instead of ours, persisted: a slave keeps
-        them for when it serves as master. Raises KeyError/ValueError/TypeError for a malformed entry."""
-        entries = [PendingRetry.from_obj(o) for o in objs]
-        self.pending = {e.id: e for e in entries}
+        them for when it serves as master (the file is rewritten only when they differ from ours: a slave
+        takes them every sync round). Raises KeyError/ValueError/TypeError for a malformed entry."""
+        pending = {e.id: e for e in (PendingRetry.from_obj(o) for o in objs)}
+        if pending == self.pending:
+            return
+        self.pending = pending
         self._next_id = max(self.pending, default=0) + 1
         self.persist()
 
