@@ -123,6 +123,10 @@ def from_spark_offset(offset: Mapping[str, Any], single_topic: str | None, what:
     return decode_topic_offsets(json.dumps(dict(offset)), what, single_topic)
 
 
+def _max_offsets(source: OffsetSource, queues: TopicQueues) -> dict[QueueKey, int]:
+    return {key: source.max_offset(key) for key in queues.queues}
+
+
 def allocate_budget(backlog: Mapping[K, int], budget: int) -> dict[K, int]:
     """How many messages each queue may take out of ``budget`` (never more in total, never more than its
     backlog): every queue with a backlog gets an equal share of what is left, a queue needing less than
@@ -199,10 +203,6 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                      for topic, queues in offsets.items()):
             return known
         return self._discover()
-
-    def _max_offsets(self, queues: TopicQueues) -> dict[QueueKey, int]:
-        source = offset_source(self._client(), queues, self.opts)
-        return {key: source.max_offset(key) for key in queues.queues}
 
     def _late_start(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int:
         return resolve_late(source, queues, self.opts, key, self._started_ms)
@@ -306,7 +306,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._target = {topic: self._max_offsets(queues) for topic, queues in self._discover().items()}
+        self._target = {topic: _max_offsets(offset_source(self._client(), queues, self.opts), queues)
+                        for topic, queues in self._discover().items()}
         log.info("spark_mq stream of %s: Trigger.AvailableNow reads up to %s", self.opts.subject,
                  to_spark_offset(self._target))
 
@@ -340,7 +341,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             else:  # every queue; queues gone from the route keep their offsets
                 reading = dict(before)
                 joining = {k: self._late_start(source, queues, k) for k in queues.queues if k not in before}
-            latest = self._max_offsets(queues)
+            latest = _max_offsets(source, queues)
             self._latest[topic] = latest
             for key in [k for k, low in reading.items() if k in latest and latest[k] < low]:
                 joining[key] = check_max(topic, key, reading.pop(key), latest[key], source.min_offset(key),
