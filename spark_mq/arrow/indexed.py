@@ -18,10 +18,21 @@ from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
-from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY
+from spark_mq.common.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
 
 DEFAULT_MAX_HOT = 1000  # QUERY_MESSAGE max_num per broker: hits beyond it are dropped (with a warning)
 NO_END_MS = (1 << 63) - 1  # QUERY_MESSAGE's end bound for an open window (a Java long)
+
+
+def is_indexable_key(value: object) -> bool:
+    """Whether the broker's index can hold ``value`` as one key: a non-empty string without the KEYS
+    separator."""
+    return isinstance(value, str) and value != "" and KEY_SEPARATOR not in value
+
+
+def query_window(begin_ms: int | None, end_ms: int | None) -> tuple[int, int]:
+    """A window ``[begin_ms, end_ms)`` (None: open) as QUERY_MESSAGE's inclusive ``[begin, end]`` ms."""
+    return (begin_ms if begin_ms is not None else 0), (end_ms - 1 if end_ms is not None else NO_END_MS)
 
 
 def messages_to_arrow(messages: Sequence[StoredMessage], broker_name: str) -> pa.Table:

@@ -36,14 +36,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
-from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, NO_END_MS, messages_to_arrow
+from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, is_indexable_key, messages_to_arrow, query_window
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange, read_range
 from spark_mq.arrow.schema import to_utc_schema
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError
-from spark_mq.common.properties import KEY_SEPARATOR
 from spark_mq.spark.offsets import OffsetSource
 
 log = logging.getLogger(__name__)
@@ -145,7 +144,7 @@ def _push_one(pushed: Pushed, f: Filter) -> Pushed | None:
         return replace(pushed, queue_ids=_intersect(pushed.queue_ids, values))
     if f.attribute == BROKER_COLUMN and all(isinstance(v, str) for v in values):
         return replace(pushed, brokers=_intersect(pushed.brokers, values))
-    if f.attribute == KEYS_COLUMN and isinstance(f, EqualTo) and _is_key(f.value) and pushed.key is None:
+    if f.attribute == KEYS_COLUMN and isinstance(f, EqualTo) and is_indexable_key(f.value) and pushed.key is None:
         return replace(pushed, key=f.value)
     return None
 
@@ -170,11 +169,6 @@ def _is_tag(value: object) -> bool:
     """Whether the broker's tag expression can name ``value`` exactly (one tag, not ``*``, not padded)."""
     return (isinstance(value, str) and value != ALL_TAGS and value == value.strip() and value != ""
             and TAG_SEPARATOR not in value)
-
-
-def _is_key(value: object) -> bool:
-    """Whether the broker's index can hold ``value`` as one key."""
-    return isinstance(value, str) and value != "" and KEY_SEPARATOR not in value
 
 
 # -- reading through the key index ----------------------------------------------------------------------
@@ -203,8 +197,7 @@ def read_indexed(part: IndexedRead, *, timeout: float = REQUEST_TIMEOUT_S) -> It
     """The index's hits that lie in ``part.ranges`` and carry their tags, in ``UTC_SCHEMA`` batches; the
     ranges pulled whole when the index may not have given every hit."""
     first = part.ranges[0]
-    begin = part.begin_ms if part.begin_ms is not None else 0
-    end = part.end_ms - 1 if part.end_ms is not None else NO_END_MS  # QUERY_MESSAGE's window is [begin, end]
+    begin, end = query_window(part.begin_ms, part.end_ms)
     try:
         with SyncMQClientAPI(timeout=timeout) as api:
             found = api.query_message(first.broker_addr, first.topic, part.key, INDEX_MAX_HITS, begin, end)

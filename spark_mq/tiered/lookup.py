@@ -42,7 +42,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, NO_END_MS, messages_to_arrow
+from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, is_indexable_key, messages_to_arrow, query_window
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues
 from spark_mq.arrow.schema import SCHEMA, UTC_SCHEMA, UTC_TIMESTAMP, to_message_schema
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -158,12 +158,12 @@ def _conjunction(parts: Sequence[ds.Expression]) -> ds.Expression | None:
 
 def check_key(key: str) -> str:
     """``key`` if the broker could have indexed it: a non-empty string without the KEYS separator."""
+    if is_indexable_key(key):
+        return key
     if not isinstance(key, str) or not key:
         raise ConfigError(f"key {key!r} must be a non-empty string")
-    if KEY_SEPARATOR in key:
-        raise ConfigError(f"key {key!r} contains {KEY_SEPARATOR!r}, which separates the keys of a message: look up "
-                          f"one key at a time")
-    return key
+    raise ConfigError(f"key {key!r} contains {KEY_SEPARATOR!r}, which separates the keys of a message: look up "
+                      f"one key at a time")
 
 
 def key_candidates(key: str) -> ds.Expression:
@@ -360,8 +360,7 @@ def find_indexed(api: SyncMQClientAPI, queues: TopicQueues, key: str, window: Ti
     if window.empty:
         return SCHEMA.empty_table()
     check_key(key)
-    begin = window.begin_ms if window.begin_ms is not None else 0
-    end = window.end_ms - 1 if window.end_ms is not None else NO_END_MS
+    begin, end = query_window(window.begin_ms, window.end_ms)
     tables = []
     for broker_name, addr in sorted(queues.brokers.items()):
         found = api.query_message(addr, queues.topic, key, max_per_broker, begin, end)
