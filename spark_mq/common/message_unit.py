@@ -341,7 +341,7 @@ def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 6
     A long stretch is followed ``_CHAIN_WINDOW`` bytes at a time without a Python step per unit
     (``_linked_run``); the last few units and the reason the chain ends come from
     ``_step_chain``, the same rules one unit at a time."""
-    runs = [np.zeros(0, dtype=np.int64)]
+    runs: list[np.ndarray] = []
     pos, count = start, 0
     if limit - start >= _VECTOR_CHAIN_MIN_BYTES:
         buf = np.frombuffer(mv, dtype=np.uint8)
@@ -356,7 +356,7 @@ def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 6
             count += run.size
             pos = end
     tail = _step_chain(mv, pos, limit, max_units - count)
-    return WalkResult(np.concatenate([*runs, tail.starts]) if len(runs) > 1 else tail.starts, tail.end, tail.reason)
+    return WalkResult(np.concatenate([*runs, tail.starts]) if runs else tail.starts, tail.end, tail.reason)
 
 
 def _linked_run(buf: np.ndarray, pos: int, window_end: int, limit: int) -> tuple[np.ndarray, int]:

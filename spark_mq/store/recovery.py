@@ -287,9 +287,9 @@ def _walk(
         while True:
             chain = follow_chain(mf.mv, pos, limit, WALK_CHUNK_UNITS)
             if chain.starts.size:
-                now = check_crc and deferred is None
-                faults = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset, now)
-                if check_crc and deferred is not None:
+                faults = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset,
+                                     check_crc and deferred is None)
+                if deferred is not None:  # only made with check_crc (see recover)
                     deferred.split(mf, chain.starts, faults)
                 chunks.append(_Chunk.of(mf, chain.starts, faults))
             pos = chain.end

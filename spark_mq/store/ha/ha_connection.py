@@ -96,8 +96,8 @@ class HAConnection:
         await self._first_report.wait()
         last_sent = time.monotonic()
         while True:
-            if self.next_transfer < self.commitlog.min_offset():  # retention deleted what the slave still lacks
-                self.next_transfer = self.commitlog.min_offset()
+            # retention may have deleted what the slave still lacks: go on from the oldest byte kept
+            self.next_transfer = max(self.next_transfer, self.commitlog.min_offset())
             view = self.commitlog.read_from(self.next_transfer, self.batch_size)
             if view is not None:
                 self.writer.write(TRANSFER_HEADER.pack(self.next_transfer, len(view)))
