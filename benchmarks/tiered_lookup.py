@@ -93,7 +93,7 @@ def queue_offset(i: int) -> tuple[int, int]:
 def pick_targets(api, broker: str, written: int, archived_end: dict[int, int], count: int,
                  seed: int = 7) -> tuple[list[Target], list[Target]]:
     """``count`` hot and ``count`` archived messages, chosen at random, with their store times."""
-    from spark_mq.tiered.lookup import NO_END_MS
+    from spark_mq.arrow.indexed import NO_END_MS
 
     rnd = random.Random(seed)
     hot: list[Target] = []
