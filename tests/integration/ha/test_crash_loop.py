@@ -1,0 +1,118 @@
+"""Crash loop against a SYNC_MASTER set (issue 14's acceptance): a producer keeps a ledger of every
+SEND_OK while the master is SIGKILLed at random moments and restarted, and once its store directory
+is deleted and rebuilt from the slave's by the README's procedure (``spark-mq copy-store`` from the
+stopped slave). At the end the independent reader of the slave's commitlog files finds every
+acknowledged message; duplicates and unacknowledged extras are counted and reported.
+
+A master started on an empty store while its slave holds more is the hazard the procedure avoids:
+``test_a_master_on_an_empty_store_never_acknowledges_over_its_slave`` shows what it does instead.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+
+import pytest
+from cli.conftest import run_cli
+from servers import unique, wait_until
+
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
+from spark_mq.client.results import SendStatus
+from spark_mq.common.errors import SendFailedError
+from spark_mq.common.message import Message
+
+from .commitlog_files import read_commitlog
+from .ledger import Audit, Ledger
+from .test_replication import REPLICATION_TIMEOUT_S, make_topic, replicated, slave_connected
+
+PROGRESS_TIMEOUT_S = 60.0  # a restarted master and its reconnected slave acknowledge again within this
+MAX_ACKS_BETWEEN_KILLS = 40
+
+
+def rebuild_master_from_slave(pair) -> None:
+    """The README's procedure for a master whose store is lost (its process is down): stop the slave,
+    copy its store to the master's, start the master, then the slave."""
+    pair.slave.stop()
+    done = run_cli("copy-store", "--from", str(pair.slave.store), "--to", str(pair.master.store))
+    assert done.returncode == 0, done.stderr
+    pair.master.start_again()
+    pair.slave.start_again()
+
+
+def crash_loop(pair, api, namesrv, kills: int, seed: int) -> tuple[Audit, Ledger]:
+    """``kills`` SIGKILLs of the master, each after a random number of acknowledgements and a random
+    pause; before the middle one's restart the master's store is deleted and rebuilt from the slave."""
+    rng = random.Random(seed)
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    ledger = Ledger(namesrv, topic, body_size=rng.randrange(100, 900)).start()
+    try:
+        for i in range(kills + 1):
+            target = ledger.acknowledged() + rng.randrange(1, MAX_ACKS_BETWEEN_KILLS)
+            wait_until(lambda t=target: ledger.acknowledged() >= t, PROGRESS_TIMEOUT_S,
+                       f"acknowledgements after restart {i}")
+            if i == kills:
+                break
+            time.sleep(rng.random() / 4)  # a random moment between two sends, or within one
+            pair.master.kill()
+            if i == kills // 2:
+                shutil.rmtree(pair.master.store)  # its disk is lost
+                rebuild_master_from_slave(pair)
+            else:
+                pair.master.start_again()
+    finally:
+        ledger.stop()
+    replicated(pair)  # the slave has everything the master holds, byte for byte
+    return ledger.audit(read_commitlog(pair.slave.store)), ledger
+
+
+def check(audit: Audit, ledger: Ledger, kills: int) -> None:
+    print(f"\ncrash loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, "
+          f"failed attempts {dict(ledger.attempts)}")
+    assert audit.lost == [], f"acknowledged messages missing from the slave: {audit.lost[:20]}"
+    assert audit.acknowledged > kills
+
+
+def test_crash_loop_loses_no_acknowledged_message(ha_pair, api, namesrv):
+    pair = ha_pair("SYNC_MASTER")
+    audit, ledger = crash_loop(pair, api, namesrv, kills=3, seed=14)
+    check(audit, ledger, 3)
+
+
+@pytest.mark.slow
+def test_crash_loop_long(ha_pair, api, namesrv):
+    pair = ha_pair("SYNC_MASTER")
+    kills = 24
+    started = time.monotonic()
+    audit, ledger = crash_loop(pair, api, namesrv, kills=kills, seed=1414)
+    check(audit, ledger, kills)
+    print(f"crash loop runtime {time.monotonic() - started:.0f} s")
+
+
+def test_a_producer_sends_again_as_soon_as_the_killed_master_is_back(ha_pair, api, namesrv):
+    """While the master is down the route lists only the slave (no writable queue); the next send
+    after the master is back asks the NameServer again, as RocketMQ's tryToFindTopicPublishInfo does
+    for a route without queues, instead of failing until the periodic route poll (30 s)."""
+    pair = ha_pair("ASYNC_MASTER")
+    topic = make_topic(api, pair)
+    with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=0) as producer:
+        assert producer.send(Message(topic, b"before")).status == SendStatus.SEND_OK
+        pair.master.kill()
+        wait_until(lambda: routed_ids(api, namesrv, topic, pair.name) == {1}, REPLICATION_TIMEOUT_S,
+                   "the NameServer to list only the slave")
+        with pytest.raises(SendFailedError, match="cannot connect"):
+            producer.send(Message(topic, b"while down"))  # and the route is fetched again after the failure
+        with pytest.raises(SendFailedError, match="no writable queue"):
+            producer.send(Message(topic, b"while down"))  # the refreshed route has no master
+        pair.master.start_again()
+        wait_until(lambda: routed_ids(api, namesrv, topic, pair.name) == {0, 1}, REPLICATION_TIMEOUT_S,
+                   "the NameServer to list the restarted master")
+        assert producer.send(Message(topic, b"after")).status == SendStatus.SEND_OK
+
+
+def routed_ids(api, namesrv: str, topic: str, name: str) -> set[int]:
+    route = api.get_route_info(namesrv, topic)
+    return {i for b in (route.broker_datas if route else []) if b.broker_name == name for i in b.broker_addrs}
