@@ -15,18 +15,20 @@ import shutil
 import time
 
 import pytest
+from broker._support import send_header
 from cli.conftest import run_cli
 from servers import unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import SendStatus
-from spark_mq.common.errors import SendFailedError
+from spark_mq.common.errors import MQClientError, SendFailedError
 from spark_mq.common.message import Message
+from spark_mq.remoting.codes import ResponseCode
 
 from .commitlog_files import read_commitlog
 from .ledger import Audit, Ledger
-from .test_replication import REPLICATION_TIMEOUT_S, make_topic, replicated, slave_connected
+from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 PROGRESS_TIMEOUT_S = 60.0  # a restarted master and its reconnected slave acknowledge again within this
 MAX_ACKS_BETWEEN_KILLS = 40
@@ -116,3 +118,34 @@ def test_a_producer_sends_again_as_soon_as_the_killed_master_is_back(ha_pair, ap
 def routed_ids(api, namesrv: str, topic: str, name: str) -> set[int]:
     route = api.get_route_info(namesrv, topic)
     return {i for b in (route.broker_datas if route else []) if b.broker_name == name for i in b.broker_addrs}
+
+
+def test_a_master_on_an_empty_store_never_acknowledges_over_its_slave(ha_pair, api):
+    """The mistake the procedure avoids: a master restarted on an empty store while its slave holds
+    the set's commitlog. Once the slave reports an end past the master's, the master refuses sends
+    (naming the procedure) instead of acknowledging messages at offsets the slave holds other
+    bytes at, which the slave would never get; the procedure then brings the set back."""
+    pair = ha_pair("ASYNC_MASTER")
+    topic = make_topic(api, pair)
+    sent = send_batches(api, pair.master.addr, topic, 4, seed=5)
+    replicated(pair)
+    before = read_commitlog(pair.slave.store)
+    pair.master.kill()
+    shutil.rmtree(pair.master.store)
+    pair.master.start_again()  # on an empty store
+    api.create_topic(pair.master.addr, topic, QUEUES, QUEUES)
+    wait_until(lambda: "past this master's end 0" in pair.master.log(), REPLICATION_TIMEOUT_S,
+               "the slave to report its end to the empty master")
+    with pytest.raises(MQClientError) as e:
+        api.send_message(pair.master.addr, send_header(topic, 0), b"over the slave's bytes")
+    assert e.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    assert "copy-store" in e.value.remark and str(before.end) in e.value.remark
+    assert read_commitlog(pair.slave.store).files == before.files  # the slave is untouched
+
+    pair.master.stop()
+    shutil.rmtree(pair.master.store)
+    rebuild_master_from_slave(pair)
+    slave_connected(pair)
+    sent += send_batches(api, pair.master.addr, topic, 2, seed=6)
+    _, s = replicated(pair)
+    assert [u.body for u in s.units] == sent
