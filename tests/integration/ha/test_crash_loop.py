@@ -1,8 +1,9 @@
 """Crash loop against a SYNC_MASTER set (issue 14's acceptance): a producer keeps a ledger of every
 SEND_OK while the master is SIGKILLed at random moments and restarted, and once its store directory
 is deleted and rebuilt from the slave's by the README's procedure (``spark-mq copy-store`` from the
-stopped slave). At the end the independent reader of the slave's commitlog files finds every
-acknowledged message; duplicates and unacknowledged extras are counted and reported.
+stopped slave). At the end the independent reader of the slave's commitlog files, and a new consumer
+group pulling from the slave, find every acknowledged message; duplicates and unacknowledged extras
+are counted and reported.
 
 A master started on an empty store while its slave holds more is the hazard the procedure avoids:
 ``test_a_master_on_an_empty_store_never_acknowledges_over_its_slave`` shows what it does instead.
@@ -15,19 +16,19 @@ import shutil
 import time
 
 import pytest
-from broker._support import send_header
+from broker._support import pull_header, send_header
 from cli.conftest import run_cli
 from servers import unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.results import SendStatus
+from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.common.errors import MQClientError, SendFailedError
 from spark_mq.common.message import Message
 from spark_mq.remoting.codes import ResponseCode
 
 from .commitlog_files import read_commitlog
-from .ledger import Audit, Ledger
+from .ledger import Audit, Ledger, key_of
 from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 PROGRESS_TIMEOUT_S = 60.0  # a restarted master and its reconnected slave acknowledge again within this
@@ -68,7 +69,24 @@ def crash_loop(pair, api, namesrv, kills: int, seed: int) -> tuple[Audit, Ledger
     finally:
         ledger.stop()
     replicated(pair)  # the slave has everything the master holds, byte for byte
-    return ledger.audit(read_commitlog(pair.slave.store)), ledger
+    audit = ledger.audit(read_commitlog(pair.slave.store))
+    # and a fresh reader of the slave (its own consume queues) gets every acknowledged message
+    pulled = pull_keys(api, pair.slave.addr, topic)
+    assert sorted(ledger.acked - pulled) == audit.lost
+    return audit, ledger
+
+
+def pull_keys(api, addr: str, topic: str) -> set[str]:
+    """The ledger keys of every message a new consumer group pulls from ``addr``, queue by queue."""
+    keys: set[str] = set()
+    group = unique("fresh_reader")
+    for q in range(QUEUES):
+        offset = 0
+        while (result := api.pull_message(addr, pull_header(group, topic, q, offset, max_nums=64))).status \
+                == PullStatus.FOUND:
+            keys.update(key_of(m.body) for m in result.messages(check_crc=True))
+            offset = result.next_begin_offset
+    return keys
 
 
 def check(audit: Audit, ledger: Ledger, kills: int) -> None:
@@ -120,13 +138,15 @@ def routed_ids(api, namesrv: str, topic: str, name: str) -> set[int]:
     return {i for b in (route.broker_datas if route else []) if b.broker_name == name for i in b.broker_addrs}
 
 
-def test_a_master_on_an_empty_store_never_acknowledges_over_its_slave(ha_pair, api):
+@pytest.mark.parametrize("role", ["ASYNC_MASTER", "SYNC_MASTER"])
+def test_a_master_on_an_empty_store_never_acknowledges_over_its_slave(ha_pair, api, role):
     """The mistake the procedure avoids: a master restarted on an empty store while its slave holds
     the set's commitlog. Once the slave reports an end past the master's, the master refuses sends
     (naming the procedure) instead of acknowledging messages at offsets the slave holds other
     bytes at, which the slave would never get; the procedure then brings the set back."""
-    pair = ha_pair("ASYNC_MASTER")
+    pair = ha_pair(role)
     topic = make_topic(api, pair)
+    slave_connected(pair)
     sent = send_batches(api, pair.master.addr, topic, 4, seed=5)
     replicated(pair)
     before = read_commitlog(pair.slave.store)
@@ -145,7 +165,8 @@ def test_a_master_on_an_empty_store_never_acknowledges_over_its_slave(ha_pair, a
     pair.master.stop()
     shutil.rmtree(pair.master.store)
     rebuild_master_from_slave(pair)
-    slave_connected(pair)
+    wait_until(lambda: api.get_broker_runtime_info(pair.master.addr)["haConnectedSlaves"] == "1",
+               REPLICATION_TIMEOUT_S, "the slave to connect to the rebuilt master")
     sent += send_batches(api, pair.master.addr, topic, 2, seed=6)
     _, s = replicated(pair)
     assert [u.body for u in s.units] == sent
