@@ -254,9 +254,10 @@ class BrokerController:
         return info
 
     def slave_refusal(self) -> str | None:
-        """Why a slave refuses a send (naming its master); None on a master."""
+        """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave
+        holds more of the commitlog than it does (see ``HAService``), else None."""
         if not self.config.is_slave:
-            return None
+            return self.ha_service.write_refusal if self.ha_service is not None else None
         master = self.master_addr or "not known yet (its NameServer has no master registered)"
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
                 f"send to its master, {master}")

@@ -10,7 +10,9 @@ haSendHeartbeatInterval. It waits for new bytes on ``wake`` (set after every put
 ``POLL_INTERVAL_S`` (bytes stored by other paths than a send).
 
 A slave whose report is past the master's end holds bytes this master never wrote (it diverged,
-e.g. it was written to as a master): it is refused with an error and disconnected, never merged.
+e.g. it was written to as a master, or this master's store was lost and it started empty): it is
+refused with an error and disconnected, never merged. ``on_first_report`` hears why (None for a
+slave taken), so the master can refuse sends that would write over offsets the slave holds.
 
 Thread-safety: none; both coroutines run on the broker's event loop.
 """
@@ -35,7 +37,8 @@ diverged = LogLimiter(log)
 
 class HAConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, commitlog: CommitLog,
-                 batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None]) -> None:
+                 batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None],
+                 on_first_report: Callable[[str | None], None]) -> None:
         self.reader = reader
         self.writer = writer
         self.commitlog = commitlog
@@ -43,6 +46,7 @@ class HAConnection:
         self.heartbeat_s = heartbeat_s
         self.wake = wake
         self.on_ack = on_ack
+        self.on_first_report = on_first_report
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.acked = -1  # the slave's last reported offset (-1: none yet)
@@ -81,9 +85,17 @@ class HAConnection:
                     diverged.log(logging.ERROR, self.peer.rpartition(":")[0], "diverged",
                                  "HA: slave %s reports commitlog offset %d, past this master's end %d: its "
                                  "commitlog holds bytes this master never wrote (was it written to as a master?); "
-                                 "refused. Empty its store directory (it copies everything again) to make it a "
-                                 "slave of this master", self.peer, offset, end)
+                                 "refused, and this master refuses sends meanwhile. If this master's store was "
+                                 "lost, rebuild it from the slave (spark-mq copy-store); if the slave's store is "
+                                 "the stale one, empty it (it copies everything again)", self.peer, offset, end)
+                    self.on_first_report(
+                        f"this master's commitlog ends at offset {end} but its slave {self.peer} holds it up to "
+                        f"offset {offset}: this master's store was lost or replaced, so sends are refused rather "
+                        f"than written over what the slave holds. Rebuild this store from the slave (stop the "
+                        f"slave, spark-mq copy-store --from <its store> --to <this store>, start this master, then "
+                        f"the slave), or, if the slave's store is the stale one, empty it")
                     return
+                self.on_first_report(None)
                 self.next_transfer = max(offset, self.commitlog.min_offset())
                 log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
                 self._first_report.set()
