@@ -10,6 +10,7 @@ import os
 import time
 
 import pytest
+from broker.test_admin import scrape
 from servers import wait_until
 
 from spark_mq.common.errors import MQClientError
@@ -26,7 +27,7 @@ MASTER_RETENTION = f"fileReservedTime=1\ndeleteWhen={ALL_HOURS}\ncleanResourceIn
 # the slave's own rule would delete every full file at once
 SLAVE_RETENTION = (f"fileReservedTime=0\ndeleteWhen={ALL_HOURS}\ncleanResourceInterval=200\n"
                    f"slaveSynchronizeInterval={SYNC_INTERVAL_MS}\n")
-SLAVE_KEEPS = "retention keeps commitlog file"  # the slave's log line when its master still has the files
+KEPT_FOR_MASTER = ("spark_mq_retention_kept_for_master_total", ())  # the slave's runs that kept files for the master
 
 
 def _tiered_offset(api, addr: str, topic: str, queue_id: int) -> int | None:
@@ -67,7 +68,7 @@ def _age(path, hours: float) -> None:
 
 
 def test_a_slave_with_a_shorter_retention_keeps_everything_its_master_has(ha_pair, api):
-    pair = ha_pair("ASYNC_MASTER", master_conf=MASTER_RETENTION, slave_conf=SLAVE_RETENTION)
+    pair = ha_pair("ASYNC_MASTER", metrics=True, master_conf=MASTER_RETENTION, slave_conf=SLAVE_RETENTION)
     topic = make_topic(api, pair)
     send_batches(api, pair.master.addr, topic, 24, seed=12)  # ~300 KB: several 64 KiB files
 
@@ -80,7 +81,7 @@ def test_a_slave_with_a_shorter_retention_keeps_everything_its_master_has(ha_pai
 
     def kept() -> bool:
         assert _file_starts(pair.slave) == set(master.files), "the slave deleted files its master has"
-        return SLAVE_KEEPS in pair.slave.log()
+        return scrape(pair.slave.metrics_url).get(KEPT_FOR_MASTER, 0) > 0
     wait_until(kept, TIMEOUT_S, "the slave's retention to keep its files")
     slave = read_commitlog(pair.slave.store)
     assert slave.files.keys() == master.files.keys()
