@@ -192,7 +192,7 @@ class RetentionService:
         self.consumed_offsets = consumed_offsets
         self.replica_floor = replica_floor
         self.kept_for_master = 0  # runs that kept a file because the master still has it (a slave's)
-        self._floor_logged: tuple[str, int | None] | None = None  # (file, floor) last logged as kept
+        self._floor_logged: tuple[str, int] | None = None  # (file, floor) last logged as kept
         self.refusal: str | None = None
         self.manual_deletes = 0
         self.unarchived_refusals = {EXPIRY: 0, DISK_PRESSURE: 0}
