@@ -59,6 +59,7 @@ from spark_mq.store.config_file import (
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.message_store import MessageStore
+from spark_mq.store.retention import no_floor
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class BrokerController:
             self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS))
             self.offsets.load()
             self.store = MessageStore(self.config, archived_offset=self.tiered.get,
-                                      consumed_offsets=self.offsets.committed)
+                                      consumed_offsets=self.offsets.committed,
+                                      replica_floor=self._replica_floor if self.config.is_slave else no_floor)
             await asyncio.get_running_loop().run_in_executor(None, self.store.start)
         except BaseException:
             await self.server.stop()
@@ -164,8 +166,8 @@ class BrokerController:
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
-                                               self.offsets, self.retry, self.config.slave_synchronize_interval / 1000,
-                                               self.request_registration)
+                                               self.offsets, self.retry, self.tiered,
+                                               self.config.slave_synchronize_interval / 1000, self.request_registration)
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
@@ -214,7 +216,7 @@ class BrokerController:
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
                            self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
-            TieredOffsetProcessor(self.store, self.topics, self.tiered),
+            TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
             MetadataProcessor(self.groups, self.offsets, self.retry),
             self.unserved,
         )
@@ -252,6 +254,11 @@ class BrokerController:
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
         return info
+
+    def _replica_floor(self) -> int:
+        """A slave's retention floor: its master's commitlog min offset as last learned (0 until then,
+        or while its synchronisation is not running yet: every file is kept)."""
+        return self.slave_sync.master_min_offset if self.slave_sync is not None else 0
 
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave
