@@ -42,6 +42,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import os
+import signal
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -268,7 +270,7 @@ async def _produce(job: Job, conn: Connection) -> dict[str, Any]:
 
 
 class Producers:
-    """``jobs`` run by as many spawned processes; :meth:`go` starts them all at once."""
+    """``jobs`` run by as many spawned processes; once :meth:`wait_ready`, :meth:`go` starts them all at once."""
 
     def __init__(self, jobs: Sequence[Job]) -> None:
         ctx = multiprocessing.get_context("spawn")
@@ -281,6 +283,8 @@ class Producers:
             child.close()
             self.conns.append(parent)
             self.procs.append(proc)
+
+    def wait_ready(self) -> None:
         for conn in self.conns:
             self._expect(conn, "ready", READY_TIMEOUT_S)
 
@@ -327,6 +331,7 @@ class Producers:
 def producers(jobs: Sequence[Job]) -> Iterator[Producers]:
     p = Producers(jobs)
     try:
+        p.wait_ready()
         yield p
     finally:
         p.close()
@@ -606,6 +611,8 @@ def build_parser():
 def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args = p.parse_args(argv)
+    # SIGTERM unwinds like an error: every broker started so far is stopped by its finally block
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     if args.quick:
         for k, v in QUICK.items():
             if getattr(args, k) == p.get_default(k):
