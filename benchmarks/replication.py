@@ -170,6 +170,19 @@ class BrokerSet:
             return time.monotonic()
         return self._wait(lambda i: i.get("slaveFallBehindMuch") == "0", "the slave to catch up", timeout)
 
+    def settle(self, topic: str, queues: int) -> dict[str, int]:
+        """Once the load is over: every stored message in its consume queue on each broker (asking
+        for the queues' max offsets makes a slave build its entries, and the master's dispatch is
+        waited for), so that work is in the CPU figures. Returns each broker's message count."""
+        counts = {"master": self._queued(self.master.addr, topic, queues)}
+        if self.slave is not None:
+            counts["slave"] = self._queued(self.slave.addr, topic, queues)
+        self._wait(lambda i: i.get("dispatchBehindMessages") == "0", "the master's dispatch")
+        return counts
+
+    def _queued(self, addr: str, topic: str, queues: int) -> int:
+        return sum(self.api.get_max_offset(addr, topic, q) or 0 for q in range(queues))
+
     def wait_master_idle(self, window_s: float = 0.5, busy_share: float = 0.1) -> None:
         """Until the master spent under ``busy_share`` of a core over ``window_s``, once its
         start-up check of a filled store's last files (which begins STARTUP_CHECK_DELAY_S after
@@ -411,6 +424,7 @@ def _load(brokers: BrokerSet, topic: str, namesrv: str, args: Any) -> dict[str, 
         procs.go()
         got = procs.results(CATCH_UP_TIMEOUT_S, lambda: samples.take(brokers.info()), interval)
     caught_up = brokers.wait_caught_up()
+    queued = brokers.settle(topic, args.queues)
     cpu1 = brokers.cpu()
     start = min(r["start_ns"] for r in got)
     end = max(r["end_ns"] for r in got)
@@ -433,6 +447,7 @@ def _load(brokers: BrokerSet, topic: str, namesrv: str, args: Any) -> dict[str, 
         "producer_cpu_seconds": sum(r["cpu_seconds"] for r in got),
         "producer_cpu_share": sum(r["cpu_seconds"] for r in got) / (seconds * len(got)) if seconds else 0.0,
         "master_end": int(info["commitLogMaxOffset"]), "slave_end": slave_end,
+        "queued": queued, "queued_expected": messages + args.producers * args.batch,  # + each one's warm-up batch
         "lag": samples.summary(),
     }
 
@@ -657,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
     failed += [f"{s} rep {i}: slave ends at {r['slave_end']}, master at {r['master_end']}"
                for s, rs in runs.items() for i, r in enumerate(rs)
                if r["slave_end"] is not None and r["slave_end"] != r["master_end"]]
+    failed += [f"{s} rep {i}: {r['queued']} messages in the consume queues, not {r['queued_expected']}"
+               for s, rs in runs.items() for i, r in enumerate(rs)
+               if set(r["queued"].values()) != {r["queued_expected"]}]
     if catchup:
         failed += [f"catch-up: slave ends at {r['slave_end']}, not {r['bytes']}" for r in catchup["runs"]
                    if r["slave_end"] != r["bytes"]]

@@ -35,10 +35,13 @@ def test_quick_run_reports_every_figure(tmp_path: Path) -> None:
         assert run["messages"] >= quick["messages"], (setup, run["messages"])
         assert run["statuses"] == {"SEND_OK": run["messages"]}, (setup, run["statuses"])
         assert run["msg_s"] > 0 and run["cpu_seconds"]["master"] > 0, (setup, run)
+        # every message (and each producer's warm-up batch) is in the consume queues of each broker
+        assert run["queued_expected"] == run["messages"] + result["args"]["producers"] * result["args"]["batch"]
+        assert set(run["queued"].values()) == {run["queued_expected"]}, (setup, run["queued"])
         assert run["latency"]["sends"] == quick["latency_sends"] and run["latency"]["not_ok"] == 0
         assert 0 < run["latency"]["p50_ms"] <= run["latency"]["p99_ms"] <= run["latency"]["max_ms"]
         if setup == "lone":
-            assert run["slave_end"] is None and run["lag"] == {"samples": 0}
+            assert run["slave_end"] is None and run["lag"] == {"samples": 0} and set(run["queued"]) == {"master"}
         else:  # the slave ended with every byte, its work counted, its lag sampled
             assert run["slave_end"] == run["master_end"] > 0, (setup, run)
             assert run["cpu_seconds"]["slave"] > 0
