@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 DEFAULT_ROOT = "/spark_mq/controller"
 DEFAULT_SESSION_TIMEOUT_S = 6.0  # a dead leader is replaced after about this long
 CONNECT_TIMEOUT_S = 15.0
+RECONNECT_MAX_DELAY_S = 1.0
 _NODE_PREFIX = "-n_"  # <campaign id>-n_<sequence>, as kazoo's own election recipe names them
 _STOP = object()  # tells the election thread to end
 
@@ -78,7 +79,9 @@ class ZooKeeperStateStore:
         self._root = root.rstrip("/")
         self._records = f"{self._root}/records"
         self._election = f"{self._root}/election"
-        self._client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+        # reconnect forever, at least once a second (kazoo's default backs off to an hour between tries)
+        self._client = KazooClient(hosts=hosts, timeout=session_timeout_s,
+                                   connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": RECONNECT_MAX_DELAY_S})
         try:
             self._client.start(timeout=CONNECT_TIMEOUT_S)
         except KazooTimeoutError as e:
@@ -168,7 +171,8 @@ class ZooKeeperStateStore:
     def close(self) -> None:
         if self._thread is not None:
             self._events.put(_STOP)
-            self._thread.join()
+            if threading.current_thread() is not self._thread:  # not from inside a callback
+                self._thread.join()
         self._stop_client()
 
     def _stop_client(self) -> None:

@@ -207,7 +207,7 @@ def test_a_leader_stopped_past_its_session_is_deposed_and_its_writes_are_refused
     """SIGSTOP the leading process until another leads, then SIGCONT: it is told it lost, every write
     it attempts is refused (the new leader does not write, so the record's version alone would let
     them through), and the record is exactly what the other took over, with every decision the old
-    leader saw acknowledged."""
+    leader saw acknowledged. With its new session it leads again once the other stops."""
     observer = ZooKeeperStateStore(zookeeper.hosts, root, SESSION_S)
     old = Campaigner(zookeeper.hosts, root, "127.0.0.1:19100", tmp_path / "old.out")
     new = None
@@ -227,6 +227,15 @@ def test_a_leader_stopped_past_its_session_is_deposed_and_its_writes_are_refused
         assert set(old.wrote()) <= set(at_takeover[0])
         assert record(observer) == at_takeover
         assert observer.leader_address() == new.address
+
+        # it campaigned again with a new session: it leads once the other stops, and writes on top
+        # of everything it took over
+        new.stop()
+        wait_until(lambda: "ELECTED" in old.lines(resumed_at) and old.wrote(resumed_at), TAKEOVER_TIMEOUT_S,
+                   "the old leader leading and writing again")
+        decisions, _ = record(observer)
+        assert decisions[:len(at_takeover[0])] == at_takeover[0]
+        assert set(old.wrote()) <= set(decisions)
     finally:
         for p in (old, new):
             if p is not None:
