@@ -7,13 +7,14 @@ It prints, one per line and flushed: ``READY``, ``ELECTED``, ``LOST``, ``WROTE <
 after each acknowledged compare-and-set (the ledger a test checks the record against), ``REFUSED``
 and ``UNKNOWN`` (a write the store refused or whose outcome it could not tell). A writer tries to
 write whatever it believes about its leadership, so a deposed leader's attempts reach the store.
-The record is a JSON list of decisions "<address>#<n>"; after a refusal the writer reloads it.
+The record is a JSON list of decisions "<address>/<pid>#<n>"; after a refusal the writer reloads it.
 SIGTERM closes the store and exits 0.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -45,7 +46,7 @@ def main() -> int:
             if decisions is None:
                 value, version = store.load_all().get(key, (b"[]", NO_RECORD))
                 decisions = json.loads(value)
-            decision = f"{address}#{n}"
+            decision = f"{address}/{os.getpid()}#{n}"
             version = store.compare_and_set(key, json.dumps([*decisions, decision]).encode(), version)
             decisions.append(decision)
             n += 1
