@@ -74,8 +74,8 @@ class ZooKeeperStateStore:
     another member when the one it is connected to dies.
     """
 
-    def __init__(self, hosts: str, root: str = DEFAULT_ROOT,
-                 session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S) -> None:
+    def __init__(self, hosts: str, root: str = DEFAULT_ROOT, session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         self._root = root.rstrip("/")
         self._records = f"{self._root}/records"
         self._election = f"{self._root}/election"
@@ -83,10 +83,10 @@ class ZooKeeperStateStore:
         self._client = KazooClient(hosts=hosts, timeout=session_timeout_s,
                                    connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": RECONNECT_MAX_DELAY_S})
         try:
-            self._client.start(timeout=CONNECT_TIMEOUT_S)
+            self._client.start(timeout=connect_timeout_s)
         except KazooTimeoutError as e:
-            self._client.close()
-            raise StateStoreError(f"cannot connect to ZooKeeper at {hosts} within {CONNECT_TIMEOUT_S:g}s") from e
+            self._stop_client()
+            raise StateStoreError(f"cannot connect to ZooKeeper at {hosts} within {connect_timeout_s:g}s") from e
         try:
             self._client.ensure_path(self._records)
             self._client.ensure_path(self._election)
@@ -108,6 +108,9 @@ class ZooKeeperStateStore:
 
     def load_all(self) -> dict[str, tuple[bytes, int]]:
         try:
+            # the member this client reads from may lag the ensemble's leader: catch it up first,
+            # so a new leader reads every write its predecessor had acknowledged
+            self._client.sync(self._records)
             out = {}
             for name in self._client.get_children(self._records):
                 try:

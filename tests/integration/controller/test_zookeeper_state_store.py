@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from consensus import ZooKeeperEnsemble
 from kazoo.client import KazooClient
-from servers import unique, wait_until
+from servers import free_addr, unique, wait_until
 
 from spark_mq.controller.state_store import NO_RECORD, StaleStateError, StateStoreError
 from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
@@ -294,3 +294,9 @@ def test_the_store_keeps_working_when_an_ensemble_member_dies(tmp_path):
     finally:
         store.close()
         ensemble.stop()
+
+
+def test_an_unreachable_ensemble_is_a_clear_error(zookeeper):
+    nobody = free_addr()
+    with pytest.raises(StateStoreError, match=f"cannot connect to ZooKeeper at {nobody} within 1s"):
+        ZooKeeperStateStore(nobody, connect_timeout_s=1.0)
