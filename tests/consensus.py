@@ -61,7 +61,7 @@ class ZooKeeperMember:
         self.conf.write_text(
             f"tickTime={TICK_MS}\ninitLimit=20\nsyncLimit=8\ndataDir={data}\n"
             f"clientPort={client_port}\nclientPortAddress=127.0.0.1\n"
-            "admin.enableServer=false\n4lw.commands.whitelist=srvr,ruok\n"
+            "admin.enableServer=false\n4lw.commands.whitelist=srvr,cons\n"
             f"maxSessionTimeout=30000\n{servers}")
         self.log_path = self.dir / "zookeeper.log"
         self.proc: subprocess.Popen | None = None
@@ -85,6 +85,10 @@ class ZooKeeperMember:
             if line.startswith("Mode: "):
                 return line.removeprefix("Mode: ").strip()
         return ""
+
+    def sessions(self) -> int:
+        """How many client sessions are connected to this member (the four-letter query is none)."""
+        return four_letter(self.client_port, "cons").count("sid=0x")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

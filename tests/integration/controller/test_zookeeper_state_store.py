@@ -259,9 +259,12 @@ def test_a_leader_stopped_past_its_session_is_deposed_and_its_writes_are_refused
         observer.close()
 
 
-def test_the_store_keeps_working_when_an_ensemble_member_dies(tmp_path):
-    """A three-member ensemble loses its elected member (SIGKILL): the controller's records are
-    all there, its leadership comes back (the same session, or a new one) and it writes again."""
+@pytest.mark.parametrize("victim", ["elected", "connected"])
+def test_the_store_keeps_working_when_an_ensemble_member_dies(tmp_path, victim):
+    """A three-member ensemble loses a member (SIGKILL): the one the ensemble elected (the others
+    elect again), or the one the controller's session is connected to (the session moves: the
+    controller gives leadership up while SUSPENDED and takes it again). The controller's records are
+    all there, it leads again and writes again."""
     ensemble = ZooKeeperEnsemble(tmp_path / "ensemble", size=3)
     store = ZooKeeperStateStore(ensemble.hosts, "/controller", SESSION_S * 2)
     try:
@@ -270,10 +273,15 @@ def test_the_store_keeps_working_when_an_ensemble_member_dies(tmp_path):
         wait_until(lambda: leadership.leading, 30, "leadership")
         for i in range(10):
             store.compare_and_set(f"broker-{i}", b"before", NO_RECORD)
-        dead = ensemble.leader()
+        if victim == "elected":
+            dead = ensemble.leader()
+        else:
+            (dead,) = [m for m in ensemble.members if m.sessions()]
         dead.kill()
-        new_leader = ensemble.leader()
-        assert new_leader is not dead
+        assert ensemble.leader() is not dead
+        if victim == "connected":
+            wait_until(lambda: leadership.lost >= 1, 30, "leadership given up while the connection moves")
+        wait_until(lambda: leadership.leading, 60, "leadership again")
 
         def write_again() -> bool:
             try:
