@@ -216,6 +216,9 @@ class NamesrvConfig(ServerChannelConfig):
     broker_channel_expired_time: int = 120_000  # ms of silence after which a broker is evicted
     order_message_enable: bool = False  # attach ORDER_TOPIC_CONFIG KV entries to routes, as RocketMQ does
     kv_config_path: str = ""  # kvConfig.json; empty keeps KV config in memory only
+    # run the replication controller in this process, on this port (RocketMQ 5's key); the file's
+    # controller keys (ControllerConfig's) configure it
+    enable_controller_in_namesrv: bool = False
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -224,6 +227,39 @@ class NamesrvConfig(ServerChannelConfig):
             raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive (ms)")
+
+
+@dataclass(frozen=True)
+class ControllerConfig(ServerChannelConfig):
+    """What a replication controller reads (``spark-mq controller -c controller.conf``, or the controller
+    keys of namesrv.conf with ``enableControllerInNamesrv``); RocketMQ 5's ControllerConfig keys.
+
+    A broker that sends no ``heartbeatTimeoutMills`` in its BROKER_HEARTBEAT counts as dead after
+    ``controllerHeartBeatTimeoutMills`` of silence (RocketMQ's broker-side key and default); the live
+    table is scanned every ``scanNotActiveBrokerInterval``, and a set whose master is dead gets a new
+    one (up to ``electMasterMaxRetryCount`` tries). ``enableElectUncleanMaster`` lets the election take
+    a replica outside the SyncStateSet when none inside is alive: acknowledged messages may be lost.
+    """
+
+    listen_address: str = "127.0.0.1"
+    listen_port: int = 9878
+    controller_store_path: str = "./data/controller"  # the local state store's directory
+    scan_not_active_broker_interval: int = 5000  # ms
+    controller_heart_beat_timeout_mills: int = 10_000  # ms
+    elect_master_max_retry_count: int = 3
+    enable_elect_unclean_master: bool = False
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
+        if self.scan_not_active_broker_interval <= 0 or self.controller_heart_beat_timeout_mills <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval and controllerHeartBeatTimeoutMills must be positive (ms)")
+        if self.elect_master_max_retry_count < 1:
+            raise ConfigError(f"electMasterMaxRetryCount={self.elect_master_max_retry_count}: give at least 1")
+        if not self.controller_store_path:
+            raise ConfigError("controllerStorePath is empty: give the directory of the controller's state")
 
 
 C = TypeVar("C")
@@ -304,10 +340,38 @@ def load_config(cls: type[C], path: str | Path, **overrides: Any) -> C:
     """Read a properties file into ``cls``; overrides (snake_case) win over the file."""
     p = Path(path)
     try:
+        return config_from_properties(cls, _read_properties(p), **overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def _read_properties(p: Path) -> dict[str, str]:
+    try:
         text = p.read_text()
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+    return parse_properties(text)
+
+
+def load_namesrv_config(path: str | Path | None, **overrides: Any) -> tuple[NamesrvConfig, ControllerConfig | None]:
+    """namesrv.conf: the NameServer's keys, and with ``enableControllerInNamesrv=true`` the embedded
+    controller's (ControllerConfig's keys in the same file, as RocketMQ reads them); the controller
+    shares the NameServer's address, port and ``scanNotActiveBrokerInterval``. A key neither knows is an
+    error naming it."""
+    props = _read_properties(Path(path)) if path else {}
+    namesrv_fields = {f.name for f in dataclasses.fields(NamesrvConfig)}
+    own = {k: v for k, v in props.items() if camel_to_snake(k) in namesrv_fields}
     try:
-        return config_from_properties(cls, parse_properties(text), **overrides)
+        namesrv = config_from_properties(NamesrvConfig, own, **overrides)
+        rest = {k: v for k, v in props.items() if k not in own}
+        if not namesrv.enable_controller_in_namesrv:
+            config_from_properties(NamesrvConfig, rest)  # names the first unknown key
+            return namesrv, None
+        shared = {f: getattr(namesrv, f) for f in (*(f.name for f in dataclasses.fields(ServerChannelConfig)),
+                                                    "listen_address", "listen_port")}
+        if "scanNotActiveBrokerInterval" in own:  # one key, both scans
+            shared["scan_not_active_broker_interval"] = namesrv.scan_not_active_broker_interval
+        controller = config_from_properties(ControllerConfig, rest, **shared)
     except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None
+        raise ConfigError(f"{path}: {e}" if path else str(e)) from None
+    return namesrv, controller
