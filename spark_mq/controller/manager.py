@@ -90,6 +90,7 @@ class ControllerManager:
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._scan_task: asyncio.Task | None = None
+        self._address = ""
 
     @property
     def is_leader(self) -> bool:
@@ -112,6 +113,7 @@ class ControllerManager:
     async def start(self, address: str) -> None:
         """Campaign for leadership as ``address`` and start the liveness scan."""
         loop = asyncio.get_running_loop()
+        self._address = address
         self.store.campaign(address, lambda: loop.call_soon_threadsafe(self._spawn, self._take_over()),
                             lambda: loop.call_soon_threadsafe(self._step_down))
         self._scan_task = loop.create_task(self._scan_loop(), name="controller-scan")
@@ -157,7 +159,8 @@ class ControllerManager:
 
     async def _decide(self, broker_name: str, rule: Rule[T]) -> tuple[BrokerSetState | None, T]:
         """Apply ``rule`` to the set's state and persist what it returns (compare-and-set on the version it
-        was made from; a lost race re-reads the store and decides once more)."""
+        was made from). A refused write while the store names another leader steps down (answered
+        CONTROLLER_NOT_LEADER); else the state changed under us: re-read it and decide once more."""
         async with self._lock:
             for attempt in range(2):
                 if not self._leading:
@@ -170,7 +173,8 @@ class ControllerManager:
                     new_version = await asyncio.to_thread(self.store.compare_and_set, broker_name, new.to_bytes(),
                                                           version)
                 except StaleStateError:
-                    if attempt:
+                    if attempt or await self._leader_address() != self._address:
+                        self._step_down()  # the store has another leader: its callback may be on its way
                         raise
                     await self._reload()
                     continue
