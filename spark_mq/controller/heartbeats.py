@@ -6,13 +6,17 @@ younger than its timeout (its own ``heartbeatTimeoutMills``, else the controller
 connection it came on is open: a crashed broker's closed socket ends it at once, a frozen one's
 silence after the timeout. The progress a heartbeat reports (epoch, commitlog offset) only moves
 forward, so a late heartbeat never makes a replica look less up to date than it was.
+
+A controller that just took over (or restarted) has not heard from every broker yet: a replica its
+records name that it never heard from is presumed alive for one default timeout (``presume_alive``), so
+its first seconds as leader neither depose a live master nor hide it from a registering slave.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from spark_mq.controller.elect_policy import NO_PRIORITY, ReplicaProgress
@@ -39,6 +43,9 @@ class BrokerLiveTable:
         self.default_timeout_s = default_timeout_ms / 1000
         self._clock = clock
         self._table: dict[tuple[str, int], BrokerLiveInfo] = {}
+        self._heard: set[tuple[str, int]] = set()  # every broker this process ever heard from
+        self._presumed: frozenset[tuple[str, int]] = frozenset()
+        self._presumed_until = float("-inf")
 
     def on_heartbeat(self, cluster_name: str, broker_name: str, broker_id: int, address: str, channel: object, *,
                      epoch: int | None, max_offset: int | None, timeout_ms: int | None,
@@ -48,6 +55,7 @@ class BrokerLiveTable:
         priority = NO_PRIORITY if election_priority is None else election_priority
         reported = ReplicaProgress(-1 if epoch is None else epoch, -1 if max_offset is None else max_offset, priority)
         prev = self._table.get(key)
+        self._heard.add(key)
         if prev is None:
             log.info("broker %s id %d (%s) is alive", broker_name, broker_id, address)
             progress = reported
@@ -77,9 +85,17 @@ class BrokerLiveTable:
                         info.address, now - info.last_seen)
         return gone
 
+    def presume_alive(self, replicas: Iterable[tuple[str, int]]) -> None:
+        """For one default timeout from now, count these (broker name, id) as alive until heard from."""
+        self._presumed = frozenset(replicas)
+        self._presumed_until = self._clock() + self.default_timeout_s
+
     def is_alive(self, broker_name: str, broker_id: int) -> bool:
-        info = self._table.get((broker_name, broker_id))
-        return info is not None and self._clock() - info.last_seen <= info.timeout_s
+        key = (broker_name, broker_id)
+        info = self._table.get(key)
+        if info is None:
+            return key in self._presumed and key not in self._heard and self._clock() < self._presumed_until
+        return self._clock() - info.last_seen <= info.timeout_s
 
     def progress(self, broker_name: str, broker_id: int) -> ReplicaProgress:
         info = self._table.get((broker_name, broker_id))

@@ -13,8 +13,8 @@ it is answered or acted on, so a decision a client saw survives the leader's dea
 leader's write fails instead of overwriting its successor's. Decisions are serialised by one lock.
 
 A set's master is re-elected when it is dead (see heartbeats.py) while another replica lives; right
-after taking over, a leader first waits one heartbeat timeout, so brokers it has not heard from yet are
-not taken for dead.
+after taking over, brokers the leader has not heard from yet are presumed alive for one heartbeat
+timeout, so a controller restart does not depose live masters.
 """
 
 from __future__ import annotations
@@ -81,12 +81,11 @@ class ControllerManager:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.store = store
-        self._clock = clock
         self.live = BrokerLiveTable(config.controller_heart_beat_timeout_mills, clock)
         self.policy = ElectPolicy(self.live.is_alive, self.live.progress)
         self._states: dict[str, tuple[BrokerSetState, int]] = {}  # broker name -> (state, store version)
         self._leading = False  # leadership held and every record loaded
-        self._leader_since = 0.0
+        self._term = 0  # counts the store's leadership callbacks: a take-over outlived by a loss is void
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._scan_task: asyncio.Task | None = None
@@ -114,7 +113,7 @@ class ControllerManager:
         """Campaign for leadership as ``address`` and start the liveness scan."""
         loop = asyncio.get_running_loop()
         self._address = address
-        self.store.campaign(address, lambda: loop.call_soon_threadsafe(self._spawn, self._take_over()),
+        self.store.campaign(address, lambda: loop.call_soon_threadsafe(self._elected),
                             lambda: loop.call_soon_threadsafe(self._step_down))
         self._scan_task = loop.create_task(self._scan_loop(), name="controller-scan")
 
@@ -130,7 +129,11 @@ class ControllerManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _take_over(self) -> None:
+    def _elected(self) -> None:
+        self._term += 1
+        self._spawn(self._take_over(self._term))
+
+    async def _take_over(self, term: int) -> None:
         while True:
             try:
                 records = await asyncio.to_thread(self.store.load_all)
@@ -139,13 +142,16 @@ class ControllerManager:
                 log.error("controller elected but cannot read its state store (retrying): %s", e)
                 await asyncio.sleep(TAKEOVER_RETRY_S)
         async with self._lock:
+            if term != self._term:
+                return  # lost (or re-won) while loading: the newer callback decides
             self._states = {name: (BrokerSetState.from_bytes(value), version)
                             for name, (value, version) in records.items()}
-            self._leader_since = self._clock()
+            self.live.presume_alive((s.broker_name, i) for s, _ in self._states.values() for i in s.replicas)
             self._leading = True
         log.info("controller is the leader: %d broker set(s) loaded", len(self._states))
 
     def _step_down(self) -> None:
+        self._term += 1
         if self._leading:
             log.warning("controller lost its leadership")
         self._leading = False
@@ -206,9 +212,9 @@ class ControllerManager:
             self._spawn(self._reelect_dead_masters())
 
     async def _reelect_dead_masters(self) -> None:
-        if not self._leading or self._clock() - self._leader_since < self.live.default_timeout_s:
-            return
         for state, _ in list(self._states.values()):
+            if not self._leading:
+                return
             if needs_new_master(state, self._alive(state.broker_name)):
                 log.warning("%s: master %s (%s) is dead; electing a new one", state.broker_name, state.master_id,
                             state.master_address)
@@ -216,6 +222,8 @@ class ControllerManager:
 
     async def _trigger_elect(self, broker_name: str) -> None:
         for attempt in range(1, self.config.elect_master_max_retry_count + 1):
+            if not self._leading:
+                return
             try:
                 await self._decide(broker_name, self._elect_rule(CONTROLLER_TRIGGER, False))
                 return

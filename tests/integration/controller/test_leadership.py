@@ -69,3 +69,26 @@ def test_a_restarted_controller_keeps_its_decisions(tmp_path, remoting):
         assert shrunk.code == ResponseCode.SUCCESS and shrunk.ext_fields["newSyncStateSetEpoch"] == "3"
     finally:
         controller.stop_cleanly()
+
+
+def test_a_restarted_controller_does_not_depose_a_master_it_has_not_heard_from_yet(tmp_path, remoting):
+    root = tmp_path / "c"
+    conf = "scanNotActiveBrokerInterval=200\ncontrollerHeartBeatTimeoutMills=60000\n"  # a long presumption
+    controller = start_controller(root, conf)
+    api = ControllerClient(remoting, controller.addr).wait_leading()
+    name = unique("restart")
+    _decide_something(api, name)
+    controller.kill()
+
+    controller = start_controller(root, conf, port=controller.port)
+    try:
+        api = ControllerClient(remoting, controller.addr).wait_leading()
+        api.heartbeat(name, 2, "127.0.0.1:20002")  # a slave is back first; the master has not beaten yet
+        registered = api.register(name, 2, "127.0.0.1:20002")
+        assert registered.ext_fields.get("masterBrokerId") == "1"  # told to follow master 1, epoch 1
+        assert registered.ext_fields.get("masterEpoch") == "1"
+        stays = api.elect(name, 2)  # as a slave finding no master would ask
+        assert stays.code == ResponseCode.CONTROLLER_MASTER_STILL_EXIST
+        assert api.replica_info(name).master_epoch == 1
+    finally:
+        controller.stop_cleanly()
