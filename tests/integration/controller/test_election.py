@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from servers import unique, wait_until
 
+from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import ResponseCode
 
 from ._support import FAST_CONF, ControllerClient, Heartbeats, elected_set, start_controller
@@ -102,4 +103,30 @@ def test_with_unclean_election_a_replica_outside_the_set_is_elected_loudly(tmp_p
         assert "UNCLEAN ELECTION" in controller.log()
     finally:
         heartbeats.close()
+        controller.stop_cleanly()
+
+
+def test_a_master_whose_connection_closes_is_replaced_at_once(tmp_path, remoting):
+    # heartbeats would count for a minute: only the closed connection can explain the election
+    controller = start_controller(tmp_path / "conn", "scanNotActiveBrokerInterval=200\n"
+                                                     "controllerHeartBeatTimeoutMills=60000\n")
+    api = ControllerClient(remoting, controller.addr).wait_leading()
+    master_link = SyncRemotingClient()  # the master's own connection, as a broker process has
+    try:
+        name = unique("elect")
+        brokers = replica_set(name)
+        for b in brokers:
+            api.register(b.name, b.broker_id, b.address)
+        ControllerClient(master_link, controller.addr).heartbeat(name, 0, brokers[0].address)
+        api.heartbeat(name, 1, brokers[1].address, epoch=1, max_offset=10)
+        assert api.elect(name, 0).code == SUCCESS
+        assert api.alter(name, 0, 1, {0, 1}, 1).code == SUCCESS
+
+        master_link.close()  # as the kernel closes a SIGKILLed broker's socket
+        info = wait_until(lambda: (i := api.replica_info(name)).master_id == 1 and i, timeout=60,
+                          what="replica 1 elected after the master's connection closed")
+        assert info.master_epoch == 2
+        assert "its connection closed" in controller.log()
+    finally:
+        master_link.close()
         controller.stop_cleanly()

@@ -4,10 +4,12 @@ each accepted change bumps the set's epoch."""
 
 from __future__ import annotations
 
+import json
+
 from servers import unique
 
-from spark_mq.remoting.bodies import SyncStateSet
-from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.bodies import BrokerReplicasInfo, SyncStateSet
+from spark_mq.remoting.codes import RequestCode, ResponseCode
 
 from .conftest import replica_set
 
@@ -65,3 +67,25 @@ def test_requests_about_unknown_sets_or_malformed_are_refused_with_a_reason(api)
     bad = api.call(1001, {"brokerName": name, "masterBrokerId": "0", "masterEpoch": "1"}, b"{not json")
     assert bad.code == ResponseCode.SYSTEM_ERROR and "SyncStateSet" in bad.remark
     assert api.register(name, 0, "127.0.0.1:1").code == ResponseCode.SUCCESS  # still serving
+
+
+def test_sync_state_data_lists_each_sets_master_epochs_and_replicas_in_and_out_of_sync(api, heartbeats):
+    name, other = unique("sss"), unique("sss")
+    brokers = replica_set(name)
+    for b in brokers[:2]:
+        api.register(b.name, b.broker_id, b.address)
+        heartbeats.start(b)
+    api.register(name, 2, brokers[2].address)  # never heartbeats
+    api.elect(name, 0)
+    api.alter(name, 0, 1, {0, 1}, 1)
+
+    answer = api.call(RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, None, json.dumps([name, other]).encode())
+    assert answer.code == ResponseCode.SUCCESS
+    table = BrokerReplicasInfo.from_json(answer.body).replicas_info_table
+    assert set(table) == {name}  # an unknown set is left out
+    info = table[name]
+    assert (info.master_broker_id, info.master_address, info.master_epoch, info.sync_state_set_epoch) == (
+        0, brokers[0].address, 1, 2)
+    assert [(r.broker_id, r.alive) for r in info.in_sync_replicas] == [(0, True), (1, True)]
+    assert [(r.broker_id, r.broker_address, r.alive) for r in info.not_in_sync_replicas] == [
+        (2, brokers[2].address, False)]
