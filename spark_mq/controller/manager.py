@@ -179,8 +179,10 @@ class ControllerManager:
                     new_version = await asyncio.to_thread(self.store.compare_and_set, broker_name, new.to_bytes(),
                                                           version)
                 except StaleStateError:
-                    if attempt or await self._leader_address() != self._address:
+                    if await self._leader_address() != self._address:
                         self._step_down()  # the store has another leader: its callback may be on its way
+                        raise
+                    if attempt:
                         raise
                     await self._reload()
                     continue
