@@ -3,11 +3,12 @@ naming the leader; a SIGKILLed leader's successor, and a restarted controller, h
 
 from __future__ import annotations
 
+import pytest
 from servers import unique, wait_until
 
 from spark_mq.remoting.codes import ResponseCode
 
-from ._support import ControllerClient, start_controller
+from ._support import ControllerClient, Heartbeats, start_controller
 from .conftest import replica_set
 
 
@@ -92,3 +93,40 @@ def test_a_restarted_controller_does_not_depose_a_master_it_has_not_heard_from_y
         assert api.replica_info(name).master_epoch == 1
     finally:
         controller.stop_cleanly()
+
+
+@pytest.mark.parametrize("kill_leader", ["before its election", "after its election"])
+def test_a_dead_master_is_replaced_exactly_once_when_the_leader_is_killed_around_the_election(
+        tmp_path, remoting, kill_leader):
+    store = tmp_path / "shared-store"
+    first = start_controller(tmp_path / "a", store=store)
+    leader = ControllerClient(remoting, first.addr).wait_leading()
+    second = start_controller(tmp_path / "b", store=store)
+    follower = ControllerClient(remoting, second.addr)
+    beats = [Heartbeats(leader), Heartbeats(follower)]  # brokers heartbeat to every controller
+    try:
+        name = unique("lead")
+        brokers = replica_set(name)
+        brokers[1].epoch, brokers[1].max_offset = 1, 100
+        brokers[2].epoch, brokers[2].max_offset = 1, 200
+        for b in brokers:
+            leader.register(b.name, b.broker_id, b.address)
+            for hb in beats:
+                hb.start(b)
+        assert leader.elect(name, 0).code == ResponseCode.SUCCESS
+        assert leader.alter(name, 0, 1, {0, 1, 2}, 1).code == ResponseCode.SUCCESS
+
+        for hb in beats:
+            hb.stop(brokers[0])
+        if kill_leader == "after its election":
+            wait_until(lambda: leader.replica_info(name).master_epoch == 2, timeout=60, what="the leader's election")
+        first.kill()
+        follower.wait_leading()
+        info = wait_until(lambda: (i := follower.replica_info(name)).master_id == 2 and i, timeout=60,
+                          what="replica 2 master under the new leader")
+        assert (info.master_epoch, info.sync_state_set, info.sync_state_set_epoch) == (2, {2}, 3)  # one election
+    finally:
+        for hb in beats:
+            hb.close()
+        first.kill()
+        second.stop_cleanly()
