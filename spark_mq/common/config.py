@@ -106,6 +106,14 @@ class BrokerConfig(ServerChannelConfig):
     access_message_in_memory_max_ratio: int = 40
     total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
+    # controller mode (RocketMQ 5): register with the replication controllers (controllerAddr, ';'-separated),
+    # heartbeat to each every brokerHeartbeatInterval ms (dead after controllerHeartBeatTimeoutMills of
+    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms
+    enable_controller_mode: bool = False
+    controller_addr: str = ""
+    controller_heart_beat_timeout_mills: int = 10_000
+    broker_heartbeat_interval: int = 1000
+    sync_broker_metadata_period: int = 5000
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -177,6 +185,13 @@ class BrokerConfig(ServerChannelConfig):
         if self.total_physical_memory_size < 0:
             raise ConfigError(f"totalPhysicalMemorySize={self.total_physical_memory_size}: give bytes (0: the "
                               "machine's RAM)")
+        if self.enable_controller_mode and not split_addresses(self.controller_addr):
+            raise ConfigError("enableControllerMode=true needs controllerAddr: the controllers' addresses, "
+                              "';'-separated (a NameServer's with enableControllerInNamesrv)")
+        if min(self.controller_heart_beat_timeout_mills, self.broker_heartbeat_interval,
+               self.sync_broker_metadata_period) <= 0:
+            raise ConfigError("controllerHeartBeatTimeoutMills, brokerHeartbeatInterval and syncBrokerMetadataPeriod "
+                              "must be positive (ms)")
         if self.slave_synchronize_interval <= 0:
             raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
                               "of ms (how often a slave copies its master's topics, groups and offsets)")
