@@ -54,25 +54,23 @@ class ReplicasManager:
         self.master_epoch = 0
 
     async def run(self) -> None:
-        await asyncio.gather(self._heartbeat_loop(), self._sync_loop())
+        await asyncio.gather(self._sync_loop(), *(self._heartbeat_loop(addr) for addr in self.controllers))
 
     # -- heartbeats -------------------------------------------------------------------------------
 
-    async def _heartbeat_loop(self) -> None:
+    async def _heartbeat_loop(self, addr: str) -> None:
+        """Heartbeats to one controller (one loop each: a controller that does not answer delays no other)."""
         while True:
             header = BrokerHeartbeatRequestHeader(
                 cluster_name=self.config.broker_cluster_name, broker_addr=self._address(),
                 broker_name=self.config.broker_name, broker_id=self.config.broker_id, epoch=self.master_epoch,
                 max_offset=self._max_offset(), heartbeat_timeout_mills=self.config.controller_heart_beat_timeout_mills)
-            await asyncio.gather(*(self._heartbeat(addr, header) for addr in self.controllers))
+            try:
+                await self.client.invoke(addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT,
+                                                                       header.to_ext_fields()), CONTROLLER_TIMEOUT_S)
+            except RemotingError as e:
+                log.debug("heartbeat to controller %s failed: %s", addr, e)
             await asyncio.sleep(self.config.broker_heartbeat_interval / 1000)
-
-    async def _heartbeat(self, addr: str, header: BrokerHeartbeatRequestHeader) -> None:
-        try:
-            await self.client.invoke(addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT,
-                                                                   header.to_ext_fields()), CONTROLLER_TIMEOUT_S)
-        except RemotingError as e:
-            log.debug("heartbeat to controller %s failed: %s", addr, e)
 
     # -- the controller's view --------------------------------------------------------------------
 
