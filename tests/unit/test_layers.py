@@ -27,7 +27,8 @@ LAYERS: dict[str, set[str]] = {
     "store": {"common"},
     "ha": {"store"},
     "remoting": {"common"},
-    "namesrv": {"remoting"},
+    "controller": {"remoting"},
+    "namesrv": {"remoting", "controller"},
     "broker": {"ha", "store", "remoting"},
     "proxy": {"broker"},
     "client": {"remoting"},
@@ -36,7 +37,7 @@ LAYERS: dict[str, set[str]] = {
     "spark": {"tiered"},
     "query": {"spark"},
     "commands": {"tiered"},  # never spark: commands run without pyspark
-    "cli": {"commands", "broker", "namesrv", "proxy"},
+    "cli": {"commands", "broker", "namesrv", "controller", "proxy"},
 }
 
 
