@@ -36,7 +36,7 @@ LAYERS: dict[str, set[str]] = {
     "tiered": {"arrow"},  # never pyspark: `spark-mq offload` and `query --archive` run without Spark
     "spark": {"tiered"},
     "query": {"spark"},
-    "commands": {"tiered"},  # never spark: commands run without pyspark
+    "commands": {"tiered", "store"},  # never spark: commands run without pyspark; offline store tools (copy-store)
     "cli": {"commands", "broker", "namesrv", "controller", "proxy"},
 }
 
