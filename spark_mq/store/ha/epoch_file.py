@@ -23,6 +23,7 @@ Thread-safety: every method may be called from any thread (one lock).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -90,7 +91,7 @@ def decode(text: str, path: Path) -> tuple[EpochEntry, ...]:
     body = "".join(line + "\n" for line in lines[2:])
     if crc != UNCHECKED_CRC and crc != _crc(body):
         raise bad(f"CRC32 {crc} in the header, {_crc(body)} computed over the entries")
-    for prev, cur in zip(entries, entries[1:], strict=False):
+    for prev, cur in itertools.pairwise(entries):
         if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
             raise bad(f"entry {cur.line()} does not follow {prev.line()} (epochs must grow, offsets not shrink)")
     return tuple(entries)
