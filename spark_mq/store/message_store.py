@@ -140,7 +140,7 @@ class MessageStore:
         self._lock = StoreLock(store_path(self.root, LOCK_FILE))
         self._put_lock = threading.Lock()
         # held while the checkpoint is taken: a truncation lowers the safe offset in between
-        self._checkpoint_lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
         self._queues_lock = threading.Lock()
         self._dispatcher: Dispatcher | None = None
         self._next_queue_offset: dict[tuple[str, int], int] = {}
@@ -479,7 +479,8 @@ class MessageStore:
         """Entries for the replicated units past the dispatched offset (under the put lock): recovery's
         rebuild over them, which reads the units themselves (a slave has no append records)."""
         assert self._dispatcher is not None
-        start = self._dispatcher.dispatched_offset
+        # an empty commitlog restarts at the master's first byte sent, a file start maybe past 0
+        start = max(self._dispatcher.dispatched_offset, self.commitlog.min_offset())
         with self._queues_lock:
             queues = list(self.queues.values())
         done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 
 from spark_mq.common.errors import StoreError
-from spark_mq.common.message_unit import BLANK_MAGIC, INT64, MESSAGE_MAGIC, PHYSICAL_OFFSET_OFFSET, SIZE_MAGIC
+from spark_mq.common.message_unit import follow_chain
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.index_service import IndexService
@@ -30,29 +30,19 @@ log = logging.getLogger(__name__)
 
 
 def check_unit_start(commitlog: CommitLog, offset: int) -> None:
-    """Refuse (``StoreError``, nothing changed) an ``offset`` inside ``[min, max)`` that does not
-    begin a unit: a file start, a unit whose PHYSICALOFFSET names this very offset, or the blank
-    closing a file. A cut inside a unit would leave half a message."""
+    """Refuse (``StoreError``, nothing changed) an ``offset`` inside ``[min, max)`` that the unit
+    chain walked from the start of its file does not reach exactly (a cut inside a unit would
+    leave half a message; the bytes at the offset alone could be a body imitating a header).
+    Walks at most that one file, vectorised."""
     mf = commitlog.files.find(offset)
     if mf is None:
         raise StoreError(f"commitlog offset {offset} is not stored (commitlog [{commitlog.min_offset()}, "
                          f"{commitlog.max_offset()})): nothing truncated")
     pos = offset - mf.file_from_offset
-    if pos == 0:
-        return
-    head = commitlog.read(offset, PHYSICAL_OFFSET_OFFSET + INT64.size)
-    if head is None:  # fewer bytes left than a header: only a blank can start there
-        head = commitlog.read(offset, SIZE_MAGIC.size)
-    if head is not None:
-        size, magic = SIZE_MAGIC.unpack_from(head)
-        if magic == BLANK_MAGIC and size == mf.size - pos:
-            return
-        if magic == MESSAGE_MAGIC and len(head) > PHYSICAL_OFFSET_OFFSET:
-            if INT64.unpack_from(head, PHYSICAL_OFFSET_OFFSET)[0] == offset:
-                return
-    raise StoreError(f"commitlog offset {offset} (position {pos} of {mf.path.name}) does not begin a message unit: "
-                     "a truncation there would cut a message in two, nothing truncated. Is the offset from this "
-                     "store's own history (epoch comparison with its master)?")
+    if follow_chain(mf.mv, 0, pos).end != pos:
+        raise StoreError(f"commitlog offset {offset} (position {pos} of {mf.path.name}) does not begin a message "
+                         "unit: a truncation there would cut a message in two, nothing truncated. Is the offset from "
+                         "this store's own history (epoch comparison with its master)?")
 
 
 def cut_queues(queues: list[ConsumeQueue], offset: int) -> list[ConsumeQueue]:

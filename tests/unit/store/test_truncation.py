@@ -16,7 +16,15 @@ from unit_helpers import tiny_config
 from spark_mq.common.config import SYNC_FLUSH
 from spark_mq.common.errors import StoreError
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import BLANK_MAGIC, SIZE_MAGIC, decode_message
+from spark_mq.common.message_unit import (
+    BLANK_MAGIC,
+    HEADER_SIZE,
+    INT64,
+    MESSAGE_MAGIC,
+    PHYSICAL_OFFSET_OFFSET,
+    SIZE_MAGIC,
+    decode_message,
+)
 from spark_mq.common.properties import encode_properties
 from spark_mq.store.index_file import INVALID_INDEX
 from spark_mq.store.message_store import MessageStore
@@ -178,6 +186,22 @@ def test_truncate_inside_a_unit_or_past_the_end_changes_nothing(make_store):
             assert served(store, topic, q) == expect(puts, topic, q)
 
 
+def test_a_body_imitating_a_unit_header_is_no_boundary(make_store):
+    """The chain decides, not the bytes at the offset: a body may hold a header naming its own offset."""
+    store = make_store()
+    fill(store, random.Random(2), 3)
+    start = store.commitlog.max_offset()
+    fake_at = start + HEADER_SIZE + 4  # where the body begins (after the header and the body length)
+    body = bytearray(300)
+    SIZE_MAGIC.pack_into(body, 0, 100, MESSAGE_MAGIC)
+    INT64.pack_into(body, PHYSICAL_OFFSET_OFFSET, fake_at)
+    res = store.put_messages(MessageBatch.of(TOPICS[0], 0, [bytes(body)]))
+    assert int(res.physical_offsets[0]) == start
+    with pytest.raises(StoreError, match="does not begin a message unit"):
+        store.truncate_to(fake_at)
+    assert store.commitlog.max_offset() == start + int(res.sizes[0])
+
+
 def test_truncate_to_nothing_empties_the_store(tmp_path):
     rng = random.Random(4)
     store = MessageStore(config(tmp_path / "s")).start()
@@ -261,3 +285,30 @@ def test_truncate_after_recovery_rebuilt_the_index(tmp_path):
     for p in puts[:cut_at]:
         assert store.query_by_key(p.topic, p.key), p
     store.shutdown()
+
+
+def test_emptied_slave_copies_from_a_later_file_start(tmp_path):
+    """Case 1-1: the slave keeps nothing and copies from the master's oldest file (retention
+    deleted the ones before): its entries are built from that file on."""
+    rng = random.Random(12)
+    master = MessageStore(config(tmp_path / "m")).start()
+    puts = fill(master, rng, 100)
+    size = master.config.maped_file_size_commit_log
+    master.commitlog.files.delete_first(2)  # what retention does to the oldest files
+    start = master.commitlog.min_offset()
+    assert start == 2 * size
+    stale = MessageStore(config(tmp_path / "s")).start()  # the slave's own old log
+    fill(stale, rng, 10, tag="stale")
+    stale.shutdown()
+    slave = MessageStore(config(tmp_path / "s", broker_role="SLAVE", broker_id=1)).start()
+    assert slave.truncate_to(0) == 0
+    while slave.commitlog.max_offset() < master.commitlog.max_offset():
+        at = max(slave.commitlog.max_offset(), start)
+        slave.append_replicated(at, bytes(master.commitlog.read_from(at, rng.randrange(500, 5000))))
+    kept = [p for p in puts if p.phys >= start]
+    for topic in TOPICS:
+        for q in range(QUEUES):
+            assert served(slave, topic, q) == expect(kept, topic, q)
+    assert slave.query_by_key(kept[-1].topic, kept[-1].key)
+    for s in (master, slave):
+        s.shutdown()
