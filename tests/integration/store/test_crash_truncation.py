@@ -14,6 +14,7 @@ no entry without its unit, no unit without its entry.
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +26,23 @@ from spark_mq.store.ha.epoch_file import FILE_NAME, EpochEntry, EpochFile
 from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
 from spark_mq.store.message_store import MessageStore
 
-from ._support import COMMITLOG_FILE, Acks, body_for, key_for, kill, spawn, store_config, verify_store, wait_for_line
+from ._support import (
+    COMMITLOG_FILE,
+    SEED_ENV,
+    Acks,
+    body_for,
+    check_units,
+    crash_seed,
+    key_for,
+    kill,
+    read_lines,
+    read_queue,
+    seq_of,
+    spawn,
+    store_config,
+    verify_store,
+    wait_for_line,
+)
 
 TOPICS = ("truncA", "truncB", "trunc_C")
 INDEX_ENTRIES = 256  # per index file: the cut lands in a later index file than the first
@@ -153,3 +170,98 @@ def test_sigkill_during_truncation_recovers_old_store_or_exact_prefix(written_st
         check(store, written[:cut_at] + more, written[cut_at:], end)
     finally:
         store.shutdown()
+
+
+# -- random kills of a process that writes and truncates ----------------------------------------
+CYCLE_TOPICS = ("cycA", "cycB")  # truncate_cycler.py's
+CYCLE_QUEUES = 3
+SEQ_STRIDE = 10_000_000  # run i writes seqs [i * SEQ_STRIDE, ...)
+
+Held = dict[tuple[str, int, int], tuple[int, int]]  # (topic, queue, queue offset) -> (seq, commitlog offset)
+
+
+def served_now(store: MessageStore) -> tuple[Held, list[str]]:
+    held: Held = {}
+    problems: list[str] = []
+    for topic in CYCLE_TOPICS:
+        for q in store.queue_ids(topic):
+            units = read_queue(store, topic, q)
+            problems += check_units(units, topic, q)
+            for u in units:
+                held[(topic, q, u.queue_offset)] = (seq_of(u.body), u.physical_offset)
+    return held, problems
+
+
+def cycle_run(root: Path, tmp: Path, run: int, seed: int, model: Held, rng: random.Random) -> str:
+    """One run: spawn, let it write and truncate, SIGKILL it at a random moment, recover and
+    check against ``model`` (updated in place to what the store holds now); returns what the
+    kill interrupted."""
+    out = tmp / f"cycler-{run}.out"
+    proc = spawn("truncate_cycler.py", ["--root", str(root), "--seed", str(seed), "--seq-start",
+                                        str(run * SEQ_STRIDE), "--index-entries", str(INDEX_ENTRIES)], out)
+    try:
+        wait_for_line(out, proc, lambda line: line.get("ready"), timeout=60)
+        time.sleep(rng.uniform(0.05, 0.6))
+    finally:
+        kill(proc)
+    assert proc.returncode == -9
+    expected = dict(model)
+    pending = None
+    acked_max = run * SEQ_STRIDE - 1
+    for line in read_lines(out):
+        if "truncating" in line:
+            pending = line["truncating"]
+        elif "truncated" in line:
+            expected = {k: v for k, v in expected.items() if v[1] < line["truncated"]}
+            pending = None
+        elif "s" in line:
+            for i, (s, p) in enumerate(zip(line["s"], line["p"], strict=True)):
+                expected[(line["t"], line["q"], line["o"] + i)] = (s, p)
+            acked_max = max(acked_max, line["s"][-1])
+    store = MessageStore(config(root)).start()
+    try:
+        held, problems = served_now(store)
+        context = f"[seed {seed}, run {run}, pending cut {pending}]"
+        assert problems == [], (context, problems[:10])
+        outcome = "writing"
+        if pending is not None:
+            cut_done = store.commitlog.max_offset() == pending
+            if cut_done:
+                expected = {k: v for k, v in expected.items() if v[1] < pending}
+            outcome = "truncating: recovered the prefix" if cut_done else "truncating: recovered the old store"
+        missing = {k: v for k, v in expected.items() if held.get(k) != v}
+        assert not missing, (context, sorted(missing.items())[:10])
+        extra = {k: v for k, v in held.items() if k not in expected}
+        # only the batch the kill interrupted (never acknowledged) may be there besides
+        assert all(acked_max < s < (run + 1) * SEQ_STRIDE for s, _ in extra.values()), (context, extra)
+        model.clear()
+        model.update(held)
+    finally:
+        store.shutdown()
+    return outcome
+
+
+def cycle_campaign(tmp: Path, runs: int) -> dict[str, int]:
+    seed = crash_seed()
+    rng = random.Random(seed)
+    root = tmp / "store"
+    model: Held = {}
+    outcomes: dict[str, int] = {}
+    for run in range(1, runs + 1):
+        outcome = cycle_run(root, tmp, run, seed * 1000 + run, model, rng)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    print(f"truncation kill campaign (seed {seed}, {SEED_ENV} replays it): {runs} runs, {outcomes}, "
+          f"{len(model)} messages held at the end")
+    return outcomes
+
+
+def test_random_sigkill_while_writing_and_truncating(tmp_path):
+    """CI-sized: a few random kills of a process that writes and truncates in turn."""
+    outcomes = cycle_campaign(tmp_path, 6)
+    assert sum(outcomes.values()) == 6
+
+
+@pytest.mark.slow
+def test_random_sigkill_while_writing_and_truncating_long(tmp_path):
+    outcomes = cycle_campaign(tmp_path, 60)
+    assert sum(v for k, v in outcomes.items() if k.startswith("truncating")) > 0, outcomes
