@@ -26,23 +26,8 @@ from spark_mq.store.ha.epoch_file import FILE_NAME, EpochEntry, EpochFile
 from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
 from spark_mq.store.message_store import MessageStore
 
-from ._support import (
-    COMMITLOG_FILE,
-    SEED_ENV,
-    Acks,
-    body_for,
-    check_units,
-    crash_seed,
-    key_for,
-    kill,
-    read_lines,
-    read_queue,
-    seq_of,
-    spawn,
-    store_config,
-    verify_store,
-    wait_for_line,
-)
+from . import _support as support
+from ._support import COMMITLOG_FILE, Acks, body_for, key_for, read_queue, seq_of, store_config, verify_store
 
 TOPICS = ("truncA", "truncB", "trunc_C")
 INDEX_ENTRIES = 256  # per index file: the cut lands in a later index file than the first
@@ -136,15 +121,15 @@ def test_sigkill_during_truncation_recovers_old_store_or_exact_prefix(written_st
         else:
             dest.write_bytes(p.read_bytes())
     out = tmp_path / "crasher.out"
-    proc = spawn("truncate_crasher.py", ["--root", str(root), "--offset", str(cut), "--kill-at", step,
+    proc = support.spawn("truncate_crasher.py", ["--root", str(root), "--offset", str(cut), "--kill-at", step,
                                          "--index-entries", str(INDEX_ENTRIES)], out)
     try:
         if step == "done":
-            wait_for_line(out, proc, lambda line: line.get("done"), timeout=60)
+            support.wait_for_line(out, proc, lambda line: line.get("done"), timeout=60)
         else:
             proc.wait(timeout=60)
     finally:
-        kill(proc)
+        support.kill(proc)
     assert proc.returncode == -9, (proc.returncode, (tmp_path / "crasher.err").read_text())
     assert (root / "abort").exists()
 
@@ -186,7 +171,7 @@ def served_now(store: MessageStore) -> tuple[Held, list[str]]:
     for topic in CYCLE_TOPICS:
         for q in store.queue_ids(topic):
             units = read_queue(store, topic, q)
-            problems += check_units(units, topic, q)
+            problems += support.check_units(units, topic, q)
             for u in units:
                 held[(topic, q, u.queue_offset)] = (seq_of(u.body), u.physical_offset)
     return held, problems
@@ -197,18 +182,18 @@ def cycle_run(root: Path, tmp: Path, run: int, seed: int, model: Held, rng: rand
     check against ``model`` (updated in place to what the store holds now); returns what the
     kill interrupted."""
     out = tmp / f"cycler-{run}.out"
-    proc = spawn("truncate_cycler.py", ["--root", str(root), "--seed", str(seed), "--seq-start",
+    proc = support.spawn("truncate_cycler.py", ["--root", str(root), "--seed", str(seed), "--seq-start",
                                         str(run * SEQ_STRIDE), "--index-entries", str(INDEX_ENTRIES)], out)
     try:
-        wait_for_line(out, proc, lambda line: line.get("ready"), timeout=60)
+        support.wait_for_line(out, proc, lambda line: line.get("ready"), timeout=60)
         time.sleep(rng.uniform(0.05, 0.6))
     finally:
-        kill(proc)
+        support.kill(proc)
     assert proc.returncode == -9
     expected = dict(model)
     pending = None
     acked_max = run * SEQ_STRIDE - 1
-    for line in read_lines(out):
+    for line in support.read_lines(out):
         if "truncating" in line:
             pending = line["truncating"]
         elif "truncated" in line:
@@ -242,7 +227,7 @@ def cycle_run(root: Path, tmp: Path, run: int, seed: int, model: Held, rng: rand
 
 
 def cycle_campaign(tmp: Path, runs: int) -> dict[str, int]:
-    seed = crash_seed()
+    seed = support.crash_seed()
     rng = random.Random(seed)
     root = tmp / "store"
     model: Held = {}
@@ -250,7 +235,7 @@ def cycle_campaign(tmp: Path, runs: int) -> dict[str, int]:
     for run in range(1, runs + 1):
         outcome = cycle_run(root, tmp, run, seed * 1000 + run, model, rng)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
-    print(f"truncation kill campaign (seed {seed}, {SEED_ENV} replays it): {runs} runs, {outcomes}, "
+    print(f"truncation kill campaign (seed {seed}, {support.SEED_ENV} replays it): {runs} runs, {outcomes}, "
           f"{len(model)} messages held at the end")
     return outcomes
 

@@ -17,12 +17,11 @@ Prints ``{"ready": true, "pid": ...}`` once the store is open.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import time
 
-from _support import store_config
+from _support import emit, store_config
 
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.dispatch import Dispatcher
@@ -31,10 +30,6 @@ from spark_mq.store.ha.replica_epochs import open_epochs
 from spark_mq.store.index_file import IndexFile
 from spark_mq.store.mapped_file import MappedFile
 from spark_mq.store.message_store import MessageStore
-
-
-def emit(obj: dict) -> None:
-    os.write(1, (json.dumps(obj) + "\n").encode())
 
 
 def die() -> None:

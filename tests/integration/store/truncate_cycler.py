@@ -11,11 +11,9 @@ this run, until the test SIGKILLs it. One JSON line per event, each written with
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 
-from _support import body_for, key_for, store_config
+from _support import body_for, emit, key_for, store_config
 
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.store.message_store import MessageStore
@@ -23,9 +21,6 @@ from spark_mq.store.message_store import MessageStore
 TOPICS = ("cycA", "cycB")
 QUEUES = 3
 
-
-def emit(obj: dict) -> None:
-    os.write(1, (json.dumps(obj, separators=(",", ":")) + "\n").encode())
 
 
 def main() -> None:
