@@ -109,7 +109,9 @@ def plan_truncation(slave: ReplicaLog, master: ReplicaLog, file_size: int) -> Tr
     if not master.epochs:
         raise ValueError("the master has no epoch history: it never became master under a controller")
     case = classify(slave, master)
-    if case is LogCase.PAST_END and slave.max_offset > slave.min_offset:
+    if slave.max_offset <= slave.min_offset:  # nothing to keep or to lose: copy all the master keeps
+        return TruncationPlan(case, slave.max_offset, slave.min_offset, master.min_offset, True)
+    if case is LogCase.PAST_END:
         raise DivergedLogError(
             f"this replica's log lies wholly past its master's end (this replica: {slave.describe()}; master: "
             f"{master.describe()}): the master was elected without these messages (did it lose its disk?). "

@@ -157,7 +157,9 @@ class EpochFile:
         tmp = self.path.with_name(self.path.name + TMP_SUFFIX)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            os.write(fd, encode(entries).encode("ascii"))
+            data = memoryview(encode(entries).encode("ascii"))
+            while data:
+                data = data[os.write(fd, data):]
             os.fsync(fd)
         finally:
             os.close(fd)

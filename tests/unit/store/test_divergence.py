@@ -114,6 +114,13 @@ def test_fresh_empty_slave_copies_from_the_masters_min():
     assert plan.keeps_nothing and plan.replicate_from == 2000
 
 
+def test_empty_slave_past_the_masters_end_or_with_a_newer_epoch_just_copies():
+    """Nothing to lose: no person is needed, whatever its position or history says."""
+    for slave in (log(9000, 9000), log(9000, 9000, (1, 0), (9, 9000)), log(3000, 3000, (7, 3000))):
+        plan = plan_truncation(slave, MASTER, FILE)
+        assert plan.keeps_nothing and plan.replicate_from == 2000, slave
+
+
 def test_common_point_below_the_slaves_min_keeps_nothing_and_restarts_at_a_file_start():
     # the slave's epoch 1 ran to 3500, the master's only to 2500: the slave's files from 3000 on are all past it
     master = log(0, 5000, (1, 0), (2, 2500))
