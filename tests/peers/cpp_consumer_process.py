@@ -1,5 +1,6 @@
 """A C++ client consumer (PyPI ``rocketmq`` 0.4.4) in a process of its own, so a test can SIGSTOP and SIGCONT it
-like any other process: ``python cpp_consumer_process.py push|pull NAMESRV GROUP TOPIC INSTANCE``.
+like any other process: ``python cpp_consumer_process.py push|pull NAMESRV GROUP TOPIC INSTANCE`` (the push
+consumer's instance name; the library's C API sets none for a pull consumer).
 
 It prints ``READY`` once started, then ``MSG <seq> <queueId> <queueOffset>`` for every message it receives (``seq`` is
 the message's ``seq`` property), flushed at once; on SIGTERM it shuts the client down (a push consumer commits its
