@@ -17,9 +17,13 @@ import sys
 import threading
 
 from rocketmq.client import PullConsumer, PushConsumer, RecvMessage
+from rocketmq.exceptions import ffi_check
 from rocketmq.ffi import _CMessageQueue, _CPullStatus, dll
 
 PULL_BATCH = 32
+# the library logs every failed pull, and its push consumer retries one at once: with a master gone that is 100 MB a
+# minute, so its log files are capped (3 of 10 MB)
+LOG_FILES, LOG_FILE_BYTES = 3, 10 << 20
 IDLE_S = 0.05  # between pull rounds that found nothing
 _out = threading.Lock()
 
@@ -37,6 +41,7 @@ def on_message(msg) -> None:
 
 def run_push(namesrv: str, group: str, topic: str, instance: str, stop: threading.Event) -> None:
     consumer = PushConsumer(group)
+    ffi_check(dll.SetPushConsumerLogFileNumAndSize(consumer._handle, LOG_FILES, LOG_FILE_BYTES))
     consumer.set_instance_name(instance)
     consumer.set_namesrv_addr(namesrv)
     consumer.subscribe(topic, on_message)
@@ -74,6 +79,7 @@ def pull_round(consumer: PullConsumer, topic: str, next_offsets: dict[int, int])
 
 def run_pull(namesrv: str, group: str, topic: str, instance: str, stop: threading.Event) -> None:
     consumer = PullConsumer(group)
+    ffi_check(dll.SetPullConsumerLogFileNumAndSize(consumer._handle, LOG_FILES, LOG_FILE_BYTES))
     consumer.set_namesrv_addr(namesrv)
     consumer.start()
     emit("READY")
