@@ -169,7 +169,8 @@ class BrokerController:
         ]
         if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
-                                      self.config.ha_send_heartbeat_interval / 1000, self.request_registration)
+                                      self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
+                                      lambda: self.hold.recheck(self.store.get_max_offset))
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.tiered,
@@ -219,8 +220,9 @@ class BrokerController:
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
                           self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
                           self.slave_refusal),
-            PullProcessor(self.store, self.topics, self.clients, self.offsets, self.hold, self.metrics, self.unserved,
-                          slave_read_enable=c.slave_read_enable, in_memory_read_bytes=c.in_memory_read_bytes),
+            PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
+                          self.unserved, slave_read_enable=c.slave_read_enable,
+                          in_memory_read_bytes=c.in_memory_read_bytes),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,

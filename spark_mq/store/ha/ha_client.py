@@ -10,7 +10,9 @@ written, and tried again after ``RETRY_INTERVAL_S``. A restarted slave resumes f
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere). Thread-safety: none; the coroutine runs on the broker's event loop.
+restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
+arrive this way, never through a send: its held pulls are woken from here). Thread-safety: none;
+the coroutine runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ CONNECT_TIMEOUT_S = 3.0
 
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None]) -> None:
+                 on_master_lost: Callable[[], None], on_appended: Callable[[], None]) -> None:
         self.store = store
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
+        self.on_appended = on_appended
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
         self.reported = -1  # the last offset reported to the master
@@ -86,6 +89,7 @@ class HAClient:
                 self.store.append_replicated(offset, body)
                 self.bytes_received += size
                 self._report(writer)
+                self.on_appended()
                 await writer.drain()
         finally:
             reporter.cancel()
