@@ -1,10 +1,11 @@
 """Controller processes sharing their state in a real ZooKeeper (controllerType=zookeeper): one leads, the
 others answer CONTROLLER_NOT_LEADER naming the leader; a SIGKILLed leader's successor, and a restarted
-controller (on ZooKeeper or on its own file), have every decision; a second controller on one state
-file is refused."""
+controller (on ZooKeeper or on its own file), have every decision; a leader frozen past its session
+is deposed and follows when it returns; a second controller on one state file is refused."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -56,6 +57,40 @@ def test_a_follower_redirects_to_the_leader_and_takes_over_when_it_is_killed(tmp
         assert (info.master_id, info.master_epoch, info.sync_state_set, info.sync_state_set_epoch) == (1, 1, {1, 2}, 2)
     finally:
         first.kill()
+        second.stop_cleanly()
+
+
+def test_a_leader_frozen_past_its_session_is_deposed_and_follows_when_it_returns(tmp_path, remoting, shared_store):
+    first = start_controller(tmp_path / "a", FAST_CONF + shared_store)
+    frozen = ControllerClient(remoting, first.addr).wait_leading()
+    second = start_controller(tmp_path / "b", FAST_CONF + shared_store)
+    successor = ControllerClient(remoting, second.addr)
+    beats = Heartbeats(successor)  # the master and its slave stay alive to the successor
+    try:
+        name = unique("frozen")
+        _decide_something(frozen, name)
+        for b in replica_set(name)[1:]:
+            beats.start(b)
+
+        first.signal(signal.SIGSTOP)  # its ZooKeeper session expires while it cannot tell
+        successor.wait_leading()
+        shrunk = successor.alter(name, 1, 1, {1}, 2)
+        assert shrunk.code == ResponseCode.SUCCESS and shrunk.ext_fields["newSyncStateSetEpoch"] == "3"
+
+        first.signal(signal.SIGCONT)
+        following = {"isLeader": "false", "controllerLeaderAddress": second.addr}
+        wait_until(lambda: following.items() <= frozen.metadata().items(), timeout=60,
+                   what="the returning controller following the successor")
+        stale = frozen.alter(name, 1, 1, {1, 2}, 3)
+        assert stale.code == ResponseCode.CONTROLLER_NOT_LEADER
+        assert stale.ext_fields["controllerLeaderAddress"] == second.addr
+        info = successor.replica_info(name)
+        assert (info.master_id, info.master_epoch, info.sync_state_set, info.sync_state_set_epoch) == (1, 1, {1}, 3)
+    finally:
+        beats.close()
+        if first.alive():
+            first.signal(signal.SIGCONT)
+        first.stop_cleanly()
         second.stop_cleanly()
 
 
