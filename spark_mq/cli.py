@@ -278,7 +278,7 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     controller.add_argument("-c", "--config", help="controller.conf properties file (default: built-in defaults)")
     controller.add_argument("--port", type=int, help="listen port, overriding listenPort (0 picks a free port)")
-    controller.add_argument("--store", help="state directory, overriding controllerStorePath")
+    controller.add_argument("--store", help="state directory, overriding controllerStorePath (controllerType=file)")
     controller.set_defaults(func=_controller)
     broker = sub.add_parser("broker", help="run a broker", description=_broker.__doc__)
     broker.add_argument("-c", "--config", help="broker.conf properties file (default: built-in defaults)")
