@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the consensus store the controller keeps its state in, only what is missing
 # (idempotent): Debian's `zookeeper` (its jars under /usr/share/java; Java 17 is already there for
-# Spark, _setup.sh installs it if not). Its Python client, kazoo, is in the `dev` extra that
+# Spark, _setup.sh installs it if not). Its Python client, kazoo, is a dependency of spark-mq itself, which
 # _setup.sh installs. The package's own service is never started: the tests run each ZooKeeper
 # server as their own child process in a temp dir (tests/consensus.py). On a machine
 # without it: apt-get update and ~45 packages, mostly small Java libraries; a moment when it is

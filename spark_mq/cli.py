@@ -11,6 +11,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from spark_mq.common.config import ControllerConfig
 from spark_mq.common.errors import SparkMQError
 
 
@@ -96,9 +97,10 @@ def _namesrv(args: argparse.Namespace) -> int:
 def _controller(args: argparse.Namespace) -> int:
     """Run a replication controller (RocketMQ 5's mqcontroller) until SIGTERM/SIGINT: it keeps each broker
     set's master, SyncStateSet and epochs, and elects a new master when one dies. Prints its address once
-    bound. Several may share one state store: one leads, the others answer CONTROLLER_NOT_LEADER."""
+    bound. Several sharing one ZooKeeper (controllerType=zookeeper) elect one leader; the others answer
+    CONTROLLER_NOT_LEADER naming it, and one takes over when it dies."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
-    from spark_mq.common.config import ControllerConfig, load_config
+    from spark_mq.common.config import load_config
     from spark_mq.controller.server import serve
 
     overrides: dict[str, object] = {}
@@ -110,6 +112,22 @@ def _controller(args: argparse.Namespace) -> int:
     return _run_until_signal(
         lambda: serve(config, lambda addr: print(f"spark-mq controller listening on {addr}", flush=True)),
         f"the controller on {config.listen_address}:{config.listen_port}")
+
+
+def _controller_store_keys() -> str:
+    """The controller's --help epilog: the keys that choose and reach its state store, with their defaults."""
+    c = ControllerConfig
+    return f"""where decisions and leadership live (controller.conf keys):
+  controllerType=zookeeper|file   zookeeper: controllers sharing one ZooKeeper ensemble elect a leader
+                                  and replace a dead one; file: one controller (a second on the same
+                                  controllerStorePath is refused). Default: {c.controller_type}
+  controllerStorePath=DIR         file: the state's directory, DIR/state.json (--store overrides it;
+                                  default {c.controller_store_path})
+  zookeeperConnectString=H:P,...  zookeeper: every ensemble member (default {c.zookeeper_connect_string})
+  zookeeperRootPath=/PATH         zookeeper: the znode the state lives under (default {c.zookeeper_root_path})
+  zookeeperSessionTimeoutMills=MS zookeeper: a dead leader is replaced after about this long (default
+                                  {c.zookeeper_session_timeout_mills}; ZooKeeper raises it to 2 x its tickTime at least)
+"""
 
 
 def _run_until_signal(main: Callable[[], Awaitable[None]], what: str) -> int:
@@ -255,10 +273,12 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     namesrv.add_argument("--port", type=int, help="listen port, overriding the file (0 picks a free port)")
     namesrv.set_defaults(func=_namesrv)
     controller = sub.add_parser("controller", help="run a replication controller (automatic failover)",
-                                description=_controller.__doc__)
+                                description="\n".join(line.strip() for line in _controller.__doc__.splitlines()),
+                                epilog=_controller_store_keys(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     controller.add_argument("-c", "--config", help="controller.conf properties file (default: built-in defaults)")
     controller.add_argument("--port", type=int, help="listen port, overriding listenPort (0 picks a free port)")
-    controller.add_argument("--store", help="state directory, overriding controllerStorePath")
+    controller.add_argument("--store", help="state directory, overriding controllerStorePath (controllerType=file)")
     controller.set_defaults(func=_controller)
     broker = sub.add_parser("broker", help="run a broker", description=_broker.__doc__)
     broker.add_argument("-c", "--config", help="broker.conf properties file (default: built-in defaults)")

@@ -27,8 +27,8 @@ STOP_TIMEOUT_S = 20.0
 
 
 def require_zookeeper() -> None:
-    """Skip the calling test when the ZooKeeper server is not installed (its client, kazoo, is in the
-    dev extra like pytest itself)."""
+    """Skip the calling test when the ZooKeeper server is not installed (its client, kazoo, is a dependency
+    of spark-mq itself)."""
     if not ZOOKEEPER_JAR.exists() or shutil.which("java") is None:
         pytest.skip(f"ZooKeeper is not installed ({ZOOKEEPER_JAR} or java missing): "
                     "scripts/install_consensus.sh failed or was not run")

@@ -244,6 +244,18 @@ class NamesrvConfig(ServerChannelConfig):
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive (ms)")
 
 
+CONTROLLER_TYPE_FILE = "file"
+CONTROLLER_TYPE_ZOOKEEPER = "zookeeper"
+CONTROLLER_TYPES = (CONTROLLER_TYPE_ZOOKEEPER, CONTROLLER_TYPE_FILE)
+_ZK_MEMBER = re.compile(r"[^\s:/,]+:(\d{1,5})")  # host:port (no chroot: zookeeperRootPath is the root)
+_ZK_PATH = re.compile(r"(/(?!\.\.?(/|$))[^/\s]+)+")
+
+
+def _zookeeper_member(text: str) -> bool:
+    m = _ZK_MEMBER.fullmatch(text.strip())
+    return m is not None and 0 < int(m[1]) <= 65535
+
+
 @dataclass(frozen=True)
 class ControllerConfig(ServerChannelConfig):
     """What a replication controller reads (``spark-mq controller -c controller.conf``, or the controller
@@ -254,11 +266,23 @@ class ControllerConfig(ServerChannelConfig):
     table is scanned every ``scanNotActiveBrokerInterval``, and a set whose master is dead gets a new
     one (up to ``electMasterMaxRetryCount`` tries). ``enableElectUncleanMaster`` lets the election take
     a replica outside the SyncStateSet when none inside is alive: acknowledged messages may be lost.
+
+    ``controllerType`` (RocketMQ's key choosing the controller's consensus, DLedger or jRaft there)
+    chooses where decisions and leadership live: ``file`` is one JSON file in ``controllerStorePath``
+    and one controller only (the one embedded in the NameServer always uses it); ``zookeeper`` is a
+    ZooKeeper ensemble (``zookeeperConnectString``, under ``zookeeperRootPath``), shared by controllers
+    that elect one leader and replace a dead one after ``zookeeperSessionTimeoutMills``.
     """
 
     listen_address: str = "127.0.0.1"
     listen_port: int = 9878
-    controller_store_path: str = "./data/controller"  # the local state store's directory
+    controller_type: str = CONTROLLER_TYPE_FILE
+    controller_store_path: str = "./data/controller"  # controllerType=file: the state file's directory
+    zookeeper_connect_string: str = "127.0.0.1:2181"  # host:port of every ensemble member, comma-separated
+    zookeeper_root_path: str = "/spark_mq/controller"  # the znode the controllers' records and election live under
+    # ms: a dead controller leader is replaced after about this long (well under a failover's ~5 s);
+    # ZooKeeper raises it to 2 x its tickTime at least (tickTime=1000 or less keeps 3000)
+    zookeeper_session_timeout_mills: int = 3000
     scan_not_active_broker_interval: int = 5000  # ms
     controller_heart_beat_timeout_mills: int = 10_000  # ms
     elect_master_max_retry_count: int = 3
@@ -273,8 +297,20 @@ class ControllerConfig(ServerChannelConfig):
             raise ConfigError("scanNotActiveBrokerInterval and controllerHeartBeatTimeoutMills must be positive (ms)")
         if self.elect_master_max_retry_count < 1:
             raise ConfigError(f"electMasterMaxRetryCount={self.elect_master_max_retry_count}: give at least 1")
+        if self.controller_type not in CONTROLLER_TYPES:
+            raise ConfigError(f"controllerType={self.controller_type}: give {' or '.join(CONTROLLER_TYPES)} "
+                              "(zookeeper: controllers sharing their state and failing over; file: one controller)")
         if not self.controller_store_path:
             raise ConfigError("controllerStorePath is empty: give the directory of the controller's state")
+        if not all(_zookeeper_member(m) for m in self.zookeeper_connect_string.split(",")):
+            raise ConfigError(f"zookeeperConnectString={self.zookeeper_connect_string!r}: give every ZooKeeper "
+                              "member as host:port, comma-separated (e.g. 10.0.0.1:2181,10.0.0.2:2181)")
+        if not _ZK_PATH.fullmatch(self.zookeeper_root_path):
+            raise ConfigError(f"zookeeperRootPath={self.zookeeper_root_path!r}: give an absolute znode path below /, "
+                              "with no empty, '.' or '..' part and no trailing '/' (e.g. /spark_mq/controller)")
+        if self.zookeeper_session_timeout_mills <= 0:
+            raise ConfigError(f"zookeeperSessionTimeoutMills={self.zookeeper_session_timeout_mills}: give a positive "
+                              "number of ms (a dead controller leader is replaced after about this long)")
 
 
 C = TypeVar("C")
@@ -387,6 +423,11 @@ def load_namesrv_config(path: str | Path | None, **overrides: Any) -> tuple[Name
         if "scanNotActiveBrokerInterval" in own:  # one key, both scans
             shared["scan_not_active_broker_interval"] = namesrv.scan_not_active_broker_interval
         controller = config_from_properties(ControllerConfig, rest, **shared)
+        if controller.controller_type != CONTROLLER_TYPE_FILE:
+            raise ConfigError(f"controllerType={controller.controller_type}: the controller embedded in the "
+                              f"NameServer keeps its state in controllerStorePath only (controllerType="
+                              f"{CONTROLLER_TYPE_FILE}); run `spark-mq controller` processes for controllers "
+                              "that share ZooKeeper and fail over")
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}" if path else str(e)) from None
     return namesrv, controller

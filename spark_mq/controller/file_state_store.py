@@ -41,7 +41,8 @@ class FileStateStore:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(self._lock_fd)
-            raise StateStoreError(f"{self._path} is in use by another process (its .lock file is held)") from e
+            raise StateStoreError(f"{self._path} is in use by another process (its .lock file is held): one "
+                                  "controller per state file; controllers sharing their state use ZooKeeper") from e
         try:
             self._records = self._load()
         except StateStoreError:

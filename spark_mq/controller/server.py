@@ -1,6 +1,8 @@
 """The controller process (``spark-mq controller``): a ControllerManager on a RemotingServer of its own.
 
 ``serve`` runs one until SIGTERM/SIGINT, then leaves the election, closes every connection and returns.
+``open_state_store`` is the one place that turns ``controllerType`` into a state store, for this process
+and for the controller embedded in the NameServer (which config loading keeps to ``file``).
 """
 
 from __future__ import annotations
@@ -9,19 +11,27 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
-from spark_mq.common.config import ControllerConfig
-from spark_mq.controller.local_state_store import LocalStateStore
+from spark_mq.common.config import CONTROLLER_TYPE_ZOOKEEPER, ControllerConfig
+from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.state_store import ControllerStateStore
+from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
+STATE_FILE = "state.json"  # controllerType=file: the records' file in controllerStorePath
+
 
 def open_state_store(config: ControllerConfig) -> ControllerStateStore:
-    """The store the controller's decisions and leadership live in (the one place that chooses it)."""
-    return LocalStateStore(config.controller_store_path)
+    """The store the controller's decisions and leadership live in; raises StateStoreError when it
+    cannot be reached or (``file``) another process holds it."""
+    if config.controller_type == CONTROLLER_TYPE_ZOOKEEPER:
+        return ZooKeeperStateStore(config.zookeeper_connect_string, config.zookeeper_root_path,
+                                   config.zookeeper_session_timeout_mills / 1000)
+    return FileStateStore(Path(config.controller_store_path) / STATE_FILE)
 
 
 class ControllerServer:

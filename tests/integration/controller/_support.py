@@ -29,8 +29,18 @@ HEARTBEAT_EVERY_S = 0.3
 FAST_CONF = f"scanNotActiveBrokerInterval=200\ncontrollerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}\n"
 
 
+ZOOKEEPER_SESSION_MS = 2000  # controllers on ZooKeeper: a SIGKILLed leader is replaced after about this long
+
+
+def zookeeper_conf(hosts: str, root: str) -> str:
+    """Controller keys for a state in ZooKeeper at ``hosts`` under ``root``: controllers given the same share it."""
+    return (f"controllerType=zookeeper\nzookeeperConnectString={hosts}\nzookeeperRootPath={root}\n"
+            f"zookeeperSessionTimeoutMills={ZOOKEEPER_SESSION_MS}\n")
+
+
 def start_controller(root: Path, conf: str = FAST_CONF, store: Path | None = None, port: int = 0) -> ServerProcess:
-    """A ``spark-mq controller`` on ``port`` (0: a free one) with its state in ``store`` (default root/store)."""
+    """A ``spark-mq controller`` on ``port`` (0: a free one); with the default controllerType=file its state is
+    in ``store`` (default root/store)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "controller.conf").write_text(conf)
     return ServerProcess(["controller", "-c", str(root / "controller.conf"), "--port", str(port),

@@ -1,13 +1,31 @@
 """Fixtures of the controller tests: a real ``spark-mq controller`` process per test (temp state
-directory, free port) and a remoting client that speaks to it as brokers do."""
+directory, free port), a remoting client that speaks to it as brokers do, and a real standalone
+ZooKeeper server per test module for the stores and the controllers that share their state."""
 
 from __future__ import annotations
 
 import pytest
+from consensus import ZooKeeperEnsemble
+from servers import unique
 
 from spark_mq.remoting.client import SyncRemotingClient
 
-from ._support import ControllerClient, FakeBroker, Heartbeats, start_controller
+from ._support import ControllerClient, FakeBroker, Heartbeats, start_controller, zookeeper_conf
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    """One standalone ZooKeeper server (a child process) for the module: tests keep apart by root path."""
+    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper"))
+    yield ensemble
+    ensemble.stop()
+
+
+@pytest.fixture
+def shared_store(zookeeper) -> str:
+    """Controller keys for a state of this test's own in the module's ZooKeeper: controllers started
+    with them share it."""
+    return zookeeper_conf(zookeeper.hosts, f"/{unique('controllers')}")
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
-"""``spark-mq admin controller`` against real controller processes: each controller's role, and the
-leader's view of a broker set (master, epochs, SyncStateSet, replicas outside it, alive or dead)."""
+"""``spark-mq admin controller`` against real controller processes (sharing a real ZooKeeper): each
+controller's role, and the leader's view of a broker set (master, epochs, SyncStateSet, replicas outside
+it, alive or dead)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from servers import free_addr, unique
 
 from spark_mq.remoting.codes import ResponseCode
 
-from ._support import ControllerClient, start_controller
+from ._support import FAST_CONF, ControllerClient, start_controller
 from .conftest import replica_set
 
 
@@ -19,11 +20,10 @@ def _admin(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_admin_controller_shows_roles_masters_epochs_and_sync_state_sets(tmp_path, remoting):
-    store = tmp_path / "store"
-    first = start_controller(tmp_path / "a", store=store)
+def test_admin_controller_shows_roles_masters_epochs_and_sync_state_sets(tmp_path, remoting, shared_store):
+    first = start_controller(tmp_path / "a", FAST_CONF + shared_store)
     leader = ControllerClient(remoting, first.addr).wait_leading()
-    second = start_controller(tmp_path / "b", store=store)
+    second = start_controller(tmp_path / "b", FAST_CONF + shared_store)
     down = free_addr()  # nothing listens there
     try:
         name = unique("admin")

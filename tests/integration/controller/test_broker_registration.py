@@ -1,5 +1,5 @@
-"""Real brokers with enableControllerMode against real controllers (the follower listed first in
-controllerAddr, so registration follows its CONTROLLER_NOT_LEADER): the configured master asks for the
+"""Real brokers with enableControllerMode against real controllers sharing a real ZooKeeper (the follower
+listed first in controllerAddr, so registration follows its CONTROLLER_NOT_LEADER): the configured master asks for the
 first election, both heartbeat, and a SIGKILLed master's slave is elected (here unclean: the master never
 grew the SyncStateSet, that part of the broker side is not written yet) and says it keeps its role."""
 
@@ -21,11 +21,12 @@ def _view(api: ControllerClient, name: str):
     return BrokerReplicasInfo.from_json(answer.body).replicas_info_table.get(name)
 
 
-def test_controller_mode_brokers_register_heartbeat_and_a_dead_masters_slave_is_elected(tmp_path, remoting):
-    conf, store = FAST_CONF + "enableElectUncleanMaster=true\n", tmp_path / "controller-state"
-    controller = start_controller(tmp_path / "controller", conf, store=store)
+def test_controller_mode_brokers_register_heartbeat_and_a_dead_masters_slave_is_elected(tmp_path, remoting,
+                                                                                         shared_store):
+    conf = FAST_CONF + "enableElectUncleanMaster=true\n" + shared_store
+    controller = start_controller(tmp_path / "controller", conf)
     api = ControllerClient(remoting, controller.addr).wait_leading()
-    follower = start_controller(tmp_path / "follower", conf, store=store)  # listed first: redirects
+    follower = start_controller(tmp_path / "follower", conf)  # listed first: redirects
     namesrv = start_namesrv(tmp_path / "namesrv.log", verbose=False)
     name = unique("ctlmode")
     mode = (f"enableControllerMode=true\ncontrollerAddr={follower.addr};{controller.addr}\n"

@@ -6,19 +6,11 @@ from __future__ import annotations
 import threading
 
 import pytest
-from consensus import ZooKeeperEnsemble
 from servers import unique, wait_until
 
 from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.state_store import NO_RECORD, StaleStateError
 from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper"))
-    yield ensemble
-    ensemble.stop()
 
 
 @pytest.fixture(params=["file", "zookeeper"])

@@ -28,13 +28,6 @@ CAMPAIGNER = Path(__file__).with_name("campaigner.py")
 KEY = "broker-a"
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    ensemble = ZooKeeperEnsemble(tmp_path_factory.mktemp("zookeeper"))
-    yield ensemble
-    ensemble.stop()
-
-
 @pytest.fixture
 def root() -> str:
     return f"/{unique('controller')}"
