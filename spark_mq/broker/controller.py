@@ -46,6 +46,7 @@ from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.headers import ViewMessageRequestHeader
 from spark_mq.remoting.loop import stop_tasks, wait_event
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.config_file import (
@@ -67,6 +68,7 @@ PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 6.0
 MASTER_LOOKUP_INTERVAL_S = 2.0  # a slave that does not know its master yet registers again this often
+MASTER_REQUEST_TIMEOUT_S = 3.0
 
 
 class Processor(Protocol):
@@ -127,7 +129,8 @@ class BrokerController:
             # and the consumer offsets (it keeps what groups have not consumed)
             self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
             self.tiered.load()
-            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS))
+            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS),
+                                                 slave=self.config.is_slave)
             self.offsets.load()
             self.store = MessageStore(self.config, archived_offset=self.tiered.get,
                                       consumed_offsets=self.offsets.committed)
@@ -161,7 +164,8 @@ class BrokerController:
         ]
         if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
-                                      self.config.ha_send_heartbeat_interval / 1000, self.request_registration)
+                                      self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
+                                      self._master_unit)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.config.slave_synchronize_interval / 1000,
@@ -252,6 +256,13 @@ class BrokerController:
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
         return info
+
+    async def _master_unit(self, offset: int) -> bytes | None:
+        """A slave's master's unit at commitlog ``offset`` (VIEW_MESSAGE_BY_ID), None if it has none there."""
+        fields = ViewMessageRequestHeader(offset=offset).to_ext_fields()
+        resp = await self.master_client.invoke(self.master_addr, RemotingCommand.request(
+            RequestCode.VIEW_MESSAGE_BY_ID, fields), MASTER_REQUEST_TIMEOUT_S)
+        return resp.body if resp.code == ResponseCode.SUCCESS else None
 
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); None on a master."""

@@ -2,10 +2,19 @@
 reports its commitlog's end, and appends what the master streams at the same offsets, so both
 commitlogs are byte-identical and the slave's own dispatch builds its consume queues and index.
 
+Before each connection it makes sure it continues the master's commitlog, not a different one:
+it drops the first bytes of a unit a cut-off transfer left at its end (``drop_partial_unit``: the
+end it reports is then one of its unit boundaries, as a master requires), and compares its last
+unit with the master's unit at the same offset (``master_unit``: VIEW_MESSAGE_BY_ID over remoting,
+so the HA wire format stays RocketMQ's). A store whose last unit the master does not hold byte for
+byte diverged (it was written to as a master, say: same length, shorter, or ending inside one of
+the master's units): it is refused, logged as an error, nothing written, and checked again after
+``RETRY_INTERVAL_S``. (Only the last unit is compared: two commitlogs that differ earlier but hold
+the same last unit, its store timestamp and hosts included, are not told apart.)
+
 It reports its end when it connects, after every append and at least every
 haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
-disagree about the commitlog) is refused: logged as an error, the connection closed, nothing
-written, and tried again after ``RETRY_INTERVAL_S``. A restarted slave resumes from its own end
+disagree about the commitlog) is refused likewise. A restarted slave resumes from its own end
 (recovery of its store is the store's own).
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
@@ -18,9 +27,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from spark_mq.common.errors import ReplicationError, StoreError
+from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
 from spark_mq.store.message_store import MessageStore
 
@@ -32,10 +41,13 @@ CONNECT_TIMEOUT_S = 3.0
 
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None]) -> None:
+                 on_master_lost: Callable[[], None], master_unit: Callable[[int], Awaitable[bytes | None]]) -> None:
+        """``master_unit(offset)``: the master's unit at a commitlog offset, None if it has none there
+        (raises ``RemotingError`` when the master cannot be asked)."""
         self.store = store
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
+        self.master_unit = master_unit
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
         self.reported = -1  # the last offset reported to the master
@@ -50,10 +62,10 @@ class HAClient:
             if addr:
                 try:
                     await self._replicate(addr)
-                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, RemotingError) as e:
                     self._failed(logging.WARNING, "HA: no connection to master %s: %s", addr, e or "closed")
                 except ReplicationError as e:
-                    self._failed(logging.ERROR, "HA: refusing what master %s sent: %s", addr, e)
+                    self._failed(logging.ERROR, "HA: refusing master %s: %s", addr, e)
                 except StoreError as e:  # e.g. a full disk: nothing was written
                     self._failed(logging.ERROR, "HA: cannot store what master %s sent: %s", addr, e)
                 finally:
@@ -68,7 +80,25 @@ class HAClient:
         self.failures += 1
         self.on_master_lost()
 
+    async def _check_continues_master(self) -> None:
+        """Raise ``ReplicationError`` unless the master holds this commitlog's last unit byte for byte."""
+        self.store.drop_partial_unit()
+        last = await asyncio.get_running_loop().run_in_executor(None, self.store.commitlog.last_unit)
+        if last is None:
+            return
+        offset, unit = last
+        theirs = await self.master_unit(offset)
+        if theirs == unit:
+            return
+        why = ("the master has no unit there" if theirs is None else
+               f"the master's unit there ({len(theirs)} bytes) differs")
+        raise ReplicationError(f"this slave's commitlog ends with a unit of {len(unit)} bytes at offset {offset}, but "
+                               f"{why}: the two commitlogs diverged (was this store written to as a master?), or the "
+                               "master no longer keeps that offset. Nothing was merged; empty this store directory "
+                               "to copy the master's commitlog afresh")
+
     async def _replicate(self, addr: str) -> None:
+        await self._check_continues_master()
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")

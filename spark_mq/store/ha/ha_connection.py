@@ -9,8 +9,13 @@ never across a file's end), and a heartbeat header when it has had nothing to se
 haSendHeartbeatInterval. It waits for new bytes on ``wake`` (set after every put) or
 ``POLL_INTERVAL_S`` (bytes stored by other paths than a send).
 
-A slave whose report is past the master's end holds bytes this master never wrote (it diverged,
-e.g. it was written to as a master): it is refused with an error and disconnected, never merged.
+A slave whose first report is past the master's end holds bytes this master never wrote (it
+diverged, e.g. it was written to as a master); one whose first report falls inside one of the
+master's units ends with bytes other than the master's (a slave reports the end of its last whole
+unit when it connects: ours drops a cut-off unit's first bytes first, RocketMQ's recovery does on
+its restart). Either is refused with an error and disconnected, never merged. (The master's side
+sees offsets only, as RocketMQ's HA protocol carries nothing else; our slave also compares its
+last unit with the master's before it connects, see ``HAClient``.)
 
 Thread-safety: none; both coroutines run on the broker's event loop.
 """
@@ -77,12 +82,13 @@ class HAConnection:
             (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
             if self.next_transfer < 0:
                 end = self.commitlog.max_offset()
-                if offset > end:  # it retries every second: a few lines per window, then a count
+                where = await self._diverged_at(offset, end)
+                if where:  # it retries every second: a few lines per window, then a count
                     diverged.log(logging.ERROR, self.peer.rpartition(":")[0], "diverged",
-                                 "HA: slave %s reports commitlog offset %d, past this master's end %d: its "
-                                 "commitlog holds bytes this master never wrote (was it written to as a master?); "
-                                 "refused. Empty its store directory (it copies everything again) to make it a "
-                                 "slave of this master", self.peer, offset, end)
+                                 "HA: slave %s reports commitlog offset %d, %s: its commitlog holds bytes this "
+                                 "master never wrote (was it written to as a master?); refused. Empty its store "
+                                 "directory (it copies everything again) to make it a slave of this master",
+                                 self.peer, offset, where)
                     return
                 self.next_transfer = max(offset, self.commitlog.min_offset())
                 log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
@@ -91,6 +97,19 @@ class HAConnection:
             if offset >= self.commitlog.max_offset():
                 self.caught_up_at = time.monotonic()
             self.on_ack(offset)
+
+    async def _diverged_at(self, offset: int, end: int) -> str:
+        """Why a slave's first report shows it diverged (empty if it does not): past this master's end,
+        or inside one of its units (the walk to the offset runs off the event loop). An offset below the
+        oldest byte kept cannot be checked: the slave then refuses the transfer, which does not continue it."""
+        if offset > end:
+            return f"past this master's end {end}"
+        if offset < self.commitlog.min_offset():
+            return ""
+        loop = asyncio.get_running_loop()
+        if await loop.run_in_executor(None, self.commitlog.is_unit_boundary, offset):
+            return ""
+        return f"inside one of this master's units (its end is {end})"
 
     async def _write_loop(self) -> None:
         await self._first_report.wait()
