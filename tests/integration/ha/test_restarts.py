@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import signal
+import struct
 import time
 from collections import Counter
 
@@ -97,9 +98,20 @@ def unit_boundaries(pair) -> set[int]:
     return {u.offset for u in m.units} | set(m.files) | {m.end}
 
 
+def inside_a_message(pair, offset: int) -> bool:
+    """``offset`` falls inside one of the master's message units (not at its start, nor in a blank tail)."""
+    m = read_commitlog(pair.master.store)
+    for u in m.units:
+        base = u.offset - u.offset % m.file_size
+        (size,) = struct.unpack_from(">i", m.files[base], u.offset - base)
+        if u.offset < offset < u.offset + size:
+            return True
+    return False
+
+
 def stop_stream_mid_unit(pair, api) -> int:
-    """Freeze the master (SIGSTOP) at a moment the slave holds only the first bytes of a unit (its
-    commitlog ends inside one of the master's units), once the slave has taken what the socket still
+    """Freeze the master (SIGSTOP) at a moment the slave holds only the first bytes of a message unit
+    (its commitlog ends inside one of the master's), once the slave has taken what the socket still
     held (its end stays put); the slave's end then."""
     def slave_end() -> int:
         return int(api.get_broker_runtime_info(pair.slave.addr)["commitLogMaxOffset"])
@@ -114,7 +126,7 @@ def stop_stream_mid_unit(pair, api) -> int:
     def mid_unit():
         pair.master.server.signal(signal.SIGSTOP)
         end = settled_end()
-        if 0 < end and end not in unit_boundaries(pair):
+        if inside_a_message(pair, end):
             return end
         pair.master.server.signal(signal.SIGCONT)
         return None
