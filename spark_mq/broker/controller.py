@@ -165,7 +165,7 @@ class BrokerController:
         if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
-                                      self._master_unit)
+                                      self._master_unit, self._master_found)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.config.slave_synchronize_interval / 1000,
@@ -256,6 +256,12 @@ class BrokerController:
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
         return info
+
+    def _master_found(self) -> None:
+        """A slave's replication connected to its master: copy its metadata now (a returning master is
+        offered the consumer offsets clients committed here meanwhile before anyone resets them there)."""
+        if self.slave_sync is not None:
+            self.slave_sync.master_learned()
 
     async def _master_unit(self, offset: int) -> bytes | None:
         """A slave's master's unit at commitlog ``offset`` (VIEW_MESSAGE_BY_ID), None if it has none there."""

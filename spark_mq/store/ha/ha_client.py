@@ -19,7 +19,9 @@ disagree about the commitlog) is refused likewise. A restarted slave resumes fro
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere). Thread-safety: none; the coroutine runs on the broker's event loop.
+restarted master may listen elsewhere), ``on_master_found`` when one starts (a returning master: the
+slave's metadata sync runs at once, offering it the consumer offsets committed here meanwhile).
+Thread-safety: none; the coroutine runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ CONNECT_TIMEOUT_S = 3.0
 
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None], master_unit: Callable[[int], Awaitable[bytes | None]]) -> None:
+                 on_master_lost: Callable[[], None], master_unit: Callable[[int], Awaitable[bytes | None]],
+                 on_master_found: Callable[[], None]) -> None:
         """``master_unit(offset)``: the master's unit at a commitlog offset, None if it has none there
         (raises ``RemotingError`` when the master cannot be asked)."""
         self.store = store
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
         self.master_unit = master_unit
+        self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
         self.reported = -1  # the last offset reported to the master
@@ -107,6 +111,7 @@ class HAClient:
             self.failures = 0
             self._report(writer)
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
+            self.on_master_found()
             while True:
                 offset, size = TRANSFER_HEADER.unpack(await reader.readexactly(TRANSFER_HEADER.size))
                 self.master_offset = max(self.master_offset, offset + size)

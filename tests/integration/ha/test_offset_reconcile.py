@@ -89,3 +89,14 @@ def test_a_reset_on_the_master_is_not_undone_by_its_slave(ha_pair, api, namesrv)
                "the master's reset on the slave")
     assert committed(api, pair.master.addr, during, topic)[0] == 0
     assert committed(api, pair.master.addr, before, topic)[0] == 0
+
+
+def test_a_returning_master_is_offered_the_offsets_as_soon_as_the_slave_reconnects(ha_pair, api):
+    pair = ha_pair("ASYNC_MASTER", slave_conf="slaveSynchronizeInterval=600000\n")  # no round in this test's time
+    topic = sent_everywhere(api, pair, 20)
+    group = unique("ha_group")
+    pair.master.kill()
+    api.update_consumer_offset(pair.slave.addr, group, topic, 2, 4)
+    pair.master.start_again()
+    wait_until(lambda: committed(api, pair.master.addr, group, topic)[2] == 4, REPLICATION_TIMEOUT_S,
+               "the master to take the offset committed on the slave")
