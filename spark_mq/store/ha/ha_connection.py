@@ -104,7 +104,7 @@ class HAConnection:
         oldest byte kept cannot be checked: the slave then refuses the transfer, which does not continue it."""
         if offset > end:
             return f"past this master's end {end}"
-        if offset < self.commitlog.min_offset():
+        if offset == end or offset < self.commitlog.min_offset():  # a caught-up slave: no walk
             return ""
         loop = asyncio.get_running_loop()
         if await loop.run_in_executor(None, self.commitlog.is_unit_boundary, offset):
