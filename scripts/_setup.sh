@@ -12,6 +12,25 @@ _spark_mq_sudo() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# apt-get install of Debian packages whose own services must not start (the project runs those
+# servers as child processes): Docker images ship a policy-rc.d that says so; elsewhere it is added
+# for the install and removed after. Returns apt-get's status.
+_spark_mq_apt_install_no_services() {
+    local policy=/usr/sbin/policy-rc.d added_policy=0 status=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | _spark_mq_sudo tee "$policy" >/dev/null
+        _spark_mq_sudo chmod +x "$policy"
+        added_policy=1
+    fi
+    { _spark_mq_sudo apt-get update -qq &&
+      _spark_mq_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } ||
+        status=$?
+    if [ "$added_policy" -eq 1 ]; then
+        _spark_mq_sudo rm -f "$policy"
+    fi
+    return "$status"
+}
+
 # --- Java (Spark's JVM) ------------------------------------------------------------------
 if ! command -v java >/dev/null 2>&1; then
     echo "[setup] java not found: installing openjdk-17-jre-headless" >&2

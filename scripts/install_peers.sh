@@ -19,22 +19,8 @@ command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
 
 if [ ${#missing[@]} -gt 0 ]; then
     echo "[peers] installing ${missing[*]}" >&2
-    # keep the packages' post-install scripts from starting system services (Docker images
-    # ship this policy already; elsewhere it is added for the install and removed after)
-    policy=/usr/sbin/policy-rc.d
-    added_policy=0
-    if [ ! -e "$policy" ]; then
-        printf '#!/bin/sh\nexit 101\n' | _spark_mq_sudo tee "$policy" >/dev/null
-        _spark_mq_sudo chmod +x "$policy"
-        added_policy=1
-    fi
     status=0
-    { _spark_mq_sudo apt-get update -qq &&
-      _spark_mq_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-          "${missing[@]}"; } || status=$?
-    if [ "$added_policy" -eq 1 ]; then
-        _spark_mq_sudo rm -f "$policy"
-    fi
+    _spark_mq_apt_install_no_services "${missing[@]}" || status=$?
     if [ "$status" -ne 0 ]; then
         echo "[peers] apt-get failed ($status) installing ${missing[*]}" >&2
         exit "$status"

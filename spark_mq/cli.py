@@ -215,10 +215,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only in SERVER_COMMANDS:
         return parser
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
-    from spark_mq.commands import add_client_commands, offload
+    from spark_mq.commands import add_client_commands, copy_store, offload
 
     add_client_commands(sub)  # produce, consume, admin, query, status
     offload.add_parser(sub)
+    copy_store.add_parser(sub)
     return parser
 
 

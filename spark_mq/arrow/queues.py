@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, SparkMQError
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 
+T = TypeVar("T")
 QueueKey = tuple[str, int]  # (broker name, queue id); the topic is the reader's
 
 
@@ -58,6 +60,25 @@ class TopicQueues:
 
     def members_of(self, key: QueueKey) -> tuple[tuple[int, str], ...]:
         return self.members.get(key[0], ())
+
+    def addrs_of(self, key: QueueKey) -> list[str]:
+        """Where the queue is read: its planned address first, then the other members of its broker set."""
+        addr = self.addr(key)
+        return [addr, *(a for _, a in self.members_of(key) if a != addr)]
+
+
+def first_answering(addrs: list[str], call: Callable[[str], T], what: str) -> T:
+    """``call(addr)`` at the first of ``addrs`` (a broker set's members, the preferred one first) that
+    answers: one that does not (a master killed since the route was read) moves to the end of ``addrs``,
+    so the caller's next calls with the same list ask the member that answered first. The last
+    member's error is raised when none answers."""
+    for _ in range(len(addrs) - 1):
+        try:
+            return call(addrs[0])
+        except RemotingError as e:
+            log.warning("%s: broker %s does not answer (%s); asking %s", what, addrs[0], e, addrs[1])
+            addrs.append(addrs.pop(0))
+    return call(addrs[0])
 
 
 def route_with_masters(
@@ -143,11 +164,21 @@ def discover_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], topics: Sequ
 
 
 class BrokerOffsets:
-    """A topic's queue offsets at their brokers (an ``OffsetSource`` of :mod:`spark_mq.spark.offsets`)."""
+    """A topic's queue offsets at their brokers (an ``OffsetSource`` of :mod:`spark_mq.spark.offsets`).
+
+    Each queue is asked at its route address, and at the other members of its broker set when that
+    one does not answer (its master was killed after the route was read: the NameServer drops it only
+    once it sees the connection close), as the range reader pulls; once a member failed, the rest of
+    this source's questions about that broker go to the one that answered first."""
 
     def __init__(self, api: SyncMQClientAPI, queues: TopicQueues) -> None:
         self.api = api
         self.queues = queues
+        self._addrs: dict[str, list[str]] = {}  # broker name -> its members, the one to ask first first
+
+    def _ask(self, key: QueueKey, call: Callable[[str], T]) -> T:
+        addrs = self._addrs.setdefault(key[0], self.queues.addrs_of(key))
+        return first_answering(addrs, call, f"offsets of {self.queues.topic}@{queue_key_text(key)}")
 
     def _required(self, what: str, key: QueueKey, value: int | None) -> int:
         if value is None or value < 0:
@@ -156,19 +187,19 @@ class BrokerOffsets:
         return value
 
     def min_offset(self, key: QueueKey) -> int:
-        return self._required("min offset", key, self.api.get_min_offset(self.queues.addr(key), self.queues.topic,
-                                                                         key[1]))
+        return self._required("min offset", key, self._ask(
+            key, lambda addr: self.api.get_min_offset(addr, self.queues.topic, key[1])))
 
     def max_offset(self, key: QueueKey) -> int:
-        return self._required("max offset", key, self.api.get_max_offset(self.queues.addr(key), self.queues.topic,
-                                                                         key[1]))
+        return self._required("max offset", key, self._ask(
+            key, lambda addr: self.api.get_max_offset(addr, self.queues.topic, key[1])))
 
     def committed_offset(self, group: str, key: QueueKey) -> int | None:
         # not the broker's 0 for a group without an offset on a queue starting at 0: a start rule decides that
-        offset = self.api.query_consumer_offset(self.queues.addr(key), group, self.queues.topic, key[1],
-                                                zero_if_not_found=False)
+        offset = self._ask(key, lambda addr: self.api.query_consumer_offset(addr, group, self.queues.topic, key[1],
+                                                                            zero_if_not_found=False))
         return offset if offset is not None and offset >= 0 else None
 
     def offset_by_timestamp(self, key: QueueKey, timestamp_ms: int) -> int:
-        return self._required("offset by timestamp", key, self.api.search_offset_by_timestamp(
-            self.queues.addr(key), self.queues.topic, key[1], timestamp_ms))
+        return self._required("offset by timestamp", key, self._ask(
+            key, lambda addr: self.api.search_offset_by_timestamp(addr, self.queues.topic, key[1], timestamp_ms)))

@@ -17,21 +17,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_mq.arrow.decoder import decode_units_to_arrow
-from spark_mq.arrow.queues import DataLossError, queue_key_text
+from spark_mq.arrow.queues import DataLossError, first_answering, queue_key_text
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
 from spark_mq.client.pull_consumer import pull_header
-from spark_mq.client.results import PullResult, PullStatus
+from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
-from spark_mq.common.errors import RemotingError, SparkMQError
+from spark_mq.common.errors import SparkMQError
 from spark_mq.remoting.bodies import MessageQueue
-from spark_mq.remoting.headers import PullMessageRequestHeader
 
 log = logging.getLogger(__name__)
 
@@ -76,10 +76,11 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     offset = part.start
     members = dict(part.members)
     addrs = [part.broker_addr, *(a for _, a in part.members if a != part.broker_addr)]
+    what = f"queue {part.name}"
     with SyncMQClientAPI(timeout=timeout) as api:
         while offset < part.end:
             header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
-            result = _pull_first_answering(api, addrs, header, part.name)
+            result = first_answering(addrs, partial(api.pull_message, header=header), what)
             suggested = members.get(result.suggest_which_broker_id)
             if suggested is not None and suggested != addrs[0]:  # RocketMQ's pullFromWhichNodeTable
                 addrs.remove(suggested)
@@ -105,19 +106,6 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
                 raise SparkMQError(f"queue {part.name}: broker {part.broker_addr} gave next offset "
                                    f"{result.next_begin_offset} for a pull at {offset}: no progress")
             offset = result.next_begin_offset
-
-
-def _pull_first_answering(api: SyncMQClientAPI, addrs: list[str], header: PullMessageRequestHeader,
-                          name: str) -> PullResult:
-    """The pull answered by the first of ``addrs`` (the planned broker, then its slaves) that answers; one
-    that does not (a master killed since planning) moves to the end for the range's next pulls."""
-    for _ in range(len(addrs) - 1):
-        try:
-            return api.pull_message(addrs[0], header)
-        except RemotingError as e:
-            log.warning("queue %s: broker %s does not answer (%s); reading %s", name, addrs[0], e, addrs[1])
-            addrs.append(addrs.pop(0))
-    return api.pull_message(addrs[0], header)
 
 
 def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None) -> pa.RecordBatch:

@@ -28,6 +28,7 @@ from spark_mq.broker.client_processor import ClientProcessor
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.master_commitlog import MasterCommitLog
 from spark_mq.broker.metadata_processor import MetadataProcessor
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pull_processor import PullProcessor
@@ -46,7 +47,6 @@ from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import ViewMessageRequestHeader
 from spark_mq.remoting.loop import stop_tasks, wait_event
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.config_file import (
@@ -60,6 +60,7 @@ from spark_mq.store.config_file import (
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.message_store import MessageStore
+from spark_mq.store.retention import no_floor
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,6 @@ PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0
 NAMESRV_TIMEOUT_S = 6.0
 MASTER_LOOKUP_INTERVAL_S = 2.0  # a slave that does not know its master yet registers again this often
-MASTER_REQUEST_TIMEOUT_S = 3.0
 
 
 class Processor(Protocol):
@@ -133,7 +133,8 @@ class BrokerController:
                                                  slave=self.config.is_slave)
             self.offsets.load()
             self.store = MessageStore(self.config, archived_offset=self.tiered.get,
-                                      consumed_offsets=self.offsets.committed)
+                                      consumed_offsets=self.offsets.committed,
+                                      replica_floor=self._replica_floor if self.config.is_slave else no_floor)
             await asyncio.get_running_loop().run_in_executor(None, self.store.start)
         except BaseException:
             await self.server.stop()
@@ -165,11 +166,11 @@ class BrokerController:
         if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
-                                      self._master_unit, self._master_found)
+                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
-                                               self.offsets, self.retry, self.config.slave_synchronize_interval / 1000,
-                                               self.request_registration)
+                                               self.offsets, self.retry, self.tiered,
+                                               self.config.slave_synchronize_interval / 1000, self.request_registration)
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
@@ -218,7 +219,7 @@ class BrokerController:
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
                            self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
-            TieredOffsetProcessor(self.store, self.topics, self.tiered),
+            TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
             MetadataProcessor(self.groups, self.offsets, self.retry),
             self.unserved,
         )
@@ -257,23 +258,22 @@ class BrokerController:
             info.update(self.ha_client.runtime_info())
         return info
 
+    def _replica_floor(self) -> int:
+        """A slave's retention floor: its master's commitlog min offset as last learned (0 until then,
+        or while its synchronisation is not running yet: every file is kept)."""
+        return self.slave_sync.master_min_offset if self.slave_sync is not None else 0
+
     def _master_found(self) -> None:
         """A slave's replication connected to its master: copy its metadata now (a returning master is
         offered the consumer offsets clients committed here meanwhile before anyone resets them there)."""
         if self.slave_sync is not None:
             self.slave_sync.master_learned()
 
-    async def _master_unit(self, offset: int) -> bytes | None:
-        """A slave's master's unit at commitlog ``offset`` (VIEW_MESSAGE_BY_ID), None if it has none there."""
-        fields = ViewMessageRequestHeader(offset=offset).to_ext_fields()
-        resp = await self.master_client.invoke(self.master_addr, RemotingCommand.request(
-            RequestCode.VIEW_MESSAGE_BY_ID, fields), MASTER_REQUEST_TIMEOUT_S)
-        return resp.body if resp.code == ResponseCode.SUCCESS else None
-
     def slave_refusal(self) -> str | None:
-        """Why a slave refuses a send (naming its master); None on a master."""
+        """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave
+        holds more of the commitlog than it does (see ``HAService``), else None."""
         if not self.config.is_slave:
-            return None
+            return self.ha_service.write_refusal if self.ha_service is not None else None
         master = self.master_addr or "not known yet (its NameServer has no master registered)"
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
                 f"send to its master, {master}")

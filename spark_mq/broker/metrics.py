@@ -162,6 +162,9 @@ class BrokerMetrics:
             yield labelled("spark_mq_retention_unconsumed_deleted",
                            "Messages no consumer group had consumed, deleted by forced clean-up "
                            "(cleanUnconsumedForcibly=true)", ["topic", "group"], retention.unconsumed_deleted)
+            yield CounterMetricFamily("spark_mq_retention_kept_for_master",
+                                      "Retention runs on a slave that kept commitlog files its master still has",
+                                      value=retention.kept_for_master)
             yield from self._collect_store()
         yield from self._collect_ha()
 

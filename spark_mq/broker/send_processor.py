@@ -61,7 +61,7 @@ class SendProcessor:
                  ha: HAService | None = None, sync_master: bool = False,
                  slave_refusal: Callable[[], str | None] = lambda: None) -> None:
         """``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
-        ``slave_refusal()``: why this broker refuses sends (it is a slave), else None."""
+        ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None."""
         self.store = store
         self.topics = topics
         self.hold = hold

@@ -8,6 +8,14 @@ address. Topic configs and groups are replaced whole when the master's data vers
 the slave re-registers, so its route lists the master's topics); consumer offsets of the master
 replace the slave's per ``topic@group``, as RocketMQ's ``putAll`` does. Everything taken is persisted.
 
+Two more, spark_mq's own: the master's tiered-storage watermarks (GET_ALL_TIERED_OFFSET) replace the
+slave's, so the slave's retention waits for the same archive; and the master's commitlog min offset
+(``commitLogMinOffset`` of GET_BROKER_RUNTIME_INFO, which a RocketMQ master answers too) becomes
+``master_min_offset``, the floor of the slave's retention: it deletes only files its master deleted
+(see ``spark_mq.store.retention``). The floor is learned here rather than from the HA stream, whose
+RocketMQ layout has no field for it; a floor up to one round old is only lower than the master's
+(a master's min offset never goes back), so the slave errs on keeping. 0 until first learned.
+
 Before it takes the master's offsets it offers the master those clients committed on this slave
 (they commit here only while they cannot reach the master: ``ConsumerOffsetManager.for_master``),
 OFFER_CONSUMER_OFFSETS, and the master takes each where it is ahead of its own; so a consumer that
@@ -24,17 +32,20 @@ Thread-safety: runs on the broker's event loop, like the managers it fills.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.retry import RetryScheduler
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
+from spark_mq.broker.tiered_offsets import TieredOffsetManager, decode_table
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.errors import BodyError, RemotingError
 from spark_mq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
     DelayOffsetSerializeWrapper,
+    KVTable,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
 )
@@ -51,14 +62,17 @@ REQUEST_TIMEOUT_S = 3.0
 class SlaveSynchronize:
     def __init__(self, client: RemotingClient, master_addr: Callable[[], str], topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, retry: RetryScheduler,
-                 interval_s: float, on_topics_changed: Callable[[], None]) -> None:
+                 tiered: TieredOffsetManager, interval_s: float, on_topics_changed: Callable[[], None]) -> None:
         self.client = client
         self.master_addr = master_addr
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
         self.retry = retry
+        self.tiered = tiered
         self.interval_s = interval_s
+        # the master's commitlog min offset as last learned (read by the store's retention thread)
+        self.master_min_offset = 0
         self.on_topics_changed = on_topics_changed
         self._now = asyncio.Event()
 
@@ -78,11 +92,12 @@ class SlaveSynchronize:
         steps: tuple[tuple[str, Callable[[str], Awaitable[None]]], ...] = (
             ("topic config", self.sync_topics), ("subscription groups", self.sync_groups),
             ("consumer offsets", self.sync_offsets), ("delay offsets", self.sync_delay_offsets),
+            ("tiered offsets", self.sync_tiered_offsets), ("commitlog min offset", self.sync_master_min_offset),
         )
         for what, step in steps:
             try:
                 await step(addr)
-            except (BodyError, KeyError, ValueError, TypeError) as e:
+            except (BodyError, KeyError, ValueError, TypeError, AttributeError, OSError) as e:
                 log.warning("slave sync: cannot copy %s from master %s (retrying in %g s): %s", what, addr,
                             self.interval_s, e)
             except RemotingError as e:  # the master is unreachable: one line per round, not one per table
@@ -138,3 +153,12 @@ class SlaveSynchronize:
     async def sync_delay_offsets(self, addr: str) -> None:
         body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
         self.retry.replace(DelayOffsetSerializeWrapper.from_json(body).pending_retries)
+
+    async def sync_tiered_offsets(self, addr: str) -> None:
+        table = decode_table(json.loads(await self._fetch(addr, RequestCode.GET_ALL_TIERED_OFFSET)))
+        if self.tiered.replace(table):
+            log.info("slave sync: took the tiered offsets of %d topics from master %s", len(table), addr)
+
+    async def sync_master_min_offset(self, addr: str) -> None:
+        info = KVTable.from_json(await self._fetch(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).table
+        self.master_min_offset = int(info["commitLogMinOffset"])

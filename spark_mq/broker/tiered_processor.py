@@ -8,11 +8,17 @@ queues, a negative offset, an offset past the queue's max offset, or one below t
 offset (watermarks never move back; sending the recorded offset again succeeds, changing nothing).
 Watermarks are kept whether tieredStoreEnable is on or not: it only decides whether retention
 waits for them.
+
+GET_ALL_TIERED_OFFSET (also spark_mq's own) answers the whole table: a slave copies its master's
+watermarks with it (SlaveSynchronize), so its retention waits for the same archive. A slave refuses
+UPDATE_TIERED_OFFSET (SERVICE_NOT_AVAILABLE, naming its master): its next sync would replace the
+watermark anyway, possibly by a lower one.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -30,14 +36,18 @@ log = logging.getLogger(__name__)
 
 
 class TieredOffsetProcessor:
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, tiered: TieredOffsetManager) -> None:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, tiered: TieredOffsetManager,
+                 slave_refusal: Callable[[], str | None] = lambda: None) -> None:
+        """``slave_refusal()``: why this broker refuses writes (it is a slave), else None."""
         self.store = store
         self.topics = topics
         self.tiered = tiered
+        self.slave_refusal = slave_refusal
 
     def register_on(self, server) -> None:
         server.register(RequestCode.UPDATE_TIERED_OFFSET, self.update)
         server.register(RequestCode.QUERY_TIERED_OFFSET, self.query)
+        server.register(RequestCode.GET_ALL_TIERED_OFFSET, self.all_offsets)
 
     def _unknown_queue(self, cmd: RemotingCommand, topic: str, queue_id: int) -> RemotingCommand | None:
         """The error response when ``topic``:``queue_id`` is not a queue of this broker, else None."""
@@ -51,6 +61,9 @@ class TieredOffsetProcessor:
         return None
 
     async def update(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        refusal = self.slave_refusal()
+        if refusal is not None:
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
         h = UpdateTieredOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         refused = self._unknown_queue(cmd, h.topic, h.queue_id)
         if refused is not None:
@@ -89,3 +102,6 @@ class TieredOffsetProcessor:
             max_offset=store.get_max_offset(h.topic, h.queue_id),  # read last: never below the cold offset
         )
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields=out.to_ext_fields())
+
+    async def all_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.make_response(ResponseCode.SUCCESS, body=self.tiered.to_json())

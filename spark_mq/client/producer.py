@@ -324,6 +324,8 @@ class Producer:
         deadline = begin + self.send_timeout_s
         try:
             queues = await self.publish_queues(topic)
+            if not queues:  # as RocketMQ's tryToFindTopicPublishInfo: a route without queues is asked for again
+                queues = await self.publish_queues(topic, refresh=True)
         except RemotingError as e:
             raise SendFailedError(f"send to topic {topic} failed: no route, the NameServer did not answer: {e}") from e
         if not queues:

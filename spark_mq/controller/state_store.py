@@ -9,6 +9,11 @@ local file (``enableControllerInNamesrv``).
 Every record is one broker set's state, stored whole under its key and written with
 compare-and-set on the store's version, so a deposed leader's late write fails instead of
 overwriting the new leader's decision.
+
+Errors: StaleStateError means the write did not happen (the record moved on, or this process does
+not lead); a plain StateStoreError from ``compare_and_set`` means the store could not be reached and
+the write may or may not have landed: reload before deciding again (a retry with the same expected
+version is safe, it fails if the first attempt landed).
 """
 
 from __future__ import annotations

@@ -67,6 +67,7 @@ class RequestCode(IntEnum):
     # spark_mq extensions, not RocketMQ's: tiered storage's archived-up-to offset per queue
     UPDATE_TIERED_OFFSET = 9101
     QUERY_TIERED_OFFSET = 9102
+    GET_ALL_TIERED_OFFSET = 9103  # the whole table, for a slave's SlaveSynchronize
     # a slave offers its master the consumer offsets clients committed on it (taken where ahead)
     OFFER_CONSUMER_OFFSETS = 9110
 

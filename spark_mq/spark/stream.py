@@ -63,6 +63,13 @@ ran) — the next owner starts at the last committed offset and reads them again
 Spark's checkpoint keeps delivery exactly once. Without ``group`` every readable queue is read and
 nothing is committed.
 
+A broker set whose master dies (replication, brokerRole SLAVE) is read at its slave: the route names the
+slave once the NameServer drops the master, and until then the offset lookups ask the slave when the
+master does not answer (:class:`~spark_mq.arrow.queues.BrokerOffsets`), as the executors' pulls do.
+Commits go to the address the route names now: the slave while the master is dead, the master again
+once it is back; an unchanged offset is committed again every :data:`RECOMMIT_INTERVAL_S`, so a master
+SIGKILLed before it persisted the last commits gets them back.
+
 Thread-safety: Spark calls the driver-side methods from one thread of one long-lived Python
 process; the reader holds one ``SyncMQClientAPI`` (and, with a group, one group member) there,
 opened on first use and closed by :meth:`~SparkMQStreamReader.stop`. Pickling drops them
@@ -110,6 +117,9 @@ from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_par
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=tuple)  # a queue: (topic, (broker, queue id)) across topics
+# an unchanged offset is committed again this often (RocketMQ's persistConsumerOffsetInterval, 5 s): a broker
+# that lost it (SIGKILLed before persisting its offsets) gets it back
+RECOMMIT_INTERVAL_S = 5.0
 
 
 def to_spark_offset(offsets: Mapping[str, Mapping[QueueKey, int]]) -> dict[str, dict[str, int]]:
@@ -166,8 +176,9 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._topics: dict[str, TopicQueues] | None = None  # the topics found at the last discovery
         self._target: TopicOffsets | None = None  # Trigger.AvailableNow's pinned end
         self._latest: TopicOffsets | None = None  # the max offsets last seen (reportLatestOffset)
-        # the group's offsets at the brokers, as far as this reader knows, by (topic, queue)
-        self._committed: dict[tuple[str, QueueKey], int] = {}
+        # the group's offsets at the brokers, as far as this reader knows, by (topic, queue): the address
+        # committed to, the offset, and when (clock())
+        self._committed: dict[tuple[str, QueueKey], tuple[str, int, float]] = {}
         self._started_ms: int | None = None  # when initialOffset ran (None: restarted from a checkpoint)
         self._seen_at_start: frozenset[tuple[str, QueueKey]] | None = None  # the routes' (topic, queue)s then
         self._last_batch: float | None = None  # clock() of the last batch let through (minMessagesPerTrigger)
@@ -210,15 +221,24 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- the consumer group -------------------------------------------------------------------------------------
 
     def _commit(self, queues: TopicQueues, offsets: Mapping[QueueKey, int]) -> None:
-        """UPDATE_CONSUMER_OFFSET of the group for each offset the broker does not have yet; a failure
-        is logged and retried at the next commit (Spark's checkpoint stays the source of truth)."""
+        """UPDATE_CONSUMER_OFFSET of the group for each offset the queue's broker may not have: one not
+        committed yet at the address the route gives now (a master died and its slave serves the queue,
+        or the master is back: each keeps its own offsets), or committed more than
+        :data:`RECOMMIT_INTERVAL_S` ago (a master SIGKILLed before it persisted its offsets comes back
+        without them). A failure is logged and retried at the next commit (Spark's checkpoint stays
+        the source of truth)."""
         api = self._client()
+        now = self.clock()
         for key, offset in sorted(offsets.items()):
-            if self._committed.get((queues.topic, key)) == offset or key not in queues.queues:
+            if key not in queues.queues:
+                continue
+            addr = queues.addr(key)
+            done = self._committed.get((queues.topic, key))
+            if done is not None and done[:2] == (addr, offset) and now - done[2] < RECOMMIT_INTERVAL_S:
                 continue
             try:
-                api.update_consumer_offset(queues.addr(key), self.opts.group, queues.topic, key[1], offset)
-                self._committed[(queues.topic, key)] = offset
+                api.update_consumer_offset(addr, self.opts.group, queues.topic, key[1], offset)
+                self._committed[(queues.topic, key)] = (addr, offset, now)
             except (RemotingError, MQClientError) as e:
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
                             queues.topic, queue_key_text(key), self.opts.group, e)
@@ -240,7 +260,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._seen_at_start is None or (queues.topic, key) in self._seen_at_start:
                 return source.min_offset(key)
             return self._late_start(source, queues, key)
-        self._committed[(queues.topic, key)] = committed
+        self._committed[(queues.topic, key)] = (queues.addr(key), committed, self.clock())
         return check_start(queues.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
 
     def _rebalance(self, queues: TopicQueues, source: OffsetSource,

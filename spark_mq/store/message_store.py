@@ -65,9 +65,11 @@ from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import (
     ArchivedOffset,
     ConsumedOffsets,
+    ReplicaFloor,
     RetentionService,
     disk_used_ratio,
     no_consumers,
+    no_floor,
     nothing_archived,
 )
 from spark_mq.store.store_paths import (
@@ -115,10 +117,12 @@ class MessageStore:
         clock: Callable[[], float] = time.time,
         archived_offset: ArchivedOffset = nothing_archived,
         consumed_offsets: ConsumedOffsets = no_consumers,
+        replica_floor: ReplicaFloor = no_floor,
     ) -> None:
         """``archived_offset(topic, queue_id)`` is consulted by retention when tieredStoreEnable is
         on (the broker gives its tiered offset table), ``consumed_offsets(topic, queue_id)`` (each
-        group's committed offset, from the broker's offset table) before a forced deletion; both
+        group's committed offset, from the broker's offset table) before a forced deletion,
+        ``replica_floor()`` (a slave's master's commitlog min offset) before every deletion; all
         may be called from the retention thread."""
         self.config = config
         self.root = config.root
@@ -134,7 +138,7 @@ class MessageStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.retention = RetentionService(config, self.commitlog, self._dispatched_queues,
                                           self._delete_logic_files_below, disk_ratio, clock, archived_offset,
-                                          consumed_offsets)
+                                          consumed_offsets, replica_floor)
         self._lock = StoreLock(store_path(self.root, LOCK_FILE))
         self._put_lock = threading.Lock()
         self._queues_lock = threading.Lock()

@@ -24,6 +24,13 @@ the queue's archived-up-to offset (given by the broker as ``archived_offset``; t
 nothing of the archive). Files go oldest-first, so a run stops at the first file that cannot
 go: an expired one is simply kept (info log); under disk pressure the refusal is an error
 naming the file and the queues, unless ``tieredDeleteUnarchivedForcibly`` lets it go anyway.
+
+On a slave a file also needs its master to have deleted it: ``replica_floor()`` gives the master's
+commitlog min offset as the slave last learned it (the broker's SlaveSynchronize asks every round),
+and only files ending at or below it may go, whatever the slave's own thresholds say (its files
+are the master's, at the same offsets). So a slave never holds less than its master, and a reader
+that moves to it when the master dies finds everything the master had. A slave that has not learned
+it yet keeps every file; a master's floor is None (no bound).
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ ArchivedOffset = Callable[[str, int], int]
 ConsumedOffsets = Callable[[str, int], Mapping[str, int]]
 """``consumed_offsets(topic, queue_id)``: committed offset per consumer group of the queue."""
 
+ReplicaFloor = Callable[[], int | None]
+"""``replica_floor()``: on a slave, the commitlog offset below which its master deleted the files (None: no bound)."""
+
 EXPIRY = "expiry"  # a refusal trigger: the file merely expired (kept quietly)
 DISK_PRESSURE = "disk_pressure"  # a refusal trigger: usage over diskMaxUsedSpaceRatio or diskSpaceCleanForciblyRatio
 MAX_QUEUES_LOGGED = 10
@@ -61,6 +71,11 @@ def nothing_archived(topic: str, queue_id: int) -> int:
 def no_consumers(topic: str, queue_id: int) -> Mapping[str, int]:
     """The consumed offsets of every queue when nothing provides them: no group to wait for."""
     return {}
+
+
+def no_floor() -> int | None:
+    """The replica floor of a master: its own thresholds alone decide."""
+    return None
 
 
 def disk_used_ratio(path: Path) -> float:
@@ -165,6 +180,7 @@ class RetentionService:
         clock: Callable[[], float] = time.time,
         archived_offset: ArchivedOffset = nothing_archived,
         consumed_offsets: ConsumedOffsets = no_consumers,
+        replica_floor: ReplicaFloor = no_floor,
     ) -> None:
         self.config = config
         self.commitlog = commitlog
@@ -174,6 +190,9 @@ class RetentionService:
         self.clock = clock
         self.archived_offset = archived_offset
         self.consumed_offsets = consumed_offsets
+        self.replica_floor = replica_floor
+        self.kept_for_master = 0  # runs that kept a file because the master still has it (a slave's)
+        self._floor_logged: tuple[str, int] | None = None  # (file, floor) last logged as kept
         self.refusal: str | None = None
         self.manual_deletes = 0
         self.unarchived_refusals = {EXPIRY: 0, DISK_PRESSURE: 0}
@@ -212,11 +231,11 @@ class RetentionService:
                 self.manual_deletes -= 1
             pressure = space_to_delete or clean_now
             expired = min(files.expired_count(cfg.file_reserved_time * 3_600_000, now), cfg.delete_files_batch_max)
-            allowed = self._archived_prefix(expired, pressure)
+            allowed = self._below_floor(self._archived_prefix(expired, pressure))
             deleted = len(files.delete_first(allowed))
             refused = allowed < expired  # files go oldest-first: nothing after a kept file goes
             while clean_now and not refused and deleted < cfg.delete_files_batch_max and len(files.files) > 1:
-                if not self._archived_prefix(1, pressure):
+                if not self._archived_prefix(1, pressure) or not self._below_floor(1):
                     break
                 unconsumed = self._unconsumed_in_oldest()
                 if unconsumed and not cfg.clean_unconsumed_forcibly:
@@ -272,6 +291,25 @@ class RetentionService:
         elif refusal is None and self.refusal is not None:
             log.warning("disk usage is back under the limits: accepting writes again")
         self.refusal = refusal
+
+    def _below_floor(self, count: int) -> int:
+        """How many of the ``count`` oldest commitlog files the master has deleted too (all of them on a
+        master): a slave keeps every file its master still has."""
+        floor = self.replica_floor()
+        if floor is None or count <= 0:
+            return count
+        files = self.commitlog.files.files
+        n = 0
+        while n < count and files[n].file_from_offset + files[n].size <= floor:
+            n += 1
+        if n < count:
+            self.kept_for_master += 1
+            kept = files[n].path.name
+            if self._floor_logged != (kept, floor):  # once per file and floor, not every run
+                self._floor_logged = (kept, floor)
+                log.info("retention keeps commitlog file %s and later ones: the master still has them (its "
+                         "commitlog starts at %d, as last learned)", kept, floor)
+        return n
 
     def _archived_prefix(self, count: int, pressure: bool) -> int:
         """How many of the ``count`` oldest commitlog files may go as far as tiered storage is

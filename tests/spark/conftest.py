@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 
 import pytest
-from servers import Broker, start_namesrv, unique, wait_until
+from servers import Broker, free_port, start_namesrv, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
@@ -60,6 +60,23 @@ def cluster(tmp_path_factory):
         raise
     yield Cluster(namesrv.addr, broker)
     broker.stop()
+    namesrv.stop_cleanly()
+
+
+@pytest.fixture
+def master_slave(tmp_path):
+    """``(namesrv address, master, slave)``: a NameServer of its own and a SYNC_MASTER with its slave (one
+    brokerName; the slave copies its master's metadata every 500 ms), stopped after the test if running."""
+    namesrv = start_namesrv(tmp_path / "namesrv.log", verbose=False)
+    name = unique("ha")
+    ha_port = free_port()
+    master = Broker(namesrv.addr, tmp_path / "master", f"brokerRole=SYNC_MASTER\nhaListenPort={ha_port}\n",
+                    broker_name=name)
+    slave = Broker(namesrv.addr, tmp_path / "slave", "brokerRole=SLAVE\nbrokerId=1\nslaveSynchronizeInterval=500\n",
+                   broker_name=name)
+    yield namesrv.addr, master, slave
+    for b in (slave, master):
+        b.stop_if_running()
     namesrv.stop_cleanly()
 
 

@@ -3,8 +3,7 @@ plans and pulls against the slave of the same broker name, and returns every ack
 
 from __future__ import annotations
 
-import pytest
-from servers import Broker, free_port, start_namesrv, unique, wait_until
+from servers import unique, wait_until
 
 from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -13,20 +12,6 @@ from spark_mq.common.message import MessageBatch
 QUEUES = 4
 MESSAGES = 80
 TIMEOUT_S = 20.0
-
-
-@pytest.fixture
-def master_slave(tmp_path):
-    namesrv = start_namesrv(tmp_path / "namesrv.log", verbose=False)
-    name = unique("ha")
-    ha_port = free_port()
-    master = Broker(namesrv.addr, tmp_path / "master", f"brokerRole=SYNC_MASTER\nhaListenPort={ha_port}\n",
-                    broker_name=name)
-    slave = Broker(namesrv.addr, tmp_path / "slave", "brokerRole=SLAVE\nbrokerId=1\n", broker_name=name)
-    yield namesrv.addr, master, slave
-    for b in (slave, master):
-        b.stop_if_running()
-    namesrv.stop_cleanly()
 
 
 def test_batch_read_of_a_topic_whose_master_is_dead_reads_the_slave(spark, master_slave):

@@ -5,12 +5,15 @@ commitlogs are byte-identical and the slave's own dispatch builds its consume qu
 Before each connection it makes sure it continues the master's commitlog, not a different one:
 it drops the first bytes of a unit a cut-off transfer left at its end (``drop_partial_unit``: the
 end it reports is then one of its unit boundaries, as a master requires), and compares its last
-unit with the master's unit at the same offset (``master_unit``: VIEW_MESSAGE_BY_ID over remoting,
-so the HA wire format stays RocketMQ's). A store whose last unit the master does not hold byte for
-byte diverged (it was written to as a master, say: same length, shorter, or ending inside one of
-the master's units): it is refused, logged as an error, nothing written, and checked again after
-``RETRY_INTERVAL_S``. (Only the last unit is compared: two commitlogs that differ earlier but hold
-the same last unit, its store timestamp and hosts included, are not told apart.)
+unit with the master's unit at the same offset (``master``: remoting requests, so the HA wire
+format stays RocketMQ's). A store whose last unit the master does not hold byte for byte diverged
+(it was written to as a master, say: same length, shorter, or ending inside one of the master's
+units): it is refused, logged as an error, nothing written, and checked again after
+``RETRY_INTERVAL_S``. Unless it is longer than the master's commitlog: then it connects all the
+same and reports its end, which the master refuses, and refuses sends meanwhile (the master's
+store may be the one lost, see ``HAConnection``). (Only the last unit is compared: two commitlogs
+that differ earlier but hold the same last unit, its store timestamp and hosts included, are not
+told apart.)
 
 It reports its end when it connects, after every append and at least every
 haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
@@ -29,7 +32,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Protocol
 
 from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
@@ -41,16 +45,25 @@ RETRY_INTERVAL_S = 1.0  # between connection attempts (RocketMQ's client retries
 CONNECT_TIMEOUT_S = 3.0
 
 
+class MasterCommitLogView(Protocol):
+    """What a slave can ask its master about the master's commitlog (both raise ``RemotingError`` when
+    the master cannot be asked)."""
+
+    async def unit(self, offset: int) -> bytes | None:
+        """The master's unit at ``offset``, None if it has none there."""
+
+    async def end(self) -> int:
+        """The master's commitlog end (-1 if it does not say)."""
+
+
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None], master_unit: Callable[[int], Awaitable[bytes | None]],
+                 on_master_lost: Callable[[], None], master: MasterCommitLogView,
                  on_master_found: Callable[[], None]) -> None:
-        """``master_unit(offset)``: the master's unit at a commitlog offset, None if it has none there
-        (raises ``RemotingError`` when the master cannot be asked)."""
         self.store = store
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
-        self.master_unit = master_unit
+        self.master = master
         self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
@@ -85,14 +98,21 @@ class HAClient:
         self.on_master_lost()
 
     async def _check_continues_master(self) -> None:
-        """Raise ``ReplicationError`` unless the master holds this commitlog's last unit byte for byte."""
-        self.store.drop_partial_unit()
+        """Raise ``ReplicationError`` unless the master holds this commitlog's last unit byte for byte, or
+        this commitlog is longer than the master's (logged: the master is to hear it)."""
+        end = self.store.drop_partial_unit()
         last = await asyncio.get_running_loop().run_in_executor(None, self.store.commitlog.last_unit)
         if last is None:
             return
         offset, unit = last
-        theirs = await self.master_unit(offset)
+        theirs = await self.master.unit(offset)
         if theirs == unit:
+            return
+        master_end = await self.master.end()
+        if end > master_end >= 0:
+            log.log(logging.ERROR if self.failures == 0 else logging.DEBUG,
+                    "HA: this slave's commitlog ends at offset %d, past its master's end %d: reporting it to the "
+                    "master, which refuses it and refuses sends (see its log for what to do)", end, master_end)
             return
         why = ("the master has no unit there" if theirs is None else
                f"the master's unit there ({len(theirs)} bytes) differs")

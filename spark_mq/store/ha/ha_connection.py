@@ -5,17 +5,20 @@ Two coroutines per slave. The reader takes each 8-byte report: the first says wh
 starts, every one is an acknowledgement (``on_ack``, which releases SYNC_MASTER puts). The writer
 sends, from that offset on, a header and at most haTransferBatchSize bytes at a time, straight
 from the mapped commitlog file (one memoryview slice per transfer, never one per message, and
-never across a file's end), and a heartbeat header when it has had nothing to send for
-haSendHeartbeatInterval. It waits for new bytes on ``wake`` (set after every put) or
-``POLL_INTERVAL_S`` (bytes stored by other paths than a send).
+never across a file's end; header and slice in one write), and a heartbeat header when it has
+had nothing to send for haSendHeartbeatInterval. It waits for new bytes on ``wake`` (set after
+every put) or ``POLL_INTERVAL_S`` (bytes stored by other paths than a send).
 
 A slave whose first report is past the master's end holds bytes this master never wrote (it
-diverged, e.g. it was written to as a master); one whose first report falls inside one of the
-master's units ends with bytes other than the master's (a slave reports the end of its last whole
-unit when it connects: ours drops a cut-off unit's first bytes first, RocketMQ's recovery does on
-its restart). Either is refused with an error and disconnected, never merged. (The master's side
-sees offsets only, as RocketMQ's HA protocol carries nothing else; our slave also compares its
-last unit with the master's before it connects, see ``HAClient``.)
+diverged, e.g. it was written to as a master, or this master's store was lost and it started
+empty): it is refused with an error and disconnected, never merged. ``on_first_report`` hears why
+(None for a slave taken), so the master can refuse sends that would write over offsets the slave
+holds. One whose first report falls inside one of the master's units ends with bytes other than
+the master's (a slave reports the end of its last whole unit when it connects: ours drops a cut-off
+unit's first bytes first, RocketMQ's recovery does on its restart): refused likewise, but sends go
+on (this master's store is not the suspect). The master's side sees offsets only, as RocketMQ's HA
+protocol carries nothing else; our slave also compares its last unit with the master's before it
+connects (see ``HAClient``).
 
 Thread-safety: none; both coroutines run on the broker's event loop.
 """
@@ -40,7 +43,8 @@ diverged = LogLimiter(log)
 
 class HAConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, commitlog: CommitLog,
-                 batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None]) -> None:
+                 batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None],
+                 on_first_report: Callable[[str | None], None]) -> None:
         self.reader = reader
         self.writer = writer
         self.commitlog = commitlog
@@ -48,6 +52,7 @@ class HAConnection:
         self.heartbeat_s = heartbeat_s
         self.wake = wake
         self.on_ack = on_ack
+        self.on_first_report = on_first_report
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.acked = -1  # the slave's last reported offset (-1: none yet)
@@ -82,14 +87,28 @@ class HAConnection:
             (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
             if self.next_transfer < 0:
                 end = self.commitlog.max_offset()
-                where = await self._diverged_at(offset, end)
-                if where:  # it retries every second: a few lines per window, then a count
+                if offset > end:  # it retries every second: a few lines per window, then a count
                     diverged.log(logging.ERROR, self.peer.rpartition(":")[0], "diverged",
-                                 "HA: slave %s reports commitlog offset %d, %s: its commitlog holds bytes this "
-                                 "master never wrote (was it written to as a master?); refused. Empty its store "
-                                 "directory (it copies everything again) to make it a slave of this master",
-                                 self.peer, offset, where)
+                                 "HA: slave %s reports commitlog offset %d, past this master's end %d: its "
+                                 "commitlog holds bytes this master never wrote (was it written to as a master?); "
+                                 "refused, and this master refuses sends meanwhile. If this master's store was "
+                                 "lost, rebuild it from the slave (spark-mq copy-store); if the slave's store is "
+                                 "the stale one, empty it (it copies everything again)", self.peer, offset, end)
+                    self.on_first_report(
+                        f"this master's commitlog ends at offset {end} but its slave {self.peer} holds it up to "
+                        f"offset {offset}: this master's store was lost or replaced, so sends are refused rather "
+                        f"than written over what the slave holds. Rebuild this store from the slave (stop the "
+                        f"slave, spark-mq copy-store --from <its store> --to <this store>, start this master, then "
+                        f"the slave), or, if the slave's store is the stale one, empty it")
                     return
+                if await self._inside_a_unit(offset, end):
+                    diverged.log(logging.ERROR, self.peer.rpartition(":")[0], "diverged",
+                                 "HA: slave %s reports commitlog offset %d, inside one of this master's units (its "
+                                 "end is %d): its commitlog holds bytes this master never wrote (was it written to "
+                                 "as a master?); refused. Empty its store directory (it copies everything again) to "
+                                 "make it a slave of this master", self.peer, offset, end)
+                    return
+                self.on_first_report(None)
                 self.next_transfer = max(offset, self.commitlog.min_offset())
                 log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
                 self._first_report.set()
@@ -98,18 +117,14 @@ class HAConnection:
                 self.caught_up_at = time.monotonic()
             self.on_ack(offset)
 
-    async def _diverged_at(self, offset: int, end: int) -> str:
-        """Why a slave's first report shows it diverged (empty if it does not): past this master's end,
-        or inside one of its units (the walk to the offset runs off the event loop). An offset below the
-        oldest byte kept cannot be checked: the slave then refuses the transfer, which does not continue it."""
-        if offset > end:
-            return f"past this master's end {end}"
+    async def _inside_a_unit(self, offset: int, end: int) -> bool:
+        """Whether a slave's first report (at most this master's end) falls inside one of its units (the
+        walk to the offset runs off the event loop). An offset below the oldest byte kept cannot be
+        checked: the slave then refuses the transfer, which does not continue its commitlog."""
         if offset == end or offset < self.commitlog.min_offset():  # a caught-up slave: no walk
-            return ""
+            return False
         loop = asyncio.get_running_loop()
-        if await loop.run_in_executor(None, self.commitlog.is_unit_boundary, offset):
-            return ""
-        return f"inside one of this master's units (its end is {end})"
+        return not await loop.run_in_executor(None, self.commitlog.is_unit_boundary, offset)
 
     async def _write_loop(self) -> None:
         await self._first_report.wait()
@@ -119,8 +134,9 @@ class HAConnection:
             self.next_transfer = max(self.next_transfer, self.commitlog.min_offset())
             view = self.commitlog.read_from(self.next_transfer, self.batch_size)
             if view is not None:
-                self.writer.write(TRANSFER_HEADER.pack(self.next_transfer, len(view)))
-                self.writer.write(view)
+                # one write, so one segment: a header sent on its own (TCP_NODELAY) costs a packet and wakes
+                # the slave for 12 bytes; copying the <= haTransferBatchSize slice is far cheaper
+                self.writer.write(TRANSFER_HEADER.pack(self.next_transfer, len(view)) + view)
                 self.next_transfer += len(view)
                 self.bytes_sent += len(view)
                 await self.writer.drain()

@@ -7,6 +7,10 @@ the best one more than haMaxGapNotInSync behind the put, it answers SLAVE_NOT_AV
 past ``timeout_s`` FLUSH_SLAVE_TIMEOUT (the message is stored on the master either way: these
 are RocketMQ's PutMessageStatus values, and its clients' SendStatus).
 
+A slave that reports an end past this master's (its store was lost and it started empty, say)
+makes ``write_refusal`` say why sends are refused, until a slave connects at an offset this master
+has: what the master would write next lies at offsets the slave holds other bytes at.
+
 Thread-safety: none; every method runs on the broker's event loop.
 """
 
@@ -36,6 +40,7 @@ class HAService:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task] = set()
         self._bytes_sent_closed = 0  # by connections that ended (the total survives reconnects)
+        self.write_refusal: str | None = None  # why sends are refused (a slave ahead of this master)
 
     async def start(self, port: int) -> int:
         """Listen on ``port`` (0: a free one); returns the port bound."""
@@ -57,7 +62,8 @@ class HAService:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(reader, writer, self.commitlog, self.config.ha_transfer_batch_size,
-                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self.transfer.ack)
+                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self.transfer.ack,
+                            self._first_report)
         task = asyncio.current_task()
         assert task is not None
         self.connections = self.connections | {conn}
@@ -71,6 +77,9 @@ class HAService:
             self.connections = self.connections - {conn}
             self._tasks.discard(task)
             self._bytes_sent_closed += conn.bytes_sent
+
+    def _first_report(self, refusal: str | None) -> None:
+        self.write_refusal = refusal
 
     def appended(self) -> None:
         """New commitlog bytes: wake the transfers waiting for some."""

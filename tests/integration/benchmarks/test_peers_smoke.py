@@ -16,27 +16,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-BENCHMARKS = ROOT / "benchmarks"
+from ._support import BENCHMARKS, ROOT, load_benchmark
+
 RUN_TIMEOUT_S = 280  # RabbitMQ boots three times (rep, fill, restart) at a few seconds each
 CLIENT_MODULES = {"redis": "redis", "nats": "nats", "rabbitmq": "rstream"}  # the bench extra
 ROW_KEYS = ("produce_100", "produce_1024", "drain", "latency_p50", "latency_p99", "restart")
 
 
-def _load(name: str, path: Path):
-    """A benchmark module by path (``tests/peers`` would shadow a plain ``import peers``)."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while it executes
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
-bench = _load("bench_peers", BENCHMARKS / "peers.py")
+bench = load_benchmark("bench_peers", BENCHMARKS / "peers.py")
 SYSTEMS = bench.SYSTEMS
 
 

@@ -22,6 +22,7 @@ from spark_mq.common.message_unit import decode_message
 from spark_mq.store.consume_queue import ENTRY
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus, PutStatus
+from spark_mq.store.retention import ReplicaFloor, no_floor
 
 from ._support import COMMITLOG_FILE, body_for, check_units, key_for, read_queue, seq_of, store_config
 
@@ -62,7 +63,8 @@ def _hour_start(hour_offset: int) -> float:
     return t - lt.tm_min * 60 - lt.tm_sec + 600
 
 
-def _open(root: Path, clock: Clock, disk: Disk, consumed: dict | None = None, **overrides) -> MessageStore:
+def _open(root: Path, clock: Clock, disk: Disk, consumed: dict | None = None, replica_floor: ReplicaFloor = no_floor,
+          **overrides) -> MessageStore:
     """A store with small files; ``consumed`` maps (topic, queue) to each group's committed offset."""
     cfg = store_config(
         root,
@@ -74,7 +76,8 @@ def _open(root: Path, clock: Clock, disk: Disk, consumed: dict | None = None, **
         **overrides,
     )
     table = {} if consumed is None else consumed
-    return MessageStore(cfg, disk_ratio=disk, clock=clock, consumed_offsets=lambda t, q: table.get((t, q), {})).start()
+    return MessageStore(cfg, disk_ratio=disk, clock=clock, consumed_offsets=lambda t, q: table.get((t, q), {}),
+                        replica_floor=replica_floor).start()
 
 
 def _fill(store: MessageStore, files: int, seq0: int = 0) -> dict[int, tuple[str, int, int, int]]:
@@ -259,6 +262,40 @@ def test_over_clean_forcibly_ratio_oldest_files_go_until_usage_falls(tmp_path: P
         assert _commitlog_names(root) == names[3:]
         _check_after_deletion(store, root, written, 3 * COMMITLOG_FILE)
         assert store.put_message(Message(TOPIC, body_for(1, 20)), 0).status == PutStatus.PUT_OK
+    finally:
+        store.shutdown()
+
+
+def test_a_slave_deletes_only_files_its_master_deleted(tmp_path: Path) -> None:
+    """``replica_floor`` (a slave's master's commitlog min offset) bounds expiry and forced deletion alike."""
+    root = tmp_path / "store"
+    now = _hour_start(0)
+    clock, disk = Clock(now), Disk(0.10)
+    master_min = [0]  # not learned yet
+    store = _open(root, clock, disk, replica_floor=lambda: master_min[0],
+                  delete_when=f"{time.localtime(now).tm_hour:02d}")
+    try:
+        written = _fill(store, 8)
+        names = _commitlog_names(root)
+        _age(root, names[:5], now - 72 * HOUR)  # past fileReservedTime (48 h), at the deleteWhen hour
+        assert store.retention.run_once().deleted_files == 0
+        assert store.retention.kept_for_master == 1
+
+        master_min[0] = 2 * COMMITLOG_FILE + 100  # the master deleted two files (and is inside its third)
+        assert store.retention.run_once().deleted_files == 2
+        assert _commitlog_names(root) == names[2:]
+        _check_after_deletion(store, root, written, 2 * COMMITLOG_FILE)
+
+        # over diskSpaceCleanForciblyRatio whatever goes: the oldest files would go even unexpired, but
+        # only as far as the master's
+        disk.ratio = 0.88
+        master_min[0] = 5 * COMMITLOG_FILE
+        assert store.retention.run_once().deleted_files == 3  # the expired ones the master deleted
+        assert _commitlog_names(root) == names[5:]
+        master_min[0] = 7 * COMMITLOG_FILE
+        assert store.retention.run_once().deleted_files == 2  # unexpired, forced
+        assert _commitlog_names(root) == names[7:]
+        _check_after_deletion(store, root, written, 7 * COMMITLOG_FILE)
     finally:
         store.shutdown()
 

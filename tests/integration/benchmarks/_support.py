@@ -1,0 +1,25 @@
+"""Loading a benchmark script as a module, for tests of its pure parts (tables, derived figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[3]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def load_benchmark(name: str, path: Path) -> ModuleType:
+    """A benchmark module by path (``tests/peers`` would shadow a plain ``import peers``); its own
+    imports (``_common``, ``peer_systems``) resolve from ``benchmarks/`` while it loads."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while it executes
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))

@@ -1,0 +1,48 @@
+"""``BrokerOffsets`` when a broker set's master does not answer: the offsets come from its slave (a master
+killed after the route was read, before the NameServer dropped it), and later questions go to the slave
+first."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_mq.arrow.queues import BrokerOffsets, TopicQueues
+from spark_mq.common.errors import RemotingConnectError
+
+MASTER, SLAVE = "127.0.0.1:1", "127.0.0.1:2"
+
+
+class Api:
+    """Max offsets per address; the addresses in ``dead`` do not answer. Records every address asked."""
+
+    def __init__(self, offsets: dict[str, int], dead: set[str]) -> None:
+        self.offsets = offsets
+        self.dead = dead
+        self.asked: list[str] = []
+
+    def get_max_offset(self, addr: str, topic: str, queue_id: int) -> int:
+        self.asked.append(addr)
+        if addr in self.dead:
+            raise RemotingConnectError(f"cannot connect to {addr}")
+        return self.offsets[addr] + queue_id
+
+
+def _queues() -> TopicQueues:
+    return TopicQueues("T", {"b": MASTER}, (("b", 0), ("b", 1)), {"b": ((0, MASTER), (1, SLAVE))})
+
+
+def test_a_master_that_does_not_answer_is_replaced_by_its_slave():
+    api = Api({MASTER: 100, SLAVE: 90}, dead={MASTER})
+    source = BrokerOffsets(api, _queues())  # type: ignore[arg-type]
+    assert source.max_offset(("b", 0)) == 90
+    assert source.max_offset(("b", 1)) == 91
+    assert api.asked == [MASTER, SLAVE, SLAVE]  # the dead master is asked once, not per queue
+
+
+def test_a_live_master_is_asked_and_no_member_answering_is_an_error():
+    api = Api({MASTER: 100, SLAVE: 90}, dead=set())
+    assert BrokerOffsets(api, _queues()).max_offset(("b", 1)) == 101  # type: ignore[arg-type]
+    assert api.asked == [MASTER]
+    api.dead = {MASTER, SLAVE}
+    with pytest.raises(RemotingConnectError):
+        BrokerOffsets(api, _queues()).max_offset(("b", 0))  # type: ignore[arg-type]
