@@ -82,14 +82,34 @@ def _demo(args: argparse.Namespace) -> int:
 def _namesrv(args: argparse.Namespace) -> int:
     """Run a NameServer until SIGTERM/SIGINT; prints its listening address once bound."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
-    from spark_mq.common.config import NamesrvConfig, load_config
+    from spark_mq.common.config import load_namesrv_config
     from spark_mq.namesrv.controller import serve
 
     overrides = {"listen_port": args.port} if args.port is not None else {}
-    config = load_config(NamesrvConfig, args.config, **overrides) if args.config else NamesrvConfig(**overrides)
+    config, controller_config = load_namesrv_config(args.config, **overrides)
     return _run_until_signal(
-        lambda: serve(config, lambda addr: print(f"spark-mq namesrv listening on {addr}", flush=True)),
+        lambda: serve(config, lambda addr: print(f"spark-mq namesrv listening on {addr}", flush=True),
+                      controller_config),
         f"the NameServer on {config.listen_address}:{config.listen_port}")
+
+
+def _controller(args: argparse.Namespace) -> int:
+    """Run a replication controller (RocketMQ 5's mqcontroller) until SIGTERM/SIGINT: it keeps each broker
+    set's master, SyncStateSet and epochs, and elects a new master when one dies. Prints its address once
+    bound. Several may share one state store: one leads, the others answer CONTROLLER_NOT_LEADER."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
+    from spark_mq.common.config import ControllerConfig, load_config
+    from spark_mq.controller.server import serve
+
+    overrides: dict[str, object] = {}
+    if args.port is not None:
+        overrides["listen_port"] = args.port
+    if args.store is not None:
+        overrides["controller_store_path"] = args.store
+    config = load_config(ControllerConfig, args.config, **overrides) if args.config else ControllerConfig(**overrides)
+    return _run_until_signal(
+        lambda: serve(config, lambda addr: print(f"spark-mq controller listening on {addr}", flush=True)),
+        f"the controller on {config.listen_address}:{config.listen_port}")
 
 
 def _run_until_signal(main: Callable[[], Awaitable[None]], what: str) -> int:
@@ -202,7 +222,7 @@ def _dev(args: argparse.Namespace) -> int:
     return _run_until_signal(main, "the dev servers")
 
 
-SERVER_COMMANDS = ("demo", "namesrv", "broker", "dev")
+SERVER_COMMANDS = ("demo", "namesrv", "controller", "broker", "dev")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -234,6 +254,12 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     namesrv.add_argument("-c", "--config", help="namesrv.conf properties file (default: built-in defaults)")
     namesrv.add_argument("--port", type=int, help="listen port, overriding the file (0 picks a free port)")
     namesrv.set_defaults(func=_namesrv)
+    controller = sub.add_parser("controller", help="run a replication controller (automatic failover)",
+                                description=_controller.__doc__)
+    controller.add_argument("-c", "--config", help="controller.conf properties file (default: built-in defaults)")
+    controller.add_argument("--port", type=int, help="listen port, overriding listenPort (0 picks a free port)")
+    controller.add_argument("--store", help="state directory, overriding controllerStorePath")
+    controller.set_defaults(func=_controller)
     broker = sub.add_parser("broker", help="run a broker", description=_broker.__doc__)
     broker.add_argument("-c", "--config", help="broker.conf properties file (default: built-in defaults)")
     broker.add_argument("--namesrv", help="NameServer address(es), ';'-separated, overriding namesrvAddr")

@@ -7,6 +7,9 @@ registers its id and HA address, learns its master's addresses from the registra
 asks again every ``MASTER_LOOKUP_INTERVAL_S`` until it has them), copies the master's commitlog
 (``HAClient``) and its metadata (``SlaveSynchronize``), and refuses sends, naming the master.
 
+With ``enableControllerMode`` it also registers and heartbeats with the replication controllers
+(``ReplicasManager``).
+
 ``serve`` runs one until SIGTERM/SIGINT and shuts down cleanly: unregister from the
 NameServers, release held pulls, persist offsets and topics, flush and checkpoint the store,
 remove the abort file.
@@ -33,6 +36,7 @@ from spark_mq.broker.metadata_processor import MetadataProcessor
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pull_processor import PullProcessor
 from spark_mq.broker.queue_locks import QueueLockManager
+from spark_mq.broker.replicas_manager import ReplicasManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.slave_synchronize import SlaveSynchronize
@@ -99,6 +103,8 @@ class BrokerController:
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
         self.master_client = RemotingClient()  # a slave's requests to its master
+        self.controller_client = RemotingClient()  # to the replication controllers (enableControllerMode)
+        self.replicas: ReplicasManager | None = None
         self.ha_port = config.ha_port  # a master's, once it listens
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServer
         self.master_ha_addr = ""
@@ -166,6 +172,7 @@ class BrokerController:
         if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
+                                      lambda: self.hold.recheck(self.store.get_max_offset),
                                       MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
@@ -175,6 +182,10 @@ class BrokerController:
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
+        if self.config.enable_controller_mode:
+            self.replicas = ReplicasManager(self.config, self.controller_client, lambda: self.address,
+                                            self.store.commitlog.max_offset)
+            self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
         # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
@@ -212,8 +223,9 @@ class BrokerController:
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
                           self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
                           self.slave_refusal),
-            PullProcessor(self.store, self.topics, self.clients, self.offsets, self.hold, self.metrics, self.unserved,
-                          slave_read_enable=c.slave_read_enable, in_memory_read_bytes=c.in_memory_read_bytes),
+            PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
+                          self.unserved, slave_read_enable=c.slave_read_enable,
+                          in_memory_read_bytes=c.in_memory_read_bytes),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
@@ -236,6 +248,7 @@ class BrokerController:
         await self.server.stop()
         await self.namesrv_client.close()
         await self.master_client.close()
+        await self.controller_client.close()
         for table in (self.offsets, self.topics):
             try:
                 table.persist()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 
 def _expire(fut: asyncio.Future[bool]) -> None:
@@ -59,6 +60,12 @@ class PullHoldService:
                 fut.set_result(True)
                 woken += 1
         return woken
+
+    def recheck(self, max_offset: Callable[[str, int], int]) -> int:
+        """Wake the held pulls that messages now satisfy, asking ``max_offset(topic, queue_id)`` for the
+        end of each queue a pull waits on (RocketMQ's checkHoldRequest): for arrivals that do not say
+        which queue they fill, a slave's replicated commitlog bytes. Returns how many were woken."""
+        return sum(self.notify(topic, queue_id, max_offset(topic, queue_id)) for topic, queue_id in list(self._waiters))
 
     def wake_all(self) -> None:
         """Release every held pull (shutdown)."""

@@ -14,6 +14,7 @@ from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import MASTER_ID
@@ -28,7 +29,6 @@ from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetResult, GetStatus
 
 MAX_SUSPEND_S = 30.0  # never hold a pull longer than this, whatever the client asks
-SLOW_READER_BROKER_ID = 1  # where a far-behind reader is sent (RocketMQ's whichBrokerWhenConsumeSlowly default)
 
 _STATUS_CODE = {
     GetStatus.FOUND: ResponseCode.SUCCESS,
@@ -58,25 +58,31 @@ class PullProcessor:
     """Serves PULL_MESSAGE with the collaborators it is given; runs on the broker's event loop."""
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
-                 offsets: ConsumerOffsetManager, hold: PullHoldService, metrics: BrokerMetrics,
-                 unserved: UnservedFeatures, *, slave_read_enable: bool = False,
+                 offsets: ConsumerOffsetManager, groups: SubscriptionGroupManager, hold: PullHoldService,
+                 metrics: BrokerMetrics, unserved: UnservedFeatures, *, slave_read_enable: bool = False,
                  in_memory_read_bytes: int = 0) -> None:
         self.store = store
         self.topics = topics
         self.clients = clients
         self.offsets = offsets
+        self.groups = groups
         self.hold = hold
         self.metrics = metrics
         self.unserved = unserved
         self.slave_read_enable = slave_read_enable
         self.in_memory_read_bytes = in_memory_read_bytes
 
-    def suggest_broker_id(self, result: GetResult) -> int:
+    def suggest_broker_id(self, result: GetResult, group: str) -> int:
         """RocketMQ's rule (master and slave alike): with slaveReadEnable, a reader further behind than
-        memory holds goes to the slave, one within it to the master; without it, always the master."""
-        if self.slave_read_enable and result.behind_bytes > self.in_memory_read_bytes:
-            return SLOW_READER_BROKER_ID
-        return MASTER_ID
+        memory holds goes to its group's ``whichBrokerWhenConsumeSlowly`` (1, the slave, by default), one
+        within it to its group's ``brokerId`` (0, the master, by default: a group set to 1 reads the slave
+        throughout); without slaveReadEnable, always the master."""
+        if not self.slave_read_enable:
+            return MASTER_ID
+        config = self.groups.find(group)
+        if result.behind_bytes > self.in_memory_read_bytes:
+            return config.which_broker_when_consume_slowly
+        return config.broker_id
 
     def register_on(self, server) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
@@ -122,7 +128,7 @@ class PullProcessor:
         if code == ResponseCode.SUCCESS:
             self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
         return cmd.make_response(code, ext_fields={
-            "suggestWhichBrokerId": self.suggest_broker_id(result),
+            "suggestWhichBrokerId": self.suggest_broker_id(result, h.consumer_group),
             "nextBeginOffset": result.next_begin_offset,
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,

@@ -39,6 +39,11 @@ class SubscriptionGroupManager:
         self.data_version = self.data_version.next()
         self.persist()
 
+    def find(self, group: str) -> SubscriptionGroupConfig:
+        """``group``'s config, or RocketMQ's defaults for a group never configured (RocketMQ creates it on
+        first use; we store only what an admin set)."""
+        return self.groups.get(group) or SubscriptionGroupConfig(group)
+
     def upsert(self, group: SubscriptionGroupConfig) -> None:
         """Create or update; raises InvalidNameError for a name that breaks the naming rule."""
         validate_group(group.group_name)

@@ -27,7 +27,7 @@ from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.remoting.blocking import BlockingFacade
-from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, TopicRouteData
+from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, ReplicasInfo, TopicRouteData
 from spark_mq.remoting.codes import ResponseCode
 
 T = TypeVar("T")
@@ -175,6 +175,16 @@ class FoundMessage:
     @property
     def uniq_key(self) -> str | None:
         return self.message.properties.get("UNIQ_KEY")
+
+
+@dataclass(frozen=True)
+class ControllerView:
+    """What the replication controllers say: each one's role (or why it did not answer), the leader, and
+    from the leader every broker set's master, epochs and replicas in and out of the SyncStateSet."""
+
+    roles: dict[str, str]  # controller address -> "leader", "follower" or "unreachable: <why>"
+    leader: str | None
+    broker_sets: dict[str, ReplicasInfo] = field(default_factory=dict)
 
 
 def _found(message: StoredMessage, broker_name: str | None) -> FoundMessage:
@@ -361,6 +371,31 @@ class Admin:
 
         return list(await asyncio.gather(*(status(*m) for m in sorted(members))))
 
+    async def controller_view(self, controller_addrs: Iterable[str],
+                              broker_names: Iterable[str] | None = None) -> ControllerView:
+        """Ask every controller whether it leads (CONTROLLER_GET_METADATA_INFO), then the leader (or the
+        leader a follower names) for the replication state of ``broker_names`` (None: every broker set the
+        NameServers know) with CONTROLLER_GET_SYNC_STATE_DATA."""
+        roles: dict[str, str] = {}
+        leader = named = None
+        for addr in controller_addrs:
+            try:
+                meta = await self.api.get_controller_metadata(addr)
+            except (RemotingError, MQClientError) as e:
+                roles[addr] = f"unreachable: {e}"
+                continue
+            roles[addr] = "leader" if meta.is_leader else "follower"
+            leader = addr if meta.is_leader else leader
+            named = named or meta.controller_leader_address
+        leader = leader or named
+        if leader is None:
+            return ControllerView(roles, None)
+        if broker_names is None:
+            broker_names = sorted((await self.cluster_info()).broker_addr_table)
+        names = list(broker_names)
+        state = await self.api.get_sync_state_data(leader, names) if names else None
+        return ControllerView(roles, leader, state.replicas_info_table if state is not None else {})
+
     # -- consumer groups --------------------------------------------------------------------------
 
     async def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
@@ -519,6 +554,11 @@ class SyncAdmin(BlockingFacade[Admin]):
     def brokers(self) -> list[BrokerStatus]:
         """Blocking :meth:`Admin.brokers`."""
         return self._run(self._target.brokers())
+
+    def controller_view(self, controller_addrs: Iterable[str],
+                        broker_names: Iterable[str] | None = None) -> ControllerView:
+        """Blocking :meth:`Admin.controller_view`."""
+        return self._run(self._target.controller_view(controller_addrs=controller_addrs, broker_names=broker_names))
 
     def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """Blocking :meth:`Admin.group_progress`."""

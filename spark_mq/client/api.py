@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -50,6 +51,7 @@ from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
 from spark_mq.remoting.bodies import (
+    BrokerReplicasInfo,
     ClusterInfo,
     ConsumeStats,
     GetConsumerListByGroupResponseBody,
@@ -85,6 +87,7 @@ from spark_mq.remoting.headers import (
     GetKVListByNamespaceRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMaxOffsetResponseHeader,
+    GetMetaDataResponseHeader,
     GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader,
     GetRouteInfoRequestHeader,
@@ -539,6 +542,19 @@ class MQClientAPI:
         """GET_BROKER_RUNTIME_INFO: the broker's stats table (all values strings)."""
         response = await self._invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout=timeout)
         return KVTable.from_json(response.body).table
+
+    async def get_controller_metadata(self, addr: str, *, timeout: float | None = None) -> GetMetaDataResponseHeader:
+        """CONTROLLER_GET_METADATA_INFO: whether this controller leads, and the leader's address."""
+        response = await self._invoke(addr, RequestCode.CONTROLLER_GET_METADATA_INFO, timeout=timeout)
+        return GetMetaDataResponseHeader.from_ext_fields(response.ext_fields)
+
+    async def get_sync_state_data(self, addr: str, broker_names: Iterable[str], *,
+                                  timeout: float | None = None) -> BrokerReplicasInfo:
+        """CONTROLLER_GET_SYNC_STATE_DATA from the leading controller: per broker set its master, epochs and
+        replicas in and out of the SyncStateSet (sets the controller does not know are left out)."""
+        response = await self._invoke(addr, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+                                      body=json.dumps(sorted(broker_names)).encode(), timeout=timeout)
+        return BrokerReplicasInfo.from_json(response.body)
 
     async def get_topic_stats_info(self, addr: str, topic: str, *, timeout: float | None = None) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO: min/max offset and last update time per queue on this broker."""

@@ -20,6 +20,7 @@ from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import (
+    BrokerReplicasInfo,
     ClusterInfo,
     ConsumeStats,
     HeartbeatData,
@@ -32,6 +33,7 @@ from spark_mq.remoting.bodies import (
 )
 from spark_mq.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
+    GetMetaDataResponseHeader,
     PullMessageRequestHeader,
     RegisterBrokerRequestHeader,
     SendMessageRequestHeader,
@@ -243,6 +245,15 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def get_broker_runtime_info(self, addr: str, *, timeout: float | None = None) -> dict[str, str]:
         """Blocking :meth:`MQClientAPI.get_broker_runtime_info`."""
         return self._run(self._target.get_broker_runtime_info(addr=addr, timeout=timeout))
+
+    def get_controller_metadata(self, addr: str, *, timeout: float | None = None) -> GetMetaDataResponseHeader:
+        """Blocking :meth:`MQClientAPI.get_controller_metadata`."""
+        return self._run(self._target.get_controller_metadata(addr=addr, timeout=timeout))
+
+    def get_sync_state_data(self, addr: str, broker_names: Iterable[str], *,
+                            timeout: float | None = None) -> BrokerReplicasInfo:
+        """Blocking :meth:`MQClientAPI.get_sync_state_data`."""
+        return self._run(self._target.get_sync_state_data(addr=addr, broker_names=broker_names, timeout=timeout))
 
     def get_topic_stats_info(self, addr: str, topic: str, *, timeout: float | None = None) -> TopicStatsTable:
         """Blocking :meth:`MQClientAPI.get_topic_stats_info`."""

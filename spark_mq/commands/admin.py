@@ -1,11 +1,12 @@
-"""``spark-mq admin``: topics (create, list, delete, stats), broker sets and replication lag, group lag,
-offset resets."""
+"""``spark-mq admin``: topics (create, list, delete, stats), broker sets and replication lag, the
+replication controllers (leader, epochs, SyncStateSets), group lag, offset resets."""
 
 from __future__ import annotations
 
 import argparse
 
 from spark_mq.commands.common import add_command, client_config, console, format_ms, parse_time_ms
+from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import SparkMQError
 
 _PERMS = {"rw": 6, "r": 4, "w": 2, "-": 0}
@@ -61,6 +62,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                             "and each slave's replication lag in bytes and seconds as its master reports it "
                             "(GET_BROKER_RUNTIME_INFO: slaveFallBehindMuch; with several slaves, the figures "
                             "are the most advanced one's).")
+
+    controller = add_command(
+        what, "controller", _controller, help="replication controllers: leader, masters, epochs, SyncStateSets",
+        description="Each replication controller's role, and from the leader every broker set's master, master "
+                    "epoch, SyncStateSet (with its epoch) and the replicas outside it, alive or not "
+                    "(CONTROLLER_GET_METADATA_INFO, CONTROLLER_GET_SYNC_STATE_DATA).")
+    controller.add_argument("--controller", help="controller address(es), ';'-separated (default: the NameServers, "
+                                                 "for a controller embedded in them)")
+    controller.add_argument("--broker-name", action="append",
+                            help="only this broker set (repeatable; default: every set the NameServers know)")
 
     group_actions = _actions(what, "group", help="consumer group progress", description="Consumer group progress.")
     lag = add_command(group_actions, "lag", _group_lag, help="broker offset, committed offset and lag per queue",
@@ -162,6 +173,39 @@ def _cluster(args: argparse.Namespace) -> int:
                       state)
     console().print(table)
     return 0 if all(b.error is None for b in brokers) else 1
+
+
+def _controller(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
+    from rich.table import Table
+
+    addrs = split_addresses(args.controller or args.namesrv)
+    with _admin(args) as admin:
+        view = admin.controller_view(addrs, args.broker_name)
+    out = console()
+    roles = Table(title="controllers")
+    roles.add_column("address")
+    roles.add_column("role")
+    for addr, role in view.roles.items():
+        roles.add_row(addr, role)
+    out.print(roles)
+    if view.leader is None:
+        out.print("no controller leads: nothing to show (start one, or check --controller)")
+        return 1
+    sets = Table(title=f"broker sets (from the leader, {view.leader})")
+    for name, justify in (("broker", "left"), ("master", "left"), ("master epoch", "right"),
+                          ("SyncStateSet", "left"), ("set epoch", "right"), ("not in sync", "left")):
+        sets.add_column(name, justify=justify)
+
+    def members(replicas) -> str:
+        return ", ".join(f"{r.broker_id}@{r.broker_address}{'' if r.alive else ' (dead)'}" for r in replicas) or "-"
+
+    for name, info in sorted(view.broker_sets.items()):
+        master = "none" if info.master_broker_id is None else f"{info.master_broker_id}@{info.master_address}"
+        sets.add_row(name, master, str(info.master_epoch), members(info.in_sync_replicas),
+                     str(info.sync_state_set_epoch), members(info.not_in_sync_replicas))
+    out.print(sets)
+    return 0
 
 
 def _group_lag(args: argparse.Namespace) -> int:

@@ -106,6 +106,14 @@ class BrokerConfig(ServerChannelConfig):
     access_message_in_memory_max_ratio: int = 40
     total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
+    # controller mode (RocketMQ 5): register with the replication controllers (controllerAddr, ';'-separated),
+    # heartbeat to each every brokerHeartbeatInterval ms (dead after controllerHeartBeatTimeoutMills of
+    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms
+    enable_controller_mode: bool = False
+    controller_addr: str = ""
+    controller_heart_beat_timeout_mills: int = 10_000
+    broker_heartbeat_interval: int = 1000
+    sync_broker_metadata_period: int = 5000
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -177,6 +185,13 @@ class BrokerConfig(ServerChannelConfig):
         if self.total_physical_memory_size < 0:
             raise ConfigError(f"totalPhysicalMemorySize={self.total_physical_memory_size}: give bytes (0: the "
                               "machine's RAM)")
+        if self.enable_controller_mode and not split_addresses(self.controller_addr):
+            raise ConfigError("enableControllerMode=true needs controllerAddr: the controllers' addresses, "
+                              "';'-separated (a NameServer's with enableControllerInNamesrv)")
+        if min(self.controller_heart_beat_timeout_mills, self.broker_heartbeat_interval,
+               self.sync_broker_metadata_period) <= 0:
+            raise ConfigError("controllerHeartBeatTimeoutMills, brokerHeartbeatInterval and syncBrokerMetadataPeriod "
+                              "must be positive (ms)")
         if self.slave_synchronize_interval <= 0:
             raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
                               "of ms (how often a slave copies its master's topics, groups and offsets)")
@@ -216,6 +231,9 @@ class NamesrvConfig(ServerChannelConfig):
     broker_channel_expired_time: int = 120_000  # ms of silence after which a broker is evicted
     order_message_enable: bool = False  # attach ORDER_TOPIC_CONFIG KV entries to routes, as RocketMQ does
     kv_config_path: str = ""  # kvConfig.json; empty keeps KV config in memory only
+    # run the replication controller in this process, on this port (RocketMQ 5's key); the file's
+    # controller keys (ControllerConfig's) configure it
+    enable_controller_in_namesrv: bool = False
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -224,6 +242,39 @@ class NamesrvConfig(ServerChannelConfig):
             raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
             raise ConfigError("scanNotActiveBrokerInterval and brokerChannelExpiredTime must be positive (ms)")
+
+
+@dataclass(frozen=True)
+class ControllerConfig(ServerChannelConfig):
+    """What a replication controller reads (``spark-mq controller -c controller.conf``, or the controller
+    keys of namesrv.conf with ``enableControllerInNamesrv``); RocketMQ 5's ControllerConfig keys.
+
+    A broker that sends no ``heartbeatTimeoutMills`` in its BROKER_HEARTBEAT counts as dead after
+    ``controllerHeartBeatTimeoutMills`` of silence (RocketMQ's broker-side key and default); the live
+    table is scanned every ``scanNotActiveBrokerInterval``, and a set whose master is dead gets a new
+    one (up to ``electMasterMaxRetryCount`` tries). ``enableElectUncleanMaster`` lets the election take
+    a replica outside the SyncStateSet when none inside is alive: acknowledged messages may be lost.
+    """
+
+    listen_address: str = "127.0.0.1"
+    listen_port: int = 9878
+    controller_store_path: str = "./data/controller"  # the local state store's directory
+    scan_not_active_broker_interval: int = 5000  # ms
+    controller_heart_beat_timeout_mills: int = 10_000  # ms
+    elect_master_max_retry_count: int = 3
+    enable_elect_unclean_master: bool = False
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
+        if self.scan_not_active_broker_interval <= 0 or self.controller_heart_beat_timeout_mills <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval and controllerHeartBeatTimeoutMills must be positive (ms)")
+        if self.elect_master_max_retry_count < 1:
+            raise ConfigError(f"electMasterMaxRetryCount={self.elect_master_max_retry_count}: give at least 1")
+        if not self.controller_store_path:
+            raise ConfigError("controllerStorePath is empty: give the directory of the controller's state")
 
 
 C = TypeVar("C")
@@ -304,10 +355,38 @@ def load_config(cls: type[C], path: str | Path, **overrides: Any) -> C:
     """Read a properties file into ``cls``; overrides (snake_case) win over the file."""
     p = Path(path)
     try:
+        return config_from_properties(cls, _read_properties(p), **overrides)
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def _read_properties(p: Path) -> dict[str, str]:
+    try:
         text = p.read_text()
     except OSError as e:
         raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+    return parse_properties(text)
+
+
+def load_namesrv_config(path: str | Path | None, **overrides: Any) -> tuple[NamesrvConfig, ControllerConfig | None]:
+    """namesrv.conf: the NameServer's keys, and with ``enableControllerInNamesrv=true`` the embedded
+    controller's (ControllerConfig's keys in the same file, as RocketMQ reads them); the controller
+    shares the NameServer's address, port and ``scanNotActiveBrokerInterval``. A key neither knows is an
+    error naming it."""
+    props = _read_properties(Path(path)) if path else {}
+    namesrv_fields = {f.name for f in dataclasses.fields(NamesrvConfig)}
+    own = {k: v for k, v in props.items() if camel_to_snake(k) in namesrv_fields}
     try:
-        return config_from_properties(cls, parse_properties(text), **overrides)
+        namesrv = config_from_properties(NamesrvConfig, own, **overrides)
+        rest = {k: v for k, v in props.items() if k not in own}
+        if not namesrv.enable_controller_in_namesrv:
+            config_from_properties(NamesrvConfig, rest)  # names the first unknown key
+            return namesrv, None
+        shared = {f: getattr(namesrv, f) for f in (*(f.name for f in dataclasses.fields(ServerChannelConfig)),
+                                                    "listen_address", "listen_port")}
+        if "scanNotActiveBrokerInterval" in own:  # one key, both scans
+            shared["scan_not_active_broker_interval"] = namesrv.scan_not_active_broker_interval
+        controller = config_from_properties(ControllerConfig, rest, **shared)
     except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None
+        raise ConfigError(f"{path}: {e}" if path else str(e)) from None
+    return namesrv, controller

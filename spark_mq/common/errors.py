@@ -51,6 +51,17 @@ class ReplicationError(StoreError):
     offset than its end): nothing is written, the replica's files stay as they were."""
 
 
+class DivergedLogError(ReplicationError):
+    """A replica's log cannot be brought in line with its master's automatically (its history is
+    unknown to the master, or it holds data past the master's end that no truncation may drop):
+    nothing was changed; the message says what a person must decide."""
+
+
+class EpochFileError(StoreError):
+    """The epoch file cannot be read (corrupt, or not one we wrote): nothing was changed; the
+    message names the file and what to do."""
+
+
 class CorruptFileError(StoreError):
     """A store file breaks its format; names the file and the offset."""
 

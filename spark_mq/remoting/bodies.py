@@ -947,3 +947,128 @@ class DelayOffsetSerializeWrapper(Body):
         o = _obj(o, name)
         table = {_int_key(k, "offsetTable"): _as_int(v, f"offsetTable[{k}]") for k, v in _map(o, "offsetTable").items()}
         return cls(table, _list(o, "pendingRetries", _obj))
+
+
+# --- replication controller (RocketMQ 5: protocol/body/{SyncStateSet,ElectMasterResponseBody,...}.java) ---------
+
+
+def _id_set(o: Mapping[Any, Any], name: str) -> frozenset[int]:
+    return frozenset(_list(o, name, _as_int))
+
+
+@dataclass(frozen=True)
+class SyncStateSet(Body):
+    """The replicas of a broker set that have the master's log (ALTER_SYNC_STATE_SET's request body,
+    GET_REPLICA_INFO's and REGISTER_BROKER_TO_CONTROLLER's response body)."""
+
+    sync_state_set: frozenset[int] = frozenset()
+    sync_state_set_epoch: int = 0
+
+    def to_obj(self) -> Bean:
+        return Bean(syncStateSet=sorted(self.sync_state_set), syncStateSetEpoch=self.sync_state_set_epoch)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> SyncStateSet:
+        o = _obj(o, name)
+        return cls(_id_set(o, "syncStateSet"), _int(o, "syncStateSetEpoch", 0))
+
+
+@dataclass(frozen=True)
+class BrokerMemberGroup(Body):
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)  # broker id -> address
+
+    def to_obj(self) -> Bean:
+        return Bean(cluster=self.cluster, brokerName=self.broker_name, brokerAddrs=dict(self.broker_addrs))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> BrokerMemberGroup:
+        o = _obj(o, name)
+        addrs = _map(o, "brokerAddrs")
+        return cls(_str(o, "cluster", ""), _str(o, "brokerName"),
+                   {_int_key(k, "brokerAddrs"): _item_str(v, f"brokerAddrs[{k}]") for k, v in addrs.items()})
+
+
+@dataclass(frozen=True)
+class ElectMasterResponseBody(Body):
+    broker_member_group: BrokerMemberGroup | None = None
+    sync_state_set: frozenset[int] = frozenset()
+
+    def to_obj(self) -> Bean:
+        group = self.broker_member_group.to_obj() if self.broker_member_group is not None else None
+        return Bean(brokerMemberGroup=group, syncStateSet=sorted(self.sync_state_set))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ElectMasterResponseBody:
+        o = _obj(o, name)
+        group = o.get("brokerMemberGroup")
+        return cls(BrokerMemberGroup.from_obj(group, "brokerMemberGroup") if group is not None else None,
+                   _id_set(o, "syncStateSet"))
+
+
+@dataclass(frozen=True)
+class ReplicaIdentity(Body):
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    alive: bool = False
+
+    def to_obj(self) -> Bean:
+        return Bean(brokerName=self.broker_name, brokerId=self.broker_id, brokerAddress=self.broker_address,
+                    alive=self.alive)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ReplicaIdentity:
+        o = _obj(o, name)
+        return cls(_str(o, "brokerName"), _int(o, "brokerId"), _str(o, "brokerAddress", ""), _bool(o, "alive"))
+
+
+@dataclass(frozen=True)
+class ReplicasInfo(Body):
+    """One broker set in GET_SYNC_STATE_DATA's answer: its master, epochs and replicas in and out of sync."""
+
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int = 0
+    sync_state_set_epoch: int = 0
+    in_sync_replicas: list[ReplicaIdentity] = field(default_factory=list)
+    not_in_sync_replicas: list[ReplicaIdentity] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(masterBrokerId=self.master_broker_id, masterAddress=self.master_address,
+                    masterEpoch=self.master_epoch, syncStateSetEpoch=self.sync_state_set_epoch,
+                    inSyncReplicas=[r.to_obj() for r in self.in_sync_replicas],
+                    notInSyncReplicas=[r.to_obj() for r in self.not_in_sync_replicas])
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ReplicasInfo:
+        o = _obj(o, name)
+        return cls(_int(o, "masterBrokerId", None), _str(o, "masterAddress", None), _int(o, "masterEpoch", 0),
+                   _int(o, "syncStateSetEpoch", 0), _list(o, "inSyncReplicas", ReplicaIdentity.from_obj),
+                   _list(o, "notInSyncReplicas", ReplicaIdentity.from_obj))
+
+
+@dataclass(frozen=True)
+class BrokerReplicasInfo(Body):
+    """GET_SYNC_STATE_DATA's response body (its request body is a JSON array of broker names)."""
+
+    replicas_info_table: dict[str, ReplicasInfo] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(replicasInfoTable={k: v.to_obj() for k, v in self.replicas_info_table.items()})
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> BrokerReplicasInfo:
+        table = _map(_obj(o, name), "replicasInfoTable")
+        return cls({str(k): ReplicasInfo.from_obj(v, f"replicasInfoTable[{k}]") for k, v in table.items()})
+
+
+def broker_names_body(data: bytes) -> list[str]:
+    """GET_SYNC_STATE_DATA's request body: a JSON array of broker names, each checked against the naming rule."""
+    names = loads(data, "broker names")
+    try:
+        return [_named(_item_str(n, "broker names"), "broker names", validate_broker_name)
+                for n in _str_list(names, "broker names")]
+    except _Bad as e:
+        raise BodyError(f"GET_SYNC_STATE_DATA body: {e}") from None

@@ -648,3 +648,91 @@ class DeleteKVConfigRequestHeader(Header):
 @header("GET_KVLIST_BY_NAMESPACE")
 class GetKVListByNamespaceRequestHeader(Header):
     namespace: KVName
+
+
+# --- replication controller (RocketMQ 5: header/controller/*.java, header/namesrv/BrokerHeartbeatRequestHeader) ----
+
+
+@header("BROKER_HEARTBEAT")
+class BrokerHeartbeatRequestHeader(Header):
+    cluster_name: BrokerName
+    broker_addr: str
+    broker_name: BrokerName
+    broker_id: Int64 | None = None
+    epoch: Int32 | None = None  # the broker's last master epoch (its epoch file's newest entry)
+    max_offset: Int64 | None = None  # its commitlog's end
+    confirm_offset: Int64 | None = None
+    heartbeat_timeout_mills: Int64 | None = None  # silence after which it counts as dead (controller default if absent)
+    election_priority: Int32 | None = None  # lower is preferred among equally up-to-date replicas
+
+
+@header("CONTROLLER_REGISTER_BROKER")
+class RegisterBrokerToControllerRequestHeader(Header):
+    cluster_name: BrokerName
+    broker_name: BrokerName
+    broker_id: Int64
+    broker_address: str
+    invoke_time: Int64 = 0
+
+
+@header("response to CONTROLLER_REGISTER_BROKER")
+class RegisterBrokerToControllerResponseHeader(Header):
+    cluster_name: str | None = None
+    broker_name: str | None = None
+    master_broker_id: Int64 | None = None
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+    sync_state_set_epoch: Int32 | None = None
+
+
+@header("CONTROLLER_ELECT_MASTER")
+class ElectMasterRequestHeader(Header):
+    cluster_name: str = ""
+    broker_name: BrokerName
+    broker_id: Int64 = -1  # -1: the controller's own trigger (its master died)
+    designate_elect: bool = False  # elect broker_id if it may be elected (the admin's preferred replica)
+    invoke_time: Int64 = 0
+
+
+@header("response to CONTROLLER_ELECT_MASTER")
+class ElectMasterResponseHeader(Header):
+    master_broker_id: Int64 | None = None
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+    sync_state_set_epoch: Int32 | None = None
+
+
+@header("CONTROLLER_ALTER_SYNC_STATE_SET")
+class AlterSyncStateSetRequestHeader(Header):
+    broker_name: BrokerName
+    master_broker_id: Int64
+    master_epoch: Int32
+    invoke_time: Int64 = 0
+
+
+@header("response to CONTROLLER_ALTER_SYNC_STATE_SET")
+class AlterSyncStateSetResponseHeader(Header):
+    new_sync_state_set_epoch: Int32
+
+
+@header("CONTROLLER_GET_REPLICA_INFO")
+class GetReplicaInfoRequestHeader(Header):
+    broker_name: BrokerName
+
+
+@header("response to CONTROLLER_GET_REPLICA_INFO")
+class GetReplicaInfoResponseHeader(Header):
+    master_broker_id: Int64 | None = None
+    master_address: str | None = None
+    master_epoch: Int32 | None = None
+
+
+@header("response to CONTROLLER_GET_METADATA_INFO")
+class GetMetaDataResponseHeader(Header):
+    """Also the extFields of a CONTROLLER_NOT_LEADER answer, so a broker knows where to go."""
+
+    group: str | None = None
+    controller_leader_id: str | None = None
+    controller_leader_address: str | None = None
+    is_leader: bool = False
+    peers: str | None = None

@@ -61,6 +61,18 @@ class GroupCommit:
             return False
         return True
 
+    def truncated(self, offset: int) -> None:
+        """The commitlog was cut back to ``offset``: what lies past it is flushed no longer, and a
+        waiter for it fails (its write is gone)."""
+        with self._cond:
+            self.flushed = min(self.flushed, offset)
+            self._wanted = min(self._wanted, offset)
+            gone = [f for o, f in self._waiters if o > offset]
+            self._waiters = [(o, f) for o, f in self._waiters if o <= offset]
+        for f in gone:
+            f.set_exception(StoreNotWritableError(f"the commitlog was truncated to offset {offset} before this "
+                                                  "write became durable: it is not stored"))
+
     def _run(self) -> None:
         while True:
             with self._cond:

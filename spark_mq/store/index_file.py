@@ -141,6 +141,51 @@ class IndexFile:
         self.header["index_count"] = count + k  # last: publishes the entries to queries
         return k
 
+    def first_at_or_past(self, phys: int) -> int:
+        """Number of the first entry pointing at or past commitlog offset ``phys`` (``index_count``
+        if none): entries go in in commitlog order, so a binary search."""
+        lo, hi = 1, self.index_count
+        column = self.entries["phys"]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(column[mid]) < phys:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def truncate_past(self, phys: int) -> int:
+        """Drop the entries pointing at or past commitlog offset ``phys`` (the newest ones); returns
+        how many went. Slots are moved back along their chains first and the count lowered after,
+        so a query meanwhile (or a crash, then this again) never follows a chain into a dropped
+        entry; the dropped entries are zeroed last."""
+        count = self.index_count
+        cut = self.first_at_or_past(phys)
+        if cut >= count:
+            return 0
+        slots = np.unique(self.entries["key_hash"][cut:count].astype(np.int64) % self.slot_num)
+        heads = self.slots[slots].astype(np.int64)
+        was_used = heads > INVALID_INDEX
+        for _ in range(count - cut + 1):  # each step moves every stale head one entry back: prev < entry
+            stale = np.flatnonzero(heads >= cut)
+            if not stale.size:
+                break
+            heads[stale] = self.entries["prev"][heads[stale]]
+        heads[(heads < INVALID_INDEX) | (heads >= cut)] = INVALID_INDEX
+        self.slots[slots] = heads
+        self.header["slot_count"] = max(0, int(self.header["slot_count"][0])
+                                        - int(np.count_nonzero(was_used & (heads == INVALID_INDEX))))
+        if cut > 1:
+            last = self.entries[cut - 1]
+            self.header["end_phys"] = last["phys"]
+            self.header["end_timestamp"] = self.begin_timestamp + int(last["time_diff"]) * 1000
+        else:
+            for name in ("begin_timestamp", "end_timestamp", "begin_phys", "end_phys"):
+                self.header[name] = 0
+        self.header["index_count"] = cut
+        self.entries[cut:count] = np.zeros(count - cut, dtype=ENTRY)
+        return count - cut
+
     def query(self, key_hash: int, begin: int, end: int, max_num: int) -> list[int]:
         """Commitlog offsets of entries with ``key_hash`` stored in ``[begin, end]`` ms,
         newest first. Callers verify the key itself (hashes collide)."""

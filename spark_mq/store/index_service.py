@@ -111,6 +111,24 @@ class IndexService:
                 gone += 1
         return gone
 
+    def truncate_past(self, phys: int) -> int:
+        """Drop every entry pointing at or past commitlog offset ``phys`` (a truncated commitlog):
+        files whose first entry does are deleted newest first, the file before them is cut back.
+        Entries go in in commitlog order, so only the newest files are looked at. Returns how many
+        entries went."""
+        gone = 0
+        for f in reversed(self.files):
+            if f.is_empty():
+                continue
+            if int(f.header["begin_phys"][0]) < phys:
+                gone += f.truncate_past(phys)
+                break
+            gone += f.index_count - 1
+            with self._lock:
+                self.files = [g for g in self.files if g is not f]
+            f.destroy()
+        return gone
+
     def flush(self) -> None:
         for f in self.files[-2:]:  # older files are full and were flushed when they filled
             f.flush()

@@ -120,6 +120,10 @@ class MappedFile:
             self.flushed_position = target
         return self.flushed_position
 
+    def sync(self) -> None:
+        """fdatasync whatever was written, whatever the positions say (after zeroing a tail)."""
+        os.fdatasync(self._fd)
+
     def reset_to(self, position: int) -> None:
         """Set wrote and flushed positions (after recovery or truncation)."""
         self.wrote_position = position

@@ -120,23 +120,26 @@ class MappedFileQueue:
                 f.flush()
         return self.flushed_offset()
 
-    def truncate(self, offset: int) -> None:
-        """Drop everything at and after ``offset``: later files are deleted, the file
-        holding it is cut back and its stale tail zeroed."""
+    def truncate(self, offset: int, durable: bool = False) -> None:
+        """Drop everything at and after ``offset``: the file holding it is cut back first (its
+        stale tail zeroed, and with ``durable`` fdatasynced), then later files are deleted newest
+        first. A crash part way thus leaves contiguous files whose content ends at ``offset``
+        (``load`` refuses a gap, and a walk of the commitlog stops at the zeroed bytes)."""
         with self._lock:
-            keep = []
-            for f in self.files:
-                if f.file_from_offset > offset:
-                    log.debug("truncate: deleting %s (starts past %d)", f.path, offset)
-                    f.destroy()
-                else:
-                    keep.append(f)
-            self.files = keep
-        last = self.last
+            keep = [f for f in self.files if f.file_from_offset <= offset]
+            later = self.files[len(keep):]
+        last = keep[-1] if keep else None
         if last is not None and offset < last.file_from_offset + last.size:
             pos = offset - last.file_from_offset
             last.zero_from(pos)
             last.reset_to(pos)
+            if durable:
+                last.sync()
+        for f in reversed(later):
+            log.debug("truncate: deleting %s (starts past %d)", f.path, offset)
+            with self._lock:
+                self.files = self.files[:-1]
+            f.destroy()
 
     def delete_first(self, count: int) -> list[MappedFile]:
         """Delete the ``count`` oldest files (never the last one); returns them."""

@@ -23,6 +23,7 @@ lock; gets and queries run without it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -81,6 +82,7 @@ from spark_mq.store.store_paths import (
     LOCK_FILE,
     store_path,
 )
+from spark_mq.store.truncation import check_unit_start, cut_commitlog, cut_queues
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,8 @@ class MessageStore:
                                           consumed_offsets, replica_floor)
         self._lock = StoreLock(store_path(self.root, LOCK_FILE))
         self._put_lock = threading.Lock()
+        # held while the checkpoint is taken: a truncation lowers the safe offset in between
+        self._checkpoint_lock = threading.Lock()
         self._queues_lock = threading.Lock()
         self._dispatcher: Dispatcher | None = None
         self._next_queue_offset: dict[tuple[str, int], int] = {}
@@ -341,6 +345,10 @@ class MessageStore:
 
     def _checkpoint_now(self) -> None:
         """Flush commitlog, queues and index, then record the dispatched offset as safe."""
+        with self._checkpoint_lock:
+            self._take_checkpoint()
+
+    def _take_checkpoint(self) -> None:
         if self._dispatcher is None:
             return
         safe = self._dispatcher.catch_up()
@@ -475,7 +483,8 @@ class MessageStore:
         """Entries for the replicated units past the dispatched offset (under the put lock): recovery's
         rebuild over them, which reads the units themselves (a slave has no append records)."""
         assert self._dispatcher is not None
-        start = self._dispatcher.dispatched_offset
+        # an empty commitlog restarts at the master's first byte sent, a file start maybe past 0
+        start = max(self._dispatcher.dispatched_offset, self.commitlog.min_offset())
         with self._queues_lock:
             queues = list(self.queues.values())
         done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,
@@ -778,6 +787,61 @@ class MessageStore:
             self._checkpoint_now()
         log.info("topic %s deleted from the store (%d queues)", topic, len(gone))
         return len(gone)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the store back to commitlog ``offset`` (a slave dropping a tail its new master's
+        history does not have): units, consume queue entries and index entries at and past it go;
+        an offset at or below the commitlog's min empties the store (its commitlog then restarts
+        wherever the next replicated bytes start). Crash-safe: see ``truncation``. Returns the
+        commitlog's new end. ``StoreError`` (nothing changed) for an offset past the end or inside
+        a unit. Reads racing the cut check the units they serve (``_checked_from``)."""
+        if not self._running:
+            raise StoreNotWritableError("store is not running: start() it first")
+        assert self._dispatcher is not None and self._checkpoint is not None
+        with self._put_lock, self._checkpoint_lock:
+            self._stop_check.set()  # the start-up check would judge entries this changes; reads check instead
+            if self.startup_check is not None:
+                self.startup_check.join()
+            if self.config.is_slave:
+                self._dispatch_replicated()
+            self._dispatcher.catch_up()
+            end = self.commitlog.max_offset()
+            if self._rebuild_from is not None or self._dispatcher.backlog:
+                raise StoreError(f"cannot truncate while entries wait to be built ({self.disk_full}): free disk "
+                                 "space first; nothing truncated")
+            if offset > end:
+                raise StoreError(f"cannot truncate to commitlog offset {offset}: the commitlog ends at {end}; "
+                                 "nothing truncated")
+            if offset == end and self.commitlog.files.files:
+                return end
+            everything = offset <= self.commitlog.min_offset()
+            if not everything:
+                check_unit_start(self.commitlog, offset)
+            checked_from, self._checked_from = self._checked_from, max(self._checked_from, end)
+            cut = max(offset, 0)
+            self._checkpoint.update(min(self._checkpoint.safe_offset, cut), self._last_store_ts)
+            with self._queues_lock:
+                queues = list(self.queues.values())
+            gone = queues if everything else cut_queues(queues, cut)
+            with self._queues_lock:
+                self.queues = {k: cq for k, cq in self.queues.items() if cq not in gone}
+            for cq in gone:
+                cq.destroy()
+                self._next_queue_offset.pop((cq.topic, cq.queue_id), None)
+                with contextlib.suppress(OSError):  # the topic's directory, once its last queue went
+                    store_path(self.root, CONSUME_QUEUE_DIR, cq.topic).rmdir()
+            cut_commitlog(self.commitlog, self.index, cut)
+            new_end = self.commitlog.max_offset()
+            self._dispatcher.rebuilt(new_end, self._last_store_ts)
+            if self._group_commit is not None:
+                self._group_commit.truncated(new_end)
+            self._sync_queue_offsets()
+            self._corrupt = {p for p in self._corrupt if p < new_end}
+            self._checked_from = min(checked_from, new_end)
+            self._take_checkpoint()
+        log.warning("store truncated to commitlog offset %d: it ended at %d, now at %d (%d consume queues removed)",
+                    offset, end, new_end, len(gone))
+        return new_end
 
     def config_file(self, name: str) -> JsonConfigFile:
         """One of the JSON files under ``config/`` (see ``config_file`` module names)."""

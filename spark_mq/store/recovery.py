@@ -216,6 +216,8 @@ def recover(
     if abnormal:
         end = _torn_tail(chunks, safe, end)
     commitlog.files.truncate(end)
+    if index is not None:  # entries of units past the end (a torn tail, a truncation a crash cut short)
+        index.truncate_past(end)
     rec = _Reconcile(chunks, queue_for, index, start, safe, end)
     rebuild_from = None
     try:
@@ -343,6 +345,7 @@ class _Reconcile:
         self.safe = safe
         self.end = end
         self._damaged: list[np.ndarray] = []
+        self._index_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (hashes, phys, times)
         self.rebuilt = 0
         self.unrepaired = 0  # units a check-only pass found without entries
         self.quarantined = 0
@@ -376,7 +379,19 @@ class _Reconcile:
                 rows = rows[u.phys[rows] > last.get(name, -1)]  # older ones: units no entry wants (deleted topic)
                 if rows.size:
                     self._append(cq, u.take(rows), lost)
+        self._put_index()
         self._report_unreadable()
+
+    def _put_index(self) -> None:
+        """The index entries of every queue's units in one insert, in commitlog order (the order
+        dispatch keeps: an index truncation finds the entries past a cut at the end)."""
+        if not self._index_parts:
+            return
+        assert self.index is not None
+        hashes, phys, ts = (np.concatenate(col) for col in zip(*self._index_parts, strict=True))
+        order = np.argsort(phys, kind="stable")
+        self.index.put_batch(hashes[order], phys[order], ts[order])  # whole or not at all on a full disk
+        self._index_parts = []
 
     # -- the units of the region as columns -------------------------------------------------
     def _units(self) -> _Units:
@@ -489,11 +504,10 @@ class _Reconcile:
             info = dispatch_info(ch.mf.buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
             tags[part] = info.tag_codes
             if need_keys and info.key_rows.size:
-                assert self.index is not None
                 key_phys = phys[info.key_rows]
                 todo = (key_phys > self.index_done) & ~repeat[part][info.key_rows]
                 ts = cols.header["store_timestamp"][info.key_rows].astype(np.int64)
-                self.index.put_batch(info.key_hashes[todo], key_phys[todo], ts[todo])
+                self._index_parts.append((info.key_hashes[todo], key_phys[todo], ts[todo]))
         return tags
 
     def _log_quarantined(self, cq: ConsumeQueue, offsets: np.ndarray, phys: np.ndarray, why: str) -> None:

@@ -27,7 +27,8 @@ LAYERS: dict[str, set[str]] = {
     "store": {"common"},
     "ha": {"store"},
     "remoting": {"common"},
-    "namesrv": {"remoting"},
+    "controller": {"remoting"},
+    "namesrv": {"remoting", "controller"},
     "broker": {"ha", "store", "remoting"},
     "proxy": {"broker"},
     "client": {"remoting"},
@@ -35,8 +36,8 @@ LAYERS: dict[str, set[str]] = {
     "tiered": {"arrow"},  # never pyspark: `spark-mq offload` and `query --archive` run without Spark
     "spark": {"tiered"},
     "query": {"spark"},
-    "commands": {"tiered"},  # never spark: commands run without pyspark
-    "cli": {"commands", "broker", "namesrv", "proxy"},
+    "commands": {"tiered", "store"},  # never spark: commands run without pyspark; offline store tools (copy-store)
+    "cli": {"commands", "broker", "namesrv", "controller", "proxy"},
 }
 
 

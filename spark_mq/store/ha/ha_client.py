@@ -22,9 +22,11 @@ disagree about the commitlog) is refused likewise. A restarted slave resumes fro
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere), ``on_master_found`` when one starts (a returning master: the
-slave's metadata sync runs at once, offering it the consumer offsets committed here meanwhile).
-Thread-safety: none; the coroutine runs on the broker's event loop.
+restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
+arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
+a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
+consumer offsets committed here meanwhile). Thread-safety: none; the coroutine runs on the broker's
+event loop.
 """
 
 from __future__ import annotations
@@ -58,11 +60,12 @@ class MasterCommitLogView(Protocol):
 
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None], master: MasterCommitLogView,
-                 on_master_found: Callable[[], None]) -> None:
+                 on_master_lost: Callable[[], None], on_appended: Callable[[], None],
+                 master: MasterCommitLogView, on_master_found: Callable[[], None]) -> None:
         self.store = store
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
+        self.on_appended = on_appended
         self.master = master
         self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
@@ -141,6 +144,7 @@ class HAClient:
                 self.store.append_replicated(offset, body)
                 self.bytes_received += size
                 self._report(writer)
+                self.on_appended()
                 await writer.drain()
         finally:
             reporter.cancel()

@@ -1,23 +1,29 @@
 """Reads from slaves (issue 14): with ``slaveReadEnable`` a pull reading further behind the commitlog's end
 than ``accessMessageInMemoryMaxRatio`` of memory is told to read the slave (suggestWhichBrokerId 1), a
-caught-up one the master (0); our consumers follow that and, with the master SIGKILLed, read the slave.
+caught-up one the master (0), unless its subscription group says otherwise; our consumers follow that and, with
+the master SIGKILLed, read the slave. A pull held on the slave is answered by what replication brings.
 
 The memory figure is set small (``totalPhysicalMemorySize``) so a few hundred KB make a reader "far behind"."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 
 from broker._support import pull_header, send_header
 from broker.test_admin import scrape
-from servers import Broker, free_port, unique, wait_until
+from servers import LONG_SUSPEND_MS, WOKEN_WITHIN_S, Broker, free_port, unique, until_held, wait_until
 
 from spark_mq.arrow.queues import BrokerOffsets, discover_queues
 from spark_mq.arrow.range_reader import QueueRange, read_range
+from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.pull_consumer import SyncLitePullConsumer, SyncPullConsumer
 from spark_mq.client.results import PullStatus, SendStatus
-from spark_mq.remoting.bodies import MessageQueue
+from spark_mq.remoting.bodies import MessageQueue, SubscriptionGroupConfig
+from spark_mq.remoting.client import SyncRemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
 
 from ._support import SMALL_FILES
 from .conftest import Pair
@@ -30,8 +36,8 @@ BATCHES = 40
 LAST_QUEUE = (BATCHES - 1) % QUEUES  # holds the commitlog's last message: its last offset is caught up
 
 
-def suggestion(api, addr: str, topic: str, queue_id: int, offset: int) -> int:
-    result = api.pull_message(addr, pull_header("ha_reader", topic, queue_id, offset, max_nums=1))
+def suggestion(api, addr: str, topic: str, queue_id: int, offset: int, group: str = "ha_reader") -> int:
+    result = api.pull_message(addr, pull_header(group, topic, queue_id, offset, max_nums=1))
     assert result.status == PullStatus.FOUND
     return result.suggest_which_broker_id
 
@@ -61,6 +67,56 @@ def test_slave_with_slave_read_enable_sends_a_caught_up_reader_back_to_the_maste
     last = api.pull_message(pair.slave.addr, pull_header("ha_reader", topic, q, 0, max_nums=1)).max_offset - 1
     assert suggestion(api, pair.slave.addr, topic, q, 0) == 1  # still far behind: stay on the slave
     assert suggestion(api, pair.slave.addr, topic, q, last) == 0  # caught up: back to the master
+
+
+def test_a_group_configured_to_read_the_slave_is_sent_there_even_when_caught_up(ha_pair, api):
+    """RocketMQ's per-group choice (SubscriptionGroupConfig brokerId / whichBrokerWhenConsumeSlowly, mqadmin
+    updateSubGroup -i / -w): a caught-up reader goes to the group's brokerId, a far-behind one to its
+    whichBrokerWhenConsumeSlowly; the slave copies the group from its master and answers the same."""
+    pair = ha_pair("ASYNC_MASTER", master_conf=SLAVE_READ, slave_conf=f"{SLAVE_READ}slaveSynchronizeInterval=1000\n")
+    topic = make_topic(api, pair)
+    send_batches(api, pair.master.addr, topic, BATCHES, seed=8)
+    replicated(pair)
+    group = unique("ha_slave_reader")
+    body = SubscriptionGroupConfig(group, broker_id=1, which_broker_when_consume_slowly=0).to_json()
+    with SyncRemotingClient() as remoting:
+        resp = remoting.invoke(pair.master.addr,
+                               RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    q = LAST_QUEUE
+    last = api.pull_message(pair.master.addr, pull_header(group, topic, q, 0, max_nums=1)).max_offset - 1
+
+    assert suggestion(api, pair.master.addr, topic, q, last, group) == 1  # caught up: the group's brokerId
+    assert suggestion(api, pair.master.addr, topic, q, 0, group) == 0  # far behind: its whichBrokerWhenConsumeSlowly
+    wait_until(lambda: suggestion(api, pair.slave.addr, topic, q, last, group) == 1, REPLICATION_TIMEOUT_S,
+               "the slave to copy the group and keep a caught-up reader of it")
+    assert suggestion(api, pair.slave.addr, topic, q, 0, group) == 0
+    # a group never configured: RocketMQ's defaults (the master when caught up, the slave when far behind)
+    assert suggestion(api, pair.slave.addr, topic, q, last) == 0
+    assert suggestion(api, pair.master.addr, topic, q, 0) == 1
+
+
+def test_a_pull_held_on_the_slave_is_woken_by_what_the_master_replicates(ha_pair, api):
+    """A slave's messages arrive as replicated commitlog bytes, never as sends: each transfer wakes the pulls
+    held there that it satisfies (each pull seen held before the send, and answered within half its suspend
+    timeout: woken, not timed out)."""
+    pair = ha_pair("SYNC_MASTER")
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+
+    async def main():
+        async with MQClientAPI(timeout=5.0) as a:
+            for offset in range(5):
+                held = asyncio.ensure_future(a.pull_message(
+                    pair.slave.addr, pull_header("ha_poll", topic, 0, offset, suspend_ms=LONG_SUSPEND_MS)))
+                await until_held(a, pair.slave.addr, 1)
+                sent = await a.send_message(pair.master.addr, send_header(topic, 0), f"m{offset}".encode())
+                assert sent.status == SendStatus.SEND_OK  # a SYNC_MASTER: the slave has it
+                r = await asyncio.wait_for(held, WOKEN_WITHIN_S)
+                assert r.status == PullStatus.FOUND
+                assert [(m.queue_offset, m.body) for m in r.messages()] == [(offset, f"m{offset}".encode())]
+
+    asyncio.run(main())
 
 
 def consume(consumer: SyncPullConsumer, mq: MessageQueue, offset: int,

@@ -201,6 +201,12 @@ def verify_store(store, acks: Acks, topics: Iterable[str]) -> list[str]:
 
 
 # -- subprocesses ------------------------------------------------------------------------------
+def emit(obj: dict) -> None:
+    """One JSON line to stdout in one ``write`` (a helper script's report: a kill never tears a
+    line in two, only the last one short)."""
+    os.write(1, (json.dumps(obj, separators=(",", ":")) + "\n").encode())
+
+
 def spawn(script: str, args: list[str], stdout: Path, stderr: Path | None = None) -> subprocess.Popen:
     """Run ``script`` (next to this file) with this interpreter; output goes to files."""
     out = open(stdout, "wb")

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import random
 import sys
 import time
 
-from _support import body_for, key_for, store_config, tag_for
+from _support import body_for, emit, key_for, store_config, tag_for
 
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.store.message_store import MessageStore
@@ -30,9 +29,6 @@ from spark_mq.store.results import PutStatus
 TOPICS = ("crashA", "crashB", "crash_C")
 QUEUES = 4
 
-
-def emit(obj: dict) -> None:
-    os.write(1, (json.dumps(obj, separators=(",", ":")) + "\n").encode())
 
 
 def main() -> None:

@@ -48,3 +48,31 @@ def test_a_held_pull_times_out_false_and_a_cancelled_one_is_forgotten():
         assert hold.notify("t", 0, 10) == 0
 
     asyncio.run(main())
+
+
+def test_recheck_wakes_the_pulls_their_queues_now_satisfy_asking_only_for_held_queues():
+    async def main():
+        hold = PullHoldService()
+        asked: list[tuple[str, int]] = []
+        ends = {("t", 0): 3, ("t", 1): 0}
+
+        def max_offset(topic: str, queue_id: int) -> int:
+            asked.append((topic, queue_id))
+            return ends[(topic, queue_id)]
+
+        assert hold.recheck(max_offset) == 0 and asked == []  # nothing held: no queue looked at
+        at_2 = asyncio.ensure_future(hold.wait("t", 0, 2, 15.0))
+        at_3 = asyncio.ensure_future(hold.wait("t", 0, 3, 15.0))
+        empty_queue = asyncio.ensure_future(hold.wait("t", 1, 0, 15.0))
+        await asyncio.sleep(0)
+        assert hold.recheck(max_offset) == 1  # queue 0 ends at 3: offset 2 exists, 3 does not
+        assert sorted(asked) == [("t", 0), ("t", 1)]
+        assert await asyncio.wait_for(at_2, 5.0) is True
+        assert not at_3.done() and not empty_queue.done()
+        ends[("t", 1)] = 1
+        assert hold.recheck(max_offset) == 1
+        assert await asyncio.wait_for(empty_queue, 5.0) is True
+        hold.wake_all()
+        await at_3
+
+    asyncio.run(main())

@@ -27,4 +27,4 @@ def test_full_parser_still_has_every_command():
     assert set(sub.choices) >= {"demo", "namesrv", "broker", "dev", "produce", "consume", "admin", "query",
                                 "status", "offload"}
     only = next(a for a in build_parser("broker")._actions if a.dest == "command")
-    assert set(only.choices) == {"demo", "namesrv", "broker", "dev"}
+    assert set(only.choices) == {"demo", "namesrv", "controller", "broker", "dev"}

@@ -131,3 +131,35 @@ def test_positive_hashes_as_rocketmq_index_key_hash(java, positive):
 def test_topic_key_hash_is_java_abs_hash():
     h = positive_hashes(np.array([java_hash("TopicTest#KEY1")], dtype=np.int32))[0]
     assert h == 1656969516
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_truncate_past_matches_the_model_and_takes_more_puts(tmp_path, seed):
+    """Chains forced through few slots, cut at a random commitlog offset (also before the first
+    and past the last entry), then more puts, reopen: every key's answer is the model's."""
+    rng = random.Random(seed)
+    keys = rng.sample(range(1, 2**31 - 1), 30)
+    idx = IndexFile(tmp_path / "i", slot_num=5, index_num=3000)
+    model = Model()
+    for hashes, p, ts in random_batches(rng, model, keys, 40, 30, T0):
+        idx.put_batch(hashes, p, ts)
+    end = model.rows[-1][1] + 100
+    cut = rng.choice([0, end, rng.randrange(0, end, 100), rng.randrange(0, end, 100) + 50])
+    kept = [r for r in model.rows if r[1] < cut]
+    assert idx.truncate_past(cut) == len(model.rows) - len(kept)
+    model.rows = kept
+    assert idx.index_count == len(kept) + 1
+    assert idx.end_phys == (kept[-1][1] if kept else 0)
+    for k in keys:
+        assert idx.query(k, 0, 2**62, 10**6) == model.query(k)
+    t = (model.rows[-1][2] if model.rows else T0) + 1000
+    more = np.array([rng.choice(keys) for _ in range(50)], dtype=np.int32)
+    p = max(cut, 0) + np.arange(50, dtype=np.int64) * 100
+    ts = np.full(50, t, dtype=np.int64)
+    idx.put_batch(more, p, ts)
+    model.add(more, p, ts)
+    idx.close()
+    idx = IndexFile(tmp_path / "i", slot_num=5, index_num=3000)
+    for k in keys:
+        assert idx.query(k, 0, 2**62, 10**6) == model.query(k)
+    idx.close()

@@ -1,0 +1,147 @@
+"""A broker's side of the replication controller (``enableControllerMode``; RocketMQ's ReplicasManager),
+first part: registration, heartbeats and the controller's view of the broker's set.
+
+The broker registers with the leading controller (REGISTER_BROKER_TO_CONTROLLER, following
+CONTROLLER_NOT_LEADER to the leader it names); a broker configured as its set's master asks for the
+set's first election with its own id (ELECT_MASTER), so the controller's records start from the
+deployed roles. It heartbeats to every controller each ``brokerHeartbeatInterval`` ms with its
+commitlog end and the master epoch it knows (each controller judges liveness on its own), and asks
+for its set's master and epoch every ``syncBrokerMetadataPeriod`` ms (GET_REPLICA_INFO).
+
+Not yet: acting on an election. A broker keeps its configured role, and says so in a WARNING when the
+controller names another master.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from spark_mq.common.config import BrokerConfig, split_addresses
+from spark_mq.common.errors import RemotingError
+from spark_mq.remoting.client import RemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.headers import (
+    BrokerHeartbeatRequestHeader,
+    ElectMasterRequestHeader,
+    GetReplicaInfoRequestHeader,
+    GetReplicaInfoResponseHeader,
+    Header,
+    RegisterBrokerToControllerRequestHeader,
+)
+
+log = logging.getLogger(__name__)
+
+CONTROLLER_TIMEOUT_S = 3.0
+
+
+class ReplicasManager:
+    """Runs on the broker's event loop; ``run`` until cancelled."""
+
+    def __init__(self, config: BrokerConfig, client: RemotingClient, address: Callable[[], str],
+                 max_offset: Callable[[], int]) -> None:
+        self.config = config
+        self.client = client
+        self.controllers = split_addresses(config.controller_addr)
+        self._address = address
+        self._max_offset = max_offset
+        self._leader: str | None = None
+        self.registered = False
+        self.master_id: int | None = None  # the controller's view of this broker's set
+        self.master_address: str | None = None
+        self.master_epoch = 0
+
+    async def run(self) -> None:
+        await asyncio.gather(self._sync_loop(), *(self._heartbeat_loop(addr) for addr in self.controllers))
+
+    # -- heartbeats -------------------------------------------------------------------------------
+
+    async def _heartbeat_loop(self, addr: str) -> None:
+        """Heartbeats to one controller (one loop each: a controller that does not answer delays no other)."""
+        while True:
+            header = BrokerHeartbeatRequestHeader(
+                cluster_name=self.config.broker_cluster_name, broker_addr=self._address(),
+                broker_name=self.config.broker_name, broker_id=self.config.broker_id, epoch=self.master_epoch,
+                max_offset=self._max_offset(), heartbeat_timeout_mills=self.config.controller_heart_beat_timeout_mills)
+            try:
+                await self.client.invoke(addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT,
+                                                                       header.to_ext_fields()), CONTROLLER_TIMEOUT_S)
+            except RemotingError as e:
+                log.debug("heartbeat to controller %s failed: %s", addr, e)
+            await asyncio.sleep(self.config.broker_heartbeat_interval / 1000)
+
+    # -- the controller's view --------------------------------------------------------------------
+
+    async def _sync_loop(self) -> None:
+        while True:
+            try:
+                await self.sync()
+            except RemotingError as e:
+                log.warning("controller unreachable (retrying in %d ms): %s", self.config.sync_broker_metadata_period,
+                            e)
+            await asyncio.sleep(self.config.sync_broker_metadata_period / 1000)
+
+    async def sync(self) -> None:
+        """Register if not yet (and ask for the first election as the configured master), then learn the
+        set's master from the leading controller."""
+        c = self.config
+        if not self.registered:
+            register = RegisterBrokerToControllerRequestHeader(
+                cluster_name=c.broker_cluster_name, broker_name=c.broker_name, broker_id=c.broker_id,
+                broker_address=self._address())
+            answer = await self._to_leader(RequestCode.CONTROLLER_REGISTER_BROKER, register)
+            if answer.code != ResponseCode.SUCCESS:
+                log.warning("controller refused registration: %s %s", answer.code, answer.remark)
+                return
+            self.registered = True
+            log.info("registered with the controller at %s", self._leader)
+            if "masterBrokerId" not in answer.ext_fields and not c.is_slave:
+                elected = await self._to_leader(RequestCode.CONTROLLER_ELECT_MASTER, ElectMasterRequestHeader(
+                    cluster_name=c.broker_cluster_name, broker_name=c.broker_name, broker_id=c.broker_id))
+                if elected.code not in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_MASTER_STILL_EXIST):
+                    log.warning("controller did not elect this broker: %s %s", elected.code, elected.remark)
+        info = await self._to_leader(RequestCode.CONTROLLER_GET_REPLICA_INFO,
+                                     GetReplicaInfoRequestHeader(broker_name=c.broker_name))
+        if info.code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST:
+            self.registered = False  # the controller lost or cleaned our set: register again
+            return
+        if info.code == ResponseCode.SUCCESS:
+            self._learn(GetReplicaInfoResponseHeader.from_ext_fields(info.ext_fields))
+
+    def _learn(self, h: GetReplicaInfoResponseHeader) -> None:
+        known = (h.master_broker_id, h.master_address, h.master_epoch or 0)
+        if known == (self.master_id, self.master_address, self.master_epoch):
+            return
+        self.master_id, self.master_address, self.master_epoch = known
+        log.info("controller: master of %s is %s (%s), master epoch %d", self.config.broker_name, self.master_id,
+                 self.master_address, self.master_epoch)
+        if (self.master_id == self.config.broker_id) == self.config.is_slave:
+            log.warning("the controller names %s (%s) master of %s but this broker is configured %s: role changes on "
+                        "election are not made yet", self.master_id, self.master_address, self.config.broker_name,
+                        self.config.broker_role)
+
+    async def _to_leader(self, code: int, header: Header) -> RemotingCommand:
+        """Send to the leading controller: the one last found, else each in turn, following a
+        CONTROLLER_NOT_LEADER answer to the leader it names."""
+        cmd_fields = header.to_ext_fields()
+        candidates = [a for a in (self._leader, *self.controllers) if a]
+        errors = []
+        for addr in dict.fromkeys(candidates):
+            for _ in range(2):  # the address asked, then the leader it names
+                try:
+                    answer = await self.client.invoke(addr, RemotingCommand.request(code, cmd_fields),
+                                                      CONTROLLER_TIMEOUT_S)
+                except RemotingError as e:
+                    errors.append(f"{addr}: {e}")
+                    break
+                named = answer.ext_fields.get("controllerLeaderAddress")
+                if answer.code != ResponseCode.CONTROLLER_NOT_LEADER:
+                    self._leader = addr
+                    return answer
+                if not named or named == addr:
+                    errors.append(f"{addr}: {answer.remark}")
+                    break
+                addr = named
+        raise RemotingError(f"no leading controller answered ({'; '.join(errors)})")
