@@ -195,6 +195,7 @@ class MessageStore:
                 self.config.check_crc_on_recover,
                 0 if later else check_files,
                 defer_crc=abnormal,
+                replica=self.config.is_slave,
             )
             self._corrupt.update(self.recovery.damaged)
             self._checked_from = self.recovery.start_offset
