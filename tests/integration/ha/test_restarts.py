@@ -85,12 +85,14 @@ def test_a_restarted_master_goes_on_from_its_slaves_end(ha_pair, api, how):
 def test_both_restarted_go_on_from_the_slaves_end(ha_pair, api, first):
     pair, topic, ledger, end = replicating_sync_master(ha_pair, api)
 
+    last_unit = read_commitlog(pair.slave.store).units[-1].offset
     pair.slave.kill()
     pair.master.kill()
     order = (pair.master, pair.slave) if first == "master" else (pair.slave, pair.master)
     for broker in order:
         broker.start_again()
-    assert reconnected_at(pair, 2) == end
+    # a slave's recovery after a crash drops its last unit (it may be cut off): the master sends that one again
+    assert reconnected_at(pair, 2) == last_unit < end
     send_acked(api, pair, topic, ledger, 100)
     assert_ledger_once(pair, ledger)
 
