@@ -3,6 +3,11 @@ RocketMQ's ConsumerOffsetManager layout ``{"offsetTable": {"topic@group": {"0": 
 
 Commits land in memory; the file is rewritten atomically every few seconds and at shutdown.
 
+On a slave, what clients commit is also kept aside (``for_master``, persisted beside the table as
+``offsetsForMaster``) until its master has been offered it: clients commit to a slave only while
+they cannot reach the master, and the master takes each such offset only where it is ahead of its
+own (``advance``; see SlaveSynchronize and README "Master and slave").
+
 Thread-safety: changed from the broker's event loop only; ``committed`` may be called from any
 thread (the store's retention thread).
 """
@@ -12,12 +17,23 @@ from __future__ import annotations
 from spark_mq.store.config_file import JsonConfigFile
 
 TOPIC_GROUP_SEPARATOR = "@"
+FOR_MASTER_KEY = "offsetsForMaster"
+
+
+def _ints(raw: dict[str, dict[str, int]]) -> dict[str, dict[int, int]]:
+    return {k: {int(q): int(o) for q, o in v.items()} for k, v in raw.items()}
+
+
+def _strs(table: dict[str, dict[int, int]]) -> dict[str, dict[str, int]]:
+    return {k: {str(q): o for q, o in v.items()} for k, v in table.items()}
 
 
 class ConsumerOffsetManager:
-    def __init__(self, file: JsonConfigFile) -> None:
+    def __init__(self, file: JsonConfigFile, slave: bool = False) -> None:
         self.file = file
         self.table: dict[str, dict[int, int]] = {}
+        # a slave's: offsets clients committed here that its master has not been offered yet
+        self.for_master: dict[str, dict[int, int]] | None = {} if slave else None
         self._dirty = False
 
     @staticmethod
@@ -26,16 +42,52 @@ class ConsumerOffsetManager:
 
     def load(self) -> None:
         raw = self.file.load({}) or {}
-        self.table = {k: {int(q): int(o) for q, o in v.items()} for k, v in raw.get("offsetTable", {}).items()}
+        self.table = _ints(raw.get("offsetTable", {}))
+        if self.for_master is not None:
+            self.for_master = _ints(raw.get(FOR_MASTER_KEY, {}))
 
     def persist(self) -> None:
         if self._dirty:
-            self.file.persist({"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}})
+            content = {"offsetTable": _strs(self.table)}
+            if self.for_master:
+                content[FOR_MASTER_KEY] = _strs(self.for_master)
+            self.file.persist(content)
             self._dirty = False
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        self.table.setdefault(self.key(topic, group), {})[queue_id] = offset
+        """A client's commit."""
+        key = self.key(topic, group)
+        self.table.setdefault(key, {})[queue_id] = offset
+        if self.for_master is not None:
+            self.for_master.setdefault(key, {})[queue_id] = offset
         self._dirty = True
+
+    def offered(self, sent: dict[str, dict[int, int]]) -> None:
+        """A slave's master has been offered ``sent`` (a copy of ``for_master``): those entries are done,
+        but for queues committed again since (their new offsets wait for the next offer)."""
+        assert self.for_master is not None
+        for key, offsets in sent.items():
+            mine = self.for_master.get(key, {})
+            for queue_id, offset in offsets.items():
+                if mine.get(queue_id) == offset:
+                    del mine[queue_id]
+                    self._dirty = True
+            if not mine:
+                self.for_master.pop(key, None)
+
+    def advance(self, table: dict[str, dict[int, int]]) -> int:
+        """A master takes the offsets its slave's clients committed there: each replaces ours only
+        where it is ahead (or we have none); returns how many it took."""
+        taken = 0
+        for key, offsets in table.items():
+            for queue_id, offset in offsets.items():
+                ours = self.table.get(key, {}).get(queue_id, -1)
+                if offset > ours:
+                    self.table.setdefault(key, {})[queue_id] = offset
+                    taken += 1
+        if taken:
+            self._dirty = True
+        return taken
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """Committed offset, or -1 if the group never committed for this queue."""
@@ -79,3 +131,6 @@ class ConsumerOffsetManager:
         for k in [k for k in self.table if k.startswith(prefix)]:
             del self.table[k]
             self._dirty = True
+        if self.for_master is not None:
+            for k in [k for k in self.for_master if k.startswith(prefix)]:
+                del self.for_master[k]

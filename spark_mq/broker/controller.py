@@ -31,6 +31,7 @@ from spark_mq.broker.client_processor import ClientProcessor
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.master_commitlog import MasterCommitLog
 from spark_mq.broker.metadata_processor import MetadataProcessor
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pull_processor import PullProcessor
@@ -134,7 +135,8 @@ class BrokerController:
             # and the consumer offsets (it keeps what groups have not consumed)
             self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
             self.tiered.load()
-            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS))
+            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS),
+                                                 slave=self.config.is_slave)
             self.offsets.load()
             self.store = MessageStore(self.config, archived_offset=self.tiered.get,
                                       consumed_offsets=self.offsets.committed,
@@ -170,7 +172,8 @@ class BrokerController:
         if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
-                                      lambda: self.hold.recheck(self.store.get_max_offset))
+                                      lambda: self.hold.recheck(self.store.get_max_offset),
+                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.tiered,
@@ -272,6 +275,12 @@ class BrokerController:
         """A slave's retention floor: its master's commitlog min offset as last learned (0 until then,
         or while its synchronisation is not running yet: every file is kept)."""
         return self.slave_sync.master_min_offset if self.slave_sync is not None else 0
+
+    def _master_found(self) -> None:
+        """A slave's replication connected to its master: copy its metadata now (a returning master is
+        offered the consumer offsets clients committed here meanwhile before anyone resets them there)."""
+        if self.slave_sync is not None:
+            self.slave_sync.master_learned()
 
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave

@@ -1,10 +1,13 @@
 """The broker's metadata tables served whole, as RocketMQ's AdminBrokerProcessor serves them to a
 slave's SlaveSynchronize and to admin tools: GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
 GET_ALL_DELAY_OFFSET (GET_ALL_TOPIC_CONFIG is the AdminProcessor's), and
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, which fills the first.
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, which fills the first; and, spark_mq's own, OFFER_CONSUMER_OFFSETS:
+a slave's offsets committed by clients while they could not reach this master, each taken where ahead.
 """
 
 from __future__ import annotations
+
+import logging
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.retry import RetryScheduler
@@ -18,6 +21,8 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.server import RemotingServer
+
+log = logging.getLogger(__name__)
 
 
 class MetadataProcessor:
@@ -33,6 +38,7 @@ class MetadataProcessor:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+            RequestCode.OFFER_CONSUMER_OFFSETS: self.offered_offsets,
         }.items():
             server.register(code, handler)
 
@@ -50,3 +56,10 @@ class MetadataProcessor:
     async def all_delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         body = DelayOffsetSerializeWrapper({}, self.retry.pending_objs()).to_json()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def offered_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        offered = ConsumerOffsetSerializeWrapper.from_json(cmd.body or b"{}").offset_table
+        taken = self.offsets.advance(offered)
+        log.info("took %d of the %d consumer offsets slave %s had from clients (those ahead of this broker's)",
+                 taken, sum(len(v) for v in offered.values()), conn.peer)
+        return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"taken": taken})

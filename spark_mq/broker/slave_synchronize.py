@@ -16,6 +16,13 @@ slave's, so the slave's retention waits for the same archive; and the master's c
 RocketMQ layout has no field for it; a floor up to one round old is only lower than the master's
 (a master's min offset never goes back), so the slave errs on keeping. 0 until first learned.
 
+Before it takes the master's offsets it offers the master those clients committed on this slave
+(they commit here only while they cannot reach the master: ``ConsumerOffsetManager.for_master``),
+OFFER_CONSUMER_OFFSETS, and the master takes each where it is ahead of its own; so a consumer that
+committed here during an outage restarts at its progress, and every other offset is the master's
+(an admin's reset on the master stays). A master that does not know the request (RocketMQ's) is
+told once per offer in a WARNING line, and its offsets win as in RocketMQ.
+
 A table that cannot be decoded is logged (a WARNING line) and retried next round; the others are
 still taken. An unreachable master ends the round with one WARNING line.
 
@@ -117,8 +124,30 @@ class SlaveSynchronize:
                      len(wrapper.subscription_group_table), addr)
 
     async def sync_offsets(self, addr: str) -> None:
+        await self._offer_offsets(addr)
         body = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)
         self.offsets.take(ConsumerOffsetSerializeWrapper.from_json(body).offset_table)
+        self.offsets.persist()
+
+    async def _offer_offsets(self, addr: str) -> None:
+        """Offer the master the offsets clients committed here since the last offer."""
+        assert self.offsets.for_master is not None
+        offer = {key: dict(offsets) for key, offsets in self.offsets.for_master.items()}
+        if not offer:
+            return
+        body = ConsumerOffsetSerializeWrapper(offer).to_json()
+        resp = await self.client.invoke(addr, RemotingCommand.request(RequestCode.OFFER_CONSUMER_OFFSETS, body=body),
+                                        REQUEST_TIMEOUT_S)
+        count = sum(len(v) for v in offer.values())
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            log.warning("slave sync: master %s does not take consumer offsets back (not a spark_mq broker): the %d "
+                        "offsets clients committed here give way to its own", addr, count)
+        elif resp.code != ResponseCode.SUCCESS:
+            raise ValueError(f"offering {count} offsets committed here answered {resp.code}: {resp.remark}")
+        else:
+            log.info("slave sync: offered master %s the %d consumer offsets clients committed here; it took %s "
+                     "(those ahead of its own)", addr, count, resp.ext_fields.get("taken", "?"))
+        self.offsets.offered(offer)
         self.offsets.persist()
 
     async def sync_delay_offsets(self, addr: str) -> None:

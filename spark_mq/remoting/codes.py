@@ -76,6 +76,8 @@ class RequestCode(IntEnum):
     UPDATE_TIERED_OFFSET = 9101
     QUERY_TIERED_OFFSET = 9102
     GET_ALL_TIERED_OFFSET = 9103  # the whole table, for a slave's SlaveSynchronize
+    # a slave offers its master the consumer offsets clients committed on it (taken where ahead)
+    OFFER_CONSUMER_OFFSETS = 9110
 
 
 class ResponseCode(IntEnum):

@@ -27,6 +27,7 @@ from spark_mq.common.message_unit import (
     SIZE_MAGIC,
     blank_unit,
     encode_batch,
+    follow_chain,
     unit_faults,
     unit_sizes,
 )
@@ -169,6 +170,31 @@ class CommitLog:
         unit = bytes(view)
         faults = unit_faults(memoryview(unit), np.zeros(1, dtype=np.int64), size, offset, check_crc=True)
         return None if faults.damaged[0] else unit
+
+    def is_unit_boundary(self, offset: int) -> bool:
+        """Whether a unit (or a file) starts at ``offset``, or it is this commitlog's end: the unit
+        chain walked from the start of the file holding it reaches it exactly (not a guess from the
+        bytes there, which a body may imitate). Walks up to one file: call it off the event loop."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return offset == self.max_offset()
+        pos = offset - mf.file_from_offset
+        return follow_chain(mf.mv, 0, pos).end == pos
+
+    def last_unit(self) -> tuple[int, bytes] | None:
+        """The last message unit (its offset and bytes) of the file holding the commitlog's last byte,
+        found by walking that file's chain (a blank closing the file is passed over); None if it
+        holds none. Walks up to one file: call it off the event loop."""
+        end = self.max_offset()
+        mf = self.files.find(end - 1)
+        if mf is None:
+            return None
+        starts = follow_chain(mf.mv, 0, end - mf.file_from_offset).starts
+        if not starts.size:
+            return None
+        start = int(starts[-1])
+        size = SIZE_MAGIC.unpack_from(mf.mv, start)[0]
+        return mf.file_from_offset + start, bytes(mf.mv[start:start + size])
 
     def read_units(self, offsets: np.ndarray, sizes: np.ndarray) -> bytes:
         """Concatenate many units into one buffer, copying each physically contiguous run once."""

@@ -195,6 +195,7 @@ class MessageStore:
                 self.config.check_crc_on_recover,
                 0 if later else check_files,
                 defer_crc=abnormal,
+                replica=self.config.is_slave,
             )
             self._corrupt.update(self.recovery.damaged)
             self._checked_from = self.recovery.start_offset
@@ -267,8 +268,8 @@ class MessageStore:
         if self.startup_check is not None:
             self.startup_check.join()
         with self._put_lock:
-            if self.config.is_slave:  # a clean restart then has nothing to rebuild
-                self._dispatch_replicated()
+            if self.config.is_slave:  # a clean restart then has nothing to rebuild, nor a unit's first bytes
+                self._drop_partial_unit()
             self._checkpoint_now()
             try:
                 if not self._rebuild_next_start:  # without the record the next start checks and rebuilds first
@@ -493,6 +494,27 @@ class MessageStore:
         if done > start:
             self._last_store_ts = max(self._last_store_ts, ts)
             self._dispatcher.rebuilt(done, self._last_store_ts)
+
+    def drop_partial_unit(self) -> int:
+        """A slave's commitlog ends inside a unit when a transfer was cut off there (the master sends
+        ``haTransferBatchSize`` bytes at a time, not whole units): drop those first bytes, so that it
+        ends after its last whole unit; returns that end. A slave does this before it reports its end
+        to a master (which refuses an end inside one of its units) and at shutdown (recovery after a
+        clean stop would take a unit's first bytes for a damaged unit). The master sends it whole."""
+        with self._put_lock:
+            self._drop_partial_unit()
+            return self.commitlog.max_offset()
+
+    def _drop_partial_unit(self) -> None:
+        """``drop_partial_unit`` under the put lock: the entries of every whole unit are built first, so
+        the dispatched offset is the end of the last whole one."""
+        assert self._dispatcher is not None
+        self._dispatch_replicated()
+        whole, end = self._dispatcher.dispatched_offset, self.commitlog.max_offset()
+        if whole < end:
+            log.info("store: dropping the first %d bytes of a replicated unit at commitlog offset %d (a transfer "
+                     "cut off inside it); the master sends it again whole", end - whole, whole)
+            self.commitlog.files.truncate(whole)
 
     def _check_continues(self, offset: int, data: bytes | memoryview) -> None:
         """Where this commitlog ends after a whole unit, the master's bytes there must begin a unit

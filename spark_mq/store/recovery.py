@@ -148,6 +148,11 @@ class DeferredCrc:
             faults.damaged[n:] |= body_crc_mismatch(mf.mv, faults.header["body_crc"][n:], starts[n:] + HEADER_SIZE,
                                                     faults.body_end[n:])
 
+    def forget_from(self, offset: int) -> None:
+        """The units at and after ``offset`` are gone (a slave's dropped last unit): none to check."""
+        self.parts = [(mf, starts[keep], body_end[keep], stored[keep]) for mf, starts, body_end, stored in self.parts
+                      for keep in (starts + mf.file_from_offset < offset,)]
+
     def check(self, commitlog: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
               stop: threading.Event) -> np.ndarray | None:
         """Check the deferred CRCs ``CRC_BATCH_UNITS`` at a time (a batch holds the GIL, a running
@@ -199,9 +204,15 @@ def recover(
     check_crc: bool,
     check_files: int,
     defer_crc: bool = False,
+    replica: bool = False,
 ) -> tuple[RecoveryReport, DeferredCrc | None]:
     """The report, and with ``defer_crc`` (after a crash) the body CRCs of the units below the safe
-    offset, left for the caller to check while serving (see ``DeferredCrc``; None if there are none)."""
+    offset, left for the caller to check while serving (see ``DeferredCrc``; None if there are none).
+
+    ``replica``: a slave's store. After a crash its last unit may be only the first bytes of one (a
+    transfer from the master ends anywhere), the zeros after them where no check looks (the topic or
+    the properties: the CRC covers the body only), and the checkpoint may be past it (the flush took
+    what had arrived): the commitlog then ends before its last unit, which the master sends again."""
     t0 = time.perf_counter()
     queues = list(queues)
     safe = _safe_offset(commitlog, checkpoint)
@@ -215,6 +226,10 @@ def recover(
         log.warning("recovery: commitlog ends at %d: %s; the tail after it is discarded", end, reason)
     if abnormal:
         end = _torn_tail(chunks, safe, end)
+        if replica:
+            end = _drop_last_unit(chunks, end)
+            if deferred is not None:
+                deferred.forget_from(end)
     commitlog.files.truncate(end)
     if index is not None:  # entries of units past the end (a torn tail, a truncation a crash cut short)
         index.truncate_past(end)
@@ -327,6 +342,23 @@ def _torn_tail(chunks: list[_Chunk], safe: int, end: int) -> int:
         if keep:
             chunks[-1] = ch.head(keep)
             break
+        chunks.pop()
+    return cut
+
+
+def _drop_last_unit(chunks: list[_Chunk], end: int) -> int:
+    """A slave's store after a crash: the commitlog ends before its last unit (see ``recover``)."""
+    while chunks and not chunks[-1].starts.size:
+        chunks.pop()
+    if not chunks:
+        return end
+    ch = chunks[-1]
+    cut = ch.mf.file_from_offset + int(ch.starts[-1])
+    log.info("recovery: a slave's last unit (commitlog offset %d) may hold only the first bytes a transfer cut off "
+             "by the crash brought: dropped, its master sends it again", cut)
+    if ch.starts.size > 1:
+        chunks[-1] = ch.head(ch.starts.size - 1)
+    else:
         chunks.pop()
     return cut
 

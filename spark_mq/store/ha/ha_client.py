@@ -2,17 +2,31 @@
 reports its commitlog's end, and appends what the master streams at the same offsets, so both
 commitlogs are byte-identical and the slave's own dispatch builds its consume queues and index.
 
+Before each connection it makes sure it continues the master's commitlog, not a different one:
+it drops the first bytes of a unit a cut-off transfer left at its end (``drop_partial_unit``: the
+end it reports is then one of its unit boundaries, as a master requires), and compares its last
+unit with the master's unit at the same offset (``master``: remoting requests, so the HA wire
+format stays RocketMQ's). A store whose last unit the master does not hold byte for byte diverged
+(it was written to as a master, say: same length, shorter, or ending inside one of the master's
+units): it is refused, logged as an error, nothing written, and checked again after
+``RETRY_INTERVAL_S``. Unless it is longer than the master's commitlog: then it connects all the
+same and reports its end, which the master refuses, and refuses sends meanwhile (the master's
+store may be the one lost, see ``HAConnection``). (Only the last unit is compared: two commitlogs
+that differ earlier but hold the same last unit, its store timestamp and hosts included, are not
+told apart.)
+
 It reports its end when it connects, after every append and at least every
 haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
-disagree about the commitlog) is refused: logged as an error, the connection closed, nothing
-written, and tried again after ``RETRY_INTERVAL_S``. A restarted slave resumes from its own end
+disagree about the commitlog) is refused likewise. A restarted slave resumes from its own end
 (recovery of its store is the store's own).
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
 restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
-arrive this way, never through a send: its held pulls are woken from here). Thread-safety: none;
-the coroutine runs on the broker's event loop.
+arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
+a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
+consumer offsets committed here meanwhile). Thread-safety: none; the coroutine runs on the broker's
+event loop.
 """
 
 from __future__ import annotations
@@ -21,8 +35,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
-from spark_mq.common.errors import ReplicationError, StoreError
+from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
 from spark_mq.store.message_store import MessageStore
 
@@ -32,13 +47,27 @@ RETRY_INTERVAL_S = 1.0  # between connection attempts (RocketMQ's client retries
 CONNECT_TIMEOUT_S = 3.0
 
 
+class MasterCommitLogView(Protocol):
+    """What a slave can ask its master about the master's commitlog (both raise ``RemotingError`` when
+    the master cannot be asked)."""
+
+    async def unit(self, offset: int) -> bytes | None:
+        """The master's unit at ``offset``, None if it has none there."""
+
+    async def end(self) -> int:
+        """The master's commitlog end (-1 if it does not say)."""
+
+
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None], on_appended: Callable[[], None]) -> None:
+                 on_master_lost: Callable[[], None], on_appended: Callable[[], None],
+                 master: MasterCommitLogView, on_master_found: Callable[[], None]) -> None:
         self.store = store
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
         self.on_appended = on_appended
+        self.master = master
+        self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
         self.reported = -1  # the last offset reported to the master
@@ -53,10 +82,10 @@ class HAClient:
             if addr:
                 try:
                     await self._replicate(addr)
-                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, RemotingError) as e:
                     self._failed(logging.WARNING, "HA: no connection to master %s: %s", addr, e or "closed")
                 except ReplicationError as e:
-                    self._failed(logging.ERROR, "HA: refusing what master %s sent: %s", addr, e)
+                    self._failed(logging.ERROR, "HA: refusing master %s: %s", addr, e)
                 except StoreError as e:  # e.g. a full disk: nothing was written
                     self._failed(logging.ERROR, "HA: cannot store what master %s sent: %s", addr, e)
                 finally:
@@ -71,7 +100,32 @@ class HAClient:
         self.failures += 1
         self.on_master_lost()
 
+    async def _check_continues_master(self) -> None:
+        """Raise ``ReplicationError`` unless the master holds this commitlog's last unit byte for byte, or
+        this commitlog is longer than the master's (logged: the master is to hear it)."""
+        end = self.store.drop_partial_unit()
+        last = await asyncio.get_running_loop().run_in_executor(None, self.store.commitlog.last_unit)
+        if last is None:
+            return
+        offset, unit = last
+        theirs = await self.master.unit(offset)
+        if theirs == unit:
+            return
+        master_end = await self.master.end()
+        if end > master_end >= 0:
+            log.log(logging.ERROR if self.failures == 0 else logging.DEBUG,
+                    "HA: this slave's commitlog ends at offset %d, past its master's end %d: reporting it to the "
+                    "master, which refuses it and refuses sends (see its log for what to do)", end, master_end)
+            return
+        why = ("the master has no unit there" if theirs is None else
+               f"the master's unit there ({len(theirs)} bytes) differs")
+        raise ReplicationError(f"this slave's commitlog ends with a unit of {len(unit)} bytes at offset {offset}, but "
+                               f"{why}: the two commitlogs diverged (was this store written to as a master?), or the "
+                               "master no longer keeps that offset. Nothing was merged; empty this store directory "
+                               "to copy the master's commitlog afresh")
+
     async def _replicate(self, addr: str) -> None:
+        await self._check_continues_master()
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
@@ -80,6 +134,7 @@ class HAClient:
             self.failures = 0
             self._report(writer)
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
+            self.on_master_found()
             while True:
                 offset, size = TRANSFER_HEADER.unpack(await reader.readexactly(TRANSFER_HEADER.size))
                 self.master_offset = max(self.master_offset, offset + size)

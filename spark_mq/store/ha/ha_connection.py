@@ -9,10 +9,16 @@ never across a file's end; header and slice in one write), and a heartbeat heade
 had nothing to send for haSendHeartbeatInterval. It waits for new bytes on ``wake`` (set after
 every put) or ``POLL_INTERVAL_S`` (bytes stored by other paths than a send).
 
-A slave whose report is past the master's end holds bytes this master never wrote (it diverged,
-e.g. it was written to as a master, or this master's store was lost and it started empty): it is
-refused with an error and disconnected, never merged. ``on_first_report`` hears why (None for a
-slave taken), so the master can refuse sends that would write over offsets the slave holds.
+A slave whose first report is past the master's end holds bytes this master never wrote (it
+diverged, e.g. it was written to as a master, or this master's store was lost and it started
+empty): it is refused with an error and disconnected, never merged. ``on_first_report`` hears why
+(None for a slave taken), so the master can refuse sends that would write over offsets the slave
+holds. One whose first report falls inside one of the master's units ends with bytes other than
+the master's (a slave reports the end of its last whole unit when it connects: ours drops a cut-off
+unit's first bytes first, RocketMQ's recovery does on its restart): refused likewise, but sends go
+on (this master's store is not the suspect). The master's side sees offsets only, as RocketMQ's HA
+protocol carries nothing else; our slave also compares its last unit with the master's before it
+connects (see ``HAClient``).
 
 Thread-safety: none; both coroutines run on the broker's event loop.
 """
@@ -95,6 +101,13 @@ class HAConnection:
                         f"slave, spark-mq copy-store --from <its store> --to <this store>, start this master, then "
                         f"the slave), or, if the slave's store is the stale one, empty it")
                     return
+                if await self._inside_a_unit(offset, end):
+                    diverged.log(logging.ERROR, self.peer.rpartition(":")[0], "diverged",
+                                 "HA: slave %s reports commitlog offset %d, inside one of this master's units (its "
+                                 "end is %d): its commitlog holds bytes this master never wrote (was it written to "
+                                 "as a master?); refused. Empty its store directory (it copies everything again) to "
+                                 "make it a slave of this master", self.peer, offset, end)
+                    return
                 self.on_first_report(None)
                 self.next_transfer = max(offset, self.commitlog.min_offset())
                 log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
@@ -103,6 +116,15 @@ class HAConnection:
             if offset >= self.commitlog.max_offset():
                 self.caught_up_at = time.monotonic()
             self.on_ack(offset)
+
+    async def _inside_a_unit(self, offset: int, end: int) -> bool:
+        """Whether a slave's first report (at most this master's end) falls inside one of its units (the
+        walk to the offset runs off the event loop). An offset below the oldest byte kept cannot be
+        checked: the slave then refuses the transfer, which does not continue its commitlog."""
+        if offset == end or offset < self.commitlog.min_offset():  # a caught-up slave: no walk
+            return False
+        loop = asyncio.get_running_loop()
+        return not await loop.run_in_executor(None, self.commitlog.is_unit_boundary, offset)
 
     async def _write_loop(self) -> None:
         await self._first_report.wait()

@@ -69,7 +69,10 @@ class HAService:
         self.connections = self.connections | {conn}
         self._tasks.add(task)
         try:
-            await conn.serve()
+            # ``stop`` cancels this task; asyncio's server callback calls ``exception()`` on a task it
+            # started, which raises for a cancelled one (a traceback in the log at every clean stop)
+            with contextlib.suppress(asyncio.CancelledError):
+                await conn.serve()
         finally:
             self.connections = self.connections - {conn}
             self._tasks.discard(task)

@@ -63,13 +63,13 @@ def read_commitlog(store: Path) -> Commitlog:
         base = pos - pos % size
         data = files[base]
         at = pos - base
-        if at + HEAD.size > size:
+        if at + HEAD.size > len(data):  # len: a file read just as the broker creates it may still be empty
             break
         total, magic = HEAD.unpack_from(data, at)
         if magic == BLANK_MAGIC:
             pos = base + size
             continue
-        if magic != MESSAGE_MAGIC or total <= FIXED.size or at + total > size:
+        if magic != MESSAGE_MAGIC or total <= FIXED.size or at + total > len(data):
             break
         f = FIXED.unpack_from(data, at)
         queue_id, queue_offset, phys = f[3], f[5], f[6]

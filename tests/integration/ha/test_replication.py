@@ -176,9 +176,11 @@ def test_a_slave_ahead_of_its_master_is_refused_not_merged(ha_pair, api, tmp_pat
 
     pair = ha_pair("ASYNC_MASTER", with_slave=False)
     pair.start_slave(tmp_path, namesrv)  # the same store directory, now as the new master's slave
+    # its last unit is not the master's, but it is longer: it reports its end, which the master refuses
     wait_until(lambda: "past this master's end 0" in pair.master.log(), REPLICATION_TIMEOUT_S,
                "the master to refuse the diverged slave")
     assert "was it written to as a master?" in pair.master.log()
+    assert "past its master's end 0" in pair.slave.log()
     after = read_commitlog(pair.slave.store)
     assert after.files == before.files and len(after.units) == 5
 

@@ -124,3 +124,37 @@ def test_a_store_written_as_a_master_is_refused_as_a_diverged_slave(tmp_path):
     finally:
         master.shutdown()
         slave.shutdown()
+
+
+
+def put_units(store: MessageStore, batches: int) -> list[int]:
+    """Batches of 3 messages of growing bodies; where each unit starts."""
+    starts: list[int] = []
+    for i in range(batches):
+        result = store.put_messages(MessageBatch.of(TOPIC, i % 3, [bytes([i]) * (100 + i)] * 3))
+        starts += result.physical_offsets.tolist()
+    return starts
+
+
+def test_a_cut_off_units_first_bytes_are_dropped_and_the_unit_then_continues(pair):
+    master, slave = pair
+    starts = put_units(master, 30)
+    cut = starts[40] + 30  # inside a unit
+    slave.append_replicated(0, bytes(master.commitlog.read_from(0, cut)))
+    assert slave.commitlog.max_offset() == cut
+    assert slave.drop_partial_unit() == starts[40]  # the end of its last whole unit
+    last = bytes(master.commitlog.read(starts[39], starts[40] - starts[39]))
+    assert slave.commitlog.last_unit() == (starts[39], last)
+    copy(master, slave, random.Random(6), 5000)  # the master sends that unit again whole
+    assert files(slave) == files(master) and reads(slave) == reads(master)
+
+
+def test_unit_boundaries_are_found_by_the_chain_not_by_the_bytes(pair):
+    master, _ = pair
+    starts = put_units(master, 30)
+    log = master.commitlog
+    end = log.max_offset()
+    assert all(log.is_unit_boundary(s) for s in starts) and log.is_unit_boundary(end)
+    assert not any(log.is_unit_boundary(s + d) for s in starts for d in (1, 4, 8, 50))
+    assert not log.is_unit_boundary(end + 1)
+    assert log.last_unit() == (starts[-1], bytes(log.read(starts[-1], end - starts[-1])))
