@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 
 from spark_mq.common.errors import StoreError
-from spark_mq.common.message_unit import follow_chain
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.index_service import IndexService
@@ -38,8 +37,8 @@ def check_unit_start(commitlog: CommitLog, offset: int) -> None:
     if mf is None:
         raise StoreError(f"commitlog offset {offset} is not stored (commitlog [{commitlog.min_offset()}, "
                          f"{commitlog.max_offset()})): nothing truncated")
-    pos = offset - mf.file_from_offset
-    if follow_chain(mf.mv, 0, pos).end != pos:
+    if not commitlog.is_unit_boundary(offset):
+        pos = offset - mf.file_from_offset
         raise StoreError(f"commitlog offset {offset} (position {pos} of {mf.path.name}) does not begin a message "
                          "unit: a truncation there would cut a message in two, nothing truncated. Is the offset from "
                          "this store's own history (epoch comparison with its master)?")
