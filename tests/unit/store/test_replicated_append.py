@@ -124,3 +124,45 @@ def test_a_store_written_as_a_master_is_refused_as_a_diverged_slave(tmp_path):
     finally:
         master.shutdown()
         slave.shutdown()
+
+
+def queue_files(store: MessageStore) -> dict[str, bytes]:
+    root = store.root / "consumequeue" / TOPIC
+    return {f"{q.name}/{p.name}": p.read_bytes() for q in sorted(root.iterdir()) for p in sorted(q.iterdir())}
+
+
+def test_entries_built_while_transfers_cut_units_match_the_masters(pair):
+    """Reads between transfers make the slave build entries for whatever whole units it has so far
+    (a unit cut by a transfer waits for the rest): its consume queue files (offsets, sizes, tag
+    codes) and key queries end up as the master's."""
+    master, slave = pair
+    rng = random.Random(11)
+    fill_master(master, rng, 60)
+    while slave.commitlog.max_offset() < master.commitlog.max_offset():
+        view = master.commitlog.read_from(slave.commitlog.max_offset(), rng.randrange(1, 3000))
+        slave.append_replicated(slave.commitlog.max_offset(), bytes(view))
+        if rng.random() < 0.3:
+            slave.get_messages(TOPIC, rng.randrange(3), 0, 1)
+    for store in (master, slave):
+        store.shutdown()  # everything dispatched and flushed
+        store.start()
+    assert queue_files(slave) == queue_files(master)
+    for i in range(0, 60, 7):
+        assert slave.query_by_key(TOPIC, f"key-{i}-0") == master.query_by_key(TOPIC, f"key-{i}-0") != []
+
+
+def test_a_damaged_replicated_unit_is_quarantined_not_served(pair):
+    """A unit whose body the transfer damaged: its queue offset is kept but never served, and the
+    units after it are served as the master's."""
+    master, slave = pair
+    for i in range(10):
+        master.put_message(Message(TOPIC, f"body-{i:04d}".encode()), 0)
+    data = bytearray(master.commitlog.read_from(0, 1 << 20))
+    data[data.index(b"body-0004")] ^= 0xFF
+    slave.append_replicated(0, bytes(data))
+    res = slave.get_messages(TOPIC, 0, 0, 100)
+    got = [bytes(res.data[s:s + n]) for s, n in zip(res.unit_starts().tolist(), res.sizes.tolist(), strict=True)]
+    want = reads(master)[0]
+    assert got == want[:4] + want[5:]
+    assert slave.corrupt_units == 1
+    assert slave.get_max_offset(TOPIC, 0) == 10
