@@ -486,7 +486,9 @@ class MessageStore:
         if waiting > 0 and (waiting >= REPLICA_DISPATCH_BYTES
                             or time.monotonic() - self._last_replica_append >= IDLE_BEFORE_DISPATCH_S):
             self._catch_up_replica()
-        self._dispatcher.catch_up_when_idle()
+            self._dispatcher.catch_up()
+        else:
+            self._dispatcher.catch_up_when_idle()  # what reads' small passes left (index entries)
 
     def _catch_up_replica(self) -> None:
         """A slave's append records for every complete replicated unit, handed to the dispatcher

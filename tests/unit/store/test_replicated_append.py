@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from unit_helpers import tiny_config
+from unit_helpers import crash, tiny_config
 
 from spark_mq.common.errors import ReplicationError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch
@@ -166,3 +166,32 @@ def test_a_damaged_replicated_unit_is_quarantined_not_served(pair):
     assert got == want[:4] + want[5:]
     assert slave.corrupt_units == 1
     assert slave.get_max_offset(TOPIC, 0) == 10
+
+
+def test_a_crashed_slave_recovers_the_entries_it_had_not_built(pair):
+    """Killed with units appended but not yet handed to dispatch, and entries built but not yet
+    checkpointed: the store's recovery at the next start builds them, and the slave serves what
+    the master does and carries on replicating."""
+    master, slave = pair
+    rng = random.Random(12)
+    fill_master(master, rng, 30)
+    copy(master, slave, rng, 4000)
+    slave.get_messages(TOPIC, 0, 0, 1)  # entries built up to here
+    slave._checkpoint_now()
+    fill_master(master, rng, 30)
+    copy(master, slave, rng, 4000)
+    slave.get_messages(TOPIC, 1, 0, 1)  # built, not checkpointed
+    fill_master(master, rng, 10)
+    copy(master, slave, rng, 4000)  # appended only
+    slave.commitlog.flush()
+    crash(slave)
+    again = slave_store(slave.root).start()
+    try:
+        assert again.recovery is not None and again.recovery.abnormal
+        assert reads(again) == reads(master)
+        fill_master(master, rng, 10)
+        copy(master, again, rng, 4000)
+        assert reads(again) == reads(master)
+        assert again.query_by_key(TOPIC, "key-9-0") == master.query_by_key(TOPIC, "key-9-0") != []
+    finally:
+        again.shutdown()
