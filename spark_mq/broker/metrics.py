@@ -193,8 +193,8 @@ class BrokerMetrics:
                                           "Commitlog bytes this master has that the slave has not acknowledged "
                                           "(commitlog max offset - the slave's last reported offset)", labels=["slave"])
             lag_seconds = GaugeMetricFamily("spark_mq_ha_slave_lag_seconds",
-                                            "Seconds since the slave last acknowledged this master's whole commitlog "
-                                            "(0 while it has every byte; grows while it is behind)", labels=["slave"])
+                                            "Age of the oldest commitlog byte the slave has not acknowledged (0 while "
+                                            "it has every byte; grows while it stalls)", labels=["slave"])
             acked = GaugeMetricFamily("spark_mq_ha_slave_ack_offset",
                                       "The commitlog offset the slave last reported having", labels=["slave"])
             for conn in slaves:

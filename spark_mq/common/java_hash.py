@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from spark_mq.common.message_unit import at_every_byte
+
 _MASK = 0xFFFFFFFF
 
 
@@ -45,6 +47,9 @@ def combine(prefix_hash: int, suffix_hash: int, suffix_units: int) -> int:
 
 
 _POW_CACHE = np.ones(1, dtype=np.uint32)
+_MATRIX_CELLS = 1 << 20  # bytes per hashing matrix
+_TRIANGLE_WIDTH = 256  # ranges up to this long are masked with rows of one precomputed triangle
+_TRIANGLE = np.arange(_TRIANGLE_WIDTH) >= (_TRIANGLE_WIDTH - np.arange(_TRIANGLE_WIDTH + 1))[:, None]
 
 
 def _powers(n: int) -> np.ndarray:
@@ -74,22 +79,11 @@ def java_hashes(
     if n == 0:
         return out.astype(np.uint32).view(np.int32)
     lengths = ends - starts
-    # Horner's rule a column at a time, over the ranges still long enough (longest first);
-    # uint32 arithmetic wraps exactly like Java's int
-    order = np.argsort(-lengths, kind="stable")
-    s_sorted = starts[order]
-    neg_len = -lengths[order]
-    h = np.zeros(n, dtype=np.uint32)
-    high = np.zeros(n, dtype=np.uint8)  # max byte seen: >= 0x80 means non-ASCII
-    thirty_one = np.uint32(31)
-    for j in range(int(lengths.max())):
-        k = int(np.searchsorted(neg_len, -j, side="left"))  # ranges with length > j
-        col = buf[s_sorted[:k] + j]
-        h[:k] = h[:k] * thirty_one + col
-        np.maximum(high[:k], col, out=high[:k])
-    out[order] = h
+    high = np.zeros(n, dtype=bool)  # ranges holding a non-ASCII byte
+    for rows, width in _chunks(lengths):
+        out[rows], high[rows] = _hash_rows(buf, starts[rows], ends[rows], width)
     units = lengths.copy()
-    for r in order[high >= 0x80].tolist():  # non-ASCII is rare: decode just these ranges
+    for r in np.flatnonzero(high).tolist():  # non-ASCII is rare: decode just these ranges
         text = bytes(buf[starts[r] : ends[r]]).decode("utf-8", "replace")
         out[r] = java_hash(text) & _MASK
         units[r] = len(text.encode("utf-16-be")) // 2
@@ -97,3 +91,41 @@ def java_hashes(
     if prefix.any():
         out = (prefix * _powers(int(units.max()) + 1).astype(np.uint64)[units] + out) & _MASK
     return out.astype(np.uint32).view(np.int32)
+
+
+def _chunks(lengths: np.ndarray) -> list[tuple[np.ndarray, int]]:
+    """Rows of ranges (shortest first) in groups whose (rows x longest length) matrix stays under
+    ``_MATRIX_CELLS``, with that longest length: usually one group."""
+    order = np.argsort(lengths, kind="stable")
+    by_len = lengths[order]
+    out: list[tuple[np.ndarray, int]] = []
+    i, n = 0, order.size
+    while i < n:
+        cells = np.arange(1, n - i + 1) * by_len[i:]
+        j = i + max(int(np.searchsorted(cells, _MATRIX_CELLS, side="right")), 1)
+        out.append((order[i:j], int(by_len[j - 1])))
+        i = j
+    return out
+
+
+def _hash_rows(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of ranges of at most ``width`` bytes (ASCII assumed) and whether each holds a
+    non-ASCII byte. The ``width`` bytes ending each range are gathered as one opaque record (a
+    memcpy each), the bytes before the range zeroed (leading zeros add nothing), and each row's
+    dot product with the powers 31**(width-1-j) taken in uint32 by ``einsum`` (its own loops: no
+    BLAS threads, and far faster than numpy's per-row reductions). A few calls instead of a
+    Horner step per byte position."""
+    n = starts.size
+    if width == 0:
+        return np.zeros(n, dtype=np.uint32), np.zeros(n, dtype=bool)
+    if int(ends.min()) < width:  # a range near the buffer's start: room for its leading zeros
+        buf, starts, ends = np.concatenate((np.zeros(width, dtype=np.uint8), buf)), starts + width, ends + width
+    cells = at_every_byte(buf, f"V{width}")[ends - width].view(np.uint8).reshape(n, width)
+    lengths = ends - starts
+    if width <= _TRIANGLE_WIDTH:  # row L of the triangle: the last L of its columns set
+        cells *= _TRIANGLE[lengths, _TRIANGLE_WIDTH - width:]
+    else:
+        cells *= np.arange(width) >= (width - lengths)[:, None]
+    hashes = np.einsum("ij,j->i", cells, _powers(width)[::-1], dtype=np.uint32)  # wraps as Java's int
+    non_ascii = cells.max(axis=1) >= 0x80 if cells.max() >= 0x80 else np.zeros(n, dtype=bool)
+    return hashes, non_ascii

@@ -56,12 +56,13 @@ from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
 from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
 from spark_mq.store.disk_space import disk_full, free_bytes
-from spark_mq.store.dispatch import AppendRecord, Dispatcher
+from spark_mq.store.dispatch import IDLE_BEFORE_DISPATCH_S, AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
 from spark_mq.store.index_file import index_file_size
 from spark_mq.store.index_service import IndexService
 from spark_mq.store.lock_file import StoreLock
 from spark_mq.store.recovery import DeferredCrc, RecoveryReport, check_from, check_region, rebuild, recover
+from spark_mq.store.replica_units import read_replicated
 from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import (
     ArchivedOffset,
@@ -90,8 +91,8 @@ log = logging.getLogger(__name__)
 # appends anyway, and every wake-up takes the GIL from the event loop (1 ms meant 1000 a second)
 DISPATCH_INTERVAL_S = 0.010
 DISPATCH_BACKLOG = 8_192  # messages: past this a put dispatches the backlog itself
-# a slave builds the entries of replicated units once this many bytes wait (else on a read or in the
-# background): one pass over 1 MiB costs about what one over 32 KiB does, per message far less
+# a slave builds the entries of replicated units once this many bytes wait (else on a read or once appends
+# pause): one pass over 1 MiB costs about what one over 32 KiB does, per message far less
 REPLICA_DISPATCH_BYTES = 1 << 20
 DISK_CHECK_INTERVAL_S = 1.0  # while writes are refused for a full disk, how often free space is looked at
 RESERVED_QUEUE_FILES = 16  # consume queue files' worth of space a commitlog roll leaves free
@@ -164,6 +165,9 @@ class MessageStore:
         self.startup_check: threading.Thread | None = None  # the background check after a clean stop
         self._stop_check = threading.Event()
         self._rebuild_next_start = False  # the background check found what only a start can repair
+        self._replica_read = 0  # a slave's commitlog offset up to which units went to the dispatcher
+        self._last_replica_append = 0.0
+        self._replica_trouble: tuple[int, int] | None = None  # the last stretch left to rebuild (logged once)
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -213,6 +217,7 @@ class MessageStore:
             self._rebuild_from = self.recovery.rebuild_from
             dispatched = self.commitlog.max_offset() if self._rebuild_from is None else self._rebuild_from
             self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched)
+            self._replica_read = dispatched
             if self._rebuild_from is not None:
                 self._disk_full = (f"disk full: the store started without room for the consume queue and index "
                                    f"files of the messages from commitlog offset {self._rebuild_from}; writes are "
@@ -239,7 +244,8 @@ class MessageStore:
         else:
             self._tasks.append(PeriodicTask("flush-commitlog", cfg.flush_interval_commit_log / 1000,
                                             self.commitlog.flush))
-        self._tasks.append(PeriodicTask("dispatch", DISPATCH_INTERVAL_S, self._catch_up_replica if cfg.is_slave
+        self._tasks.append(PeriodicTask("dispatch", DISPATCH_INTERVAL_S, self._dispatch_replica_in_background
+                                        if cfg.is_slave
                                         else self._dispatcher.catch_up_when_idle))
         self._tasks.append(PeriodicTask("flush-logic", cfg.flush_interval_consume_queue / 1000,
                                         self._checkpoint_now))
@@ -459,41 +465,76 @@ class MessageStore:
     def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
         """A slave's write: the master's commitlog bytes at the same ``offset`` (see
         ``CommitLog.append_raw``). Consume queue and index entries for the complete units follow
-        (a transfer may end inside a unit: its entries come with the next one) once
-        ``REPLICA_DISPATCH_BYTES`` wait, before any read, and in the background. Returns the
-        commitlog's new end. Raises ``ReplicationError`` (nothing written) when ``offset`` is not
-        this commitlog's end or when the bytes show the two commitlogs diverged (see
-        ``_check_continues``), ``DiskFullError`` when the file does not fit the disk."""
+        (a transfer may end inside a unit: its entries come with the next one) before any read,
+        and in the background once ``REPLICA_DISPATCH_BYTES`` wait or appends pause, never here:
+        the slave acknowledges the bytes (what a SYNC_MASTER put waits for) as soon as they are
+        written. Returns the commitlog's new end. Raises ``ReplicationError`` (nothing written)
+        when ``offset`` is not this commitlog's end or when the bytes show the two commitlogs
+        diverged (see ``_check_continues``), ``DiskFullError`` when the file does not fit the disk."""
         if not self._running:
             raise StoreNotWritableError("store is not running: start() it first")
-        assert self._dispatcher is not None
         with self._put_lock:
             self._check_continues(offset, data)
             end = self.commitlog.append_raw(offset, data)
-            if end - self._dispatcher.dispatched_offset >= REPLICA_DISPATCH_BYTES:
-                self._dispatch_replicated()
+        self._last_replica_append = time.monotonic()
         return end
 
+    def _dispatch_replica_in_background(self) -> None:
+        """A slave's dispatch duty: one large pass once ``REPLICA_DISPATCH_BYTES`` wait or appends
+        pause (each pass has a fixed cost, see ``dispatch``), like a master's ``catch_up_when_idle``."""
+        assert self._dispatcher is not None
+        waiting = self.commitlog.max_offset() - self._replica_read
+        if waiting > 0 and (waiting >= REPLICA_DISPATCH_BYTES
+                            or time.monotonic() - self._last_replica_append >= IDLE_BEFORE_DISPATCH_S):
+            self._catch_up_replica()
+            self._dispatcher.catch_up()
+        else:
+            self._dispatcher.catch_up_when_idle()  # what reads' small passes left (index entries)
+
     def _catch_up_replica(self) -> None:
-        """A slave's entries for every complete replicated unit (before reads, and in the background)."""
-        if self._dispatcher is not None and self._dispatcher.dispatched_offset < self.commitlog.max_offset():
+        """A slave's append records for every complete replicated unit, handed to the dispatcher
+        (before reads, and in the background)."""
+        if self._dispatcher is not None and self._replica_read < self.commitlog.max_offset():
             with self._put_lock:
                 self._dispatch_replicated()
 
     def _dispatch_replicated(self) -> None:
-        """Entries for the replicated units past the dispatched offset (under the put lock): recovery's
-        rebuild over them, which reads the units themselves (a slave has no append records)."""
+        """Append records for the replicated units past those read (under the put lock), see
+        ``replica_units``; what that path leaves (damaged units, a broken chain) goes to recovery's
+        rebuild, which quarantines and reports it as a start would."""
         assert self._dispatcher is not None
         # an empty commitlog restarts at the master's first byte sent, a file start maybe past 0
-        start = max(self._dispatcher.dispatched_offset, self.commitlog.min_offset())
+        start = max(self._replica_read, self.commitlog.min_offset())
+        got = read_replicated(self.commitlog, start, self.commitlog.max_offset(),
+                              self._next_queue_offset, self.config.check_crc_on_recover)
+        for r in got.records:
+            self._dispatcher.enqueue(r)
+            self._next_queue_offset[(r.topic, r.queue_id)] = r.queue_offset + int(r.sizes.size)
+            self._last_store_ts = max(self._last_store_ts, r.store_timestamp)
+        self._replica_read = got.end
+        if got.trouble is not None:
+            self._rebuild_replicated(got.trouble)
+
+    def _rebuild_replicated(self, why: str) -> None:
+        """Recovery's rebuild over the replicated units ``replica_units`` would not read (under the
+        put lock), once everything before them is dispatched."""
+        assert self._dispatcher is not None
+        self._dispatcher.catch_up()
+        if self._dispatcher.backlog or self._dispatcher.stalled is not None:
+            return  # a full disk: tried again on the next pass
+        start = self._replica_read
         with self._queues_lock:
             queues = list(self.queues.values())
         done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,
                                     self.config.check_crc_on_recover)
+        if (start, done) != self._replica_trouble:
+            log.warning("replicated units: %s; built by recovery's rebuild up to commitlog offset %d", why, done)
+            self._replica_trouble = (start, done)
         self._corrupt.update(damaged.tolist())
-        if done > start:
-            self._last_store_ts = max(self._last_store_ts, ts)
-            self._dispatcher.rebuilt(done, self._last_store_ts)
+        self._last_store_ts = max(self._last_store_ts, ts)
+        self._dispatcher.rebuilt(done, self._last_store_ts)
+        self._replica_read = max(start, done)
+        self._sync_queue_offsets()
 
     def drop_partial_unit(self) -> int:
         """A slave's commitlog ends inside a unit when a transfer was cut off there (the master sends
@@ -523,8 +564,7 @@ class MessageStore:
         would make a commitlog neither of them wrote. (A divergence that happens to end on one of
         the master's unit boundaries is not seen here; nor one while entries wait to be built: the
         check is sure to run on the first transfer after a (re)connect, where a diverged slave is.)"""
-        assert self._dispatcher is not None
-        if offset != self._dispatcher.dispatched_offset or len(data) < SIZE_MAGIC.size:
+        if offset != self._replica_read or len(data) < SIZE_MAGIC.size:
             return  # inside a unit the master started sending: its start was checked
         _, magic = SIZE_MAGIC.unpack_from(data)
         if magic == BLANK_MAGIC:
@@ -581,6 +621,7 @@ class MessageStore:
                 return
             self._corrupt.update(damaged.tolist())
             self._dispatcher.rebuilt(end, ts)
+            self._replica_read = end
             self._last_store_ts = max(self._last_store_ts, ts)
             self._sync_queue_offsets()
             log.warning("consume queue and index entries from commitlog offset %d to %d built", self._rebuild_from, end)
@@ -834,6 +875,7 @@ class MessageStore:
             cut_commitlog(self.commitlog, self.index, cut)
             new_end = self.commitlog.max_offset()
             self._dispatcher.rebuilt(new_end, self._last_store_ts)
+            self._replica_read = new_end
             if self._group_commit is not None:
                 self._group_commit.truncated(new_end)
             self._sync_queue_offsets()

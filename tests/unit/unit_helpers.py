@@ -42,3 +42,13 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def crash(store) -> None:
+    """Stop a ``MessageStore`` as a killed process would: no final checkpoint, the abort file left behind."""
+    store._running = False
+    for task in store._tasks:
+        task.stop()
+    store._tasks.clear()
+    store._close_files()
+    store._lock.release()

@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from spark_mq.common.log_limit import LogLimiter
 from spark_mq.store.commitlog import CommitLog
+from spark_mq.store.ha.end_times import EndTimes
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class HAConnection:
         self.acked = -1  # the slave's last reported offset (-1: none yet)
         self.next_transfer = -1  # next commitlog offset to send
         self.bytes_sent = 0  # commitlog bytes streamed to this slave
-        self.caught_up_at = time.monotonic()  # when a report last matched the master's end (lag seconds)
+        self.end_times = EndTimes(time.monotonic())  # dates the bytes the slave lacks (lag seconds)
         self._first_report = asyncio.Event()
 
     async def serve(self) -> None:
@@ -79,8 +80,8 @@ class HAConnection:
         return max(0, self.commitlog.max_offset() - max(self.acked, 0))
 
     def lag_seconds(self, now: float) -> float:
-        """Seconds since this slave last acknowledged the master's end (0 while it has everything)."""
-        return 0.0 if self.lag_bytes() == 0 else now - self.caught_up_at
+        """Age of the oldest byte this slave has not acknowledged (0 while it has everything)."""
+        return 0.0 if self.lag_bytes() == 0 else self.end_times.age(max(self.acked, 0), now)
 
     async def _read_loop(self) -> None:
         while True:
@@ -113,8 +114,7 @@ class HAConnection:
                 log.info("HA: slave %s connected at commitlog offset %d (master at %d)", self.peer, offset, end)
                 self._first_report.set()
             self.acked = offset
-            if offset >= self.commitlog.max_offset():
-                self.caught_up_at = time.monotonic()
+            self.end_times.acknowledged(offset)
             self.on_ack(offset)
 
     async def _inside_a_unit(self, offset: int, end: int) -> bool:
@@ -132,6 +132,7 @@ class HAConnection:
         while True:
             # retention may have deleted what the slave still lacks: go on from the oldest byte kept
             self.next_transfer = max(self.next_transfer, self.commitlog.min_offset())
+            self.end_times.record(time.monotonic(), self.commitlog.max_offset())
             view = self.commitlog.read_from(self.next_transfer, self.batch_size)
             if view is not None:
                 # one write, so one segment: a header sent on its own (TCP_NODELAY) costs a packet and wakes

@@ -5,6 +5,7 @@ and ``spark-mq dev --replicas 2`` starting a pair that replicates."""
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import contextmanager
 
 from broker._support import pull_header
@@ -13,12 +14,19 @@ from cli.conftest import run_cli
 from servers import ServerProcess, free_port, unique, wait_until
 
 from spark_mq.client.results import PullStatus, SendStatus
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import MessageBatch
 
 from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 SLAVE_LAG = "spark_mq_ha_slave_lag_bytes"
 SLAVE_LAG_SECONDS = "spark_mq_ha_slave_lag_seconds"
+LAG_SAMPLES = 60  # scrapes under load that found the slave behind
+PRODUCERS = 4  # threads sending batches back to back: the master's end never rests
+# a keeping-up slave's oldest missing byte is a few ms old (5 ms median here; "since it last had
+# everything" gave medians of 65-560 ms and maxima past 1 s); the bounds leave room for a loaded machine
+STEADY_LAG_MEDIAN_S = 0.05
+STEADY_LAG_MAX_S = 1.0
 
 
 def per_slave(metrics: dict, name: str) -> dict[str, float]:
@@ -145,3 +153,50 @@ def test_dev_replicas_2_starts_a_pair_that_replicates(tmp_path, api):
         assert (tmp_path / "store-slave1").is_dir()
     finally:
         dev.stop_cleanly()
+
+
+def test_lag_seconds_is_the_age_of_the_oldest_unacknowledged_byte(ha_pair, api):
+    """Under a steady producer the slave trails by a few transfers: bytes lag is nonzero in
+    the samples, yet the seconds are those bytes' age (well under the time the producer has run),
+    not the time since the slave last had the master's whole commitlog. While the slave is
+    stopped the age of its oldest missing byte grows from one sample to the next."""
+    pair = ha_pair("ASYNC_MASTER", metrics=True)
+    topic = make_topic(api, pair)
+    slave_connected(pair)
+    [slave_label] = per_slave(caught_up(pair), SLAVE_LAG)
+    stop = threading.Event()
+    sent = [0]
+
+    def produce() -> None:
+        with SyncMQClientAPI(timeout=30.0) as own:
+            while not stop.is_set():
+                batch = MessageBatch.of(topic, sent[0] % QUEUES, [b"steady" * 40] * 64, [b""] * 64)
+                assert own.send_batch(pair.master.addr, batch, "ha_producer").status == SendStatus.SEND_OK
+                sent[0] += 1
+
+    producers = [threading.Thread(target=produce, daemon=True) for _ in range(PRODUCERS)]
+    for t in producers:
+        t.start()
+    behind: list[float] = []  # lag seconds of the samples where the slave lacked bytes
+    try:
+        def sampled_enough() -> bool:
+            m = scrape(pair.master.metrics_url)
+            if per_slave(m, SLAVE_LAG)[slave_label] > 0:
+                behind.append(per_slave(m, SLAVE_LAG_SECONDS)[slave_label])
+            return len(behind) >= LAG_SAMPLES
+        wait_until(sampled_enough, 120, f"{LAG_SAMPLES} samples with the slave behind", interval=0.05)
+    finally:
+        stop.set()
+        for t in producers:
+            t.join(60)
+    assert sent[0] >= LAG_SAMPLES  # the load ran throughout
+    assert sorted(behind)[len(behind) // 2] < STEADY_LAG_MEDIAN_S and max(behind) < STEADY_LAG_MAX_S, behind
+    caught_up(pair)
+
+    with stopped(pair.slave):
+        send_batches(api, pair.master.addr, topic, 2, seed=6)
+        first = wait_until(lambda: per_slave(scrape(pair.master.metrics_url), SLAVE_LAG_SECONDS)[slave_label] or None,
+                           REPLICATION_TIMEOUT_S, "the master to report the stopped slave's lag")
+        send_batches(api, pair.master.addr, topic, 2, seed=7)
+        later = per_slave(scrape(pair.master.metrics_url), SLAVE_LAG_SECONDS)[slave_label]
+        assert later > first  # the same oldest missing byte, older now

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import numpy as np
-from unit_helpers import reference_java_hash
+from unit_helpers import crash, reference_java_hash
 
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.message_unit import decode_message
@@ -84,16 +84,6 @@ def test_key_queries_see_messages_whose_index_entries_a_read_deferred(make_store
     assert _bodies(store, "shared") == {f"body {i}".encode() for i in [*range(5 + len(big)), 100]}
 
 
-def _crash(store: MessageStore) -> None:
-    """Stop as a killed process would: no final checkpoint, the abort file left behind."""
-    store._running = False
-    for task in store._tasks:
-        task.stop()
-    store._tasks.clear()
-    store._close_files()
-    store._lock.release()
-
-
 def test_deferred_index_entries_survive_a_checkpoint_and_a_crash(make_store, tmp_path):
     store = make_store()
     for i in range(3):
@@ -105,7 +95,7 @@ def test_deferred_index_entries_survive_a_checkpoint_and_a_crash(make_store, tmp
         store.put_message(_keyed(i), 1)
         assert store.get_messages(TOPIC, 1, i, 32).count == 1
     store.commitlog.flush()
-    _crash(store)
+    crash(store)
     again = make_store()
     assert again.recovery is not None and again.recovery.abnormal
     res = again.get_messages(TOPIC, 1, 0, 32)

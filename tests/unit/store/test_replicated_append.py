@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from unit_helpers import tiny_config
+from unit_helpers import crash, tiny_config
 
 from spark_mq.common.errors import ReplicationError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch
@@ -158,3 +158,74 @@ def test_unit_boundaries_are_found_by_the_chain_not_by_the_bytes(pair):
     assert not any(log.is_unit_boundary(s + d) for s in starts for d in (1, 4, 8, 50))
     assert not log.is_unit_boundary(end + 1)
     assert log.last_unit() == (starts[-1], bytes(log.read(starts[-1], end - starts[-1])))
+
+
+def queue_files(store: MessageStore) -> dict[str, bytes]:
+    root = store.root / "consumequeue" / TOPIC
+    return {f"{q.name}/{p.name}": p.read_bytes() for q in sorted(root.iterdir()) for p in sorted(q.iterdir())}
+
+
+def test_entries_built_while_transfers_cut_units_match_the_masters(pair):
+    """Reads between transfers make the slave build entries for whatever whole units it has so far
+    (a unit cut by a transfer waits for the rest): its consume queue files (offsets, sizes, tag
+    codes) and key queries end up as the master's."""
+    master, slave = pair
+    rng = random.Random(11)
+    fill_master(master, rng, 60)
+    while slave.commitlog.max_offset() < master.commitlog.max_offset():
+        view = master.commitlog.read_from(slave.commitlog.max_offset(), rng.randrange(1, 3000))
+        slave.append_replicated(slave.commitlog.max_offset(), bytes(view))
+        if rng.random() < 0.3:
+            slave.get_messages(TOPIC, rng.randrange(3), 0, 1)
+    for store in (master, slave):
+        store.shutdown()  # everything dispatched and flushed
+        store.start()
+    assert queue_files(slave) == queue_files(master)
+    for i in range(0, 60, 7):
+        assert slave.query_by_key(TOPIC, f"key-{i}-0") == master.query_by_key(TOPIC, f"key-{i}-0") != []
+
+
+def test_a_damaged_replicated_unit_is_quarantined_not_served(pair):
+    """A unit whose body the transfer damaged: its queue offset is kept but never served, and the
+    units after it are served as the master's."""
+    master, slave = pair
+    for i in range(10):
+        master.put_message(Message(TOPIC, f"body-{i:04d}".encode()), 0)
+    data = bytearray(master.commitlog.read_from(0, 1 << 20))
+    data[data.index(b"body-0004")] ^= 0xFF
+    slave.append_replicated(0, bytes(data))
+    res = slave.get_messages(TOPIC, 0, 0, 100)
+    got = [bytes(res.data[s:s + n]) for s, n in zip(res.unit_starts().tolist(), res.sizes.tolist(), strict=True)]
+    want = reads(master)[0]
+    assert got == want[:4] + want[5:]
+    assert slave.corrupt_units == 1
+    assert slave.get_max_offset(TOPIC, 0) == 10
+
+
+def test_a_crashed_slave_recovers_the_entries_it_had_not_built(pair):
+    """Killed with units appended but not yet handed to dispatch, and entries built but not yet
+    checkpointed: the store's recovery at the next start builds them, and the slave serves what
+    the master does and carries on replicating."""
+    master, slave = pair
+    rng = random.Random(12)
+    fill_master(master, rng, 30)
+    copy(master, slave, rng, 4000)
+    slave.get_messages(TOPIC, 0, 0, 1)  # entries built up to here
+    slave._checkpoint_now()
+    fill_master(master, rng, 30)
+    copy(master, slave, rng, 4000)
+    slave.get_messages(TOPIC, 1, 0, 1)  # built, not checkpointed
+    fill_master(master, rng, 10)
+    copy(master, slave, rng, 4000)  # appended only
+    slave.commitlog.flush()
+    crash(slave)
+    again = slave_store(slave.root).start()
+    try:
+        assert again.recovery is not None and again.recovery.abnormal
+        assert reads(again) == reads(master)
+        fill_master(master, rng, 10)
+        copy(master, again, rng, 4000)
+        assert reads(again) == reads(master)
+        assert again.query_by_key(TOPIC, "key-9-0") == master.query_by_key(TOPIC, "key-9-0") != []
+    finally:
+        again.shutdown()
