@@ -8,8 +8,9 @@ deployed roles. It heartbeats to every controller each ``brokerHeartbeatInterval
 commitlog end and the master epoch it knows (each controller judges liveness on its own), and asks
 for its set's master and epoch every ``syncBrokerMetadataPeriod`` ms (GET_REPLICA_INFO).
 
-Not yet: acting on an election. A broker keeps its configured role, and says so in a WARNING when the
-controller names another master.
+Every change of the set's master or epoch it learns goes to ``on_master`` (the broker changes role
+on it: see ``role_switch``). The broker's id here is its configured ``brokerId`` whatever its role
+(the NameServers see 0 while it is master).
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ class ReplicasManager:
     """Runs on the broker's event loop; ``run`` until cancelled."""
 
     def __init__(self, config: BrokerConfig, client: RemotingClient, address: Callable[[], str],
-                 max_offset: Callable[[], int]) -> None:
+                 max_offset: Callable[[], int], first_election: bool,
+                 on_master: Callable[[int | None, str | None, int], None]) -> None:
+        """``first_election``: this broker was configured master, so it asks for its set's first election."""
         self.config = config
+        self.first_election = first_election
+        self.on_master = on_master
         self.client = client
         self.controllers = split_addresses(config.controller_addr)
         self._address = address
@@ -97,7 +102,7 @@ class ReplicasManager:
                 return
             self.registered = True
             log.info("registered with the controller at %s", self._leader)
-            if "masterBrokerId" not in answer.ext_fields and not c.is_slave:
+            if "masterBrokerId" not in answer.ext_fields and self.first_election:
                 elected = await self._to_leader(RequestCode.CONTROLLER_ELECT_MASTER, ElectMasterRequestHeader(
                     cluster_name=c.broker_cluster_name, broker_name=c.broker_name, broker_id=c.broker_id))
                 if elected.code not in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_MASTER_STILL_EXIST):
@@ -117,10 +122,7 @@ class ReplicasManager:
         self.master_id, self.master_address, self.master_epoch = known
         log.info("controller: master of %s is %s (%s), master epoch %d", self.config.broker_name, self.master_id,
                  self.master_address, self.master_epoch)
-        if (self.master_id == self.config.broker_id) == self.config.is_slave:
-            log.warning("the controller names %s (%s) master of %s but this broker is configured %s: role changes on "
-                        "election are not made yet", self.master_id, self.master_address, self.config.broker_name,
-                        self.config.broker_role)
+        self.on_master(self.master_id, self.master_address, self.master_epoch)
 
     async def _to_leader(self, code: int, header: Header) -> RemotingCommand:
         """Send to the leading controller: the one last found, else each in turn, following a

@@ -170,9 +170,13 @@ class BrokerConfig(ServerChannelConfig):
     def _check_replication(self) -> None:
         if self.broker_role not in BROKER_ROLES:
             raise ConfigError(f"brokerRole={self.broker_role}: use one of {', '.join(BROKER_ROLES)}")
-        if self.broker_role == SLAVE and self.broker_id <= MASTER_ID:
+        if self.enable_controller_mode:
+            if self.broker_id <= MASTER_ID:
+                raise ConfigError(f"enableControllerMode=true needs brokerId > 0 (got {self.broker_id}): it is this "
+                                  "replica's id at the controller, and 0 is the id of whichever replica is master")
+        elif self.broker_role == SLAVE and self.broker_id <= MASTER_ID:
             raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (got {self.broker_id}): 0 is the master's id")
-        if self.broker_role != SLAVE and self.broker_id != MASTER_ID:
+        elif self.broker_role != SLAVE and self.broker_id != MASTER_ID:
             raise ConfigError(f"brokerRole={self.broker_role} needs brokerId=0 (got {self.broker_id}): "
                               "a broker with another id is a slave (brokerRole=SLAVE)")
         if not 0 <= self.ha_listen_port <= 65535:
@@ -208,6 +212,12 @@ class BrokerConfig(ServerChannelConfig):
     @property
     def is_slave(self) -> bool:
         return self.broker_role == SLAVE
+
+    @property
+    def registered_id(self) -> int:
+        """The id this broker registers with the NameServers: its brokerId, except that in controller
+        mode (where brokerId is the replica's id at the controller) the current master registers as 0."""
+        return MASTER_ID if self.enable_controller_mode and not self.is_slave else self.broker_id
 
     @property
     def in_memory_read_bytes(self) -> int:
