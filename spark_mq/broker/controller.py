@@ -32,6 +32,7 @@ from spark_mq.broker.admin_processor import AdminProcessor
 from spark_mq.broker.client_processor import ClientProcessor
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.epoch_processor import EpochProcessor
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.master_commitlog import MasterCommitLog
 from spark_mq.broker.metadata_processor import MetadataProcessor
@@ -191,7 +192,8 @@ class BrokerController:
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
                                       lambda: self.hold.recheck(self.store.get_max_offset),
-                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found)
+                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found,
+                                      epochs=self.epochs)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.tiered,
@@ -263,7 +265,9 @@ class BrokerController:
     def _processors(self) -> tuple[Processor, ...]:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
+        controller_mode = () if self.epochs is None else (EpochProcessor(self.store, self.epochs),)
         return (
+            *controller_mode,
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
                           self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
                           self.slave_refusal),

@@ -6,6 +6,7 @@ independent reader)."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -85,9 +86,8 @@ def route(api, namesrv: str, topic: str, name: str) -> dict[int, str]:
     return next((dict(b.broker_addrs) for b in (data.broker_datas if data else []) if b.broker_name == name), {})
 
 
-def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api):
-    namesrv = embedded.addr
-    rs = replica_set()
+def started_with_a_topic(api, namesrv: str, rs: ReplicaSet) -> str:
+    """Replica 1 elected and registered as id 0, a topic on it, the route listing every replica."""
     first = rs.brokers[1]
     wait_until(lambda: route(api, namesrv, "TBW102", rs.name).get(0) == first.addr, TIMEOUT_S,
                "replica 1 elected and registered as id 0")
@@ -96,31 +96,79 @@ def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slav
     wait_until(lambda: route(api, namesrv, topic, rs.name) == {0: first.addr, 2: rs.brokers[2].addr,
                                                                3: rs.brokers[3].addr}, TIMEOUT_S,
                "the route to list the master as 0 and both slaves by their ids")
-    with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=0) as producer:
-        for i in range(20):
-            assert producer.send(Message(topic, f"before-{i}".encode())).status == SendStatus.SEND_OK
-    end = read_commitlog(first.store).end
-    wait_until(lambda: all(read_commitlog(rs.brokers[i].store).end == end for i in (2, 3)), TIMEOUT_S,
-               "both slaves to have the master's commitlog")
+    return topic
 
-    first.kill()
-    new_master = wait_until(lambda: next((b for i, b in rs.brokers.items() if i != 1
-                                          and route(api, namesrv, topic, rs.name).get(0) == b.addr), None),
-                            TIMEOUT_S, "a slave elected, registered as id 0")
-    assert "becomes its master" in new_master.log()
+
+def send(namesrv: str, topic: str, prefix: str, count: int) -> None:
     with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=2) as producer:
-        for i in range(20):
-            sent = producer.send(Message(topic, f"after-{i}".encode()))
-            assert sent.status == SendStatus.SEND_OK
-    other = next(b for i, b in rs.brokers.items() if i != 1 and b is not new_master)
-    final_end = read_commitlog(new_master.store).end
-    assert final_end > end
-    wait_until(lambda: read_commitlog(other.store).end == final_end, TIMEOUT_S, "the other slave following it")
+        for i in range(count):
+            assert producer.send(Message(topic, f"{prefix}-{i}".encode())).status == SendStatus.SEND_OK
 
+
+def caught_up(brokers: list[Broker], end: int) -> None:
+    wait_until(lambda: all(read_commitlog(b.store).end == end for b in brokers), TIMEOUT_S,
+               f"{len(brokers)} replicas at commitlog offset {end}")
+
+
+def elected(api, namesrv: str, topic: str, rs: ReplicaSet) -> Broker:
+    """The replica other than 1 the route lists as id 0."""
+    return wait_until(lambda: next((b for i, b in rs.brokers.items() if i != 1
+                                    and route(api, namesrv, topic, rs.name).get(0) == b.addr), None),
+                      TIMEOUT_S, "a slave elected, registered as id 0")
+
+
+def rejoined(api, namesrv: str, topic: str, rs: ReplicaSet, new_master: Broker) -> None:
+    """The old master restarted: listed as slave 1, and every replica byte-identical to the new master."""
+    first = rs.brokers[1]
     first.start_again()
     wait_until(lambda: route(api, namesrv, topic, rs.name).get(1) == first.addr, TIMEOUT_S,
                "the old master listed as slave 1")
-    wait_until(lambda: read_commitlog(first.store).end == final_end, TIMEOUT_S, "the old master catching up")
+    end = read_commitlog(new_master.store).end
+    others = [b for b in rs.brokers.values() if b is not new_master]
+    caught_up(others, end)
     master_files = read_commitlog(new_master.store)
-    for b in (first, other):
-        assert read_commitlog(b.store).span(0, final_end) == master_files.span(0, final_end)
+    for b in others:
+        assert read_commitlog(b.store).span(0, end) == master_files.span(0, end)
+        assert (b.store / "epochFileCheckpoint").read_text() == (new_master.store / "epochFileCheckpoint").read_text()
+
+
+def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api):
+    namesrv = embedded.addr
+    rs = replica_set()
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "before", 20)
+    end = read_commitlog(rs.brokers[1].store).end
+    caught_up([rs.brokers[2], rs.brokers[3]], end)
+
+    rs.brokers[1].kill()
+    new_master = elected(api, namesrv, topic, rs)
+    assert "becomes its master" in new_master.log()
+    send(namesrv, topic, "after", 20)
+    assert read_commitlog(new_master.store).end > end
+    rejoined(api, namesrv, topic, rs, new_master)
+
+
+def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, replica_set, api):
+    namesrv = embedded.addr
+    rs = replica_set()
+    first, slaves = rs.brokers[1], [rs.brokers[2], rs.brokers[3]]
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "replicated", 10)
+    replicated = read_commitlog(first.store).end
+    caught_up(slaves, replicated)
+    for b in slaves:  # briefly, well within their heartbeat timeout: they stay electable
+        b.server.signal(signal.SIGSTOP)
+    try:
+        send(namesrv, topic, "tail", 10)  # ASYNC_MASTER: SEND_OK, on the master alone
+    finally:
+        first.kill()
+        for b in slaves:
+            b.server.signal(signal.SIGCONT)
+    tail = read_commitlog(first.store)
+    assert tail.end > replicated
+
+    new_master = elected(api, namesrv, topic, rs)
+    send(namesrv, topic, "new", 10)
+    rejoined(api, namesrv, topic, rs, new_master)
+    assert "does not have it; replicating from" in first.log()  # the truncation it made
+    assert read_commitlog(first.store).span(replicated, tail.end) != tail.span(replicated, tail.end)
