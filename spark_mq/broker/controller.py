@@ -45,6 +45,7 @@ from spark_mq.broker.role_switch import ControllerSeat, RoleChange, controller_s
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.slave_synchronize import SlaveSynchronize
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
+from spark_mq.broker.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -193,7 +194,8 @@ class BrokerController:
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
                                       lambda: self.hold.recheck(self.store.get_max_offset),
                                       MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found,
-                                      epochs=self.epochs)
+                                      epochs=self.epochs,
+                                      replica_id=None if self.seat is None else self.config.broker_id)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.tiered,
@@ -205,8 +207,12 @@ class BrokerController:
         if self.seat is not None:
             self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
                                             self.store.commitlog.max_offset, self.seat.first_election,
-                                            self._controller_names_master)
+                                            self._controller_names_master, self._sync_state_set_learned)
             self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
+            if self.ha_service is not None:
+                keeper = SyncStateKeeper(self.ha_service, self.replicas,
+                                         self.config.ha_max_time_slave_not_catchup / 1000, self.config.broker_id)
+                self._tasks.append(loop.create_task(keeper.run(), name="broker-sync-state-set"))
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
         # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
@@ -247,11 +253,16 @@ class BrokerController:
             self.master_addr = self.master_ha_addr = ""
             self.request_registration()
 
+    def _sync_state_set_learned(self, members: frozenset[int]) -> None:
+        if self.ha_service is not None:
+            self.ha_service.set_sync_state_set(members)
+
     async def _start_ha_service(self, listen_port_given: bool) -> None:
         """Serve slaves on haListenPort; when that is 0, on listenPort + 1 (RocketMQ's 10912), or on any
         free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
         the NameServer, so it need not be known in advance."""
-        self.ha_service = HAService(self.config, self.store.commitlog)
+        self.ha_service = HAService(self.config, self.store.commitlog,
+                                    master_id=None if self.seat is None else self.config.broker_id)
         if self.config.ha_listen_port or not listen_port_given:
             self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
             return
@@ -262,6 +273,13 @@ class BrokerController:
                         "(set haListenPort to choose one)", self.config.ha_port, e.strerror)
             self.ha_port = await self.ha_service.start(0)
 
+    def _waits_for_replicas(self) -> bool:
+        """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
+        for more than the master (allAckInSyncStateSet, minInSyncReplicas)."""
+        c = self.config
+        return c.broker_role == SYNC_MASTER or (self.seat is not None and (c.all_ack_in_sync_state_set
+                                                                           or c.min_in_sync_replicas > 1))
+
     def _processors(self) -> tuple[Processor, ...]:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
@@ -269,7 +287,7 @@ class BrokerController:
         return (
             *controller_mode,
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
-                          self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
+                          self.request_registration, self.ha_service, self._waits_for_replicas(),
                           self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.unserved, slave_read_enable=c.slave_read_enable,

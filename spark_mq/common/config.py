@@ -114,6 +114,13 @@ class BrokerConfig(ServerChannelConfig):
     controller_heart_beat_timeout_mills: int = 10_000
     broker_heartbeat_interval: int = 1000
     sync_broker_metadata_period: int = 5000
+    # the master keeps the SyncStateSet: a slave out of it once its oldest unacknowledged byte is older than
+    # haMaxTimeSlaveNotCatchup ms (or it is gone that long), back in once it has everything; with
+    # allAckInSyncStateSet a put is acknowledged once every member has it, else once minInSyncReplicas
+    # replicas (the master included) have it (RocketMQ 5's keys and defaults)
+    ha_max_time_slave_not_catchup: int = 15_000
+    all_ack_in_sync_state_set: bool = False
+    min_in_sync_replicas: int = 1
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -196,6 +203,9 @@ class BrokerConfig(ServerChannelConfig):
                self.sync_broker_metadata_period) <= 0:
             raise ConfigError("controllerHeartBeatTimeoutMills, brokerHeartbeatInterval and syncBrokerMetadataPeriod "
                               "must be positive (ms)")
+        if self.ha_max_time_slave_not_catchup <= 0 or self.min_in_sync_replicas < 1:
+            raise ConfigError("haMaxTimeSlaveNotCatchup must be positive (ms) and minInSyncReplicas at least 1 (the "
+                              "master counts)")
         if self.slave_synchronize_interval <= 0:
             raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
                               "of ms (how often a slave copies its master's topics, groups and offsets)")

@@ -74,8 +74,10 @@ class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
                  on_master_lost: Callable[[], None], on_appended: Callable[[], None],
                  master: MasterCommitLogView, on_master_found: Callable[[], None],
-                 epochs: EpochFile | None = None) -> None:
+                 epochs: EpochFile | None = None, replica_id: int | None = None) -> None:
+        """``epochs`` and ``replica_id`` (the hello naming this replica to its master): controller mode."""
         self.store = store
+        self.replica_id = replica_id
         self.epochs = epochs
         self._coming_epochs: list[EpochEntry] = []  # the master's epochs starting past this replica's end
         self.master_ha_addr = master_ha_addr
@@ -172,6 +174,8 @@ class HAClient:
         try:
             self.connected_to = addr
             self.failures = 0
+            if self.replica_id is not None:
+                writer.write(REPORT.pack(-self.replica_id))  # the controller-mode hello (``ha_protocol``)
             self._report(writer)
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
             self.on_master_found()

@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from broker._support import send_header
 from integration.ha.commitlog_files import read_commitlog
 from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
 
@@ -19,7 +20,7 @@ from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 
-from ._support import FAST_CONF
+from ._support import FAST_CONF, ControllerClient
 
 FILES = "mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\n"
 HEARTBEAT_TIMEOUT_MS = 4000  # the brokers': a role switch restarts a broker's parts, well within it
@@ -34,12 +35,12 @@ def brokers_conf(namesrv: str) -> str:
 
 @pytest.fixture
 def embedded(tmp_path):
-    """A NameServer running the controller (file state), unclean elections allowed (the SyncStateSet is
-    the master's to grow)."""
+    """A NameServer running the controller (file state); elections are clean (from the SyncStateSet the
+    masters keep)."""
     root = tmp_path / "ns"
     root.mkdir()
     (root / "namesrv.conf").write_text(f"enableControllerInNamesrv=true\ncontrollerStorePath={root / 'state'}\n"
-                                       f"{FAST_CONF}enableElectUncleanMaster=true\n")
+                                       f"{FAST_CONF}")
     server = ServerProcess(["namesrv", "-c", str(root / "namesrv.conf"), "--port", "0"], root / "namesrv.log",
                            NAMESRV_READY, verbose=False)
     yield server
@@ -56,9 +57,9 @@ def api():
 class ReplicaSet:
     """Three controller-mode brokers of one set: replica 1 configured master, 2 and 3 slaves."""
 
-    def __init__(self, namesrv: str, root: Path) -> None:
+    def __init__(self, namesrv: str, root: Path, extra_conf: str = "") -> None:
         self.name = unique("failover")
-        conf = brokers_conf(namesrv)
+        conf = brokers_conf(namesrv) + extra_conf
         self.brokers = {i: Broker(namesrv, root / f"replica{i}",
                                   f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n",
                                   broker_name=self.name) for i in (1, 2, 3)}
@@ -72,8 +73,8 @@ class ReplicaSet:
 def replica_set(embedded, tmp_path):
     made: list[ReplicaSet] = []
 
-    def make() -> ReplicaSet:
-        made.append(ReplicaSet(embedded.addr, tmp_path))
+    def make(extra_conf: str = "") -> ReplicaSet:
+        made.append(ReplicaSet(embedded.addr, tmp_path, extra_conf))
         return made[-1]
 
     yield make
@@ -84,6 +85,10 @@ def replica_set(embedded, tmp_path):
 def route(api, namesrv: str, topic: str, name: str) -> dict[int, str]:
     data = api.get_route_info(namesrv, topic)
     return next((dict(b.broker_addrs) for b in (data.broker_datas if data else []) if b.broker_name == name), {})
+
+
+def sync_state_set(ctl: ControllerClient, rs: ReplicaSet) -> frozenset[int]:
+    return ctl.replica_info(rs.name).sync_state_set
 
 
 def started_with_a_topic(api, namesrv: str, rs: ReplicaSet) -> str:
@@ -132,13 +137,16 @@ def rejoined(api, namesrv: str, topic: str, rs: ReplicaSet, new_master: Broker) 
         assert (b.store / "epochFileCheckpoint").read_text() == (new_master.store / "epochFileCheckpoint").read_text()
 
 
-def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api):
+def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api,
+                                                                                   remoting):
     namesrv = embedded.addr
     rs = replica_set()
     topic = started_with_a_topic(api, namesrv, rs)
     send(namesrv, topic, "before", 20)
     end = read_commitlog(rs.brokers[1].store).end
     caught_up([rs.brokers[2], rs.brokers[3]], end)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
 
     rs.brokers[1].kill()
     new_master = elected(api, namesrv, topic, rs)
@@ -148,7 +156,7 @@ def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slav
     rejoined(api, namesrv, topic, rs, new_master)
 
 
-def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, replica_set, api):
+def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, replica_set, api, remoting):
     namesrv = embedded.addr
     rs = replica_set()
     first, slaves = rs.brokers[1], [rs.brokers[2], rs.brokers[3]]
@@ -156,6 +164,8 @@ def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, repl
     send(namesrv, topic, "replicated", 10)
     replicated = read_commitlog(first.store).end
     caught_up(slaves, replicated)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
     for b in slaves:  # briefly, well within their heartbeat timeout: they stay electable
         b.server.signal(signal.SIGSTOP)
     try:
@@ -172,3 +182,29 @@ def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, repl
     rejoined(api, namesrv, topic, rs, new_master)
     assert "does not have it; replicating from" in first.log()  # the truncation it made
     assert read_commitlog(first.store).span(replicated, tail.end) != tail.span(replicated, tail.end)
+
+
+def test_all_ack_puts_wait_for_the_sync_state_set_which_shrinks_and_grows(embedded, replica_set, api, remoting):
+    """allAckInSyncStateSet: a put waits for every member; a frozen member times puts out until it has lagged
+    haMaxTimeSlaveNotCatchup, then leaves the set (puts go on without it) and rejoins once it caught up."""
+    namesrv = embedded.addr
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    master, frozen = rs.brokers[1], rs.brokers[3]
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    assert api.send_message(master.addr, send_header(topic, 0), b"first").status == SendStatus.SEND_OK
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
+
+    frozen.server.signal(signal.SIGSTOP)
+    try:
+        # replica 3 is still a member (for haMaxTimeSlaveNotCatchup): the put waits for it, in vain
+        assert api.send_message(master.addr, send_header(topic, 0), b"waits").status == SendStatus.FLUSH_SLAVE_TIMEOUT
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2}, TIMEOUT_S, "the frozen slave out of the set")
+        assert api.send_message(master.addr, send_header(topic, 0), b"without").status == SendStatus.SEND_OK
+    finally:
+        frozen.server.signal(signal.SIGCONT)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "the thawed slave back in the set")
+    assert api.send_message(master.addr, send_header(topic, 0), b"all").status == SendStatus.SEND_OK
+    end = read_commitlog(master.store).end
+    caught_up([rs.brokers[2], frozen], end)
+    assert "HA: SyncStateSet [1, 2] (was [1, 2, 3])" in master.log()
