@@ -6,12 +6,15 @@ independent reader)."""
 
 from __future__ import annotations
 
+import random
 import signal
+import time
 from pathlib import Path
 
 import pytest
 from broker._support import send_header
-from integration.ha.commitlog_files import read_commitlog
+from integration.ha.commitlog_files import Commitlog, read_commitlog
+from integration.ha.ledger import Audit, Ledger
 from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
@@ -128,13 +131,20 @@ def rejoined(api, namesrv: str, topic: str, rs: ReplicaSet, new_master: Broker) 
     first.start_again()
     wait_until(lambda: route(api, namesrv, topic, rs.name).get(1) == first.addr, TIMEOUT_S,
                "the old master listed as slave 1")
-    end = read_commitlog(new_master.store).end
-    others = [b for b in rs.brokers.values() if b is not new_master]
+    identical_to(new_master, rs)
+
+
+def identical_to(master: Broker, rs: ReplicaSet) -> Commitlog:
+    """Once every other replica reached ``master``'s end: their commitlogs and epoch files are its own.
+    Returns ``master``'s commitlog."""
+    end = read_commitlog(master.store).end
+    others = [b for b in rs.brokers.values() if b is not master]
     caught_up(others, end)
-    master_files = read_commitlog(new_master.store)
+    files = read_commitlog(master.store)
     for b in others:
-        assert read_commitlog(b.store).span(0, end) == master_files.span(0, end)
-        assert (b.store / "epochFileCheckpoint").read_text() == (new_master.store / "epochFileCheckpoint").read_text()
+        assert read_commitlog(b.store).span(0, end) == files.span(0, end)
+        assert (b.store / "epochFileCheckpoint").read_text() == (master.store / "epochFileCheckpoint").read_text()
+    return files
 
 
 def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api,
@@ -208,3 +218,53 @@ def test_all_ack_puts_wait_for_the_sync_state_set_which_shrinks_and_grows(embedd
     end = read_commitlog(master.store).end
     caught_up([rs.brokers[2], frozen], end)
     assert "HA: SyncStateSet [1, 2] (was [1, 2, 3])" in master.log()
+
+
+def kill_loop(api, remoting, namesrv: str, rs: ReplicaSet, kills: int, seed: int) -> tuple[Audit, Ledger, Broker]:
+    """A ledger producer throughout; ``kills`` times: once every replica is in the SyncStateSet and a few
+    more sends were acknowledged, SIGKILL the master, wait for another to be routed as id 0, restart the
+    killed one (it rejoins as a slave). Returns the audit of the final master's commitlog."""
+    rng = random.Random(seed)
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    by_addr = {b.addr: b for b in rs.brokers.values()}
+    ledger = Ledger(namesrv, topic, body_size=rng.randrange(100, 900)).start()
+    try:
+        for i in range(kills + 1):
+            wait_until(lambda: sync_state_set(ctl, rs) == set(rs.brokers), TIMEOUT_S, f"the full set, round {i}")
+            target = ledger.acknowledged() + rng.randrange(5, 40)
+            wait_until(lambda t=target: ledger.acknowledged() >= t, TIMEOUT_S, f"acknowledgements, round {i}")
+            if i == kills:
+                break
+            master = by_addr[route(api, namesrv, topic, rs.name)[0]]
+            time.sleep(rng.random() / 4)  # a random moment between two sends, or within one
+            master.kill()
+            wait_until(lambda m=master: route(api, namesrv, topic, rs.name).get(0) not in (None, m.addr), TIMEOUT_S,
+                       f"another master routed, round {i}")
+            master.start_again()
+    finally:
+        ledger.stop()
+    final = by_addr[route(api, namesrv, topic, rs.name)[0]]
+    return ledger.audit(identical_to(final, rs)), ledger, final
+
+
+def test_master_kills_lose_no_put_acknowledged_by_the_whole_sync_state_set(embedded, replica_set, api, remoting):
+    """CI-sized Jepsen-style run: allAckInSyncStateSet, three SIGKILLs of whichever replica is master."""
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\n")
+    kills = 3
+    audit, ledger, final = kill_loop(api, remoting, embedded.addr, rs, kills, seed=15)
+    print(f"\nfailover loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, "
+          f"failed attempts {dict(ledger.attempts)}, final master {final.addr}")
+    assert audit.lost == [], f"acknowledged messages missing from the final master: {audit.lost[:20]}"
+    assert audit.acknowledged > 0
+
+
+@pytest.mark.slow
+def test_master_kills_lose_no_put_acknowledged_by_the_whole_sync_state_set_long(embedded, replica_set, api, remoting):
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\n")
+    kills = 20
+    started = time.monotonic()
+    audit, ledger, _ = kill_loop(api, remoting, embedded.addr, rs, kills, seed=1515)
+    print(f"\nfailover loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, failed attempts "
+          f"{dict(ledger.attempts)}, runtime {time.monotonic() - started:.0f} s")
+    assert audit.lost == [], f"acknowledged messages missing from the final master: {audit.lost[:20]}"
