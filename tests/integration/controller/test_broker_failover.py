@@ -268,3 +268,25 @@ def test_master_kills_lose_no_put_acknowledged_by_the_whole_sync_state_set_long(
     print(f"\nfailover loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, failed attempts "
           f"{dict(ledger.attempts)}, runtime {time.monotonic() - started:.0f} s")
     assert audit.lost == [], f"acknowledged messages missing from the final master: {audit.lost[:20]}"
+
+
+def test_a_slave_whose_history_needs_a_person_is_refused_and_keeps_its_files(embedded, replica_set, api, remoting):
+    """A slave that knows a newer epoch than its master (the controller's state was reset, say) is not
+    truncated: it logs what to decide and replicates nothing."""
+    namesrv = embedded.addr
+    rs = replica_set()
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "before", 5)
+    slave = rs.brokers[3]
+    caught_up([slave], read_commitlog(rs.brokers[1].store).end)
+    slave.stop()
+    before = read_commitlog(slave.store)
+    # the same history plus a newer epoch from its end (CRC 0: unchecked, as RocketMQ's format allows)
+    (slave.store / "epochFileCheckpoint").write_text(f"2\n0\n1-0\n99-{before.end}\n")
+    send(namesrv, topic, "meanwhile", 5)
+    slave.start_again()
+    wait_until(lambda: "newer than its master's last epoch" in slave.log(), TIMEOUT_S, "the slave refusing")
+    assert "HA: refusing master" in slave.log() and "Nothing was changed" in slave.log()
+    after = read_commitlog(slave.store)
+    assert after.span(0, after.end) == before.span(0, after.end) and after.end <= before.end
+    assert (slave.store / "epochFileCheckpoint").read_text() == f"2\n0\n1-0\n99-{before.end}\n"
