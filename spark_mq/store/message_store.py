@@ -498,10 +498,11 @@ class MessageStore:
             with self._put_lock:
                 self._dispatch_replicated()
 
-    def _dispatch_replicated(self) -> None:
+    def _dispatch_replicated(self) -> bool:
         """Append records for the replicated units past those read (under the put lock), see
         ``replica_units``; what that path leaves (damaged units, a broken chain) goes to recovery's
-        rebuild, which quarantines and reports it as a start would."""
+        rebuild, which quarantines and reports it as a start would. False while that rebuild waits
+        for disk space (whole units past ``_replica_read`` then wait too)."""
         assert self._dispatcher is not None
         # an empty commitlog restarts at the master's first byte sent, a file start maybe past 0
         start = max(self._replica_read, self.commitlog.min_offset())
@@ -512,16 +513,15 @@ class MessageStore:
             self._next_queue_offset[(r.topic, r.queue_id)] = r.queue_offset + int(r.sizes.size)
             self._last_store_ts = max(self._last_store_ts, r.store_timestamp)
         self._replica_read = got.end
-        if got.trouble is not None:
-            self._rebuild_replicated(got.trouble)
+        return got.trouble is None or self._rebuild_replicated(got.trouble)
 
-    def _rebuild_replicated(self, why: str) -> None:
+    def _rebuild_replicated(self, why: str) -> bool:
         """Recovery's rebuild over the replicated units ``replica_units`` would not read (under the
-        put lock), once everything before them is dispatched."""
+        put lock), once everything before them is dispatched; False when a full disk defers it."""
         assert self._dispatcher is not None
         self._dispatcher.catch_up()
         if self._dispatcher.backlog or self._dispatcher.stalled is not None:
-            return  # a full disk: tried again on the next pass
+            return False  # a full disk: tried again on the next pass
         start = self._replica_read
         with self._queues_lock:
             queues = list(self.queues.values())
@@ -535,6 +535,7 @@ class MessageStore:
         self._dispatcher.rebuilt(done, self._last_store_ts)
         self._replica_read = max(start, done)
         self._sync_queue_offsets()
+        return True
 
     def drop_partial_unit(self) -> int:
         """A slave's commitlog ends inside a unit when a transfer was cut off there (the master sends
@@ -547,11 +548,13 @@ class MessageStore:
             return self.commitlog.max_offset()
 
     def _drop_partial_unit(self) -> None:
-        """``drop_partial_unit`` under the put lock: the entries of every whole unit are built first, so
-        the dispatched offset is the end of the last whole one."""
-        assert self._dispatcher is not None
-        self._dispatch_replicated()
-        whole, end = self._dispatcher.dispatched_offset, self.commitlog.max_offset()
+        """``drop_partial_unit`` under the put lock: every whole unit is read for dispatch first, so
+        the offset read up to is the end of the last whole one (the dispatcher may not have built
+        their entries yet: its dispatched offset lags). Nothing is dropped while a full disk defers
+        the rebuild of damaged units: the bytes past the offset read are not known to be a cut unit."""
+        if not self._dispatch_replicated():
+            return
+        whole, end = self._replica_read, self.commitlog.max_offset()
         if whole < end:
             log.info("store: dropping the first %d bytes of a replicated unit at commitlog offset %d (a transfer "
                      "cut off inside it); the master sends it again whole", end - whole, whole)
@@ -844,11 +847,11 @@ class MessageStore:
             self._stop_check.set()  # the start-up check would judge entries this changes; reads check instead
             if self.startup_check is not None:
                 self.startup_check.join()
-            if self.config.is_slave:
-                self._dispatch_replicated()
+            # a slave's units read for dispatch, then built (a full disk may defer either)
+            read_all = self._dispatch_replicated() if self.config.is_slave else True
             self._dispatcher.catch_up()
             end = self.commitlog.max_offset()
-            if self._rebuild_from is not None or self._dispatcher.backlog:
+            if not read_all or self._rebuild_from is not None or self._dispatcher.backlog:
                 raise StoreError(f"cannot truncate while entries wait to be built ({self.disk_full}): free disk "
                                  "space first; nothing truncated")
             if offset > end:
