@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from spark_mq.common.properties import TRANSACTION_PREPARED, decode_properties
-from spark_mq.remoting.bodies import EXPRESSION_TAG, CheckClientRequestBody, is_tag_type
+from spark_mq.remoting.bodies import EXPRESSION_TAG
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -85,7 +85,6 @@ class UnservedFeatures:
         self._logged: set[tuple[str, str]] = set()
 
     def register_on(self, server) -> None:
-        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
         server.register(RequestCode.END_TRANSACTION, self.end_transaction)
         server.register(RequestCode.CHECK_TRANSACTION_STATE, self.check_transaction_state)
 
@@ -117,14 +116,6 @@ class UnservedFeatures:
         that is not a tag expression (the caller checks ``is_tag_type``)."""
         self._refused(SQL92, group, f"a {expression_type} subscription to topic {topic}", peer)
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, sql92_missing(expression_type))
-
-    async def check_client_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """CHECK_CLIENT_CONFIG: a Java consumer with a non-tag subscription asks before it starts."""
-        req = CheckClientRequestBody.from_json(cmd.body)
-        sub = req.subscription_data
-        if sub is not None and not is_tag_type(sub.expression_type):
-            return self.refuse_subscription(cmd, req.group, sub.topic, sub.expression_type, conn.peer)
-        return cmd.make_response(ResponseCode.SUCCESS)
 
     async def end_transaction(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         # producers send it oneway, so this answer is mostly for tools; the refusal that matters
