@@ -1,7 +1,8 @@
 """What the broker does not serve yet, refused loudly instead of mis-served.
 
-Transactional half messages and SQL92 subscriptions are RocketMQ features this broker does not
-implement yet. Served as if they were ordinary, both corrupt a user's data without a word: a
+Transactional half messages are a RocketMQ feature this broker does not implement yet; SQL92
+subscriptions are served only with ``enablePropertyFilter=true`` (``sql92_filters``), as in
+RocketMQ. Served as if they were ordinary, both corrupt a user's data without a word: a
 prepared message would be delivered at once (and a rollback, sent oneway, could never take it
 back), and a SQL92 expression read as a tag expression matches nothing, so its consumer waits
 forever. So each is refused the way RocketMQ refuses it when the feature is switched off
@@ -68,9 +69,9 @@ def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
 def sql92_missing(expression_type: str) -> str:
     """The remark of a refused subscription: RocketMQ's words, then what to do."""
     return (f"The broker does not support consumer to filter message by {expression_type}: "
-            f"{expression_type} filtering is not enabled on this broker (enablePropertyFilter is off, "
-            f"not served yet); subscribe with a tag expression ({EXPRESSION_TAG}) and filter the rest "
-            f"in the consumer")
+            f"{expression_type} filtering is not enabled on this broker (set enablePropertyFilter=true in "
+            f"its broker.conf; only SQL92 exists besides {EXPRESSION_TAG}), or subscribe with a tag "
+            f"expression ({EXPRESSION_TAG}) and filter the rest in the consumer")
 
 
 class UnservedFeatures:
