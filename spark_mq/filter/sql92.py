@@ -24,6 +24,9 @@ DOUBLE_MAX_VALUE = 1.7976931348623157e308
 KEYWORDS = ("NOT", "AND", "OR", "BETWEEN", "IN", "TRUE", "FALSE", "NULL", "IS", "CONTAINS", "STARTSWITH",
             "ENDSWITH")
 STRING_TESTS = ("CONTAINS", "STARTSWITH", "ENDSWITH")
+# deepest tree accepted (nested parentheses, or a chain of ANDs/ORs, each a level): evaluation recurses
+# once per level, and a client's expression must never exhaust the broker's stack
+MAX_DEPTH = 128
 ORDERING = ("<", "<=", ">", ">=")
 
 
@@ -406,8 +409,30 @@ def describe(e: Expr) -> str:
 
 
 def parse(text: str) -> Expr:
-    """The tree of a SQL92 selector; FilterParseError (with line and column) when RocketMQ would refuse it."""
-    return _Parser(text).parse()
+    """The tree of a SQL92 selector; FilterParseError (with line and column) when RocketMQ would refuse
+    it, or when it nests deeper than MAX_DEPTH."""
+    parser = _Parser(text)
+    try:
+        tree = parser.parse()
+    except RecursionError:
+        raise parser.fail(f"expression nested too deeply (over {MAX_DEPTH} levels)") from None
+    if depth(tree) > MAX_DEPTH:
+        raise FilterParseError(f"expression nested too deeply (over {MAX_DEPTH} levels): split it or use IN", 1, 1)
+    return tree
+
+
+def _children(e: Expr) -> list[Expr]:
+    return [c for c in (getattr(e, f, None) for f in ("operand", "left", "right", "prop")) if c is not None]
+
+
+def depth(e: Expr) -> int:
+    """Levels of the tree (walked without recursion: any tree the parser built can be measured)."""
+    deepest, stack = 0, [(e, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((c, level + 1) for c in _children(node))
+    return deepest
 
 
 def properties_of(e: Expr) -> list[str]:
@@ -417,9 +442,8 @@ def properties_of(e: Expr) -> list[str]:
     def walk(x: Expr) -> None:
         if isinstance(x, Prop):
             out[x.name] = None
-        for child in (getattr(x, f, None) for f in ("operand", "left", "right", "prop")):
-            if child is not None:
-                walk(child)
+        for child in _children(x):
+            walk(child)
 
     walk(e)
     return list(out)

@@ -112,3 +112,14 @@ def test_between_bounds_that_are_not_constants_are_not_checked():
 
 def test_properties_of_lists_each_name_once_in_order():
     assert properties_of(parse("b > 1 AND (a IS NULL OR b IN ('x')) AND TAGS = 't'")) == ["b", "a", "TAGS"]
+
+
+@pytest.mark.parametrize("text", ["(" * 400 + "a = 1" + ")" * 400, " OR ".join(["a = 1"] * 3000),
+                                  "NOT " * 2000 + "a"])
+def test_a_tree_too_deep_for_the_stack_is_refused_not_a_crash(text):
+    with pytest.raises(FilterParseError, match="nested too deeply"):
+        parse(text)
+
+
+def test_a_long_list_is_fine_in_an_in():
+    assert parse("a IN (" + ", ".join(f"'v{i}'" for i in range(5000)) + ")").values[-1] == "v4999"
