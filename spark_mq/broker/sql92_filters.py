@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from spark_mq.broker.unserved_features import UnservedFeatures
-from spark_mq.filter.evaluate import Sql92Filter
 from spark_mq.filter.sql92 import FilterParseError
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, CheckClientRequestBody, is_tag_type
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
+
+if TYPE_CHECKING:
+    from spark_mq.filter.evaluate import Sql92Filter
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,9 @@ class Sql92Filters:
 
     def compile(self, expression: str) -> Sql92Filter | FilterParseError:
         """The filter of ``expression``, or why it does not parse (cached either way)."""
+        # lazy import: pyarrow stays out of a broker's start (and of brokers without enablePropertyFilter)
+        from spark_mq.filter.evaluate import Sql92Filter
+
         found = self._compiled.get(expression)
         if found is None:
             try:
