@@ -40,6 +40,7 @@ from spark_mq.broker.replicas_manager import ReplicasManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.slave_synchronize import SlaveSynchronize
+from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
@@ -92,6 +93,7 @@ class BrokerController:
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
         self.metrics = BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
+        self.sql92_filters = Sql92Filters(config.enable_property_filter, self.unserved)
         self.namesrv_client = RemotingClient()
         self.store: MessageStore
         self.topics: TopicConfigManager
@@ -224,9 +226,9 @@ class BrokerController:
                           self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
                           self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
-                          self.unserved, slave_read_enable=c.slave_read_enable,
+                          self.sql92_filters, slave_read_enable=c.slave_read_enable,
                           in_memory_read_bytes=c.in_memory_read_bytes),
-            ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
+            ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
                            self.metrics, self.request_registration, self.replication_info),
@@ -234,6 +236,7 @@ class BrokerController:
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
             MetadataProcessor(self.groups, self.offsets, self.retry),
             self.unserved,
+            self.sql92_filters,
         )
 
     async def stop(self) -> None:

@@ -103,6 +103,9 @@ class BrokerConfig(ServerChannelConfig):
     # accessMessageInMemoryMaxRatio percent of RAM (totalPhysicalMemorySize; 0: this machine's) is told
     # to pull from the slave (suggestWhichBrokerId 1), and a caught-up reader back to the master (0)
     slave_read_enable: bool = False
+    # SQL92 subscriptions (expressionType=SQL92 on heartbeats and pulls) are served only with this on,
+    # as in RocketMQ; off, they are refused with SYSTEM_ERROR
+    enable_property_filter: bool = False
     access_message_in_memory_max_ratio: int = 40
     total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)

@@ -97,12 +97,28 @@ REPLICA_DISPATCH_BYTES = 1 << 20
 DISK_CHECK_INTERVAL_S = 1.0  # while writes are refused for a full disk, how often free space is looked at
 RESERVED_QUEUE_FILES = 16  # consume queue files' worth of space a commitlog roll leaves free
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
+# commitlog bytes read per get when a unit filter (SQL92) judges units by their contents: the units
+# must be read to be judged, so the scan is bounded by bytes as well as by entries
+UNIT_FILTER_SCAN_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
 # the background start-up check waits this long first: its Python loop holds the GIL, and every
 # I/O wake-up of the starting broker (registration, first connections and pulls) would wait up to
 # a switch interval for it; reads check unchecked units themselves meanwhile
 STARTUP_CHECK_DELAY_S = 2.0
 _QUEUE_DIR = re.compile(r"^\d+$")
+
+
+UnitFilter = Callable[[bytes, np.ndarray], np.ndarray]
+"""``unit_filter(data, sizes)``: which of the units back to back in ``data`` a reader wants (a
+boolean mask), judged on their contents (a SQL92 subscription's properties)."""
+
+
+def _gather_ranges(data: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
+    """The ranges ``[starts[i], starts[i] + sizes[i])`` of ``data`` back to back, in one gather."""
+    offsets = np.zeros(sizes.size, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    index = np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+    return np.frombuffer(data, dtype=np.uint8)[index].tobytes()
 
 
 def logic_reserve(config: BrokerConfig) -> int:
@@ -681,9 +697,11 @@ class MessageStore:
         max_count: int,
         tag_codes: set[int] | None = None,
         max_bytes: int = DEFAULT_MAX_GET_BYTES,
+        unit_filter: UnitFilter | None = None,
     ) -> GetResult:
         """Up to ``max_count`` units from ``offset`` (only those whose tag code is in
-        ``tag_codes`` if given), back to back in one buffer, with the offset to ask next."""
+        ``tag_codes`` if given, and that ``unit_filter`` keeps if given), back to back in one
+        buffer, with the offset to ask next."""
         cq = self._queue(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -696,7 +714,8 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        scan = max(max_count, MAX_FILTER_SCAN) if tag_codes else max_count
+        filtering = bool(tag_codes) or unit_filter is not None
+        scan = max(max_count, MAX_FILTER_SCAN) if filtering else max_count
         ent = cq.get(offset, scan)
         phys = ent["phys"].astype(np.int64)
         sizes = ent["size"].astype(np.int64)
@@ -710,21 +729,40 @@ class MessageStore:
             candidates = first + np.flatnonzero(ent["tag"][first:] != QUARANTINED_TAG)
         else:
             candidates = np.arange(first, ent.size)
+        judged = None
+        if unit_filter is not None and candidates.size:
+            # read the candidates (bounded by bytes), keep those the filter matches
+            read = candidates[:max(1, int(np.searchsorted(np.cumsum(sizes[candidates]), UNIT_FILTER_SCAN_BYTES,
+                                                          side="right")))]
+            try:
+                judged = self.commitlog.read_units(phys[read], sizes[read])
+            except LookupError:
+                return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
+            keep = unit_filter(judged, sizes[read])
+            unread = ent.size if read.size == candidates.size else int(read[-1]) + 1
+            judged_starts = np.zeros(read.size, dtype=np.int64)
+            np.cumsum(sizes[read][:-1], out=judged_starts[1:])
+            judged_starts = judged_starts[keep]
+            candidates = read[keep]
         picked = candidates[:max_count]
         if picked.size and int(sizes[picked].sum()) > max_bytes:
             within = np.cumsum(sizes[picked]) <= max_bytes
             within[0] = True  # always make progress, even past max_bytes
             picked = picked[within]
         # more matches left in the window: resume right after the last one returned
-        scanned_to = offset + (int(picked[-1]) + 1 if picked.size < candidates.size else ent.size)
+        window_end = unread if judged is not None else ent.size
+        scanned_to = offset + (int(picked[-1]) + 1 if picked.size < candidates.size else window_end)
         if picked.size == 0:
-            status = GetStatus.NO_MATCHED_MESSAGE if tag_codes else GetStatus.OFFSET_FOUND_NULL
+            status = GetStatus.NO_MATCHED_MESSAGE if filtering else GetStatus.OFFSET_FOUND_NULL
             return GetResult(status, scanned_to, lo, hi)
         phys, sizes = phys[picked], sizes[picked]
-        try:
-            data = self.commitlog.read_units(phys, sizes)
-        except LookupError:  # retention removed the file under us: the queue minimum has moved
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
+        if judged is not None:  # already read: cut the kept units (a prefix of those matched) out
+            data = _gather_ranges(judged, judged_starts[:picked.size], sizes)
+        else:
+            try:
+                data = self.commitlog.read_units(phys, sizes)
+            except LookupError:  # retention removed the file under us: the queue minimum has moved
+                return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
         offsets = offset + picked
         if int(phys[0]) < self._checked_from:  # units no check has seen: check them now
             bad = served_faults(data, sizes, queue_id, offsets, phys)
