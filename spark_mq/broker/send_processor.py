@@ -8,7 +8,8 @@ the group commit without blocking the event loop. A stored message wakes the pul
 queue at once, and they answer before the send does. On a master every put wakes the transfers to
 its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
 past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
-refuses every send with SERVICE_NOT_AVAILABLE naming its master.
+refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
+in a batch) is stored in the schedule topic instead (``schedule.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.schedule import put_all, to_schedule
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures, is_prepared_transaction
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
@@ -112,7 +114,7 @@ class SendProcessor:
         try:
             batch = self._batch(cmd, h, queue_id, conn)
             started = time.perf_counter()
-            result = self.store.put_messages(batch, wait_flush=False)
+            result = put_all(self.store, to_schedule(batch, int(self.store.delays_ms.size)))
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
