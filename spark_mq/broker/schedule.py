@@ -258,12 +258,16 @@ class ScheduleService:
         """Deliver as messages fall due (every ``POLL_S``) and persist progress every
         ``flush_interval_s``, until cancelled."""
         last_flush = time.monotonic()
+        postponed: str | None = None
         while True:
             await asyncio.sleep(POLL_S)
             try:
                 self.deliver_due()
+                postponed = None
             except StoreNotWritableError as e:
-                log.warning("schedule: delivery postponed: %s", e)
+                if str(e) != postponed:  # once per reason, not every poll
+                    log.warning("schedule: delivery postponed while the store refuses writes: %s", e)
+                postponed = str(e)
             except Exception:  # retried at the next poll; the broker keeps serving
                 log.exception("schedule: delivery failed")
             if time.monotonic() - last_flush >= self.flush_interval_s:
