@@ -84,7 +84,7 @@ def to_schedule(batch: MessageBatch, max_level: int) -> list[MessageBatch]:
     """``batch`` as the batches to store, in order: runs of delayed messages moved to their level's
     schedule queue (real topic/queue in the properties), runs of the others unchanged. ``[batch]``
     when nothing is delayed (one C-level scan)."""
-    if batch.topic == SCHEDULE_TOPIC or not any(DELAY_NEEDLE in p for p in batch.properties):
+    if batch.topic == SCHEDULE_TOPIC or DELAY_NEEDLE not in b"".join(batch.properties):
         return [batch]
     levels = _levels(batch.properties)
     if not (levels > 0).any():

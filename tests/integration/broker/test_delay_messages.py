@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import urllib.request
 
+import pytest
 from servers import Broker, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
@@ -144,20 +145,33 @@ def test_pending_delays_survive_a_clean_restart_each_delivered_once(tmp_path, na
         broker.stop_if_running()
 
 
-def test_pending_delays_survive_sigkill_none_lost_duplicates_counted(tmp_path, namesrv):
+def _sigkill_run(tmp_path, namesrv, kills: int, rounds: int) -> None:
+    """Send ``rounds`` batches of 10 delayed messages, SIGKILL the broker ``kills`` times while they are
+    being delivered (each restart on the same store), then check the ledger: none lost, duplicates counted."""
     broker, topic = _setup(tmp_path, namesrv, FAST_LEVELS)
     try:
-        acked = _send_ledger(namesrv, topic, 30, 10)
+        acked = _send_ledger(namesrv, topic, rounds, 10)
         with SyncMQClientAPI(timeout=5.0) as api:
-            # killed while level 1 is being delivered and levels 2 and 3 still wait
-            wait_until(lambda: _read(api, broker.addr, topic), DELIVERY_TIMEOUT_S, "the first deliveries")
-            broker.kill()
-            broker.start_again()
+            for k in range(kills):
+                # killed while some levels are being delivered and others still wait
+                wait_until(lambda k=k: len(_read(api, broker.addr, topic)) > k * len(acked) // (kills + 1),
+                           DELIVERY_TIMEOUT_S, f"deliveries before kill {k + 1}", interval=0.2)
+                broker.kill()
+                broker.start_again()
             seen = _delivered(api, broker, topic, acked)
         lost = acked - set(seen)
         duplicates = sum(seen.values()) - len(seen)
-        print(f"delay SIGKILL: {len(acked)} acknowledged, {len(lost)} lost, {duplicates} duplicates")
+        print(f"delay SIGKILL x{kills}: {len(acked)} acknowledged, {len(lost)} lost, {duplicates} duplicates")
         assert not lost
         assert set(seen) == acked  # nothing that was not sent
     finally:
         broker.stop_if_running()
+
+
+def test_pending_delays_survive_sigkill_none_lost_duplicates_counted(tmp_path, namesrv):
+    _sigkill_run(tmp_path, namesrv, kills=1, rounds=30)
+
+
+@pytest.mark.slow
+def test_pending_delays_survive_repeated_sigkills(tmp_path, namesrv):
+    _sigkill_run(tmp_path, namesrv, kills=4, rounds=300)
