@@ -15,8 +15,9 @@ Python object per message. Body, flag, sys flag, born time/host, reconsume times
 property (keys, tags, UNIQ_KEY, REAL_TOPIC/REAL_QID) are kept.
 
 Progress per level is RocketMQ's ``delayOffset.json`` ``{"offsetTable": {level: offset}}``, written
-every ``flushDelayOffsetInterval`` and at shutdown. A SIGKILL loses at most the progress since the
-last write: those messages are delivered again (at least once, never lost). A slave delivers
+once the commitlog is flushed past the copies a pass stored, at least every
+``flushDelayOffsetInterval``, and at shutdown. A SIGKILL loses at most the progress since the last
+write: those messages are delivered again (at least once, never lost). A slave delivers
 nothing; it takes the master's table with GET_ALL_DELAY_OFFSET.
 
 Thread-safety: the broker's event loop only.
@@ -163,10 +164,12 @@ class ScheduleService:
         self.offsets = {int(k): int(v) for k, v in (raw.get("offsetTable") or {}).items()}
         self._persisted = dict(self.offsets)
 
-    def persist(self) -> None:
-        if self.offsets != self._persisted:
-            self.file.persist({"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
-            self._persisted = dict(self.offsets)
+    def persist(self, table: dict[int, int] | None = None) -> None:
+        """Write ``table`` (default: the current progress) unless the file already holds it."""
+        table = dict(self.offsets) if table is None else table
+        if table != self._persisted:
+            self.file.persist({"offsetTable": {str(k): v for k, v in sorted(table.items())}})
+            self._persisted = table
 
     def offset_table(self) -> dict[int, int]:
         return dict(self.offsets)
@@ -255,14 +258,18 @@ class ScheduleService:
         self.on_stored(topic, queue_id, result.queue_offset + result.count)
 
     async def run(self) -> None:
-        """Deliver as messages fall due (every ``POLL_S``) and persist progress every
-        ``flush_interval_s``, until cancelled."""
+        """Deliver as messages fall due (every ``POLL_S``) until cancelled. Progress is written as soon
+        as the commitlog is flushed past the copies a pass stored (so a crash repeats only the passes
+        since; and a power loss cannot keep progress whose copies it lost), and at least every
+        ``flush_interval_s`` (RocketMQ's flushDelayOffsetInterval)."""
         last_flush = time.monotonic()
         postponed: str | None = None
+        unsaved: tuple[int, dict[int, int]] | None = None  # (commitlog end of the copies, progress)
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                self.deliver_due()
+                if self.deliver_due():
+                    unsaved = (self.store.commitlog.max_offset(), dict(self.offsets))
                 postponed = None
             except StoreNotWritableError as e:
                 if str(e) != postponed:  # once per reason, not every poll
@@ -270,10 +277,12 @@ class ScheduleService:
                 postponed = str(e)
             except Exception:  # retried at the next poll; the broker keeps serving
                 log.exception("schedule: delivery failed")
-            if time.monotonic() - last_flush >= self.flush_interval_s:
-                last_flush = time.monotonic()
-                try:
+            try:
+                if unsaved is not None and self.store.commitlog.flushed_offset() >= unsaved[0]:
+                    self.persist(unsaved[1])
+                    unsaved = None
+                if time.monotonic() - last_flush >= self.flush_interval_s:
+                    last_flush = time.monotonic()
                     self.persist()
-                except OSError as e:
-                    log.error("schedule: could not save %s: %s", self.file.path, e)
-
+            except OSError as e:
+                log.error("schedule: could not save %s: %s", self.file.path, e)
