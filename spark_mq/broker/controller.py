@@ -38,6 +38,7 @@ from spark_mq.broker.pull_processor import PullProcessor
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.replicas_manager import ReplicasManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
+from spark_mq.broker.schedule import ScheduleService
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.slave_synchronize import SlaveSynchronize
 from spark_mq.broker.sql92_filters import Sql92Filters
@@ -48,6 +49,7 @@ from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
+from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -101,6 +103,7 @@ class BrokerController:
         self.offsets: ConsumerOffsetManager
         self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
+        self.schedule: ScheduleService
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
@@ -158,9 +161,15 @@ class BrokerController:
         self.topics.load()
         self.groups = SubscriptionGroupManager(self.store.config_file(SUBSCRIPTION_GROUPS))
         self.groups.load()
-        self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
-                                    on_stored=self.hold.notify, on_topic_created=self.request_registration)
+        delay_offsets = JsonSectionsFile(self.store.config_file(DELAY_OFFSETS).path)  # shared: see schedule.py
+        self.retry = RetryScheduler(self.store, self.topics, delay_offsets,
+                                    delay_levels=self.config.message_delay_level, on_stored=self.hold.notify,
+                                    on_topic_created=self.request_registration)
         self.retry.load()
+        self.schedule = ScheduleService(self.store, delay_offsets, self.config.flush_delay_offset_interval / 1000,
+                                        on_stored=self.hold.notify)
+        self.schedule.load()
+        self.metrics.track_schedule(self.schedule)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
@@ -178,11 +187,12 @@ class BrokerController:
                                       MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
-                                               self.offsets, self.retry, self.tiered,
+                                               self.offsets, self.retry, self.schedule, self.tiered,
                                                self.config.slave_synchronize_interval / 1000, self.request_registration)
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
+            self._tasks.append(loop.create_task(self.schedule.run(), name="broker-schedule"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
         if self.config.enable_controller_mode:
             self.replicas = ReplicasManager(self.config, self.controller_client, lambda: self.address,
@@ -234,7 +244,7 @@ class BrokerController:
                            self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
-            MetadataProcessor(self.groups, self.offsets, self.retry),
+            MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule),
             self.unserved,
             self.sql92_filters,
         )
@@ -252,7 +262,7 @@ class BrokerController:
         await self.namesrv_client.close()
         await self.master_client.close()
         await self.controller_client.close()
-        for table in (self.offsets, self.topics):
+        for table in (self.offsets, self.topics, self.schedule):
             try:
                 table.persist()
             except OSError as e:  # a full disk: the store must still shut down cleanly

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
+from spark_mq.common.delay_levels import parse_delay_levels
 from spark_mq.common.errors import DiskFullError, ReplicationError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
@@ -54,7 +55,7 @@ from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
 from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
-from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
+from spark_mq.store.consume_queue import ENTRY, QUARANTINED_TAG, ConsumeQueue
 from spark_mq.store.disk_space import disk_full, free_bytes
 from spark_mq.store.dispatch import IDLE_BEFORE_DISPATCH_S, AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
@@ -147,6 +148,7 @@ class MessageStore:
         self.root = config.root
         self.clock = clock
         self.store_host = pack_host(config.broker_ip1, config.listen_port)
+        self.delays_ms = np.array(parse_delay_levels(config.message_delay_level), dtype=np.int64)
         self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log,
                                    logic_reserve(config))
         self.index = (
@@ -216,6 +218,7 @@ class MessageStore:
                 0 if later else check_files,
                 defer_crc=abnormal,
                 replica=self.config.is_slave,
+                delays_ms=self.delays_ms,
             )
             self._corrupt.update(self.recovery.damaged)
             self._checked_from = self.recovery.start_offset
@@ -232,7 +235,7 @@ class MessageStore:
                     name="startup-check", daemon=True)
             self._rebuild_from = self.recovery.rebuild_from
             dispatched = self.commitlog.max_offset() if self._rebuild_from is None else self._rebuild_from
-            self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched)
+            self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched, self.delays_ms)
             self._replica_read = dispatched
             if self._rebuild_from is not None:
                 self._disk_full = (f"disk full: the store started without room for the consume queue and index "
@@ -542,7 +545,7 @@ class MessageStore:
         with self._queues_lock:
             queues = list(self.queues.values())
         done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,
-                                    self.config.check_crc_on_recover)
+                                    self.config.check_crc_on_recover, self.delays_ms)
         if (start, done) != self._replica_trouble:
             log.warning("replicated units: %s; built by recovery's rebuild up to commitlog offset %d", why, done)
             self._replica_trouble = (start, done)
@@ -635,7 +638,7 @@ class MessageStore:
                 assert self.recovery is not None
                 end, ts, damaged = rebuild(self.commitlog, list(self.queues.values()), self._rebuild_from,
                                            self.recovery.safe_offset, self._queue_for_write, self.index,
-                                           self.config.check_crc_on_recover)
+                                           self.config.check_crc_on_recover, self.delays_ms)
             except DiskFullError:
                 return
             self._corrupt.update(damaged.tolist())
@@ -663,6 +666,12 @@ class MessageStore:
         if self._dispatcher is not None:
             self._dispatcher.catch_up_queues()
         return self.queues.get((topic, queue_id))
+
+    def get_queue_entries(self, topic: str, queue_id: int, offset: int, count: int) -> np.ndarray:
+        """Up to ``count`` consume-queue entries (``phys``, ``size``, ``tag``) from ``offset``: the
+        schedule service reads due times (the tag codes) by the thousand."""
+        cq = self._queue(topic, queue_id)
+        return cq.get(offset, count) if cq is not None else np.zeros(0, dtype=ENTRY)
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
