@@ -14,15 +14,14 @@ from collections.abc import Callable, Iterable
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.queue_locks import QueueLockManager
+from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.remoting.bodies import (
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
-    is_tag_type,
 )
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -42,14 +41,14 @@ class ClientProcessor:
     """Serves the group requests with the collaborators it is given; runs on the broker's event loop."""
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
-                 offsets: ConsumerOffsetManager, locks: QueueLockManager, unserved: UnservedFeatures,
+                 offsets: ConsumerOffsetManager, locks: QueueLockManager, filters: Sql92Filters,
                  on_topic_created: Callable[[], None], notify_group_changes: Callable[[Iterable[str]], None]) -> None:
         self.store = store
         self.topics = topics
         self.clients = clients
         self.offsets = offsets
         self.locks = locks
-        self.unserved = unserved
+        self.filters = filters
         self.on_topic_created = on_topic_created
         self.notify_group_changes = notify_group_changes
 
@@ -78,13 +77,14 @@ class ClientProcessor:
                 log.info("consumer %s joined group %s", hb.client_id, c.group_name)
                 changed.append(c.group_name)
         self.notify_group_changes(changed)
-        # registered as RocketMQ registers them (membership still counts), but the client is told
-        # at once; its pulls are refused too
+        # registered as RocketMQ registers them (membership still counts), but a subscription the
+        # broker cannot serve (SQL92 switched off, a bad expression) is told at once; its pulls fail too
         for c in hb.consumer_data_set:
             for sub in c.subscription_data_set:
-                if not is_tag_type(sub.expression_type):
-                    return self.unserved.refuse_subscription(cmd, c.group_name, sub.topic, sub.expression_type,
-                                                          conn.peer)
+                found = self.filters.resolve(cmd, c.group_name, sub.topic, sub.expression_type, sub.sub_string,
+                                             conn.peer)
+                if isinstance(found, RemotingCommand):
+                    return found
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def unregister_client(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -42,8 +42,10 @@ from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.replicas_manager import ReplicasManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.role_switch import ControllerSeat, RoleChange, controller_start, next_role
+from spark_mq.broker.schedule import ScheduleService
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.slave_synchronize import SlaveSynchronize
+from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
@@ -52,6 +54,7 @@ from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
+from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -102,6 +105,7 @@ class BrokerController:
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
         self.metrics = metrics or BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
+        self.sql92_filters = Sql92Filters(config.enable_property_filter, self.unserved)
         self.namesrv_client = RemotingClient()
         self.store: MessageStore
         self.topics: TopicConfigManager
@@ -109,6 +113,7 @@ class BrokerController:
         self.offsets: ConsumerOffsetManager
         self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
+        self.schedule: ScheduleService
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
@@ -176,9 +181,15 @@ class BrokerController:
         self.topics.load()
         self.groups = SubscriptionGroupManager(self.store.config_file(SUBSCRIPTION_GROUPS))
         self.groups.load()
-        self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
-                                    on_stored=self.hold.notify, on_topic_created=self.request_registration)
+        delay_offsets = JsonSectionsFile(self.store.config_file(DELAY_OFFSETS).path)  # shared: see schedule.py
+        self.retry = RetryScheduler(self.store, self.topics, delay_offsets,
+                                    delay_levels=self.config.message_delay_level, on_stored=self.hold.notify,
+                                    on_topic_created=self.request_registration)
         self.retry.load()
+        self.schedule = ScheduleService(self.store, delay_offsets, self.config.flush_delay_offset_interval / 1000,
+                                        on_stored=self.hold.notify)
+        self.schedule.load()
+        self.metrics.track_schedule(self.schedule)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
@@ -198,11 +209,12 @@ class BrokerController:
                                       replica_id=None if self.seat is None else self.config.broker_id)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
-                                               self.offsets, self.retry, self.tiered,
+                                               self.offsets, self.retry, self.schedule, self.tiered,
                                                self.config.slave_synchronize_interval / 1000, self.request_registration)
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
+            self._tasks.append(loop.create_task(self.schedule.run(), name="broker-schedule"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
         if self.seat is not None:
             self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
@@ -290,16 +302,17 @@ class BrokerController:
                           self.request_registration, self.ha_service, self._waits_for_replicas(),
                           self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
-                          self.unserved, slave_read_enable=c.slave_read_enable,
+                          self.sql92_filters, slave_read_enable=c.slave_read_enable,
                           in_memory_read_bytes=c.in_memory_read_bytes),
-            ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.unserved,
+            ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
                            self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
-            MetadataProcessor(self.groups, self.offsets, self.retry),
+            MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule),
             self.unserved,
+            self.sql92_filters,
         )
 
     async def stop(self) -> None:
@@ -314,7 +327,7 @@ class BrokerController:
         await self.server.stop()
         await self.namesrv_client.close()
         await self.master_client.close()
-        for table in (self.offsets, self.topics):
+        for table in (self.offsets, self.topics, self.schedule):
             try:
                 table.persist()
             except OSError as e:  # a full disk: the store must still shut down cleanly

@@ -11,6 +11,7 @@ import logging
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.retry import RetryScheduler
+from spark_mq.broker.schedule import ScheduleService
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
@@ -27,10 +28,11 @@ log = logging.getLogger(__name__)
 
 class MetadataProcessor:
     def __init__(self, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
-                 retry: RetryScheduler) -> None:
+                 retry: RetryScheduler, schedule: ScheduleService) -> None:
         self.groups = groups
         self.offsets = offsets
         self.retry = retry
+        self.schedule = schedule
 
     def register_on(self, server: RemotingServer) -> None:
         for code, handler in {
@@ -54,7 +56,7 @@ class MetadataProcessor:
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     async def all_delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        body = DelayOffsetSerializeWrapper({}, self.retry.pending_objs()).to_json()
+        body = DelayOffsetSerializeWrapper(self.schedule.offset_table(), self.retry.pending_objs()).to_json()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
 
     async def offered_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from spark_mq.broker.schedule import ScheduleService
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore
@@ -55,6 +56,7 @@ class BrokerMetrics:
         self._store: MessageStore | None = None
         self._ha_service: HAService | None = None  # a master's
         self._ha_client: HAClient | None = None  # a slave's
+        self._schedule: ScheduleService | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -101,6 +103,10 @@ class BrokerMetrics:
     def track_store(self, store: MessageStore) -> None:
         """Export the store's retention counters and write state (read at scrape time)."""
         self._store = store
+
+    def track_schedule(self, service: ScheduleService) -> None:
+        """Export delay messages: pending per level, delivered in all (read at scrape time)."""
+        self._schedule = service
 
     def track_ha(self, service: HAService | None, client: HAClient | None) -> None:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
@@ -167,6 +173,14 @@ class BrokerMetrics:
                                       value=retention.kept_for_master)
             yield from self._collect_store()
         yield from self._collect_ha()
+        if self._schedule is not None:
+            pending = GaugeMetricFamily("spark_mq_delay_pending", "Delayed messages not yet delivered, per delay level",
+                                        labels=["level"])
+            for level, count in self._schedule.pending().items():
+                pending.add_metric([str(level)], count)
+            yield pending
+            yield CounterMetricFamily("spark_mq_delay_delivered", "Delayed messages delivered to their real topic",
+                                      value=self._schedule.delivered_total)
 
     def _collect_store(self) -> Iterator[Any]:
         # lazy import: as in serve

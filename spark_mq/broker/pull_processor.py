@@ -14,13 +14,13 @@ from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import MASTER_ID
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.perm import PERM_READ
-from spark_mq.remoting.bodies import SUB_ALL, is_tag_type
+from spark_mq.remoting.bodies import SUB_ALL
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -59,7 +59,7 @@ class PullProcessor:
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
                  offsets: ConsumerOffsetManager, groups: SubscriptionGroupManager, hold: PullHoldService,
-                 metrics: BrokerMetrics, unserved: UnservedFeatures, *, slave_read_enable: bool = False,
+                 metrics: BrokerMetrics, filters: Sql92Filters, *, slave_read_enable: bool = False,
                  in_memory_read_bytes: int = 0) -> None:
         self.store = store
         self.topics = topics
@@ -68,7 +68,7 @@ class PullProcessor:
         self.groups = groups
         self.hold = hold
         self.metrics = metrics
-        self.unserved = unserved
+        self.filters = filters
         self.slave_read_enable = slave_read_enable
         self.in_memory_read_bytes = in_memory_read_bytes
 
@@ -105,13 +105,16 @@ class PullProcessor:
         else:
             sub = self.clients.subscription(h.consumer_group, h.topic)
             expression, expression_type = (sub.sub_string, sub.expression_type) if sub else (None, None)
-        if not is_tag_type(expression_type):
-            return self.unserved.refuse_subscription(cmd, h.consumer_group, h.topic, expression_type, conn.peer)
-        codes = tag_codes(expression)
+        sql = self.filters.resolve(cmd, h.consumer_group, h.topic, expression_type, expression, conn.peer)
+        if isinstance(sql, RemotingCommand):
+            return sql
+        codes = tag_codes(expression) if sql is None else None
+        unit_filter = sql.match_units if sql is not None else None
         if h.has_commit_offset and h.commit_offset >= 0:
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
-        result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+        result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
+                                         unit_filter=unit_filter)
         code = response_code(result, h.queue_offset)
         # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
         # held pulls it is answered now instead)
@@ -123,7 +126,8 @@ class PullProcessor:
             finally:
                 self.metrics.long_poll_waiters.dec()
                 await conn.end_hold()
-            result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes)
+            result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
+                                         unit_filter=unit_filter)
             code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
             self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())

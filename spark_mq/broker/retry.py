@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.common.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_id import offset_msg_id
@@ -54,23 +54,7 @@ from spark_mq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
-DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-_UNITS_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 POLL_S = 0.1  # how late a redelivery may be stored
-_LEVEL = re.compile(r"(\d+)([smhd])\Z")
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """``"1s 5s 1m"`` → delays in ms, level 1 first."""
-    out = []
-    for item in text.split():
-        m = _LEVEL.match(item)
-        if not m:
-            raise ValueError(f"delay level {item!r} is not <number><s|m|h|d>")
-        out.append(int(m.group(1)) * _UNITS_S[m.group(2)] * 1000)
-    if not out:
-        raise ValueError("no delay levels given")
-    return out
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ the group commit without blocking the event loop. A stored message wakes the pul
 queue at once, and they answer before the send does. On a master every put wakes the transfers to
 its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
 past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
-refuses every send with SERVICE_NOT_AVAILABLE naming its master.
+refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
+in a batch) is stored in the schedule topic instead (``schedule.py``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from collections.abc import Callable
 
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.schedule import put_all, to_schedule
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.unserved_features import UnservedFeatures, is_prepared_transaction
+from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.names import validate_topic
@@ -33,7 +36,7 @@ from spark_mq.remoting.headers import SendMessageRequestHeader, parse_send_reque
 from spark_mq.remoting.message_batch_codec import decode_batch_body
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.message_store import MessageStore
-from spark_mq.store.results import PutStatus
+from spark_mq.store.results import PutResult, PutStatus
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
 # RocketMQ's PutMessageStatus -> response code, for the statuses of a stored message
@@ -112,7 +115,8 @@ class SendProcessor:
         try:
             batch = self._batch(cmd, h, queue_id, conn)
             started = time.perf_counter()
-            result = self.store.put_messages(batch, wait_flush=False)
+            parts = to_schedule(batch, int(self.store.delays_ms.size))
+            result = put_all(self.store, parts)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
@@ -120,7 +124,7 @@ class SendProcessor:
         self.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
         if self.ha is not None:
             self.ha.appended()
-        if self.hold.notify(h.topic, queue_id, result.queue_offset + result.count):
+        if self.hold.notify(h.topic, queue_id, self._queue_end(h, queue_id, parts, result)):
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)
@@ -140,6 +144,16 @@ class SendProcessor:
             "queueId": queue_id,
             "queueOffset": result.queue_offset,
         })
+
+    def _queue_end(self, h: SendMessageRequestHeader, queue_id: int, parts: list[MessageBatch], result: PutResult
+                   ) -> int:
+        """The end of the requested queue after this put, for held pulls (0 when every message went to
+        the schedule topic: nothing arrived in it)."""
+        if all(p.topic == SCHEDULE_TOPIC for p in parts):
+            return 0
+        if len(parts) == 1:
+            return result.queue_offset + result.count
+        return self.store.get_max_offset(h.topic, queue_id)
 
     @staticmethod
     def _batch(cmd: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, conn: Connection) -> MessageBatch:

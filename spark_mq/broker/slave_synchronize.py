@@ -38,6 +38,7 @@ from collections.abc import Awaitable, Callable
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.retry import RetryScheduler
+from spark_mq.broker.schedule import ScheduleService
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager, decode_table
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -62,13 +63,15 @@ REQUEST_TIMEOUT_S = 3.0
 class SlaveSynchronize:
     def __init__(self, client: RemotingClient, master_addr: Callable[[], str], topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, retry: RetryScheduler,
-                 tiered: TieredOffsetManager, interval_s: float, on_topics_changed: Callable[[], None]) -> None:
+                 schedule: ScheduleService, tiered: TieredOffsetManager, interval_s: float,
+                 on_topics_changed: Callable[[], None]) -> None:
         self.client = client
         self.master_addr = master_addr
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
         self.retry = retry
+        self.schedule = schedule
         self.tiered = tiered
         self.interval_s = interval_s
         # the master's commitlog min offset as last learned (read by the store's retention thread)
@@ -152,7 +155,10 @@ class SlaveSynchronize:
 
     async def sync_delay_offsets(self, addr: str) -> None:
         body = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET)
-        self.retry.replace(DelayOffsetSerializeWrapper.from_json(body).pending_retries)
+        wrapper = DelayOffsetSerializeWrapper.from_json(body)
+        self.retry.replace(wrapper.pending_retries)
+        if wrapper.offset_table != self.schedule.offsets:
+            self.schedule.replace(wrapper.offset_table)
 
     async def sync_tiered_offsets(self, addr: str) -> None:
         table = decode_table(json.loads(await self._fetch(addr, RequestCode.GET_ALL_TIERED_OFFSET)))

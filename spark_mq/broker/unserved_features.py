@@ -1,7 +1,8 @@
 """What the broker does not serve yet, refused loudly instead of mis-served.
 
-Transactional half messages and SQL92 subscriptions are RocketMQ features this broker does not
-implement yet. Served as if they were ordinary, both corrupt a user's data without a word: a
+Transactional half messages are a RocketMQ feature this broker does not implement yet; SQL92
+subscriptions are served only with ``enablePropertyFilter=true`` (``sql92_filters``), as in
+RocketMQ. Served as if they were ordinary, both corrupt a user's data without a word: a
 prepared message would be delivered at once (and a rollback, sent oneway, could never take it
 back), and a SQL92 expression read as a tag expression matches nothing, so its consumer waits
 forever. So each is refused the way RocketMQ refuses it when the feature is switched off
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Callable
 
 from spark_mq.common.properties import TRANSACTION_PREPARED, decode_properties
-from spark_mq.remoting.bodies import EXPRESSION_TAG, CheckClientRequestBody, is_tag_type
+from spark_mq.remoting.bodies import EXPRESSION_TAG
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -68,9 +69,9 @@ def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
 def sql92_missing(expression_type: str) -> str:
     """The remark of a refused subscription: RocketMQ's words, then what to do."""
     return (f"The broker does not support consumer to filter message by {expression_type}: "
-            f"{expression_type} filtering is not enabled on this broker (enablePropertyFilter is off, "
-            f"not served yet); subscribe with a tag expression ({EXPRESSION_TAG}) and filter the rest "
-            f"in the consumer")
+            f"{expression_type} filtering is not enabled on this broker (set enablePropertyFilter=true in "
+            f"its broker.conf; only SQL92 exists besides {EXPRESSION_TAG}), or subscribe with a tag "
+            f"expression ({EXPRESSION_TAG}) and filter the rest in the consumer")
 
 
 class UnservedFeatures:
@@ -85,7 +86,6 @@ class UnservedFeatures:
         self._logged: set[tuple[str, str]] = set()
 
     def register_on(self, server) -> None:
-        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
         server.register(RequestCode.END_TRANSACTION, self.end_transaction)
         server.register(RequestCode.CHECK_TRANSACTION_STATE, self.check_transaction_state)
 
@@ -117,14 +117,6 @@ class UnservedFeatures:
         that is not a tag expression (the caller checks ``is_tag_type``)."""
         self._refused(SQL92, group, f"a {expression_type} subscription to topic {topic}", peer)
         return cmd.make_response(ResponseCode.SYSTEM_ERROR, sql92_missing(expression_type))
-
-    async def check_client_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """CHECK_CLIENT_CONFIG: a Java consumer with a non-tag subscription asks before it starts."""
-        req = CheckClientRequestBody.from_json(cmd.body)
-        sub = req.subscription_data
-        if sub is not None and not is_tag_type(sub.expression_type):
-            return self.refuse_subscription(cmd, req.group, sub.topic, sub.expression_type, conn.peer)
-        return cmd.make_response(ResponseCode.SUCCESS)
 
     async def end_transaction(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         # producers send it oneway, so this answer is mostly for tools; the refusal that matters

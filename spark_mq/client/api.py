@@ -52,6 +52,7 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
+    CheckClientRequestBody,
     ClusterInfo,
     ConsumeStats,
     GetConsumerListByGroupResponseBody,
@@ -384,6 +385,12 @@ class MQClientAPI:
         """HEART_BEAT; returns the broker's version (MQVersion ordinal) from the response."""
         response = await self._invoke(addr, RequestCode.HEART_BEAT, None, data.to_json(), timeout)
         return response.version
+
+    async def check_client_config(self, addr: str, body: CheckClientRequestBody, *,
+                                  timeout: float | None = None) -> None:
+        """CHECK_CLIENT_CONFIG: whether the broker serves a subscription (SQL92: enabled, and the
+        expression parses); MQClientError with the broker's reason otherwise."""
+        await self._invoke(addr, RequestCode.CHECK_CLIENT_CONFIG, None, body.to_json(), timeout)
 
     async def consumer_send_msg_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader, *,
                                      timeout: float | None = None) -> None:

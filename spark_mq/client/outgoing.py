@@ -25,7 +25,6 @@ from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.message_unit import COMPRESSED_FLAG
 from spark_mq.common.names import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.properties import (
-    DELAY,
     MAX_PROPERTIES_LENGTH,
     UNIQ_KEY,
     WAIT_STORE_MSG_OK,
@@ -37,7 +36,7 @@ COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
 # what follows a batch message's own properties: its UNIQ_KEY, then WAIT (the order a dict gave)
 _KEY_HEAD = f"{UNIQ_KEY}\x01".encode()
 _KEY_TAIL = f"\x02{WAIT_STORE_MSG_OK}\x01true\x02".encode()
-_RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK, DELAY})
+_RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK})
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -147,8 +146,9 @@ def prepare(msg: Message, max_message_size: int, compress_threshold: int) -> Pre
 
 
 def prepare_batch(messages: Sequence[Message], max_message_size: int) -> PreparedBatch:
-    """Validate a batch by RocketMQ's rules (one topic, no retry topic, no delay level, every
-    message storable) and encode it in columns."""
+    """Validate a batch by RocketMQ's rules (one topic, no retry topic, every message storable) and
+    encode it in columns. Delay levels are allowed (RocketMQ refuses them in a batch; this broker
+    schedules each message by its own level)."""
     messages = list(messages)
     if not messages:
         raise MessageValidationError("a batch needs at least one message")
@@ -193,20 +193,17 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
     that already names UNIQ_KEY or WAIT keeps its own values (``setdefault``, as ``prepare``).
     """
     keys = uniq_keys(len(messages)).tolist()
-    if not any(m.properties or m.tags or m.keys for m in messages):
+    if not any(m.properties or m.tags or m.keys or m.delay_level for m in messages):
         return [_KEY_HEAD + k + _KEY_TAIL for k in keys], keys
     out = []
     for i, (m, key) in enumerate(zip(messages, keys, strict=True)):
-        if not (m.properties or m.tags or m.keys):
+        if not (m.properties or m.tags or m.keys or m.delay_level):
             out.append(_KEY_HEAD + key + _KEY_TAIL)
             continue
         props = m.all_properties()
         if _RESERVED.isdisjoint(props):
             out.append(encode_properties_checked(props) + _KEY_HEAD + key + _KEY_TAIL)
             continue
-        delay = props.get(DELAY)
-        if delay not in (None, "", "0"):
-            raise MessageValidationError(f"delay level {delay} is not supported in a batch: send it alone")
         keys[i] = props.setdefault(UNIQ_KEY, key.decode()).encode()
         props.setdefault(WAIT_STORE_MSG_OK, "true")
         out.append(encode_properties_checked(props))

@@ -35,7 +35,7 @@ from spark_mq.client.rebalance import AllocateStrategy, RebalanceResult, get_str
 from spark_mq.client.results import PullResult, PullStatus
 from spark_mq.client.subscription import (
     ConsumeFrom,
-    check_expression_type,
+    check_in_brokers,
     consume_from_where,
     filter_by_tags,
     parse_consume_from,
@@ -98,9 +98,11 @@ class ConsumerPullBatch:
 
 
 def pull_header(group: str, mq: MessageQueue, offset: int, max_nums: int, expression: str,
-                suspend_s: float = 0.0, commit_offset: int | None = None) -> PullMessageRequestHeader:
-    """PULL_MESSAGE header carrying the subscription (the broker filters by tag hash)."""
-    sub = subscription_data(mq.topic, expression)
+                suspend_s: float = 0.0, commit_offset: int | None = None,
+                expression_type: str = EXPRESSION_TAG) -> PullMessageRequestHeader:
+    """PULL_MESSAGE header carrying the subscription (the broker filters by tag hash, or exactly by
+    a SQL92 expression)."""
+    sub = subscription_data(mq.topic, expression, expression_type=expression_type)
     return PullMessageRequestHeader(
         consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset, max_msg_nums=max_nums,
         sys_flag=build_pull_sys_flag(commit_offset=commit_offset is not None, suspend=suspend_s > 0,
@@ -112,28 +114,31 @@ def pull_header(group: str, mq: MessageQueue, offset: int, max_nums: int, expres
 
 async def pull_queue(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
                      expression: str = SUB_ALL, *, suspend_s: float = 0.0,
-                     timeout: float | None = None) -> ConsumerPullResult:
+                     timeout: float | None = None, expression_type: str = EXPRESSION_TAG) -> ConsumerPullResult:
     """One PULL_MESSAGE of ``mq`` at ``offset``, decoded and filtered by tag string."""
-    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout)
-    messages = filter_by_tags(raw.messages(), parse_tags(expression)) if raw.status == PullStatus.FOUND else []
+    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout, expression_type)
+    tags = parse_tags(expression, expression_type)
+    messages = filter_by_tags(raw.messages(), tags) if raw.status == PullStatus.FOUND else []
     return ConsumerPullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages, raw)
 
 
 async def pull_queue_batch(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
                            expression: str = SUB_ALL, *, suspend_s: float = 0.0,
-                           timeout: float | None = None) -> ConsumerPullBatch:
+                           timeout: float | None = None, expression_type: str = EXPRESSION_TAG) -> ConsumerPullBatch:
     """``pull_queue`` with the messages as columns."""
-    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout)
-    batch = raw.batch().with_tags(parse_tags(expression))
+    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout, expression_type)
+    batch = raw.batch().with_tags(parse_tags(expression, expression_type))
     return ConsumerPullBatch(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, batch, raw)
 
 
 async def _pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
-                    expression: str, suspend_s: float, timeout: float | None) -> PullResult:
+                    expression: str, suspend_s: float, timeout: float | None,
+                    expression_type: str = EXPRESSION_TAG) -> PullResult:
     if max_nums <= 0:
         raise ConfigError(f"max_nums must be positive, got {max_nums}")
     await broker_addr_of(instance, mq)  # the route, fetched once if unknown
-    return await instance.pull_message(mq, pull_header(group, mq, offset, max_nums, expression, suspend_s), timeout)
+    header = pull_header(group, mq, offset, max_nums, expression, suspend_s, expression_type=expression_type)
+    return await instance.pull_message(mq, header, timeout)
 
 
 def _consumer_data(group: str, subscriptions: dict[str, str], consume_from: str) -> ConsumerData:
@@ -196,21 +201,25 @@ class PullConsumer:
         return queues
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = SUB_ALL,
-                   timeout: float | None = None, *, block_s: float = 0.0) -> ConsumerPullResult:
+                   timeout: float | None = None, *, block_s: float = 0.0,
+                   expression_type: str = EXPRESSION_TAG) -> ConsumerPullResult:
         """Pull up to ``max_nums`` messages of ``mq`` from ``offset`` whose tag matches
-        ``expression``; ``block_s`` > 0 lets the broker hold the pull until a message arrives."""
+        ``expression`` (or that satisfy it, with ``expression_type="SQL92"``: a bad expression raises
+        MQClientError SUBSCRIPTION_PARSE_FAILED with its position); ``block_s`` > 0 lets the broker
+        hold the pull until a message arrives."""
         self._check_started()
         return await pull_queue(self.instance, self.group, mq, offset, max_nums, expression, suspend_s=block_s,
-                                timeout=timeout)
+                                timeout=timeout, expression_type=expression_type)
 
     async def pull_batch(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = SUB_ALL,
-                         timeout: float | None = None, *, block_s: float = 0.0) -> ConsumerPullBatch:
+                         timeout: float | None = None, *, block_s: float = 0.0,
+                         expression_type: str = EXPRESSION_TAG) -> ConsumerPullBatch:
         """``pull`` with the messages as columns (:class:`StoredBatch`: bodies, offsets and
         timestamps as lists and arrays, properties decoded on demand): for large pulls, several
         times faster than a StoredMessage per message."""
         self._check_started()
         return await pull_queue_batch(self.instance, self.group, mq, offset, max_nums, expression,
-                                      suspend_s=block_s, timeout=timeout)
+                                      suspend_s=block_s, timeout=timeout, expression_type=expression_type)
 
     def update_offset(self, mq: MessageQueue, offset: int) -> None:
         """Set the group's offset of ``mq`` in memory (``persist`` writes it to the broker)."""
@@ -253,6 +262,7 @@ class _Batch:
 class _Subscription:
     expression: str
     tags: frozenset[str] | None = field(default=None)
+    expression_type: str = EXPRESSION_TAG
 
 
 class LitePullConsumer:
@@ -301,10 +311,14 @@ class LitePullConsumer:
     # -- life cycle ---------------------------------------------------------------------------
 
     async def subscribe(self, topic: str, expression: str = SUB_ALL, expression_type: str = EXPRESSION_TAG) -> None:
-        """Read ``topic`` (messages whose tag matches ``expression``, e.g. ``"a || b"``);
-        ``expression_type="SQL92"`` is refused (ConfigError: not served yet)."""
-        check_expression_type(expression_type)
-        self._subscriptions[topic] = _Subscription(expression, parse_tags(expression))
+        """Read ``topic`` (messages whose tag matches ``expression``, e.g. ``"a || b"``, or with
+        ``expression_type="SQL92"`` whose properties satisfy it): a SQL92 expression is checked by
+        the topic's brokers here, MQClientError (SUBSCRIPTION_PARSE_FAILED, with the position) if one
+        refuses it."""
+        sub = subscription_data(topic, expression, expression_type=expression_type)
+        await check_in_brokers(self.instance, self.group, sub)
+        self._subscriptions[topic] = _Subscription(expression, parse_tags(expression, expression_type),
+                                                   expression_type)
         if self._started:
             await self.instance.route(topic, refresh=True)
             await self.instance.heartbeat_all()
@@ -344,6 +358,8 @@ class LitePullConsumer:
     async def shutdown(self) -> None:
         """Stop pulling, persist every owned queue's offset, then leave the group."""
         if not self._started:
+            if self._own_instance:  # a SQL92 subscribe may have connected (CHECK_CLIENT_CONFIG)
+                await self.instance.close()
             return
         self._started = False
         await stop_tasks(self._tasks)
@@ -363,7 +379,7 @@ class LitePullConsumer:
     def _consumer_data(self) -> ConsumerData:
         return ConsumerData(self.group, consume_type="CONSUME_ACTIVELY", message_model="CLUSTERING",
                             consume_from_where=consume_from_where(self.consume_from),
-                            subscription_data_set=[subscription_data(t, s.expression)
+                            subscription_data_set=[subscription_data(t, s.expression, expression_type=s.expression_type)
                                                    for t, s in sorted(self._subscriptions.items())])
 
     # -- rebalance ----------------------------------------------------------------------------
@@ -435,11 +451,13 @@ class LitePullConsumer:
     async def _pull_loop(self, state: _QueueState) -> None:
         sub = self._subscriptions.get(state.mq.topic)
         expression = sub.expression if sub else SUB_ALL
+        expression_type = sub.expression_type if sub else EXPRESSION_TAG
         while not state.dropped:
             version, offset = state.version, state.next_offset
             try:
                 result = await pull_queue(self.instance, self.group, state.mq, offset, self.pull_batch_size,
-                                          expression, suspend_s=self.pull_suspend_s)
+                                          expression, suspend_s=self.pull_suspend_s,
+                                          expression_type=expression_type)
             except (RemotingError, MQClientError, ClientError) as e:
                 log.warning("group %s: pulling %s at %d failed: %s", self.group, state.mq, offset, e)
                 await asyncio.sleep(PULL_RETRY_BACKOFF_S)
@@ -572,16 +590,18 @@ class SyncPullConsumer(BlockingFacade[PullConsumer]):
         return self._run(self._target.fetch_queues(topic=topic))
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = SUB_ALL,
-             timeout: float | None = None, *, block_s: float = 0.0) -> ConsumerPullResult:
+             timeout: float | None = None, *, block_s: float = 0.0,
+             expression_type: str = EXPRESSION_TAG) -> ConsumerPullResult:
         """Blocking :meth:`PullConsumer.pull`."""
         return self._run(self._target.pull(mq=mq, offset=offset, max_nums=max_nums, expression=expression,
-                                           timeout=timeout, block_s=block_s))
+                                           timeout=timeout, block_s=block_s, expression_type=expression_type))
 
     def pull_batch(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = SUB_ALL,
-                   timeout: float | None = None, *, block_s: float = 0.0) -> ConsumerPullBatch:
+                   timeout: float | None = None, *, block_s: float = 0.0,
+                   expression_type: str = EXPRESSION_TAG) -> ConsumerPullBatch:
         """Blocking :meth:`PullConsumer.pull_batch`."""
         return self._run(self._target.pull_batch(mq=mq, offset=offset, max_nums=max_nums, expression=expression,
-                                                 timeout=timeout, block_s=block_s))
+                                                 timeout=timeout, block_s=block_s, expression_type=expression_type))
 
     def update_offset(self, mq: MessageQueue, offset: int) -> None:
         """Blocking :meth:`PullConsumer.update_offset`."""

@@ -58,6 +58,7 @@ from spark_mq.client.process_queue import MiB, ProcessQueue
 from spark_mq.client.rebalance import diff, get_strategy
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import (
+    check_in_brokers,
     consume_from_where,
     filter_by_tags,
     parse_consume_from,
@@ -115,6 +116,7 @@ class _Slot:
     pq: ProcessQueue
     tags: frozenset[str] | None
     expression: str
+    expression_type: str
     next_offset: int = -1
     task: asyncio.Task | None = None
     consuming: set[asyncio.Task] = dataclasses.field(default_factory=set)
@@ -171,8 +173,9 @@ class PushConsumer:
 
     # -- set-up ----------------------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
-        """Consume ``topic``'s messages whose tag matches ``expression`` (``"a || b"``, ``"*"``);
-        ``expression_type="SQL92"`` is refused (ConfigError: not served yet)."""
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"a || b"``, ``"*"``), or,
+        with ``expression_type="SQL92"``, whose properties satisfy it (``"a > 5 AND TAGS IN ('x')"``;
+        the brokers filter, and ``start`` fails with their reason if one refuses the expression)."""
         self.subscriptions[topic] = subscription_data(topic, expression, int(time.time() * 1000), expression_type)
         if self.clustering:
             retry = RETRY_GROUP_TOPIC_PREFIX + self.group
@@ -219,6 +222,12 @@ class PushConsumer:
         for topic in self.subscriptions:
             with contextlib.suppress(RemotingError):
                 await self.instance.route(topic)
+        try:
+            for sub in self.subscriptions.values():
+                await check_in_brokers(self.instance, self.group, sub)
+        except BaseException:  # a broker refused a SQL92 subscription: leave nothing running
+            await self.instance.close()
+            raise
         self._executor = ThreadPoolExecutor(self.consume_threads, thread_name_prefix=f"consume-{self.group}")
         self.instance.register_consumer(self.group, self.consumer_data, self._rebalance_now.set)
         self._running = True
@@ -293,8 +302,8 @@ class PushConsumer:
         return complete
 
     def _open(self, mq: MessageQueue, sub: SubscriptionData) -> None:
-        slot = _Slot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes), parse_tags(sub.sub_string),
-                     sub.sub_string)
+        slot = _Slot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes),
+                     parse_tags(sub.sub_string, sub.expression_type), sub.sub_string, sub.expression_type)
         self._slots[mq] = slot
         slot.task = asyncio.get_running_loop().create_task(self._run_queue(slot), name=f"pull-{mq}")
 
@@ -418,7 +427,7 @@ class PushConsumer:
                 sys_flag=build_pull_sys_flag(commit_offset=commit > 0, suspend=True, subscription=True),
                 commit_offset=max(commit, 0), suspend_timeout_millis=SUSPEND_TIMEOUT_MS,
                 sub_version=self.subscriptions[mq.topic].sub_version if mq.topic in self.subscriptions else 0,
-                subscription=slot.expression, expression_type="TAG")
+                subscription=slot.expression, expression_type=slot.expression_type)
             try:
                 await broker_addr_of(self.instance, mq)  # the route, fetched once if unknown
                 result = await self.instance.pull_message(mq, header)

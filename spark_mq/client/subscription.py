@@ -23,7 +23,14 @@ from spark_mq.common.errors import ClientError, ConfigError
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
-from spark_mq.remoting.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, MessageQueue, SubscriptionData
+from spark_mq.remoting.bodies import (
+    EXPRESSION_SQL92,
+    EXPRESSION_TAG,
+    SUB_ALL,
+    CheckClientRequestBody,
+    MessageQueue,
+    SubscriptionData,
+)
 
 if TYPE_CHECKING:
     from spark_mq.client.instance import ClientInstance
@@ -34,24 +41,17 @@ _CONSUME_FROM_WHERE = {"last": "CONSUME_FROM_LAST_OFFSET", "first": "CONSUME_FRO
 
 
 def check_expression_type(expression_type: str) -> None:
-    """Refuse up front what spark_mq brokers do not serve: only tag expressions filter today.
-
-    A SQL92 expression passed as a tag expression would match no tag and its consumer would wait
-    forever, so the type is explicit and a SQL92 subscription fails at ``subscribe``.
-    """
-    if expression_type == EXPRESSION_TAG:
-        return
-    if expression_type == EXPRESSION_SQL92:
-        raise ConfigError("SQL92 subscriptions are not served by spark_mq brokers yet (they answer SYSTEM_ERROR "
-                          "\"The broker does not support consumer to filter message by SQL92\"): subscribe with a "
-                          "tag expression such as 'a || b' and filter on properties in the consumer")
-    raise ConfigError(f"expression_type must be {EXPRESSION_TAG!r} (or {EXPRESSION_SQL92!r}, not served yet), "
-                      f"got {expression_type!r}")
+    """Only TAG and SQL92 subscriptions exist (ConfigError otherwise): a typo'd type would be read
+    by the broker as something else."""
+    if expression_type not in (EXPRESSION_TAG, EXPRESSION_SQL92):
+        raise ConfigError(f"expression_type must be {EXPRESSION_TAG!r} or {EXPRESSION_SQL92!r}, "
+                          f"got {expression_type!r}")
 
 
-def parse_tags(expression: str | None) -> frozenset[str] | None:
-    """The tags of ``"a || b"``; None (everything) for ``"*"``, empty or None."""
-    if expression is None or expression.strip() in ("", SUB_ALL):
+def parse_tags(expression: str | None, expression_type: str = EXPRESSION_TAG) -> frozenset[str] | None:
+    """The tags of ``"a || b"``; None (everything) for ``"*"``, empty or None, and for a SQL92
+    expression (the broker filters those exactly: nothing is left to filter here)."""
+    if expression_type == EXPRESSION_SQL92 or expression is None or expression.strip() in ("", SUB_ALL):
         return None
     tags = frozenset(t.strip() for t in expression.split("||") if t.strip())
     return tags or None
@@ -59,8 +59,13 @@ def parse_tags(expression: str | None) -> frozenset[str] | None:
 
 def subscription_data(topic: str, expression: str = SUB_ALL, sub_version: int = 0,
                       expression_type: str = EXPRESSION_TAG) -> SubscriptionData:
-    """The HEART_BEAT subscription of ``topic`` by a tag expression (tags and their hash codes sorted)."""
+    """The HEART_BEAT subscription of ``topic``: a tag expression (tags and their hash codes sorted)
+    or a SQL92 one (sent as written)."""
     check_expression_type(expression_type)
+    if expression_type == EXPRESSION_SQL92:
+        if not expression or not expression.strip():
+            raise ConfigError("a SQL92 subscription needs an expression, e.g. \"a > 5 AND TAGS IN ('x')\"")
+        return SubscriptionData(topic, expression, sub_version=sub_version, expression_type=EXPRESSION_SQL92)
     tags = parse_tags(expression)
     if tags is None:
         return SubscriptionData(topic, SUB_ALL, sub_version=sub_version, expression_type=EXPRESSION_TAG)
@@ -68,6 +73,22 @@ def subscription_data(topic: str, expression: str = SUB_ALL, sub_version: int = 
     return SubscriptionData(topic, " || ".join(ordered), tags_set=ordered,
                             code_set=[java_hash(t) for t in ordered], sub_version=sub_version,
                             expression_type=EXPRESSION_TAG)
+
+
+async def check_in_brokers(instance: ClientInstance, group: str, sub: SubscriptionData) -> None:
+    """RocketMQ's ``checkClientInBroker``: a SQL92 subscription is checked with CHECK_CLIENT_CONFIG by
+    every master of its topic, so a broker without ``enablePropertyFilter`` or an expression that
+    does not parse fails the subscribe (MQClientError with the broker's reason and the error's
+    position) instead of a consumer that silently never receives. Tag subscriptions need no check;
+    a topic without a route yet is checked by its pulls."""
+    if sub.expression_type != EXPRESSION_SQL92:
+        return
+    route = await instance.route(sub.topic, refresh=True)
+    body = CheckClientRequestBody(instance.client_id, group, sub)
+    for b in sorted(route.broker_datas, key=lambda b: b.broker_name) if route else []:
+        addr = instance.broker_addr(b.broker_name)
+        if addr is not None:
+            await instance.api.check_client_config(addr, body)
 
 
 def filter_by_tags(messages: Iterable[StoredMessage], tags: frozenset[str] | None) -> list[StoredMessage]:

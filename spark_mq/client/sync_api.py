@@ -21,6 +21,7 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
+    CheckClientRequestBody,
     ClusterInfo,
     ConsumeStats,
     HeartbeatData,
@@ -153,6 +154,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def heartbeat(self, addr: str, data: HeartbeatData, *, timeout: float | None = None) -> int:
         """Blocking :meth:`MQClientAPI.heartbeat`."""
         return self._run(self._target.heartbeat(addr=addr, data=data, timeout=timeout))
+
+    def check_client_config(self, addr: str, body: CheckClientRequestBody, *, timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.check_client_config`."""
+        return self._run(self._target.check_client_config(addr=addr, body=body, timeout=timeout))
 
     def consumer_send_msg_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader, *,
                                timeout: float | None = None) -> None:

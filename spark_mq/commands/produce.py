@@ -19,6 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topic", required=True, help="topic to send to")
     p.add_argument("--key", help="KEYS of every message (space-separated for several)")
     p.add_argument("--tag", help="TAGS of every message")
+    p.add_argument("--delay-level", type=int, default=0,
+                   help="deliver every message after this delay level (1 = the broker's first messageDelayLevel; "
+                        "default 0: at once)")
     p.add_argument("--batch", type=int, default=32, help="messages per send (default 32; 1 = one send each)")
     p.add_argument("--file", help="read lines from this file instead of stdin")
     p.add_argument("--group", default=DEFAULT_GROUP, help=f"producer group (default {DEFAULT_GROUP})")
@@ -43,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.batch < 1:
         raise SparkMQError("--batch must be at least 1")
+    if args.delay_level < 0:
+        raise SparkMQError("--delay-level must be 0 (no delay) or a level from 1")
     producer = SyncProducer(args.group, client_config(args))
     producer.start()
     sent = skipped = batches = 0
@@ -65,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             if not body:
                 skipped += 1
                 continue
-            pending.append(Message(args.topic, body, tags=args.tag, keys=args.key))
+            pending.append(Message(args.topic, body, tags=args.tag, keys=args.key, delay_level=args.delay_level))
             if len(pending) >= args.batch:
                 flush()
         if pending:

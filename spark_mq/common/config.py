@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, get_type_hints
 
+from spark_mq.common.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from spark_mq.common.errors import ConfigError, InvalidNameError
 from spark_mq.common.names import validate_broker_name
 
@@ -103,6 +104,9 @@ class BrokerConfig(ServerChannelConfig):
     # accessMessageInMemoryMaxRatio percent of RAM (totalPhysicalMemorySize; 0: this machine's) is told
     # to pull from the slave (suggestWhichBrokerId 1), and a caught-up reader back to the master (0)
     slave_read_enable: bool = False
+    # SQL92 subscriptions (expressionType=SQL92 on heartbeats and pulls) are served only with this on,
+    # as in RocketMQ; off, they are refused with SYSTEM_ERROR
+    enable_property_filter: bool = False
     access_message_in_memory_max_ratio: int = 40
     total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
@@ -144,6 +148,10 @@ class BrokerConfig(ServerChannelConfig):
     # consumer groups: a queue lock (LOCK_BATCH_MQ) not renewed within this many ms is free to another member
     # (RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime system property)
     rebalance_lock_max_live_time: int = 60_000
+    # delay levels of messages sent with the DELAY property (level 1 first), and how often the schedule
+    # service's per-level progress (delayOffset.json) is written (ms)
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    flush_delay_offset_interval: int = 10_000
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -168,11 +176,22 @@ class BrokerConfig(ServerChannelConfig):
         if not 0 < self.disk_space_clean_forcibly_ratio <= self.disk_space_warning_level_ratio <= 1:
             raise ConfigError("need 0 < diskSpaceCleanForciblyRatio <= diskSpaceWarningLevelRatio <= 1")
         self._check_replication()
+        self._check_delay_levels()
         for key, name in (("brokerName", self.broker_name), ("brokerClusterName", self.broker_cluster_name)):
             try:  # each becomes a topic of this broker, and a name the NameServer checks
                 validate_broker_name(name)
             except InvalidNameError as e:
                 raise ConfigError(f"{key}={name!r}: {e}") from None
+
+    def _check_delay_levels(self) -> None:
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except ValueError as e:
+            raise ConfigError(f"messageDelayLevel={self.message_delay_level!r}: {e}; give delays like \"1s 5s 1m 2h\" "
+                              "(level 1 first)") from None
+        if self.flush_delay_offset_interval <= 0:
+            raise ConfigError(f"flushDelayOffsetInterval={self.flush_delay_offset_interval}: give a positive number "
+                              "of ms")
 
     def _check_replication(self) -> None:
         if self.broker_role not in BROKER_ROLES:

@@ -45,3 +45,14 @@ class JsonConfigFile:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+class JsonSectionsFile(JsonConfigFile):
+    """A JSON object file that several owners share, each writing its own top-level keys: ``persist``
+    merges the keys given into what the file holds (``delayOffset.json``: the schedule service's
+    ``offsetTable`` beside the retry scheduler's ``pendingRetries``)."""
+
+    def persist(self, value: Any) -> None:
+        merged = self.load({}) or {}
+        merged.update(value)
+        super().persist(merged)

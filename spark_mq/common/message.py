@@ -19,6 +19,7 @@ import numpy as np
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.names import validate_topic
 from spark_mq.common.properties import (
+    DELAY,
     KEY_SEPARATOR,
     KEYS,
     MAX_PROPERTIES_LENGTH,
@@ -49,10 +50,13 @@ class Message:
     keys: Sequence[str] | str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     flag: int = 0
+    delay_level: int = 0  # > 0: delivered after that level's delay (the broker's messageDelayLevel)
 
     def all_properties(self) -> dict[str, str]:
-        """User properties plus TAGS and KEYS in RocketMQ's reserved names."""
+        """User properties plus TAGS, KEYS and DELAY in RocketMQ's reserved names."""
         props = dict(self.properties)
+        if self.delay_level > 0:
+            props[DELAY] = str(self.delay_level)
         if self.tags:
             props[TAGS] = self.tags
         if self.keys:

@@ -931,10 +931,10 @@ class ConsumerOffsetSerializeWrapper(Body):
 
 @dataclass
 class DelayOffsetSerializeWrapper(Body):
-    """GET_ALL_DELAY_OFFSET response body: RocketMQ's ``{"offsetTable":{level:offset}}``. This broker
-    keeps no per-level offsets (it has no SCHEDULE_TOPIC_XXXX), so its table is empty; its pending
-    redeliveries travel beside it as ``pendingRetries`` (``delayOffset.json``'s entries, which a
-    RocketMQ reader ignores), so a slave holds them too."""
+    """GET_ALL_DELAY_OFFSET response body: RocketMQ's ``{"offsetTable":{level:offset}}`` (the schedule
+    service's progress per delay level); this broker's pending consumer send-back redeliveries travel
+    beside it as ``pendingRetries`` (``delayOffset.json``'s entries, which a RocketMQ reader ignores),
+    so a slave holds both."""
 
     offset_table: dict[int, int] = field(default_factory=dict)
     pending_retries: list[Any] = field(default_factory=list)

@@ -32,7 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_mq.client.rebalance import STRATEGIES
-from spark_mq.client.subscription import check_expression_type
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError, InvalidNameError
 from spark_mq.common.names import validate_group, validate_topic
@@ -176,11 +175,9 @@ class SourceOptions:
         given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
                        required=(NAMESRV,))
         if SQL in given:
-            try:
-                check_expression_type(EXPRESSION_SQL92)
-            except ConfigError as e:
-                raise ConfigError(f"option {SQL!r}: {e}. In Spark: filter at the broker with option {TAGS!r} and "
-                                  f"the rest with .where(...)") from None
+            raise ConfigError(f"option {SQL!r}: the Spark source does not send {EXPRESSION_SQL92} filters yet "
+                              f"(brokers with enablePropertyFilter=true serve them to consumers). In Spark: filter "
+                              f"at the broker with option {TAGS!r} and the rest with .where(...)")
         topics, pattern = _topics(given)
         single = topics[0] if len(topics) == 1 else None  # whose queues the older un-keyed offsets JSON names
         namesrv = given[NAMESRV]

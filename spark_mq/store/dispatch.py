@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spark_mq.common.byte_ranges import split_ranges
+from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hash_utf8, java_hashes
 from spark_mq.common.properties import (
@@ -190,13 +191,16 @@ def build_entries(
     queue_for: QueueFor,
     index: IndexService | None,
     index_done: int = -1,
+    delays_ms: np.ndarray | None = None,
 ) -> None:
     """Write consume queue entries per run and index entries for every key (those of units
-    at or below ``index_done`` are already indexed and skipped)."""
+    at or below ``index_done`` are already indexed and skipped). With ``delays_ms`` (the delay
+    levels), a schedule-topic entry's tag code is its due time."""
     for run in runs:
-        queue_for(run.topic, run.queue_id).put_batch(
-            run.queue_offset, phys[run.rows], sizes[run.rows], info.tag_codes[run.rows]
-        )
+        tags = info.tag_codes[run.rows]
+        if run.topic == SCHEDULE_TOPIC and delays_ms is not None:
+            tags = due_tag_codes(delays_ms, run.queue_id, store_ts[run.rows])
+        queue_for(run.topic, run.queue_id).put_batch(run.queue_offset, phys[run.rows], sizes[run.rows], tags)
     if index is not None and info.key_rows.size:
         key_phys = phys[info.key_rows]
         todo = key_phys > index_done
@@ -207,7 +211,9 @@ def build_entries(
 
 
 class Dispatcher:
-    def __init__(self, queue_for: QueueFor, index: IndexService | None, dispatched: int) -> None:
+    def __init__(self, queue_for: QueueFor, index: IndexService | None, dispatched: int,
+                 delays_ms: np.ndarray | None = None) -> None:
+        self._delays_ms = delays_ms
         self._queue_for = queue_for
         self._index = index
         self._pending: deque[AppendRecord] = deque()
@@ -352,7 +358,8 @@ class Dispatcher:
         runs = [QueueRun(r.topic, r.queue_id, r.queue_offset, slice(bounds[i], bounds[i + 1]))
                 for i, r in enumerate(records)]
         defer = small and self._index is not None and info.key_rows.size > 0
-        build_entries(runs, phys, sizes, ts, info, self._queue_for, None if defer else self._index)
+        build_entries(runs, phys, sizes, ts, info, self._queue_for, None if defer else self._index,
+                      delays_ms=self._delays_ms)
         if defer:
             self._index_backlog.append((info.key_hashes, phys[info.key_rows], ts[info.key_rows]))
             self._index_backlog_keys += int(info.key_rows.size)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
+from spark_mq.common.delay_levels import parse_delay_levels
 from spark_mq.common.errors import DiskFullError, ReplicationError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
@@ -54,7 +55,7 @@ from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
 from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
-from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
+from spark_mq.store.consume_queue import ENTRY, QUARANTINED_TAG, ConsumeQueue
 from spark_mq.store.disk_space import disk_full, free_bytes
 from spark_mq.store.dispatch import IDLE_BEFORE_DISPATCH_S, AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
@@ -97,12 +98,28 @@ REPLICA_DISPATCH_BYTES = 1 << 20
 DISK_CHECK_INTERVAL_S = 1.0  # while writes are refused for a full disk, how often free space is looked at
 RESERVED_QUEUE_FILES = 16  # consume queue files' worth of space a commitlog roll leaves free
 MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering by tag
+# commitlog bytes read per get when a unit filter (SQL92) judges units by their contents: the units
+# must be read to be judged, so the scan is bounded by bytes as well as by entries
+UNIT_FILTER_SCAN_BYTES = 8 * 1024 * 1024
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
 # the background start-up check waits this long first: its Python loop holds the GIL, and every
 # I/O wake-up of the starting broker (registration, first connections and pulls) would wait up to
 # a switch interval for it; reads check unchecked units themselves meanwhile
 STARTUP_CHECK_DELAY_S = 2.0
 _QUEUE_DIR = re.compile(r"^\d+$")
+
+
+UnitFilter = Callable[[bytes, np.ndarray], np.ndarray]
+"""``unit_filter(data, sizes)``: which of the units back to back in ``data`` a reader wants (a
+boolean mask), judged on their contents (a SQL92 subscription's properties)."""
+
+
+def _gather_ranges(data: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
+    """The ranges ``[starts[i], starts[i] + sizes[i])`` of ``data`` back to back, in one gather."""
+    offsets = np.zeros(sizes.size, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=offsets[1:])
+    index = np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
+    return np.frombuffer(data, dtype=np.uint8)[index].tobytes()
 
 
 def logic_reserve(config: BrokerConfig) -> int:
@@ -131,6 +148,7 @@ class MessageStore:
         self.root = config.root
         self.clock = clock
         self.store_host = pack_host(config.broker_ip1, config.listen_port)
+        self.delays_ms = np.array(parse_delay_levels(config.message_delay_level), dtype=np.int64)
         self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log,
                                    logic_reserve(config))
         self.index = (
@@ -200,6 +218,7 @@ class MessageStore:
                 0 if later else check_files,
                 defer_crc=abnormal,
                 replica=self.config.is_slave,
+                delays_ms=self.delays_ms,
             )
             self._corrupt.update(self.recovery.damaged)
             self._checked_from = self.recovery.start_offset
@@ -216,7 +235,7 @@ class MessageStore:
                     name="startup-check", daemon=True)
             self._rebuild_from = self.recovery.rebuild_from
             dispatched = self.commitlog.max_offset() if self._rebuild_from is None else self._rebuild_from
-            self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched)
+            self._dispatcher = Dispatcher(self._queue_for_write, self.index, dispatched, self.delays_ms)
             self._replica_read = dispatched
             if self._rebuild_from is not None:
                 self._disk_full = (f"disk full: the store started without room for the consume queue and index "
@@ -498,10 +517,11 @@ class MessageStore:
             with self._put_lock:
                 self._dispatch_replicated()
 
-    def _dispatch_replicated(self) -> None:
+    def _dispatch_replicated(self) -> bool:
         """Append records for the replicated units past those read (under the put lock), see
         ``replica_units``; what that path leaves (damaged units, a broken chain) goes to recovery's
-        rebuild, which quarantines and reports it as a start would."""
+        rebuild, which quarantines and reports it as a start would. False while that rebuild waits
+        for disk space (whole units past ``_replica_read`` then wait too)."""
         assert self._dispatcher is not None
         # an empty commitlog restarts at the master's first byte sent, a file start maybe past 0
         start = max(self._replica_read, self.commitlog.min_offset())
@@ -512,21 +532,20 @@ class MessageStore:
             self._next_queue_offset[(r.topic, r.queue_id)] = r.queue_offset + int(r.sizes.size)
             self._last_store_ts = max(self._last_store_ts, r.store_timestamp)
         self._replica_read = got.end
-        if got.trouble is not None:
-            self._rebuild_replicated(got.trouble)
+        return got.trouble is None or self._rebuild_replicated(got.trouble)
 
-    def _rebuild_replicated(self, why: str) -> None:
+    def _rebuild_replicated(self, why: str) -> bool:
         """Recovery's rebuild over the replicated units ``replica_units`` would not read (under the
-        put lock), once everything before them is dispatched."""
+        put lock), once everything before them is dispatched; False when a full disk defers it."""
         assert self._dispatcher is not None
         self._dispatcher.catch_up()
         if self._dispatcher.backlog or self._dispatcher.stalled is not None:
-            return  # a full disk: tried again on the next pass
+            return False  # a full disk: tried again on the next pass
         start = self._replica_read
         with self._queues_lock:
             queues = list(self.queues.values())
         done, ts, damaged = rebuild(self.commitlog, queues, start, start, self._queue_for_write, self.index,
-                                    self.config.check_crc_on_recover)
+                                    self.config.check_crc_on_recover, self.delays_ms)
         if (start, done) != self._replica_trouble:
             log.warning("replicated units: %s; built by recovery's rebuild up to commitlog offset %d", why, done)
             self._replica_trouble = (start, done)
@@ -535,6 +554,7 @@ class MessageStore:
         self._dispatcher.rebuilt(done, self._last_store_ts)
         self._replica_read = max(start, done)
         self._sync_queue_offsets()
+        return True
 
     def drop_partial_unit(self) -> int:
         """A slave's commitlog ends inside a unit when a transfer was cut off there (the master sends
@@ -547,11 +567,13 @@ class MessageStore:
             return self.commitlog.max_offset()
 
     def _drop_partial_unit(self) -> None:
-        """``drop_partial_unit`` under the put lock: the entries of every whole unit are built first, so
-        the dispatched offset is the end of the last whole one."""
-        assert self._dispatcher is not None
-        self._dispatch_replicated()
-        whole, end = self._dispatcher.dispatched_offset, self.commitlog.max_offset()
+        """``drop_partial_unit`` under the put lock: every whole unit is read for dispatch first, so
+        the offset read up to is the end of the last whole one (the dispatcher may not have built
+        their entries yet: its dispatched offset lags). Nothing is dropped while a full disk defers
+        the rebuild of damaged units: the bytes past the offset read are not known to be a cut unit."""
+        if not self._dispatch_replicated():
+            return
+        whole, end = self._replica_read, self.commitlog.max_offset()
         if whole < end:
             log.info("store: dropping the first %d bytes of a replicated unit at commitlog offset %d (a transfer "
                      "cut off inside it); the master sends it again whole", end - whole, whole)
@@ -616,7 +638,7 @@ class MessageStore:
                 assert self.recovery is not None
                 end, ts, damaged = rebuild(self.commitlog, list(self.queues.values()), self._rebuild_from,
                                            self.recovery.safe_offset, self._queue_for_write, self.index,
-                                           self.config.check_crc_on_recover)
+                                           self.config.check_crc_on_recover, self.delays_ms)
             except DiskFullError:
                 return
             self._corrupt.update(damaged.tolist())
@@ -644,6 +666,12 @@ class MessageStore:
         if self._dispatcher is not None:
             self._dispatcher.catch_up_queues()
         return self.queues.get((topic, queue_id))
+
+    def get_queue_entries(self, topic: str, queue_id: int, offset: int, count: int) -> np.ndarray:
+        """Up to ``count`` consume-queue entries (``phys``, ``size``, ``tag``) from ``offset``: the
+        schedule service reads due times (the tag codes) by the thousand."""
+        cq = self._queue(topic, queue_id)
+        return cq.get(offset, count) if cq is not None else np.zeros(0, dtype=ENTRY)
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
@@ -678,9 +706,11 @@ class MessageStore:
         max_count: int,
         tag_codes: set[int] | None = None,
         max_bytes: int = DEFAULT_MAX_GET_BYTES,
+        unit_filter: UnitFilter | None = None,
     ) -> GetResult:
         """Up to ``max_count`` units from ``offset`` (only those whose tag code is in
-        ``tag_codes`` if given), back to back in one buffer, with the offset to ask next."""
+        ``tag_codes`` if given, and that ``unit_filter`` keeps if given), back to back in one
+        buffer, with the offset to ask next."""
         cq = self._queue(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -693,7 +723,8 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        scan = max(max_count, MAX_FILTER_SCAN) if tag_codes else max_count
+        filtering = bool(tag_codes) or unit_filter is not None
+        scan = max(max_count, MAX_FILTER_SCAN) if filtering else max_count
         ent = cq.get(offset, scan)
         phys = ent["phys"].astype(np.int64)
         sizes = ent["size"].astype(np.int64)
@@ -707,21 +738,40 @@ class MessageStore:
             candidates = first + np.flatnonzero(ent["tag"][first:] != QUARANTINED_TAG)
         else:
             candidates = np.arange(first, ent.size)
+        judged = None
+        if unit_filter is not None and candidates.size:
+            # read the candidates (bounded by bytes), keep those the filter matches
+            read = candidates[:max(1, int(np.searchsorted(np.cumsum(sizes[candidates]), UNIT_FILTER_SCAN_BYTES,
+                                                          side="right")))]
+            try:
+                judged = self.commitlog.read_units(phys[read], sizes[read])
+            except LookupError:
+                return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
+            keep = unit_filter(judged, sizes[read])
+            unread = ent.size if read.size == candidates.size else int(read[-1]) + 1
+            judged_starts = np.zeros(read.size, dtype=np.int64)
+            np.cumsum(sizes[read][:-1], out=judged_starts[1:])
+            judged_starts = judged_starts[keep]
+            candidates = read[keep]
         picked = candidates[:max_count]
         if picked.size and int(sizes[picked].sum()) > max_bytes:
             within = np.cumsum(sizes[picked]) <= max_bytes
             within[0] = True  # always make progress, even past max_bytes
             picked = picked[within]
         # more matches left in the window: resume right after the last one returned
-        scanned_to = offset + (int(picked[-1]) + 1 if picked.size < candidates.size else ent.size)
+        window_end = unread if judged is not None else ent.size
+        scanned_to = offset + (int(picked[-1]) + 1 if picked.size < candidates.size else window_end)
         if picked.size == 0:
-            status = GetStatus.NO_MATCHED_MESSAGE if tag_codes else GetStatus.OFFSET_FOUND_NULL
+            status = GetStatus.NO_MATCHED_MESSAGE if filtering else GetStatus.OFFSET_FOUND_NULL
             return GetResult(status, scanned_to, lo, hi)
         phys, sizes = phys[picked], sizes[picked]
-        try:
-            data = self.commitlog.read_units(phys, sizes)
-        except LookupError:  # retention removed the file under us: the queue minimum has moved
-            return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
+        if judged is not None:  # already read: cut the kept units (a prefix of those matched) out
+            data = _gather_ranges(judged, judged_starts[:picked.size], sizes)
+        else:
+            try:
+                data = self.commitlog.read_units(phys, sizes)
+            except LookupError:  # retention removed the file under us: the queue minimum has moved
+                return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
         offsets = offset + picked
         if int(phys[0]) < self._checked_from:  # units no check has seen: check them now
             bad = served_faults(data, sizes, queue_id, offsets, phys)
@@ -844,11 +894,11 @@ class MessageStore:
             self._stop_check.set()  # the start-up check would judge entries this changes; reads check instead
             if self.startup_check is not None:
                 self.startup_check.join()
-            if self.config.is_slave:
-                self._dispatch_replicated()
+            # a slave's units read for dispatch, then built (a full disk may defer either)
+            read_all = self._dispatch_replicated() if self.config.is_slave else True
             self._dispatcher.catch_up()
             end = self.commitlog.max_offset()
-            if self._rebuild_from is not None or self._dispatcher.backlog:
+            if not read_all or self._rebuild_from is not None or self._dispatcher.backlog:
                 raise StoreError(f"cannot truncate while entries wait to be built ({self.disk_full}): free disk "
                                  "space first; nothing truncated")
             if offset > end:

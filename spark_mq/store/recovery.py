@@ -40,6 +40,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import CorruptFileError, DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.message_unit import (
@@ -205,6 +206,7 @@ def recover(
     check_files: int,
     defer_crc: bool = False,
     replica: bool = False,
+    delays_ms: np.ndarray | None = None,
 ) -> tuple[RecoveryReport, DeferredCrc | None]:
     """The report, and with ``defer_crc`` (after a crash) the body CRCs of the units below the safe
     offset, left for the caller to check while serving (see ``DeferredCrc``; None if there are none).
@@ -212,7 +214,9 @@ def recover(
     ``replica``: a slave's store. After a crash its last unit may be only the first bytes of one (a
     transfer from the master ends anywhere), the zeros after them where no check looks (the topic or
     the properties: the CRC covers the body only), and the checkpoint may be past it (the flush took
-    what had arrived): the commitlog then ends before its last unit, which the master sends again."""
+    what had arrived): the commitlog then ends before its last unit, which the master sends again.
+
+    ``delays_ms``: the delay levels, for the due times of rebuilt schedule-topic entries."""
     t0 = time.perf_counter()
     queues = list(queues)
     safe = _safe_offset(commitlog, checkpoint)
@@ -233,7 +237,7 @@ def recover(
     commitlog.files.truncate(end)
     if index is not None:  # entries of units past the end (a torn tail, a truncation a crash cut short)
         index.truncate_past(end)
-    rec = _Reconcile(chunks, queue_for, index, start, safe, end)
+    rec = _Reconcile(chunks, queue_for, index, start, safe, end, delays_ms)
     rebuild_from = None
     try:
         rec.run(queues)
@@ -254,12 +258,13 @@ def recover(
 
 
 def rebuild(commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, safe: int, queue_for: QueueFor,
-            index: IndexService | None, check_crc: bool) -> tuple[int, int, np.ndarray]:
+            index: IndexService | None, check_crc: bool, delays_ms: np.ndarray | None = None
+            ) -> tuple[int, int, np.ndarray]:
     """Step 5 of ``recover`` again from ``start`` (what a full disk stopped at start-up), once the
     disk takes the files; returns (end, newest store time, damaged units' offsets). Raises
     ``DiskFullError`` while it still cannot."""
     chunks, end, _ = _walk(commitlog, start, commitlog.max_offset(), check_crc)
-    rec = _Reconcile(chunks, queue_for, index, start, safe, end)
+    rec = _Reconcile(chunks, queue_for, index, start, safe, end, delays_ms)
     rec.run(list(queues))
     return end, rec.last_ts, rec.damaged()
 
@@ -367,8 +372,9 @@ class _Reconcile:
     """Makes every consume queue agree with the units of the checked region."""
 
     def __init__(self, chunks: list[_Chunk], queue_for: QueueFor | None, index: IndexService | None, start: int,
-                 safe: int, end: int) -> None:
+                 safe: int, end: int, delays_ms: np.ndarray | None = None) -> None:
         """``queue_for`` None: check only (the store runs), never create, rebuild or append."""
+        self.delays_ms = delays_ms
         self.chunks = chunks
         self.queue_for = queue_for
         self.index = index
@@ -490,7 +496,7 @@ class _Reconcile:
             rows, quar = np.arange(n), np.zeros(n, dtype=bool)  # the usual case
         else:
             rows, quar = _positions(u.qoff, u.damaged, first, lost)
-        cq.put_batch(first, u.phys[rows], u.size[rows], self._tags(u, rows, cq.topic))
+        cq.put_batch(first, u.phys[rows], u.size[rows], self._tags(u, rows, cq.topic, cq.queue_id))
         cq.quarantine(first + np.flatnonzero(quar))
         self.rebuilt += rows.size
         self._log_quarantined(cq, first + np.flatnonzero(quar), u.phys[rows][quar], "damaged units")
@@ -522,9 +528,10 @@ class _Reconcile:
         hit = np.flatnonzero(hit)
         return int(ent["phys"][hit[-1]]) if hit.size else last
 
-    def _tags(self, u: _Units, rows: np.ndarray, topic: str) -> np.ndarray:
-        """Tag codes of the units at ``rows`` (one queue's, commitlog order), adding index entries
-        for those not yet indexed."""
+    def _tags(self, u: _Units, rows: np.ndarray, topic: str, queue_id: int) -> np.ndarray:
+        """Tag codes of the units at ``rows`` (one queue's, commitlog order; due times in the
+        schedule topic), adding index entries for those not yet indexed."""
+        schedule = topic == SCHEDULE_TOPIC and self.delays_ms is not None
         tags = np.zeros(rows.size, dtype=np.int64)
         prefix = java_hash(topic + "#")
         repeat = np.zeros(rows.size, dtype=bool)  # a unit standing in for lost ones: indexed once
@@ -535,6 +542,8 @@ class _Reconcile:
             need_keys = self.index is not None and int(phys[-1]) > self.index_done
             info = dispatch_info(ch.mf.buf, cols.props_start, cols.props_end, prefix, with_keys=need_keys)
             tags[part] = info.tag_codes
+            if schedule:
+                tags[part] = due_tag_codes(self.delays_ms, queue_id, cols.header["store_timestamp"])
             if need_keys and info.key_rows.size:
                 key_phys = phys[info.key_rows]
                 todo = (key_phys > self.index_done) & ~repeat[part][info.key_rows]

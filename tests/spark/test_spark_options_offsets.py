@@ -81,8 +81,8 @@ def test_defaults_and_case_insensitive_keys():
     ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "not both"),
     ({"startingTimestamp": "yesterday"}, "'startingTimestamp' must be an integer"),
     ({"maxMessagesPerTrigger": "-4"}, ">= 1, got -4"),
-    # SQL92 filters are refused up front until the brokers serve them (issue 17)
-    ({"sql": "num >= 5 AND num < 10"}, "option 'sql': SQL92 subscriptions are not served .* option 'tags'"),
+    # SQL92 filters are refused up front until the Spark source sends them (issue 16)
+    ({"sql": "num >= 5 AND num < 10"}, "option 'sql': the Spark source does not send SQL92 filters .* 'tags'"),
     # several topics, windows by time, partitions and stream-only options
     ({"topic": ""}, "option 'topic' is required: .* or else option 'topicPattern'"),
     ({"topicPattern": "t.*"}, "give option 'topic' or option 'topicPattern', not both"),

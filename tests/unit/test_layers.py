@@ -29,7 +29,8 @@ LAYERS: dict[str, set[str]] = {
     "remoting": {"common"},
     "controller": {"remoting"},
     "namesrv": {"remoting", "controller"},
-    "broker": {"ha", "store", "remoting"},
+    "filter": {"common"},  # SQL92 selectors: no network, no store (the Spark source uses it too)
+    "broker": {"ha", "store", "remoting", "filter"},
     "proxy": {"broker"},
     "client": {"remoting"},
     "arrow": {"client"},  # never pyspark

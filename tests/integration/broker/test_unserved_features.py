@@ -4,8 +4,9 @@ Transactional half messages: a prepared send (TRAN_MSG=true property or the PREP
 single or batch, every send code) is answered NO_PERMISSION and nothing is stored or created;
 END_TRANSACTION / CHECK_TRANSACTION_STATE answer REQUEST_CODE_NOT_SUPPORTED naming what is
 missing. SQL92 subscriptions: a heartbeat, a pull or a CHECK_CLIENT_CONFIG carrying one is
-answered SYSTEM_ERROR as RocketMQ answers with ``enablePropertyFilter`` off; our client refuses
-one at ``subscribe``. Tag subscriptions work as before.
+answered SYSTEM_ERROR as RocketMQ answers with ``enablePropertyFilter`` off (the default; with it on
+they are served: test_sql92_filters.py); our consumers surface that answer at ``subscribe``/``start``.
+Tag subscriptions work as before.
 
 These tests are to be replaced (not deleted silently) by the message-types issue's tests of the
 real features.
@@ -183,16 +184,23 @@ def test_tag_subscriptions_keep_working(broker, api):
     assert {m.tags for m in registered.messages()} <= {"a", "c"}
 
 
-def test_our_consumers_refuse_sql92_at_subscribe(namesrv):
+def test_our_consumers_surface_the_refusal_at_subscribe(namesrv, broker, api):
+    """With enablePropertyFilter off (the default), our consumers' SQL92 subscribe fails with the
+    broker's reason (CHECK_CLIENT_CONFIG), and an unknown expression type is refused up front."""
+    topic = unique("Sql92Off")
+    api.create_topic(broker.addr, topic, QUEUES, QUEUES)
     cfg = ClientConfig(namesrv_addr=namesrv)
+    with SyncLitePullConsumer(unique("lite_sql"), cfg) as lite:
+        with pytest.raises(MQClientError, match=SQL92_REMARK) as e:
+            lite.subscribe(topic, "num >= 5", expression_type=EXPRESSION_SQL92)
+        assert e.value.code == ResponseCode.SYSTEM_ERROR
+        with pytest.raises(ConfigError, match="expression_type must be"):
+            lite.subscribe(topic, "num >= 5", expression_type="SQL")
     push = SyncPushConsumer(unique("push_sql"), cfg)
     try:
-        with pytest.raises(ConfigError, match="SQL92 subscriptions are not served"):
-            push.subscribe("AnyTopic", "num >= 5", expression_type=EXPRESSION_SQL92)
-        with pytest.raises(ConfigError, match="expression_type must be"):
-            push.subscribe("AnyTopic", "num >= 5", expression_type="SQL")
+        push.subscribe(topic, "num >= 5", expression_type=EXPRESSION_SQL92)
+        push.register_listener(lambda msgs: True)
+        with pytest.raises(MQClientError, match=SQL92_REMARK):
+            push.start()
     finally:
         push.shutdown()
-    with SyncLitePullConsumer(unique("lite_sql"), cfg) as lite:
-        with pytest.raises(ConfigError, match="SQL92 subscriptions are not served"):
-            lite.subscribe("AnyTopic", "num >= 5", expression_type=EXPRESSION_SQL92)

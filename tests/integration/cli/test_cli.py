@@ -40,6 +40,21 @@ def test_produce_then_consume_json_gives_the_lines_back(cli):
     assert last_id in {r["msg_id"] for r in records}
 
 
+def test_produce_with_a_delay_level_arrives_after_the_delay(cli):
+    topic = unique("CliDelay")
+    create_topic(cli, topic, queues=1)
+    cli("produce", "--topic", topic, "--delay-level", "1", "--batch", "2", input="x\ny\nz\n")  # level 1: 1 s
+    records = []
+    deadline = time.monotonic() + 60
+    while len(records) < 3 and time.monotonic() < deadline:
+        records = consume_json(cli, topic, unique("g"), "--from", "first")
+    assert sorted(r["body"] for r in records) == ["x", "y", "z"]
+    for r in records:  # parked first: stored in its topic at least 1 s after it was born
+        assert r["store_timestamp"] - r["born_timestamp"] >= 1000 and "DELAY" not in r["properties"]
+    assert "--delay-level must be" in cli("produce", "--topic", topic, "--delay-level", "-1", input="x\n",
+                                           ok=False).stderr
+
+
 def test_produce_from_file_binary_body_and_plain_consume(cli, tmp_path):
     topic = unique("CliFile")
     create_topic(cli, topic, queues=1)

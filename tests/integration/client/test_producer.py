@@ -220,7 +220,6 @@ def test_batch_rules(api, broker, topic, producer):
     cases = [
         ([], "at least one message"),
         ([Message(topic, b"a"), Message(topic + "x", b"b")], "same topic"),
-        ([Message(topic, b"a", properties={"DELAY": "3"})], "delay level"),
         ([Message("%RETRY%g", b"a")], "retry topic"),
         ([Message(topic, b"a"), Message(topic, b"")], "empty"),
     ]

@@ -73,7 +73,6 @@ def test_split_keeps_order_and_every_group_within_the_limit():
     ([], "at least one message"),
     ([Message("T", b"a"), "not a message"], "spark_mq Message"),
     ([Message("T", b"a"), Message("U", b"b")], "same topic"),
-    ([Message("T", b"a", properties={"DELAY": "3"})], "delay level"),
     ([Message("%RETRY%g", b"a")], "retry topic"),
     ([Message("TBW102", b"a")], "not allowed"),
     ([Message("bad topic", b"a")], "illegal characters"),

@@ -1,0 +1,288 @@
+"""Delay levels (RocketMQ's ``ScheduleMessageService``): messages sent with the ``DELAY`` property
+are parked in ``SCHEDULE_TOPIC_XXXX`` and delivered to their real topic when due.
+
+On the way in (:func:`to_schedule`) a message with ``DELAY`` = level > 0 goes to queue
+``level - 1`` of the schedule topic, its real topic and queue kept in the properties ``REAL_TOPIC``
+and ``REAL_QID`` (a level above the last is clamped to the last, and ``DELAY`` rewritten to it), as
+RocketMQ's ``CommitLog.asyncPutMessage`` does, so the files stay compatible. The store writes each
+entry's due time as its consume-queue tag code (``common/delay_levels.py``).
+
+On the way out (:class:`ScheduleService`, master only) each level's queue is read from its
+progress offset in bulk: the entries whose due time has come (one numpy comparison), their units
+in one read, ``DELAY`` cut out of every property string in one vectorised pass, and the messages
+stored in the real topic in runs of equal (topic, queue, born host) -- a few puts per pass, not one
+Python object per message. Body, flag, sys flag, born time/host, reconsume times and every other
+property (keys, tags, UNIQ_KEY, REAL_TOPIC/REAL_QID) are kept.
+
+Progress per level is RocketMQ's ``delayOffset.json`` ``{"offsetTable": {level: offset}}``, written
+once the commitlog is flushed past the copies a pass stored, at least every
+``flushDelayOffsetInterval``, and at shutdown. A SIGKILL loses at most the progress since the last
+write: those messages are delivered again (at least once, never lost). A slave delivers
+nothing; it takes the master's table with GET_ALL_DELAY_OFFSET.
+
+Thread-safety: the broker's event loop only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from spark_mq.common.delay_levels import SCHEDULE_TOPIC
+from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
+from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.common.message import MessageBatch
+from spark_mq.common.message_unit import StoredBatch
+from spark_mq.common.properties import DELAY, scan_properties
+from spark_mq.store.message_store import MessageStore
+from spark_mq.store.results import PutResult
+
+log = logging.getLogger(__name__)
+
+REAL_TOPIC = "REAL_TOPIC"  # MessageConst.PROPERTY_REAL_TOPIC
+REAL_QID = "REAL_QID"  # MessageConst.PROPERTY_REAL_QUEUE_ID
+DELAY_NEEDLE = f"{DELAY}\x01".encode()
+POLL_S = 0.1  # how late a due message may be delivered
+HOST_SIZE = 8  # IPv4 + port
+MAX_PER_PASS = 4096  # entries of one level read per pass (bounds one pass's memory)
+
+Stored = Callable[[str, int, int], None]  # (topic, queue id, next queue offset): wakes held pulls
+
+
+def _slices(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+    """``raw[starts[i]:ends[i]]`` for every i, by C-level maps (empty where a start is -1)."""
+    return list(map(raw.__getitem__, map(slice, np.maximum(starts, 0).tolist(), np.maximum(ends, 0).tolist())))
+
+
+def _joined(properties: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Property strings back to back: (buffer, starts, ends)."""
+    lengths = np.fromiter(map(len, properties), dtype=np.int64, count=len(properties))
+    ends = np.cumsum(lengths)
+    return np.frombuffer(b"".join(properties), dtype=np.uint8), ends - lengths, ends
+
+
+def _levels(properties: list[bytes]) -> np.ndarray:
+    """The delay level of each message (0: none). Raises MessageValidationError for a DELAY value
+    that is not a number (RocketMQ's ``Integer.parseInt`` refuses it too)."""
+    buf, starts, ends = _joined(properties)
+    s, e = scan_properties(buf, starts, ends).find(DELAY)
+    levels = np.zeros(len(properties), dtype=np.int64)
+    rows = np.flatnonzero(s >= 0)
+    raw = buf.tobytes()
+    for r, a, b in zip(rows.tolist(), s[rows].tolist(), e[rows].tolist(), strict=True):
+        try:
+            levels[r] = int(raw[a:b])
+        except ValueError:
+            raise MessageValidationError(f"DELAY property {raw[a:b]!r} is not a delay level number") from None
+    return levels
+
+
+def to_schedule(batch: MessageBatch, max_level: int) -> list[MessageBatch]:
+    """``batch`` as the batches to store, in order: runs of delayed messages moved to their level's
+    schedule queue (real topic/queue in the properties), runs of the others unchanged. ``[batch]``
+    when nothing is delayed (one C-level scan)."""
+    if batch.topic == SCHEDULE_TOPIC or DELAY_NEEDLE not in b"".join(batch.properties):
+        return [batch]
+    levels = _levels(batch.properties)
+    if not (levels > 0).any():
+        return [batch]
+    target = np.where(levels > 0, np.minimum(levels, max_level) - 1, -1)
+    real = f"{REAL_TOPIC}\x01{batch.topic}\x02{REAL_QID}\x01{batch.queue_id}\x02".encode()
+    clamped = real + f"{DELAY}\x01{max_level}\x02".encode()  # a later duplicate wins, as in Java's HashMap
+    props = [p if lv <= 0 else p + (clamped if lv > max_level else real)
+             for p, lv in zip(batch.properties, levels.tolist(), strict=True)]
+    cuts = np.flatnonzero(np.diff(target)) + 1
+    out = []
+    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(batch)], strict=True):
+        part = batch.slice(start, stop)
+        part.properties = props[start:stop]
+        if target[start] >= 0:
+            part.topic, part.queue_id = SCHEDULE_TOPIC, int(target[start])
+        out.append(part)
+    return out
+
+
+def put_all(store: MessageStore, batches: list[MessageBatch]) -> PutResult:
+    """Store ``batches`` in order; one result for them all (its queue offset is the first batch's)."""
+    results = [store.put_messages(b, wait_flush=False) for b in batches]
+    if len(results) == 1:
+        return results[0]
+    first = results[0]
+    return PutResult(first.status, first.queue_offset, np.concatenate([r.physical_offsets for r in results]),
+                     np.concatenate([r.sizes for r in results]), results[-1].store_timestamp, first.store_host)
+
+
+def _without_delay(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The property strings ``buf[starts[i]:ends[i]]`` with every ``DELAY`` pair cut out, back to
+    back: (bytes, lengths). One pass of numpy calls: a byte is kept if it lies in a property string
+    (+1 at each start, -1 at each end) and in no DELAY pair (-1 at its name, +1 after its separator)."""
+    scan = scan_properties(buf, starts, ends)
+    key = np.frombuffer(DELAY.encode(), dtype=np.uint8)
+    cand = np.flatnonzero((scan.name_end - scan.name_start) == key.size)
+    if cand.size:
+        cand = cand[(buf[scan.name_start[cand, None] + np.arange(key.size)] == key).all(axis=1)]
+    marks = np.zeros(buf.size + 1, dtype=np.int64)
+    np.add.at(marks, starts, 1)
+    np.add.at(marks, ends, -1)
+    lengths = ends - starts
+    if cand.size:
+        # the pair and its separator (when it has one before its message's end)
+        stop = np.minimum(scan.value_end[cand] + 1, ends[scan.row[cand]])
+        np.add.at(marks, scan.name_start[cand], -1)
+        np.add.at(marks, stop, 1)
+        removed = stop - scan.name_start[cand]
+        lengths = lengths - np.bincount(scan.row[cand], weights=removed, minlength=starts.size).astype(np.int64)
+    return buf[np.cumsum(marks[:-1]) == 1].tobytes(), lengths
+
+
+class ScheduleService:
+    """Delivers due delayed messages level by level; keeps ``offsetTable`` in ``delayOffset.json``."""
+
+    def __init__(self, store: MessageStore, file: JsonConfigFile, flush_interval_s: float, *,
+                 on_stored: Stored | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.file = file
+        self.delays_ms = store.delays_ms
+        self.flush_interval_s = flush_interval_s
+        self.on_stored = on_stored or (lambda topic, queue_id, next_offset: None)
+        self.clock = clock
+        self.offsets: dict[int, int] = {}  # level -> next schedule-queue offset to deliver
+        self.delivered_total = 0
+        self._persisted: dict[int, int] = {}
+
+    @property
+    def max_level(self) -> int:
+        return int(self.delays_ms.size)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def load(self) -> None:
+        raw = self.file.load({}) or {}
+        self.offsets = {int(k): int(v) for k, v in (raw.get("offsetTable") or {}).items()}
+        self._persisted = dict(self.offsets)
+
+    def persist(self, table: dict[int, int] | None = None) -> None:
+        """Write ``table`` (default: the current progress) unless the file already holds it."""
+        table = dict(self.offsets) if table is None else table
+        if table != self._persisted:
+            self.file.persist({"offsetTable": {str(k): v for k, v in sorted(table.items())}})
+            self._persisted = table
+
+    def offset_table(self) -> dict[int, int]:
+        return dict(self.offsets)
+
+    def replace(self, table: dict[int, int]) -> None:
+        """A slave takes its master's progress (written when it changed)."""
+        self.offsets = dict(table)
+        self.persist()
+
+    def pending(self) -> dict[int, int]:
+        """Messages waiting per level (metrics)."""
+        return {level: max(0, self.store.get_max_offset(SCHEDULE_TOPIC, level - 1) - self.offsets.get(level, 0))
+                for level in range(1, self.max_level + 1)}
+
+    # -- delivery ------------------------------------------------------------------------------
+    def deliver_due(self, now_ms: int | None = None) -> int:
+        """Deliver every message due at ``now_ms`` (all levels); returns how many were delivered."""
+        now = int(self.clock() * 1000) if now_ms is None else now_ms
+        total = 0
+        for queue_id in self.store.queue_ids(SCHEDULE_TOPIC):
+            while (n := self._deliver_level(queue_id + 1, now)) > 0:
+                total += n
+        self.delivered_total += total
+        return total
+
+    def _deliver_level(self, level: int, now: int) -> int:
+        """Deliver the next run of due entries of ``level``; returns how many entries it passed."""
+        queue_id = level - 1
+        offset = max(self.offsets.get(level, 0), self.store.get_min_offset(SCHEDULE_TOPIC, queue_id))
+        ent = self.store.get_queue_entries(SCHEDULE_TOPIC, queue_id, offset, MAX_PER_PASS)
+        if not ent.size:
+            return 0
+        # RocketMQ's correctDeliverTimestamp: a due time past now + the level's delay is taken as now
+        delay = int(self.delays_ms[min(queue_id, self.delays_ms.size - 1)])
+        not_due = np.flatnonzero(np.minimum(ent["tag"].astype(np.int64), now + delay) > now)
+        count = int(not_due[0]) if not_due.size else int(ent.size)
+        if count == 0:
+            return 0
+        got = self.store.get_messages(SCHEDULE_TOPIC, queue_id, offset, count)
+        if got.count:
+            self._store_real(StoredBatch.decode(got.data, got.unit_starts()))
+        # past what was read (a read stops at its byte bound) and past units retention deleted meanwhile
+        nxt = min(max(got.next_begin_offset, offset + got.count), offset + count)
+        self.offsets[level] = nxt
+        return nxt - offset
+
+    def _store_real(self, units: StoredBatch) -> None:
+        """Store ``units`` in their real topics, in runs of equal (topic, queue, born host)."""
+        u, raw = units.units, units.buf
+        buf = np.frombuffer(raw, dtype=np.uint8)
+        scan = scan_properties(buf, u.props_start, u.props_end)
+        topics = _slices(raw, *scan.find(REAL_TOPIC))
+        qids = _slices(raw, *scan.find(REAL_QID))
+        props, lengths = _without_delay(buf, u.props_start, u.props_end)
+        ends = np.cumsum(lengths)
+        prop_list = _slices(props, ends - lengths, ends)
+        bodies = _slices(raw, u.body_start, u.body_end)  # as stored: a compressed body stays compressed
+        keys = list(zip(topics, qids, units.born_hosts, strict=True))
+        codes = dict.fromkeys(keys)
+        for i, k in enumerate(codes):
+            codes[k] = i
+        cuts = (np.flatnonzero(np.diff(np.fromiter(map(codes.__getitem__, keys), dtype=np.int64))) + 1).tolist()
+        for start, stop in zip([0, *cuts], [*cuts, len(keys)], strict=True):
+            self._put_run(keys[start], bodies[start:stop], prop_list[start:stop], units, start, stop)
+
+    def _put_run(self, key: tuple[bytes, bytes, bytes], bodies: list[bytes], props: list[bytes], units: StoredBatch,
+                 start: int, stop: int) -> None:
+        topic_raw, qid_raw, host = key
+        try:
+            topic, queue_id = topic_raw.decode(), int(qid_raw)
+            if not topic:
+                raise ValueError("no topic")
+        except (UnicodeDecodeError, ValueError):
+            log.warning("schedule: %d units without a valid %s/%s (%r, %r) dropped", stop - start, REAL_TOPIC,
+                        REAL_QID, topic_raw, qid_raw)
+            return
+        batch = MessageBatch(topic, queue_id, bodies, props, units.flags[start:stop].astype(np.int32),
+                             units.born_timestamps[start:stop], units.sys_flags[start:stop].astype(np.int32),
+                             units.reconsume_times[start:stop].astype(np.int32),
+                             host.ljust(HOST_SIZE, b"\x00"))  # numpy's S8 drops trailing zero bytes
+        try:
+            result = self.store.put_messages(batch, wait_flush=False)
+        except MessageValidationError as e:
+            log.error("schedule: %d delayed messages to %s dropped: %s", len(bodies), topic, e)
+            return
+        self.on_stored(topic, queue_id, result.queue_offset + result.count)
+
+    async def run(self) -> None:
+        """Deliver as messages fall due (every ``POLL_S``) until cancelled. Progress is written as soon
+        as the commitlog is flushed past the copies a pass stored (so a crash repeats only the passes
+        since; and a power loss cannot keep progress whose copies it lost), and at least every
+        ``flush_interval_s`` (RocketMQ's flushDelayOffsetInterval)."""
+        last_flush = time.monotonic()
+        postponed: str | None = None
+        unsaved: tuple[int, dict[int, int]] | None = None  # (commitlog end of the copies, progress)
+        while True:
+            await asyncio.sleep(POLL_S)
+            try:
+                if self.deliver_due():
+                    unsaved = (self.store.commitlog.max_offset(), dict(self.offsets))
+                postponed = None
+            except StoreNotWritableError as e:
+                if str(e) != postponed:  # once per reason, not every poll
+                    log.warning("schedule: delivery postponed while the store refuses writes: %s", e)
+                postponed = str(e)
+            except Exception:  # retried at the next poll; the broker keeps serving
+                log.exception("schedule: delivery failed")
+            try:
+                if unsaved is not None and self.store.commitlog.flushed_offset() >= unsaved[0]:
+                    self.persist(unsaved[1])
+                    unsaved = None
+                if time.monotonic() - last_flush >= self.flush_interval_s:
+                    last_flush = time.monotonic()
+                    self.persist()
+            except OSError as e:
+                log.error("schedule: could not save %s: %s", self.file.path, e)

@@ -1,0 +1,2 @@
+"""SQL92 message filters (RocketMQ's ``filter`` module): the grammar, and its evaluation over many
+messages at once."""
