@@ -8,7 +8,9 @@ asks again every ``MASTER_LOOKUP_INTERVAL_S`` until it has them), copies the mas
 (``HAClient``) and its metadata (``SlaveSynchronize``), and refuses sends, naming the master.
 
 With ``enableControllerMode`` it also registers and heartbeats with the replication controllers
-(``ReplicasManager``).
+(``ReplicasManager``), and takes the role they decide (``role_switch``): ``serve`` then replaces the
+running ``BrokerController`` with one of the new role. A slave in controller mode replicates only
+from the master the controller names.
 
 ``serve`` runs one until SIGTERM/SIGINT and shuts down cleanly: unregister from the
 NameServers, release held pulls, persist offsets and topics, flush and checkpoint the store,
@@ -30,6 +32,7 @@ from spark_mq.broker.admin_processor import AdminProcessor
 from spark_mq.broker.client_processor import ClientProcessor
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.epoch_processor import EpochProcessor
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.master_commitlog import MasterCommitLog
 from spark_mq.broker.metadata_processor import MetadataProcessor
@@ -38,11 +41,13 @@ from spark_mq.broker.pull_processor import PullProcessor
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.replicas_manager import ReplicasManager
 from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
+from spark_mq.broker.role_switch import ControllerSeat, RoleChange, controller_start, next_role
 from spark_mq.broker.schedule import ScheduleService
 from spark_mq.broker.send_processor import SendProcessor
 from spark_mq.broker.slave_synchronize import SlaveSynchronize
 from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
+from spark_mq.broker.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -64,8 +69,10 @@ from spark_mq.store.config_file import (
     TOPICS,
     config_file,
 )
+from spark_mq.store.ha.epoch_file import EpochFile
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
+from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.retention import no_floor
 
@@ -87,13 +94,16 @@ class Processor(Protocol):
 class BrokerController:
     """Owns the broker's parts; ``start``/``stop`` and every handler run on one event loop."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, *, metrics: BrokerMetrics | None = None,
+                 seat: ControllerSeat | None = None) -> None:
+        """``metrics`` and ``seat`` (controller mode) come from the broker this one replaces on a role change."""
         self.config = config
+        self.seat = seat
         self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker")
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
-        self.metrics = BrokerMetrics(config.root)
+        self.metrics = metrics or BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
         self.sql92_filters = Sql92Filters(config.enable_property_filter, self.unserved)
         self.namesrv_client = RemotingClient()
@@ -108,8 +118,11 @@ class BrokerController:
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
         self.master_client = RemotingClient()  # a slave's requests to its master
-        self.controller_client = RemotingClient()  # to the replication controllers (enableControllerMode)
         self.replicas: ReplicasManager | None = None
+        self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
+        self.controller_master = ""  # controller mode, a slave: the master the controller names
+        self.role_change: RoleChange | None = None  # controller mode: set (with ``role_changed``) to switch role
+        self.role_changed = asyncio.Event()
         self.ha_port = config.ha_port  # a master's, once it listens
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServer
         self.master_ha_addr = ""
@@ -150,6 +163,13 @@ class BrokerController:
         except BaseException:
             await self.server.stop()
             raise
+        if self.seat is not None:
+            try:
+                self._open_epochs(self.seat)
+            except BaseException:
+                await self.server.stop()
+                self.store.shutdown()
+                raise
         if not self.config.is_slave:
             try:
                 await self._start_ha_service(listen_port_given)
@@ -184,7 +204,9 @@ class BrokerController:
             self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
                                       self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
                                       lambda: self.hold.recheck(self.store.get_max_offset),
-                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found)
+                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found,
+                                      epochs=self.epochs,
+                                      replica_id=None if self.seat is None else self.config.broker_id)
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.schedule, self.tiered,
@@ -194,15 +216,20 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
             self._tasks.append(loop.create_task(self.schedule.run(), name="broker-schedule"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
-        if self.config.enable_controller_mode:
-            self.replicas = ReplicasManager(self.config, self.controller_client, lambda: self.address,
-                                            self.store.commitlog.max_offset)
+        if self.seat is not None:
+            self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
+                                            self.store.commitlog.max_offset, self.seat.first_election,
+                                            self._controller_names_master, self._sync_state_set_learned)
             self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
+            if self.ha_service is not None:
+                keeper = SyncStateKeeper(self.ha_service, self.replicas,
+                                         self.config.ha_max_time_slave_not_catchup / 1000, self.config.broker_id)
+                self._tasks.append(loop.create_task(keeper.run(), name="broker-sync-state-set"))
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
         # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
         # first requests are served meanwhile
-        if self.config.metrics_port > 0:
+        if self.config.metrics_port > 0 and self.metrics.registry is None:  # not yet served by a broker replaced
             try:
                 await loop.run_in_executor(None, self.metrics.serve, self.config.listen_address,
                                            self.config.metrics_port)
@@ -213,11 +240,41 @@ class BrokerController:
                  self.address)
         return port
 
+    def _open_epochs(self, seat: ControllerSeat) -> None:
+        """Controller mode: read the epoch file; a master records its epoch before it takes a send (its
+        writes start at the commitlog's end)."""
+        self.epochs = open_epochs(self.store)
+        if not self.config.is_slave and seat.master_epoch > self.epochs.last_epoch:
+            begin_epoch(self.store, self.epochs, seat.master_epoch)
+            log.info("master of %s in epoch %d from commitlog offset %d", self.config.broker_name, seat.master_epoch,
+                     self.store.commitlog.max_offset())
+
+    def _controller_names_master(self, master_id: int | None, master_address: str | None, epoch: int) -> None:
+        """The controller's view of this broker's set changed: switch role if it asks for it, else (a slave)
+        follow the master it names, whose HA address the NameServers give once it registered there."""
+        assert self.seat is not None
+        change = next_role(self.config, self.seat, master_id, epoch)
+        if change is not None:
+            log.warning("controller: %s is master of %s in epoch %d: this broker (id %d) becomes %s",
+                        master_id, self.config.broker_name, epoch, self.config.broker_id,
+                        "its master" if not change.config.is_slave else "a slave")
+            self.role_change = change
+            self.role_changed.set()
+        elif self.config.is_slave and (master_address or "") != self.controller_master:
+            self.controller_master = master_address or ""
+            self.master_addr = self.master_ha_addr = ""
+            self.request_registration()
+
+    def _sync_state_set_learned(self, members: frozenset[int]) -> None:
+        if self.ha_service is not None:
+            self.ha_service.set_sync_state_set(members)
+
     async def _start_ha_service(self, listen_port_given: bool) -> None:
         """Serve slaves on haListenPort; when that is 0, on listenPort + 1 (RocketMQ's 10912), or on any
         free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
         the NameServer, so it need not be known in advance."""
-        self.ha_service = HAService(self.config, self.store.commitlog)
+        self.ha_service = HAService(self.config, self.store.commitlog,
+                                    master_id=None if self.seat is None else self.config.broker_id)
         if self.config.ha_listen_port or not listen_port_given:
             self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
             return
@@ -228,12 +285,21 @@ class BrokerController:
                         "(set haListenPort to choose one)", self.config.ha_port, e.strerror)
             self.ha_port = await self.ha_service.start(0)
 
+    def _waits_for_replicas(self) -> bool:
+        """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
+        for more than the master (allAckInSyncStateSet, minInSyncReplicas)."""
+        c = self.config
+        return c.broker_role == SYNC_MASTER or (self.seat is not None and (c.all_ack_in_sync_state_set
+                                                                           or c.min_in_sync_replicas > 1))
+
     def _processors(self) -> tuple[Processor, ...]:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
+        controller_mode = () if self.epochs is None else (EpochProcessor(self.store, self.epochs),)
         return (
+            *controller_mode,
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
-                          self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
+                          self.request_registration, self.ha_service, self._waits_for_replicas(),
                           self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable,
@@ -261,7 +327,6 @@ class BrokerController:
         await self.server.stop()
         await self.namesrv_client.close()
         await self.master_client.close()
-        await self.controller_client.close()
         for table in (self.offsets, self.topics, self.schedule):
             try:
                 table.persist()
@@ -317,7 +382,7 @@ class BrokerController:
         fields = {
             "brokerName": self.config.broker_name, "brokerAddr": self.address,
             "clusterName": self.config.broker_cluster_name, "haServerAddr": f"{self.config.broker_ip1}:{self.ha_port}",
-            "brokerId": self.config.broker_id, "compressed": "false", "bodyCrc32": body_crc32(body),
+            "brokerId": self.config.registered_id, "compressed": "false", "bodyCrc32": body_crc32(body),
         }
         for addr in self.namesrv_addrs:
             try:
@@ -331,7 +396,10 @@ class BrokerController:
                 log.warning("cannot register with namesrv %s (retrying in %.0f s): %s", addr, REGISTER_INTERVAL_S, e)
 
     def _learn_master(self, master_addr: str, master_ha_addr: str) -> None:
-        """A slave's master, as a registration answer names it (kept while an answer names none)."""
+        """A slave's master, as a registration answer names it (kept while an answer names none; in controller
+        mode, only the master the controller names: the NameServers may still list a dead one)."""
+        if self.seat is not None and master_addr != self.controller_master:
+            return
         if master_addr and (master_addr, master_ha_addr) != (self.master_addr, self.master_ha_addr):
             log.info("HA: master of %s is %s (HA address %s)", self.config.broker_name, master_addr, master_ha_addr)
             self.master_addr, self.master_ha_addr = master_addr, master_ha_addr
@@ -340,7 +408,7 @@ class BrokerController:
 
     async def _unregister_all(self) -> None:
         fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,
-                  "clusterName": self.config.broker_cluster_name, "brokerId": self.config.broker_id}
+                  "clusterName": self.config.broker_cluster_name, "brokerId": self.config.registered_id}
         for addr in self.namesrv_addrs:
             with contextlib.suppress(RemotingError):
                 await self.namesrv_client.invoke(
@@ -371,19 +439,49 @@ class BrokerController:
 
 
 async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
-    """Run a broker until SIGTERM or SIGINT."""
-    broker = BrokerController(config)
+    """Run a broker until SIGTERM or SIGINT; in controller mode, replaced by one of the new role at each
+    role change the controller decides."""
+    controller_client = RemotingClient() if config.enable_controller_mode else None
+    if controller_client is not None:
+        start = controller_start(config, controller_client)
+        broker: BrokerController | None = BrokerController(start.config, seat=start.seat)
+    else:
+        broker = BrokerController(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    assert broker is not None
     await broker.start()
     try:
         if on_ready is not None:
             on_ready(broker.address)
-        await stop.wait()
+        while not await _stop_or_role_change(stop, broker.role_changed):
+            change = broker.role_change
+            assert change is not None
+            old, broker = broker, None
+            await old.stop()
+            new = BrokerController(change.config, metrics=old.metrics, seat=change.seat)
+            await new.start()  # one that fails to start has stopped what it started
+            broker = new
+            log.info("broker %s now %s (id %d at the NameServers)", change.config.broker_name,
+                     change.config.broker_role, change.config.registered_id)
         log.info("broker stopping on signal")
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        await broker.stop()
+        if broker is not None:
+            await broker.stop()
+        if controller_client is not None:
+            await controller_client.close()
+
+
+async def _stop_or_role_change(stop: asyncio.Event, role_changed: asyncio.Event) -> bool:
+    """Wait for either; True when asked to stop."""
+    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(role_changed.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    return stop.is_set()

@@ -1,7 +1,8 @@
 """What a slave asks its master about the master's commitlog before replicating from it (see
 ``HAClient``): the unit at an offset (VIEW_MESSAGE_BY_ID) and the commitlog's end
 (GET_BROKER_RUNTIME_INFO's ``commitLogMaxOffset``). Both are RocketMQ requests a RocketMQ master
-answers too, so the HA protocol itself stays RocketMQ's.
+answers too, so the HA protocol itself stays RocketMQ's. In controller mode also its epoch history
+(spark_mq's GET_EPOCH_HISTORY, see ``epoch_processor``).
 
 Thread-safety: runs on the broker's event loop.
 """
@@ -10,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from spark_mq.broker.epoch_processor import decode_history
+from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import KVTable
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import ViewMessageRequestHeader
+from spark_mq.store.ha.divergence import ReplicaLog
 
 REQUEST_TIMEOUT_S = 3.0
 
@@ -40,3 +44,16 @@ class MasterCommitLog:
         value = KVTable.from_json(resp.body or b"{}").table.get("commitLogMaxOffset", "") \
             if resp.code == ResponseCode.SUCCESS else ""
         return int(value) if value.isdigit() else -1
+
+    async def history(self) -> ReplicaLog:
+        """The master's commitlog range and epoch history. Raises ``RemotingError`` when the master cannot
+        be asked or does not answer one (it is not in controller mode)."""
+        resp = await self.client.invoke(self.master_addr(), RemotingCommand.request(
+            RequestCode.GET_EPOCH_HISTORY), REQUEST_TIMEOUT_S)
+        if resp.code != ResponseCode.SUCCESS:
+            raise RemotingError(f"master {self.master_addr()} gave no epoch history ({resp.code} {resp.remark}): "
+                                "is it in controller mode (enableControllerMode=true)?")
+        try:
+            return decode_history(resp.body or b"")
+        except ValueError as e:
+            raise RemotingError(f"master {self.master_addr()} answered a bad epoch history: {e}") from None

@@ -8,8 +8,10 @@ deployed roles. It heartbeats to every controller each ``brokerHeartbeatInterval
 commitlog end and the master epoch it knows (each controller judges liveness on its own), and asks
 for its set's master and epoch every ``syncBrokerMetadataPeriod`` ms (GET_REPLICA_INFO).
 
-Not yet: acting on an election. A broker keeps its configured role, and says so in a WARNING when the
-controller names another master.
+Every change of the set's master or epoch it learns goes to ``on_master`` (the broker changes role
+on it: see ``role_switch``), every change of its SyncStateSet to ``on_sync_state_set``; a master
+changes the set with ``alter_sync_state_set`` (see ``SyncStateKeeper``). The broker's id here is
+its configured ``brokerId`` whatever its role (the NameServers see 0 while it is master).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from collections.abc import Callable
 
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
+from spark_mq.remoting.bodies import SyncStateSet
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import (
+    AlterSyncStateSetRequestHeader,
+    AlterSyncStateSetResponseHeader,
     BrokerHeartbeatRequestHeader,
     ElectMasterRequestHeader,
     GetReplicaInfoRequestHeader,
@@ -41,8 +46,14 @@ class ReplicasManager:
     """Runs on the broker's event loop; ``run`` until cancelled."""
 
     def __init__(self, config: BrokerConfig, client: RemotingClient, address: Callable[[], str],
-                 max_offset: Callable[[], int]) -> None:
+                 max_offset: Callable[[], int], first_election: bool,
+                 on_master: Callable[[int | None, str | None, int], None],
+                 on_sync_state_set: Callable[[frozenset[int]], None]) -> None:
+        """``first_election``: this broker was configured master, so it asks for its set's first election."""
         self.config = config
+        self.first_election = first_election
+        self.on_master = on_master
+        self.on_sync_state_set = on_sync_state_set
         self.client = client
         self.controllers = split_addresses(config.controller_addr)
         self._address = address
@@ -52,6 +63,7 @@ class ReplicasManager:
         self.master_id: int | None = None  # the controller's view of this broker's set
         self.master_address: str | None = None
         self.master_epoch = 0
+        self.sync_state_set = SyncStateSet()
 
     async def run(self) -> None:
         await asyncio.gather(self._sync_loop(), *(self._heartbeat_loop(addr) for addr in self.controllers))
@@ -97,7 +109,7 @@ class ReplicasManager:
                 return
             self.registered = True
             log.info("registered with the controller at %s", self._leader)
-            if "masterBrokerId" not in answer.ext_fields and not c.is_slave:
+            if "masterBrokerId" not in answer.ext_fields and self.first_election:
                 elected = await self._to_leader(RequestCode.CONTROLLER_ELECT_MASTER, ElectMasterRequestHeader(
                     cluster_name=c.broker_cluster_name, broker_name=c.broker_name, broker_id=c.broker_id))
                 if elected.code not in (ResponseCode.SUCCESS, ResponseCode.CONTROLLER_MASTER_STILL_EXIST):
@@ -109,6 +121,29 @@ class ReplicasManager:
             return
         if info.code == ResponseCode.SUCCESS:
             self._learn(GetReplicaInfoResponseHeader.from_ext_fields(info.ext_fields))
+            self._learn_sync_state_set(SyncStateSet.from_json(info.body or b"{}"))
+
+    def _learn_sync_state_set(self, known: SyncStateSet) -> None:
+        if known != self.sync_state_set and known.sync_state_set_epoch >= self.sync_state_set.sync_state_set_epoch:
+            self.sync_state_set = known
+            self.on_sync_state_set(known.sync_state_set)
+
+    async def alter_sync_state_set(self, members: frozenset[int]) -> bool:
+        """As this set's master, ask the controller for a new SyncStateSet; True once it took it (then
+        known here). A refusal (a newer master or set epoch: this view is stale) is logged; the next
+        sync learns the controller's view."""
+        c = self.config
+        header = AlterSyncStateSetRequestHeader(broker_name=c.broker_name, master_broker_id=c.broker_id,
+                                                master_epoch=self.master_epoch)
+        body = SyncStateSet(members, self.sync_state_set.sync_state_set_epoch).to_json()
+        answer = await self._to_leader(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header, body)
+        if answer.code != ResponseCode.SUCCESS:
+            log.warning("controller refused SyncStateSet %s: %s %s", sorted(members), answer.code, answer.remark)
+            return False
+        epoch = AlterSyncStateSetResponseHeader.from_ext_fields(answer.ext_fields).new_sync_state_set_epoch
+        log.info("SyncStateSet of %s now %s (epoch %d)", c.broker_name, sorted(members), epoch)
+        self._learn_sync_state_set(SyncStateSet(members, epoch))
+        return True
 
     def _learn(self, h: GetReplicaInfoResponseHeader) -> None:
         known = (h.master_broker_id, h.master_address, h.master_epoch or 0)
@@ -117,12 +152,9 @@ class ReplicasManager:
         self.master_id, self.master_address, self.master_epoch = known
         log.info("controller: master of %s is %s (%s), master epoch %d", self.config.broker_name, self.master_id,
                  self.master_address, self.master_epoch)
-        if (self.master_id == self.config.broker_id) == self.config.is_slave:
-            log.warning("the controller names %s (%s) master of %s but this broker is configured %s: role changes on "
-                        "election are not made yet", self.master_id, self.master_address, self.config.broker_name,
-                        self.config.broker_role)
+        self.on_master(self.master_id, self.master_address, self.master_epoch)
 
-    async def _to_leader(self, code: int, header: Header) -> RemotingCommand:
+    async def _to_leader(self, code: int, header: Header, body: bytes = b"") -> RemotingCommand:
         """Send to the leading controller: the one last found, else each in turn, following a
         CONTROLLER_NOT_LEADER answer to the leader it names."""
         cmd_fields = header.to_ext_fields()
@@ -131,7 +163,7 @@ class ReplicasManager:
         for addr in dict.fromkeys(candidates):
             for _ in range(2):  # the address asked, then the leader it names
                 try:
-                    answer = await self.client.invoke(addr, RemotingCommand.request(code, cmd_fields),
+                    answer = await self.client.invoke(addr, RemotingCommand.request(code, cmd_fields, body),
                                                       CONTROLLER_TIMEOUT_S)
                 except RemotingError as e:
                     errors.append(f"{addr}: {e}")

@@ -118,6 +118,13 @@ class BrokerConfig(ServerChannelConfig):
     controller_heart_beat_timeout_mills: int = 10_000
     broker_heartbeat_interval: int = 1000
     sync_broker_metadata_period: int = 5000
+    # the master keeps the SyncStateSet: a slave out of it once its oldest unacknowledged byte is older than
+    # haMaxTimeSlaveNotCatchup ms (or it is gone that long), back in once it has everything; with
+    # allAckInSyncStateSet a put is acknowledged once every member has it, else once minInSyncReplicas
+    # replicas (the master included) have it (RocketMQ 5's keys and defaults)
+    ha_max_time_slave_not_catchup: int = 15_000
+    all_ack_in_sync_state_set: bool = False
+    min_in_sync_replicas: int = 1
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
@@ -189,9 +196,13 @@ class BrokerConfig(ServerChannelConfig):
     def _check_replication(self) -> None:
         if self.broker_role not in BROKER_ROLES:
             raise ConfigError(f"brokerRole={self.broker_role}: use one of {', '.join(BROKER_ROLES)}")
-        if self.broker_role == SLAVE and self.broker_id <= MASTER_ID:
+        if self.enable_controller_mode:
+            if self.broker_id <= MASTER_ID:
+                raise ConfigError(f"enableControllerMode=true needs brokerId > 0 (got {self.broker_id}): it is this "
+                                  "replica's id at the controller, and 0 is the id of whichever replica is master")
+        elif self.broker_role == SLAVE and self.broker_id <= MASTER_ID:
             raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (got {self.broker_id}): 0 is the master's id")
-        if self.broker_role != SLAVE and self.broker_id != MASTER_ID:
+        elif self.broker_role != SLAVE and self.broker_id != MASTER_ID:
             raise ConfigError(f"brokerRole={self.broker_role} needs brokerId=0 (got {self.broker_id}): "
                               "a broker with another id is a slave (brokerRole=SLAVE)")
         if not 0 <= self.ha_listen_port <= 65535:
@@ -211,6 +222,9 @@ class BrokerConfig(ServerChannelConfig):
                self.sync_broker_metadata_period) <= 0:
             raise ConfigError("controllerHeartBeatTimeoutMills, brokerHeartbeatInterval and syncBrokerMetadataPeriod "
                               "must be positive (ms)")
+        if self.ha_max_time_slave_not_catchup <= 0 or self.min_in_sync_replicas < 1:
+            raise ConfigError("haMaxTimeSlaveNotCatchup must be positive (ms) and minInSyncReplicas at least 1 (the "
+                              "master counts)")
         if self.slave_synchronize_interval <= 0:
             raise ConfigError(f"slaveSynchronizeInterval={self.slave_synchronize_interval}: give a positive number "
                               "of ms (how often a slave copies its master's topics, groups and offsets)")
@@ -227,6 +241,12 @@ class BrokerConfig(ServerChannelConfig):
     @property
     def is_slave(self) -> bool:
         return self.broker_role == SLAVE
+
+    @property
+    def registered_id(self) -> int:
+        """The id this broker registers with the NameServers: its brokerId, except that in controller
+        mode (where brokerId is the replica's id at the controller) the current master registers as 0."""
+        return MASTER_ID if self.enable_controller_mode and not self.is_slave else self.broker_id
 
     @property
     def in_memory_read_bytes(self) -> int:

@@ -78,6 +78,8 @@ class RequestCode(IntEnum):
     GET_ALL_TIERED_OFFSET = 9103  # the whole table, for a slave's SlaveSynchronize
     # a slave offers its master the consumer offsets clients committed on it (taken where ahead)
     OFFER_CONSUMER_OFFSETS = 9110
+    # controller mode: a slave asks its master for its commitlog range and epoch history before replicating
+    GET_EPOCH_HISTORY = 9120
 
 
 class ResponseCode(IntEnum):

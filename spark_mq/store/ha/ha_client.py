@@ -20,6 +20,12 @@ haSendHeartbeatInterval. A transfer that does not start at its end (the master a
 disagree about the commitlog) is refused likewise. A restarted slave resumes from its own end
 (recovery of its store is the store's own).
 
+Controller mode (``epochs`` given: the replica's epoch file): before each connection it also asks
+for the master's epoch history, truncates a tail the master's history does not have (``divergence``
+plans it; a log that needs a person raises ``DivergedLogError``, logged and retried like any
+refusal, nothing changed), takes the master's epochs up to its end, and records each later one as
+the bytes reach its start offset, so its epoch file stays the master's for what it holds.
+
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
 restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
@@ -38,7 +44,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
+from spark_mq.store.ha.divergence import ReplicaLog, plan_truncation
+from spark_mq.store.ha.epoch_file import EpochEntry, EpochFile
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
+from spark_mq.store.ha.replica_epochs import apply_plan, replica_log
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -57,12 +66,20 @@ class MasterCommitLogView(Protocol):
     async def end(self) -> int:
         """The master's commitlog end (-1 if it does not say)."""
 
+    async def history(self) -> ReplicaLog:
+        """The master's commitlog range and epoch history (controller mode)."""
+
 
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
                  on_master_lost: Callable[[], None], on_appended: Callable[[], None],
-                 master: MasterCommitLogView, on_master_found: Callable[[], None]) -> None:
+                 master: MasterCommitLogView, on_master_found: Callable[[], None],
+                 epochs: EpochFile | None = None, replica_id: int | None = None) -> None:
+        """``epochs`` and ``replica_id`` (the hello naming this replica to its master): controller mode."""
         self.store = store
+        self.replica_id = replica_id
+        self.epochs = epochs
+        self._coming_epochs: list[EpochEntry] = []  # the master's epochs starting past this replica's end
         self.master_ha_addr = master_ha_addr
         self.on_master_lost = on_master_lost
         self.on_appended = on_appended
@@ -124,7 +141,32 @@ class HAClient:
                                "master no longer keeps that offset. Nothing was merged; empty this store directory "
                                "to copy the master's commitlog afresh")
 
+    async def _align_with_master(self, epochs: EpochFile) -> None:
+        """Controller mode: cut what the master's history does not have, then take its epochs."""
+        master = await self.master.history()
+        mine = replica_log(self.store, epochs)
+        plan = plan_truncation(mine, master, self.store.config.maped_file_size_commit_log)
+        if plan.truncate_to < mine.max_offset:
+            await asyncio.get_running_loop().run_in_executor(None, apply_plan, self.store, epochs, plan)
+            log.warning("HA: commitlog [%d, %d) dropped (case %s): its master's history (%s) does not have it; "
+                        "replicating from %d", plan.truncate_to, mine.max_offset, plan.case.value,
+                        master.describe(), plan.replicate_from)
+        # this replica's epochs from the point the logs part are not the master's (one may start there
+        # and have written nothing): the master's from there on replace them
+        epochs.truncate_after(-1 if plan.keeps_nothing else plan.consistent_offset - 1)
+        self._coming_epochs = [e for e in master.epochs if e.epoch > epochs.last_epoch]
+        self._record_epochs(epochs)
+
+    def _record_epochs(self, epochs: EpochFile) -> None:
+        """Record the master's epochs whose start this replica's commitlog has reached."""
+        end = self.store.commitlog.max_offset()
+        while self._coming_epochs and self._coming_epochs[0].start_offset <= end:
+            entry = self._coming_epochs.pop(0)
+            epochs.append(entry.epoch, entry.start_offset)
+
     async def _replicate(self, addr: str) -> None:
+        if self.epochs is not None:
+            await self._align_with_master(self.epochs)
         await self._check_continues_master()
         host, _, port = addr.rpartition(":")
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
@@ -132,6 +174,8 @@ class HAClient:
         try:
             self.connected_to = addr
             self.failures = 0
+            if self.replica_id is not None:
+                writer.write(REPORT.pack(-self.replica_id))  # the controller-mode hello (``ha_protocol``)
             self._report(writer)
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
             self.on_master_found()
@@ -142,6 +186,8 @@ class HAClient:
                     continue  # the master's heartbeat
                 body = await reader.readexactly(size)
                 self.store.append_replicated(offset, body)
+                if self._coming_epochs and self.epochs is not None:
+                    self._record_epochs(self.epochs)
                 self.bytes_received += size
                 self._report(writer)
                 self.on_appended()

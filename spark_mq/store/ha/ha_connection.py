@@ -18,7 +18,8 @@ the master's (a slave reports the end of its last whole unit when it connects: o
 unit's first bytes first, RocketMQ's recovery does on its restart): refused likewise, but sends go
 on (this master's store is not the suspect). The master's side sees offsets only, as RocketMQ's HA
 protocol carries nothing else; our slave also compares its last unit with the master's before it
-connects (see ``HAClient``).
+connects (see ``HAClient``). In controller mode (``hello``) the slave first names its broker id
+(``ha_protocol``), so the master's SyncStateSet knows which replica this is.
 
 Thread-safety: none; both coroutines run on the broker's event loop.
 """
@@ -45,7 +46,7 @@ diverged = LogLimiter(log)
 class HAConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, commitlog: CommitLog,
                  batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None],
-                 on_first_report: Callable[[str | None], None]) -> None:
+                 on_first_report: Callable[[str | None], None], hello: bool = False) -> None:
         self.reader = reader
         self.writer = writer
         self.commitlog = commitlog
@@ -56,6 +57,8 @@ class HAConnection:
         self.on_first_report = on_first_report
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.hello = hello
+        self.slave_id: int | None = None  # the replica's broker id, from its hello (controller mode)
         self.acked = -1  # the slave's last reported offset (-1: none yet)
         self.next_transfer = -1  # next commitlog offset to send
         self.bytes_sent = 0  # commitlog bytes streamed to this slave
@@ -86,6 +89,9 @@ class HAConnection:
     async def _read_loop(self) -> None:
         while True:
             (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
+            if offset < 0 and self.hello and self.next_transfer < 0:
+                self.slave_id = -offset
+                continue
             if self.next_transfer < 0:
                 end = self.commitlog.max_offset()
                 if offset > end:  # it retries every second: a few lines per window, then a count

@@ -13,6 +13,10 @@ Master -> slave, a transfer: a header, then ``body size`` commitlog bytes from `
     | physical offset (int64) | body size (int32)| body (size bytes) |
     +-------------------------+------------------+-------------------+
 
+Controller mode only (spark_mq's, for the master's SyncStateSet): before its first report a slave
+sends its broker id negated as one int64 word, the hello (an offset is never negative; a RocketMQ
+4.x slave never sends one, and a master not in controller mode is never sent one).
+
 Big-endian, as every RocketMQ layout.
 """
 

@@ -11,6 +11,12 @@ A slave that reports an end past this master's (its store was lost and it starte
 makes ``write_refusal`` say why sends are refused, until a slave connects at an offset this master
 has: what the master would write next lies at offsets the slave holds other bytes at.
 
+Controller mode (``master_id`` given): slaves name themselves on connecting (``ha_protocol``'s
+hello) and a put waits for the SyncStateSet (``sync_state_set``, kept by the broker's
+``SyncStateKeeper``): with allAckInSyncStateSet until every member has it, else until
+minInSyncReplicas replicas (the master included) have it; with fewer members than
+minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the same).
+
 Thread-safety: none; every method runs on the broker's event loop.
 """
 
@@ -30,9 +36,11 @@ log = logging.getLogger(__name__)
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, commitlog: CommitLog) -> None:
+    def __init__(self, config: BrokerConfig, commitlog: CommitLog, master_id: int | None = None) -> None:
         self.config = config
         self.commitlog = commitlog
+        self.master_id = master_id  # controller mode: this master's broker id
+        self.sync_state_set: frozenset[int] = frozenset() if master_id is None else frozenset({master_id})
         self.transfer = GroupTransfer()
         # replaced, never changed in place: a metrics scrape thread iterates it
         self.connections: frozenset[HAConnection] = frozenset()
@@ -62,8 +70,8 @@ class HAService:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(reader, writer, self.commitlog, self.config.ha_transfer_batch_size,
-                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self.transfer.ack,
-                            self._first_report)
+                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self._acked,
+                            self._first_report, hello=self.master_id is not None)
         task = asyncio.current_task()
         assert task is not None
         self.connections = self.connections | {conn}
@@ -77,6 +85,34 @@ class HAService:
             self.connections = self.connections - {conn}
             self._tasks.discard(task)
             self._bytes_sent_closed += conn.bytes_sent
+
+    def _acked(self, offset: int) -> None:
+        """A slave's report: release the puts it completes."""
+        self.transfer.ack(offset if self.master_id is None else self._set_acked())
+
+    def _members_needed(self) -> int:
+        """Controller mode: how many slaves of the SyncStateSet a put waits for."""
+        others = len(self.sync_state_set - {self.master_id})
+        return others if self.config.all_ack_in_sync_state_set else min(others, self.config.min_in_sync_replicas - 1)
+
+    def _set_acked(self) -> int:
+        """Controller mode: the offset enough SyncStateSet members have (-1: not enough connected)."""
+        needed = self._members_needed()
+        if needed <= 0:
+            return self.commitlog.max_offset()
+        acked: dict[int, int] = {}
+        for c in self.connections:
+            if c.slave_id in self.sync_state_set and c.slave_id != self.master_id:
+                acked[c.slave_id] = max(acked.get(c.slave_id, -1), c.acked)
+        best = sorted(acked.values(), reverse=True)
+        return best[needed - 1] if len(best) >= needed else -1
+
+    def set_sync_state_set(self, members: frozenset[int]) -> None:
+        """Controller mode: the SyncStateSet as the controller last agreed it; puts wait for it from now on."""
+        if members != self.sync_state_set:
+            log.info("HA: SyncStateSet %s (was %s)", sorted(members), sorted(self.sync_state_set))
+            self.sync_state_set = members
+            self.transfer.ack(self._set_acked())
 
     def _first_report(self, refusal: str | None) -> None:
         self.write_refusal = refusal
@@ -112,7 +148,12 @@ class HAService:
     async def replicated(self, offset: int, timeout_s: float) -> PutStatus:
         """Wait until a slave has every byte below ``offset`` (a SYNC_MASTER put's end)."""
         self._wake.set()
-        if not self.is_slave_ok(offset):
+        if self.master_id is not None:
+            if len(self.sync_state_set) < self.config.min_in_sync_replicas:
+                return PutStatus.SLAVE_NOT_AVAILABLE
+            if self._members_needed() <= 0:
+                return PutStatus.PUT_OK
+        elif not self.is_slave_ok(offset):
             return PutStatus.SLAVE_NOT_AVAILABLE
         fut = self.transfer.future(offset)
         try:

@@ -1,0 +1,292 @@
+"""Real brokers acting on the controller's elections (enableControllerMode, the controller embedded in a
+real NameServer with its state in a file): three replicas of one set, the master SIGKILLed, a slave
+elected becomes master, registers as id 0 and takes our producer's sends; the old master restarted
+rejoins as a slave of the new one and ends with a byte-identical commitlog (checked by the
+independent reader)."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from broker._support import send_header
+from integration.ha.commitlog_files import Commitlog, read_commitlog
+from integration.ha.ledger import Audit, Ledger
+from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
+
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
+from spark_mq.client.results import SendStatus
+from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.message import Message
+
+from ._support import FAST_CONF, ControllerClient
+
+FILES = "mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\n"
+HEARTBEAT_TIMEOUT_MS = 4000  # the brokers': a role switch restarts a broker's parts, well within it
+TIMEOUT_S = 60
+
+
+def brokers_conf(namesrv: str) -> str:
+    return (f"{FILES}enableControllerMode=true\ncontrollerAddr={namesrv}\nbrokerHeartbeatInterval=300\n"
+            f"syncBrokerMetadataPeriod=500\ncontrollerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}\n"
+            "slaveSynchronizeInterval=1000\n")
+
+
+@pytest.fixture
+def embedded(tmp_path):
+    """A NameServer running the controller (file state); elections are clean (from the SyncStateSet the
+    masters keep)."""
+    root = tmp_path / "ns"
+    root.mkdir()
+    (root / "namesrv.conf").write_text(f"enableControllerInNamesrv=true\ncontrollerStorePath={root / 'state'}\n"
+                                       f"{FAST_CONF}")
+    server = ServerProcess(["namesrv", "-c", str(root / "namesrv.conf"), "--port", "0"], root / "namesrv.log",
+                           NAMESRV_READY, verbose=False)
+    yield server
+    server.stop_cleanly()
+
+
+@pytest.fixture
+def api():
+    client = SyncMQClientAPI(timeout=10.0)
+    yield client
+    client.close()
+
+
+class ReplicaSet:
+    """Three controller-mode brokers of one set: replica 1 configured master, 2 and 3 slaves."""
+
+    def __init__(self, namesrv: str, root: Path, extra_conf: str = "") -> None:
+        self.name = unique("failover")
+        conf = brokers_conf(namesrv) + extra_conf
+        self.brokers = {i: Broker(namesrv, root / f"replica{i}",
+                                  f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n",
+                                  broker_name=self.name) for i in (1, 2, 3)}
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.stop_if_running()
+
+
+@pytest.fixture
+def replica_set(embedded, tmp_path):
+    made: list[ReplicaSet] = []
+
+    def make(extra_conf: str = "") -> ReplicaSet:
+        made.append(ReplicaSet(embedded.addr, tmp_path, extra_conf))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.stop()
+
+
+def route(api, namesrv: str, topic: str, name: str) -> dict[int, str]:
+    data = api.get_route_info(namesrv, topic)
+    return next((dict(b.broker_addrs) for b in (data.broker_datas if data else []) if b.broker_name == name), {})
+
+
+def sync_state_set(ctl: ControllerClient, rs: ReplicaSet) -> frozenset[int]:
+    return ctl.replica_info(rs.name).sync_state_set
+
+
+def started_with_a_topic(api, namesrv: str, rs: ReplicaSet) -> str:
+    """Replica 1 elected and registered as id 0, a topic on it, the route listing every replica."""
+    first = rs.brokers[1]
+    wait_until(lambda: route(api, namesrv, "TBW102", rs.name).get(0) == first.addr, TIMEOUT_S,
+               "replica 1 elected and registered as id 0")
+    topic = unique("Failover")
+    api.create_topic(first.addr, topic, 2, 2)
+    wait_until(lambda: route(api, namesrv, topic, rs.name) == {0: first.addr, 2: rs.brokers[2].addr,
+                                                               3: rs.brokers[3].addr}, TIMEOUT_S,
+               "the route to list the master as 0 and both slaves by their ids")
+    return topic
+
+
+def send(namesrv: str, topic: str, prefix: str, count: int) -> None:
+    with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=2) as producer:
+        for i in range(count):
+            assert producer.send(Message(topic, f"{prefix}-{i}".encode())).status == SendStatus.SEND_OK
+
+
+def caught_up(brokers: list[Broker], end: int) -> None:
+    wait_until(lambda: all(read_commitlog(b.store).end == end for b in brokers), TIMEOUT_S,
+               f"{len(brokers)} replicas at commitlog offset {end}")
+
+
+def elected(api, namesrv: str, topic: str, rs: ReplicaSet) -> Broker:
+    """The replica other than 1 the route lists as id 0."""
+    return wait_until(lambda: next((b for i, b in rs.brokers.items() if i != 1
+                                    and route(api, namesrv, topic, rs.name).get(0) == b.addr), None),
+                      TIMEOUT_S, "a slave elected, registered as id 0")
+
+
+def rejoined(api, namesrv: str, topic: str, rs: ReplicaSet, new_master: Broker) -> None:
+    """The old master restarted: listed as slave 1, and every replica byte-identical to the new master."""
+    first = rs.brokers[1]
+    first.start_again()
+    wait_until(lambda: route(api, namesrv, topic, rs.name).get(1) == first.addr, TIMEOUT_S,
+               "the old master listed as slave 1")
+    identical_to(new_master, rs)
+
+
+def identical_to(master: Broker, rs: ReplicaSet) -> Commitlog:
+    """Once every other replica reached ``master``'s end: their commitlogs and epoch files are its own.
+    Returns ``master``'s commitlog."""
+    end = read_commitlog(master.store).end
+    others = [b for b in rs.brokers.values() if b is not master]
+    caught_up(others, end)
+    files = read_commitlog(master.store)
+    for b in others:
+        assert read_commitlog(b.store).span(0, end) == files.span(0, end)
+        assert (b.store / "epochFileCheckpoint").read_text() == (master.store / "epochFileCheckpoint").read_text()
+    return files
+
+
+def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api,
+                                                                                   remoting):
+    namesrv = embedded.addr
+    rs = replica_set()
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "before", 20)
+    end = read_commitlog(rs.brokers[1].store).end
+    caught_up([rs.brokers[2], rs.brokers[3]], end)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
+
+    rs.brokers[1].kill()
+    new_master = elected(api, namesrv, topic, rs)
+    assert "becomes its master" in new_master.log()
+    send(namesrv, topic, "after", 20)
+    assert read_commitlog(new_master.store).end > end
+    rejoined(api, namesrv, topic, rs, new_master)
+
+
+def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, replica_set, api, remoting):
+    namesrv = embedded.addr
+    rs = replica_set()
+    first, slaves = rs.brokers[1], [rs.brokers[2], rs.brokers[3]]
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "replicated", 10)
+    replicated = read_commitlog(first.store).end
+    caught_up(slaves, replicated)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
+    for b in slaves:  # briefly, well within their heartbeat timeout: they stay electable
+        b.server.signal(signal.SIGSTOP)
+    try:
+        send(namesrv, topic, "tail", 10)  # ASYNC_MASTER: SEND_OK, on the master alone
+    finally:
+        first.kill()
+        for b in slaves:
+            b.server.signal(signal.SIGCONT)
+    tail = read_commitlog(first.store)
+    assert tail.end > replicated
+
+    new_master = elected(api, namesrv, topic, rs)
+    send(namesrv, topic, "new", 10)
+    rejoined(api, namesrv, topic, rs, new_master)
+    assert "does not have it; replicating from" in first.log()  # the truncation it made
+    assert read_commitlog(first.store).span(replicated, tail.end) != tail.span(replicated, tail.end)
+
+
+def test_all_ack_puts_wait_for_the_sync_state_set_which_shrinks_and_grows(embedded, replica_set, api, remoting):
+    """allAckInSyncStateSet: a put waits for every member; a frozen member times puts out until it has lagged
+    haMaxTimeSlaveNotCatchup, then leaves the set (puts go on without it) and rejoins once it caught up."""
+    namesrv = embedded.addr
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    master, frozen = rs.brokers[1], rs.brokers[3]
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    assert api.send_message(master.addr, send_header(topic, 0), b"first").status == SendStatus.SEND_OK
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
+
+    frozen.server.signal(signal.SIGSTOP)
+    try:
+        # replica 3 is still a member (for haMaxTimeSlaveNotCatchup): the put waits for it, in vain
+        assert api.send_message(master.addr, send_header(topic, 0), b"waits").status == SendStatus.FLUSH_SLAVE_TIMEOUT
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2}, TIMEOUT_S, "the frozen slave out of the set")
+        assert api.send_message(master.addr, send_header(topic, 0), b"without").status == SendStatus.SEND_OK
+    finally:
+        frozen.server.signal(signal.SIGCONT)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "the thawed slave back in the set")
+    assert api.send_message(master.addr, send_header(topic, 0), b"all").status == SendStatus.SEND_OK
+    end = read_commitlog(master.store).end
+    caught_up([rs.brokers[2], frozen], end)
+    assert "HA: SyncStateSet [1, 2] (was [1, 2, 3])" in master.log()
+
+
+def kill_loop(api, remoting, namesrv: str, rs: ReplicaSet, kills: int, seed: int) -> tuple[Audit, Ledger, Broker]:
+    """A ledger producer throughout; ``kills`` times: once every replica is in the SyncStateSet and a few
+    more sends were acknowledged, SIGKILL the master, wait for another to be routed as id 0, restart the
+    killed one (it rejoins as a slave). Returns the audit of the final master's commitlog."""
+    rng = random.Random(seed)
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    by_addr = {b.addr: b for b in rs.brokers.values()}
+    ledger = Ledger(namesrv, topic, body_size=rng.randrange(100, 900)).start()
+    try:
+        for i in range(kills + 1):
+            wait_until(lambda: sync_state_set(ctl, rs) == set(rs.brokers), TIMEOUT_S, f"the full set, round {i}")
+            target = ledger.acknowledged() + rng.randrange(5, 40)
+            wait_until(lambda t=target: ledger.acknowledged() >= t, TIMEOUT_S, f"acknowledgements, round {i}")
+            if i == kills:
+                break
+            master = by_addr[route(api, namesrv, topic, rs.name)[0]]
+            time.sleep(rng.random() / 4)  # a random moment between two sends, or within one
+            master.kill()
+            wait_until(lambda m=master: route(api, namesrv, topic, rs.name).get(0) not in (None, m.addr), TIMEOUT_S,
+                       f"another master routed, round {i}")
+            master.start_again()
+    finally:
+        ledger.stop()
+    final = by_addr[route(api, namesrv, topic, rs.name)[0]]
+    return ledger.audit(identical_to(final, rs)), ledger, final
+
+
+def test_master_kills_lose_no_put_acknowledged_by_the_whole_sync_state_set(embedded, replica_set, api, remoting):
+    """CI-sized Jepsen-style run: allAckInSyncStateSet, three SIGKILLs of whichever replica is master."""
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\n")
+    kills = 3
+    audit, ledger, final = kill_loop(api, remoting, embedded.addr, rs, kills, seed=15)
+    print(f"\nfailover loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, "
+          f"failed attempts {dict(ledger.attempts)}, final master {final.addr}")
+    assert audit.lost == [], f"acknowledged messages missing from the final master: {audit.lost[:20]}"
+    assert audit.acknowledged > 0
+
+
+@pytest.mark.slow
+def test_master_kills_lose_no_put_acknowledged_by_the_whole_sync_state_set_long(embedded, replica_set, api, remoting):
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\n")
+    kills = 20
+    started = time.monotonic()
+    audit, ledger, _ = kill_loop(api, remoting, embedded.addr, rs, kills, seed=1515)
+    print(f"\nfailover loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, failed attempts "
+          f"{dict(ledger.attempts)}, runtime {time.monotonic() - started:.0f} s")
+    assert audit.lost == [], f"acknowledged messages missing from the final master: {audit.lost[:20]}"
+
+
+def test_a_slave_whose_history_needs_a_person_is_refused_and_keeps_its_files(embedded, replica_set, api, remoting):
+    """A slave that knows a newer epoch than its master (the controller's state was reset, say) is not
+    truncated: it logs what to decide and replicates nothing."""
+    namesrv = embedded.addr
+    rs = replica_set()
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "before", 5)
+    slave = rs.brokers[3]
+    caught_up([slave], read_commitlog(rs.brokers[1].store).end)
+    slave.stop()
+    before = read_commitlog(slave.store)
+    # the same history plus a newer epoch from its end (CRC 0: unchecked, as RocketMQ's format allows)
+    (slave.store / "epochFileCheckpoint").write_text(f"2\n0\n1-0\n99-{before.end}\n")
+    send(namesrv, topic, "meanwhile", 5)
+    slave.start_again()
+    wait_until(lambda: "newer than its master's last epoch" in slave.log(), TIMEOUT_S, "the slave refusing")
+    assert "HA: refusing master" in slave.log() and "Nothing was changed" in slave.log()
+    after = read_commitlog(slave.store)
+    assert after.span(0, after.end) == before.span(0, after.end) and after.end <= before.end
+    assert (slave.store / "epochFileCheckpoint").read_text() == f"2\n0\n1-0\n99-{before.end}\n"
