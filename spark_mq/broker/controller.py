@@ -44,6 +44,7 @@ from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
 from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
@@ -99,6 +100,7 @@ class BrokerController:
         self.offsets: ConsumerOffsetManager
         self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
+        self.transactions: TransactionalMessageService
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
@@ -159,6 +161,13 @@ class BrokerController:
         self.retry = RetryScheduler(self.store, self.topics, self.store.config_file(DELAY_OFFSETS),
                                     on_stored=self.hold.notify, on_topic_created=self.request_registration)
         self.retry.load()
+        self.transactions = TransactionalMessageService(
+            self.store, self.clients.producer_connections, self.metrics, self.config.broker_name,
+            TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
+                              self.config.transaction_check_max), on_stored=self.hold.notify,
+            ensure_topic=self._ensure_system_topic)
+        if not self.config.is_slave:
+            await asyncio.get_running_loop().run_in_executor(None, self.transactions.load)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
@@ -181,6 +190,7 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
+            self._tasks.append(loop.create_task(self.transactions.run(), name="broker-transaction-check"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
         if self.config.enable_controller_mode:
             self.replicas = ReplicasManager(self.config, self.controller_client, lambda: self.address,
@@ -220,9 +230,10 @@ class BrokerController:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
         return (
-            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
+            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
                           self.request_registration, self.ha_service, c.broker_role == SYNC_MASTER,
-                          self.slave_refusal),
+                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message),
+            EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.unserved, slave_read_enable=c.slave_read_enable,
                           in_memory_read_bytes=c.in_memory_read_bytes),
@@ -261,6 +272,10 @@ class BrokerController:
     def request_registration(self) -> None:
         """Re-register soon (a topic was created or changed)."""
         self._register_now.set()
+
+    def _ensure_system_topic(self, name: str) -> None:
+        if self.topics.ensure_system_topic(name):
+            self.request_registration()
 
     def replication_info(self) -> dict[str, str]:
         """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.unserved_features import UnservedFeatures, is_prepared_transaction
+from spark_mq.broker.transaction import TransactionalMessageService, is_prepared_transaction
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.names import validate_topic
@@ -57,16 +57,21 @@ class SendProcessor:
     """Serves the send codes with the collaborators it is given; runs on the broker's event loop."""
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, hold: PullHoldService, metrics: BrokerMetrics,
-                 unserved: UnservedFeatures, sync_flush_timeout_ms: int, on_topic_created: Callable[[], None],
+                 transactions: TransactionalMessageService, sync_flush_timeout_ms: int,
+                 on_topic_created: Callable[[], None],
                  ha: HAService | None = None, sync_master: bool = False,
-                 slave_refusal: Callable[[], str | None] = lambda: None) -> None:
-        """``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
+                 slave_refusal: Callable[[], str | None] = lambda: None,
+                 reject_transaction_message: bool = False) -> None:
+        """``transactions`` stores prepared messages as half messages (refused with
+        ``reject_transaction_message``, as RocketMQ's ``rejectTransactionMessage``);
+        ``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
         ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None."""
         self.store = store
         self.topics = topics
         self.hold = hold
         self.metrics = metrics
-        self.unserved = unserved
+        self.transactions = transactions
+        self.reject_transaction_message = reject_transaction_message
         self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
         self.on_topic_created = on_topic_created
         self.ha = ha
@@ -91,10 +96,18 @@ class SendProcessor:
                                       cmd.describe(), e)
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
-            if is_prepared_transaction(h, cmd.body):  # refused before anything (a topic) is created
-                return self.unserved.refuse_transaction(cmd, h, conn)
+            prepared = is_prepared_transaction(h, cmd.body)
         except BatchBodyError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if prepared:  # refused before anything (a topic) is created
+            if self.reject_transaction_message:
+                return cmd.make_response(ResponseCode.NO_PERMISSION,
+                                         f"the broker[{self.transactions.broker_name}] sending transaction message is "
+                                         f"forbidden (rejectTransactionMessage=true)")
+            if h.batch:
+                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL,
+                                         "a batch cannot carry transactional (TRAN_MSG) messages: send each one "
+                                         "in its own transaction")
         if topic is None:
             topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:
@@ -111,16 +124,20 @@ class SendProcessor:
                 f"request queueId[{queue_id}] is illegal, topic {h.topic} has {topic.write_queue_nums} write queues")
         try:
             batch = self._batch(cmd, h, queue_id, conn)
+            if prepared:
+                batch = self.transactions.half_batch(batch, h.producer_group)
             started = time.perf_counter()
             result = self.store.put_messages(batch, wait_flush=False)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
-        self.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        if prepared:
+            self.transactions.stored_half(result.queue_offset, batch)
         if self.ha is not None:
             self.ha.appended()
-        if self.hold.notify(h.topic, queue_id, result.queue_offset + result.count):
+        if self.hold.notify(batch.topic, batch.queue_id, result.queue_offset + result.count):
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)

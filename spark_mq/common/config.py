@@ -114,6 +114,13 @@ class BrokerConfig(ServerChannelConfig):
     controller_heart_beat_timeout_mills: int = 10_000
     broker_heartbeat_interval: int = 1000
     sync_broker_metadata_period: int = 5000
+    # transactional messages (RocketMQ's keys and defaults): a half message unresolved after
+    # transactionTimeOut ms is checked back every transactionCheckInterval ms, at most transactionCheckMax
+    # times, then discarded; rejectTransactionMessage refuses prepared sends
+    transaction_time_out: int = 6000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
