@@ -18,8 +18,9 @@ is discarded: logged, counted, kept in ``TRANS_CHECK_MAX_TIME_TOPIC`` for inspec
 Exactly one outcome per transaction: a renewed copy forwards a late END_TRANSACTION about the old
 one to the live copy, and a decision marks every live copy of the same transaction (UNIQ_KEY)
 resolved, so neither a late answer nor a copy left by a crash between a renewal's two writes is
-committed twice. What remains: a SIGKILL between a commit's two appends (the real message, then
-its op record), one event-loop step, lets the next check commit it again.
+committed twice; a crash between a commit's two appends (the real message, then its op record) is
+found at start: an unresolved half message whose committed copy (``TRAN_PREPARED_QUEUE_OFFSET``,
+found by UNIQ_KEY in the message index) is in its topic is resolved without a check.
 
 Thread-safety: used from the broker's event loop only.
 """
@@ -158,15 +159,31 @@ class TransactionalMessageService:
         self.progress = self.store.get_min_offset(HALF_TOPIC, HALF_QUEUE_ID)
         self._advance()
         offset = self.progress
+        live: list[StoredMessage] = []
         while offset < self.store.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID):
             msgs, offset = self._read(HALF_TOPIC, offset)
             if not msgs:
                 break
             for m in msgs:
                 if m.queue_offset not in self.done:
-                    self._track(m.queue_offset, m.properties.get(UNIQ_KEY) or str(m.physical_offset))
+                    self._track(m.queue_offset, m.properties.get(UNIQ_KEY) or f"half:{m.queue_offset}")
+                    live.append(m)
+        committed = [m for m in live if m.queue_offset in self.live and self._committed_before(m)]
+        for m in committed:
+            self._resolved(sorted(self.by_key.get(self.live[m.queue_offset], ())))
+        if committed:
+            log.info("transactions: %d committed before a crash lost their op record: resolved now", len(committed))
         if self.live:
             log.info("transactions: %d half messages unresolved from before the restart", len(self.live))
+
+    def _committed_before(self, m: StoredMessage) -> bool:
+        """Whether the real topic holds the committed copy of half message ``m`` (a crash between a
+        commit's two appends): found by its UNIQ_KEY in the message index."""
+        key = m.properties.get(UNIQ_KEY)
+        if not key or self.store.index is None:
+            return False
+        units = self.store.query_by_key(m.properties.get(REAL_TOPIC, ""), key, 4, m.born_timestamp)
+        return any(TRANSACTION_PREPARED_QUEUE_OFFSET in decode_message(u).properties for u in units)
 
     def _read(self, topic: str, offset: int) -> tuple[list[StoredMessage], int]:
         """Up to SCAN_BATCH units of ``topic`` from ``offset`` (one bulk read), and where to go on."""

@@ -256,3 +256,29 @@ def test_broker_killed_between_half_and_end_is_decided_by_check_back_exactly_onc
     committed = {body for body, state in ledger.items() if state == COMMIT}
     assert set(got) == committed, "lost or rolled-back messages delivered"
     assert all(n == 1 for n in got.values()), f"duplicates: {got}"
+
+
+def test_a_commit_whose_op_record_was_lost_in_a_crash_is_not_committed_again(namesrv, own_broker, api):
+    """The commitlog as a SIGKILL between a commit's two appends leaves it: the half message, its
+    committed copy in the topic (TRAN_PREPARED_QUEUE_OFFSET), no op record. After the restart the
+    broker finds the copy and resolves the half message: the checker (which would say COMMIT) is not
+    asked about it, and the topic holds it once."""
+    b = own_broker("txlostop", TX_CONF)
+    topic, group = unique("TxLostOp"), unique("tx_lost_op")
+    api.create_topic(b.addr, topic, QUEUES, QUEUES)
+    wait_until(lambda: api.get_route_info(namesrv, topic), what="the topic's route")
+    half = api.send_message(b.addr, send_header(topic, 0, uniq_key="tx-lost-op", group=group,
+                                                props={"TRAN_MSG": "true", "PGROUP": group}), b"committed once")
+    api.send_message(b.addr, send_header(topic, 0, uniq_key="tx-lost-op", group=group, props={
+        "PGROUP": group, "TRAN_PREPARED_QUEUE_OFFSET": str(half.queue_offset)}), b"committed once")
+    assert api.get_max_offset(b.addr, OP_TOPIC, 0) in (0, None)
+    b.kill()
+    b.start_again()
+    wait_until(lambda: "1 committed before a crash lost their op record" in b.log(), timeout=30,
+               what="the lost op record found at start")
+    checker = Checker(COMMIT)
+    with SyncTransactionProducer(group, ClientConfig(namesrv_addr=namesrv), lambda m, a: UNKNOW, checker) as p:
+        p.send_message_in_transaction(Message(topic, b"later, checked back"))
+        wait_until(lambda: b"later, checked back" in bodies(api, b.addr, topic), timeout=60, what="a later check")
+    assert checker.calls == ["later, checked back"]
+    assert Counter(bodies(api, b.addr, topic)) == {b"committed once": 1, b"later, checked back": 1}
