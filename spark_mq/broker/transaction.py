@@ -146,7 +146,10 @@ class TransactionalMessageService:
         self.done: set[int] = set()  # resolved half queue offsets at or past ``progress``
         self.live: dict[int, str] = {}  # unresolved half queue offset -> its transaction (UNIQ_KEY)
         self.by_key: dict[str, set[int]] = {}  # transaction -> its unresolved half queue offsets
-        self.renewed: dict[int, int] = {}  # half queue offset -> the copy a check renewed it into
+        # renewed half queue offset -> its transaction, while the transaction is unresolved (a late
+        # answer about it goes to the live copy)
+        self.renewed: dict[int, str] = {}
+        self._renewed_of: dict[str, list[int]] = {}
 
     # -- start-up --------------------------------------------------------------------------------
     def load(self) -> None:
@@ -225,23 +228,21 @@ class TransactionalMessageService:
                     copies.discard(o)
                     if not copies:
                         del self.by_key[key]
+                        for old in self._renewed_of.pop(key, ()):
+                            self.renewed.pop(old, None)
         self._advance()
 
     def _advance(self) -> None:
         while self.progress in self.done:
             self.done.discard(self.progress)
-            self.renewed.pop(self.progress, None)
             self.progress += 1
 
     def _live_copy(self, offset: int) -> int | None:
-        """The unresolved copy of the half message at ``offset`` (itself, or what a check renewed it into)."""
-        seen = 0
-        while offset not in self.live:
-            nxt = self.renewed.get(offset)
-            if nxt is None or seen > self.config.check_max + 1:
-                return None
-            offset, seen = nxt, seen + 1
-        return offset
+        """The unresolved copy of the half message at ``offset`` (itself, or the newest a check renewed it into)."""
+        if offset in self.live:
+            return offset
+        copies = self.by_key.get(self.renewed.get(offset, ""))
+        return max(copies) if copies else None
 
     # -- the send path ---------------------------------------------------------------------------
     def half_batch(self, batch: MessageBatch, producer_group: str) -> MessageBatch:
@@ -348,8 +349,10 @@ class TransactionalMessageService:
             result = self.store.put_messages(batch, wait_flush=False)
             for i, m in enumerate(renew):
                 new_offset = result.queue_offset + i
-                self.renewed[m.queue_offset] = new_offset
-                self._track(new_offset, self.live[m.queue_offset])
+                key = self.live[m.queue_offset]
+                self.renewed[m.queue_offset] = key
+                self._renewed_of.setdefault(key, []).append(m.queue_offset)
+                self._track(new_offset, key)
                 props = {**m.properties, TRANSACTION_CHECK_TIMES: str(_check_times(m) + 1)}
                 copies.append(StoredMessage(HALF_TOPIC, HALF_QUEUE_ID, new_offset, int(result.physical_offsets[i]),
                                             m.body, props, m.flag, m.sys_flag, m.body_crc, m.born_timestamp,
