@@ -216,6 +216,7 @@ class TransactionalMessageService:
         """Mark half queue offsets resolved: one op record batch, then the bookkeeping."""
         if not offsets:
             return
+        self.ensure_topic(OP_HALF_TOPIC)
         batch = MessageBatch.of(OP_HALF_TOPIC, HALF_QUEUE_ID, [str(o).encode() for o in offsets],
                                 [_REMOVE_PROPS] * len(offsets))
         self.store.put_messages(batch, wait_flush=False)
@@ -247,6 +248,7 @@ class TransactionalMessageService:
     # -- the send path ---------------------------------------------------------------------------
     def half_batch(self, batch: MessageBatch, producer_group: str) -> MessageBatch:
         """The half message for a prepared one-message batch (RocketMQ's ``parseHalfMessageInner``)."""
+        self.ensure_topic(HALF_TOPIC)  # as RocketMQ, the system topics have configs (tools list them)
         props = decode_properties(batch.properties[0])
         props[REAL_TOPIC] = batch.topic
         props[REAL_QUEUE_ID] = str(batch.queue_id)
