@@ -77,6 +77,7 @@ CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"  # RocketMQ's TransactionalMessageUtil.REMOVETAG
 SCAN_BATCH = 1024  # units read per bulk read of the half or op queue
+MAX_ROUND_UNITS = 64 * SCAN_BATCH  # half messages one check round looks at (the rest wait for the next)
 _REMOVE_PROPS = encode_properties({TAGS: REMOVE_TAG})
 _PREPARED_NAME = f"{TRANSACTION_PREPARED}\x01"
 _PREPARED_NEEDLE = _PREPARED_NAME.encode()
@@ -221,17 +222,20 @@ class TransactionalMessageService:
                                 [_REMOVE_PROPS] * len(offsets))
         self.store.put_messages(batch, wait_flush=False)
         for o in offsets:
-            self.done.add(o)
-            key = self.live.pop(o, None)
-            if key is not None:
-                copies = self.by_key.get(key)
-                if copies is not None:
-                    copies.discard(o)
-                    if not copies:
-                        del self.by_key[key]
-                        for old in self._renewed_of.pop(key, ()):
-                            self.renewed.pop(old, None)
+            self._forget(o)
         self._advance()
+
+    def _forget(self, offset: int) -> None:
+        """The half message at ``offset`` is done (resolved, renewed, discarded or deleted)."""
+        self.done.add(offset)
+        key = self.live.pop(offset, None)
+        copies = self.by_key.get(key) if key is not None else None
+        if copies is not None:
+            copies.discard(offset)
+            if not copies:
+                del self.by_key[key]
+                for old in self._renewed_of.pop(key, ()):
+                    self.renewed.pop(old, None)
 
     def _advance(self) -> None:
         while self.progress in self.done:
@@ -315,7 +319,9 @@ class TransactionalMessageService:
         """One check round: renew and check every half message past its timeout, discard those
         past ``check_max``; returns how many checks were sent."""
         now = int(self.clock() * 1000) if now_ms is None else now_ms
+        self._drop_expired()
         end = self.store.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID)  # renewed copies wait for the next round
+        end = min(end, self.progress + MAX_ROUND_UNITS)  # the loop serves requests between rounds
         offset, sent = self.progress, 0
         while offset < end and self.live:
             msgs, nxt = self._read(HALF_TOPIC, offset)
@@ -328,6 +334,22 @@ class TransactionalMessageService:
                 break
             offset = nxt
         return sent
+
+    def _drop_expired(self) -> None:
+        """Forget half messages retention deleted before anyone resolved them (they can no longer be
+        committed), and start scanning at the queue's first message."""
+        low = self.store.get_min_offset(HALF_TOPIC, HALF_QUEUE_ID)
+        if self.progress >= low:
+            return
+        gone = [o for o in self.live if o < low]
+        if gone:
+            log.warning("transactions: %d unresolved half messages were deleted by retention (fileReservedTime) "
+                        "before an outcome: they are lost", len(gone))
+            for o in gone:
+                self._forget(o)
+        self.done = {o for o in self.done if o >= low}
+        self.progress = low
+        self._advance()
 
     def _timed_out(self, m: StoredMessage, now: int) -> bool:
         immunity = m.properties.get(CHECK_IMMUNITY_TIME, "")
