@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -282,3 +283,71 @@ def test_a_commit_whose_op_record_was_lost_in_a_crash_is_not_committed_again(nam
         wait_until(lambda: b"later, checked back" in bodies(api, b.addr, topic), timeout=60, what="a later check")
     assert checker.calls == ["later, checked back"]
     assert Counter(bodies(api, b.addr, topic)) == {b"committed once": 1, b"later, checked back": 1}
+
+
+BACKOFF_S = 0.1
+
+
+def run_kill_loop(namesrv, b, api, transactions: int, kills: int) -> dict[str, int]:
+    """A producer thread runs ``transactions`` transactions (every third rolled back) while the broker is
+    SIGKILLed ``kills`` times and restarted. The application's records (``decided``: written by the local
+    transaction, which runs only after the half message was stored) are the ledger; its checker answers
+    from them (ROLLBACK for a transaction it has no record of). Afterwards a fresh read of the topic holds
+    exactly the committed ones, each once."""
+    topic = unique("TxKillLoop")
+    api.create_topic(b.addr, topic, QUEUES, QUEUES)
+    wait_until(lambda: api.get_route_info(namesrv, topic), what="the topic's route")
+    decided: dict[bytes, LocalTransactionState] = {}
+    failed: list[bytes] = []
+
+    def execute(msg, arg):
+        decided[msg.body] = arg
+        return arg
+
+    checked: list[bytes] = []
+
+    def check(msg):
+        checked.append(msg.body)
+        return decided.get(msg.body, ROLLBACK)
+
+    config = ClientConfig(namesrv_addr=namesrv, heartbeat_broker_interval_s=1)
+    with SyncTransactionProducer(unique("tx_loop"), config, execute, check, retry_times=0) as producer:
+        def loop() -> None:
+            for i in range(transactions):
+                body = f"loop-{i}".encode()
+                try:
+                    producer.send_message_in_transaction(Message(topic, body), arg=ROLLBACK if i % 3 == 0 else COMMIT)
+                except Exception:  # the broker is down: the application backs off
+                    failed.append(body)
+                    time.sleep(BACKOFF_S)
+
+        sender = threading.Thread(target=loop)
+        sender.start()
+        for k in range(kills):
+            wait_until(lambda k=k: len(decided) >= (k + 1) * transactions // (kills + 1), timeout=120,
+                       what="transactions before the kill")
+            b.kill()
+            b.start_again()
+        sender.join(300)
+        assert not sender.is_alive()
+        expected = {body for body, state in decided.items() if state == COMMIT}
+        wait_until(lambda: set(bodies(api, b.addr, topic)) >= expected, timeout=120,
+                   what="every committed transaction (check-back after the kills)")
+    got = Counter(bodies(api, b.addr, topic))
+    lost = expected - set(got)
+    extra = set(got) - expected
+    duplicates = {body: n for body, n in got.items() if n > 1}
+    assert not lost and not extra and not duplicates, (lost, extra, duplicates)
+    return {"decided": len(decided), "committed": len(expected), "failed_sends": len(failed),
+            "checked_back": len(set(checked))}
+
+
+def test_broker_sigkilled_while_transactions_run_loses_and_duplicates_nothing(namesrv, own_broker, api):
+    figures = run_kill_loop(namesrv, own_broker("txloop", TX_CONF), api, transactions=60, kills=1)
+    assert figures["committed"] > 0
+
+
+@pytest.mark.slow
+def test_broker_sigkilled_three_times_during_600_transactions(namesrv, own_broker, api):
+    figures = run_kill_loop(namesrv, own_broker("txloopslow", TX_CONF), api, transactions=600, kills=3)
+    print("kill loop:", figures)
