@@ -8,7 +8,8 @@ the group commit without blocking the event loop. A stored message wakes the pul
 queue at once, and they answer before the send does. On a master every put wakes the transfers to
 its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
 past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
-refuses every send with SERVICE_NOT_AVAILABLE naming its master.
+refuses every send with SERVICE_NOT_AVAILABLE naming its master. A prepared (transactional) message
+is stored as a half message instead (``transaction.py``); a batch cannot carry one.
 """
 
 from __future__ import annotations
