@@ -161,6 +161,7 @@ class TransactionalMessageService:
                 if part.strip().isdigit():
                     self.done.add(int(part))
         self.progress = self.store.get_min_offset(HALF_TOPIC, HALF_QUEUE_ID)
+        self.done = {o for o in self.done if o >= self.progress}  # ops about half messages retention deleted
         self._advance()
         offset = self.progress
         live: list[StoredMessage] = []
