@@ -49,6 +49,10 @@ class ClientRegistry:
     def register_producer(self, group: str, client_id: str, conn: Connection) -> None:
         self.producers.setdefault(group, {})[conn] = ClientChannel(client_id, conn, self.clock())
 
+    def producer_connections(self, group: str) -> list[Connection]:
+        """The connections of the group's producers (a transaction check goes to one of them)."""
+        return list(self.producers.get(group, {}))
+
     def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection) -> bool:
         """Record a consumer heartbeat; True if the group's membership changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))

@@ -51,6 +51,7 @@ from spark_mq.broker.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
 from spark_mq.broker.unserved_features import UnservedFeatures
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
@@ -114,6 +115,7 @@ class BrokerController:
         self.tiered: TieredOffsetManager
         self.retry: RetryScheduler
         self.schedule: ScheduleService
+        self.transactions: TransactionalMessageService
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
@@ -190,6 +192,13 @@ class BrokerController:
                                         on_stored=self.hold.notify)
         self.schedule.load()
         self.metrics.track_schedule(self.schedule)
+        self.transactions = TransactionalMessageService(
+            self.store, self.clients.producer_connections, self.metrics, self.config.broker_name,
+            TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
+                              self.config.transaction_check_max), on_stored=self.hold.notify,
+            ensure_topic=self._ensure_system_topic)
+        if not self.config.is_slave:
+            await asyncio.get_running_loop().run_in_executor(None, self.transactions.load)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
@@ -215,6 +224,7 @@ class BrokerController:
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
             self._tasks.append(loop.create_task(self.schedule.run(), name="broker-schedule"))
+            self._tasks.append(loop.create_task(self.transactions.run(), name="broker-transaction-check"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
         if self.seat is not None:
             self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
@@ -298,9 +308,10 @@ class BrokerController:
         controller_mode = () if self.epochs is None else (EpochProcessor(self.store, self.epochs),)
         return (
             *controller_mode,
-            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.unserved, c.sync_flush_timeout,
+            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
                           self.request_registration, self.ha_service, self._waits_for_replicas(),
-                          self.slave_refusal),
+                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message),
+            EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable,
                           in_memory_read_bytes=c.in_memory_read_bytes),
@@ -311,7 +322,6 @@ class BrokerController:
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
             MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule),
-            self.unserved,
             self.sql92_filters,
         )
 
@@ -339,6 +349,10 @@ class BrokerController:
     def request_registration(self) -> None:
         """Re-register soon (a topic was created or changed)."""
         self._register_now.set()
+
+    def _ensure_system_topic(self, name: str) -> None:
+        if self.topics.ensure_system_topic(name):
+            self.request_registration()
 
     def replication_info(self) -> dict[str, str]:
         """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""

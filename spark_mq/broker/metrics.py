@@ -27,6 +27,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TPS_WINDOW_S = 60.0
+TRANSACTION_EVENTS = {
+    "half": "Half (prepared) transactional messages stored",
+    "commit": "Transactions committed (the message written to its real topic)",
+    "rollback": "Transactions rolled back",
+    "check": "Transaction check-backs (CHECK_TRANSACTION_STATE) due",
+    "discarded": "Half messages discarded after transactionCheckMax check-backs",
+}
 PUT_SECONDS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 
 
@@ -62,6 +69,7 @@ class BrokerMetrics:
         self._get_total = 0
         self._pulled: deque[tuple[float, str, int]] = deque()
         self._refused: dict[str, int] = {}
+        self._transactions: dict[str, int] = {}
 
     @staticmethod
     def _add(table: dict[str, list[int]], topic: str, count: int, nbytes: int) -> dict[str, list[int]]:
@@ -89,6 +97,10 @@ class BrokerMetrics:
     def refused(self, feature: str) -> None:
         """One request refused because the broker does not serve ``feature`` yet."""
         self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
+
+    def transaction(self, event: str) -> None:
+        """One transactional event: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
+        self._transactions = {**self._transactions, event: self._transactions.get(event, 0) + 1}
 
     def put_total(self) -> int:
         return self._put_total
@@ -156,6 +168,9 @@ class BrokerMetrics:
         yield labelled("spark_mq_unserved_feature_refusals",
                        "Requests refused because they need a feature this broker does not serve yet", ["feature"],
                        self._refused)
+        for event in TRANSACTION_EVENTS:
+            yield CounterMetricFamily(f"spark_mq_transaction_{event}", TRANSACTION_EVENTS[event],
+                                      value=self._transactions.get(event, 0))
         if self._store is not None:
             # damaged units quarantined at start-up or skipped by reads
             yield CounterMetricFamily("spark_mq_store_corrupt_units", "Damaged commitlog units found and never served",

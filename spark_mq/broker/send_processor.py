@@ -9,7 +9,9 @@ queue at once, and they answer before the send does. On a master every put wakes
 its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
 past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
 refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
-in a batch) is stored in the schedule topic instead (``schedule.py``).
+in a batch) is stored in the schedule topic instead (``schedule.py``). A prepared (transactional)
+message is stored as a half message instead (``transaction.py``, never delayed: RocketMQ delays
+only plain and committed messages); a batch cannot carry one.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.schedule import put_all, to_schedule
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.unserved_features import UnservedFeatures, is_prepared_transaction
+from spark_mq.broker.transaction import TransactionalMessageService, is_prepared_transaction
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
@@ -60,16 +62,21 @@ class SendProcessor:
     """Serves the send codes with the collaborators it is given; runs on the broker's event loop."""
 
     def __init__(self, store: MessageStore, topics: TopicConfigManager, hold: PullHoldService, metrics: BrokerMetrics,
-                 unserved: UnservedFeatures, sync_flush_timeout_ms: int, on_topic_created: Callable[[], None],
+                 transactions: TransactionalMessageService, sync_flush_timeout_ms: int,
+                 on_topic_created: Callable[[], None],
                  ha: HAService | None = None, sync_master: bool = False,
-                 slave_refusal: Callable[[], str | None] = lambda: None) -> None:
-        """``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
+                 slave_refusal: Callable[[], str | None] = lambda: None,
+                 reject_transaction_message: bool = False) -> None:
+        """``transactions`` stores prepared messages as half messages (refused with
+        ``reject_transaction_message``, as RocketMQ's ``rejectTransactionMessage``);
+        ``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
         ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None."""
         self.store = store
         self.topics = topics
         self.hold = hold
         self.metrics = metrics
-        self.unserved = unserved
+        self.transactions = transactions
+        self.reject_transaction_message = reject_transaction_message
         self.sync_flush_timeout_s = sync_flush_timeout_ms / 1000
         self.on_topic_created = on_topic_created
         self.ha = ha
@@ -94,10 +101,18 @@ class SendProcessor:
                                       cmd.describe(), e)
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
-            if is_prepared_transaction(h, cmd.body):  # refused before anything (a topic) is created
-                return self.unserved.refuse_transaction(cmd, h, conn)
+            prepared = is_prepared_transaction(h, cmd.body)
         except BatchBodyError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if prepared:  # refused before anything (a topic) is created
+            if self.reject_transaction_message:
+                return cmd.make_response(ResponseCode.NO_PERMISSION,
+                                         f"the broker[{self.transactions.broker_name}] sending transaction message is "
+                                         f"forbidden (rejectTransactionMessage=true)")
+            if h.batch:
+                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL,
+                                         "a batch cannot carry transactional (TRAN_MSG) messages: send each one "
+                                         "in its own transaction")
         if topic is None:
             topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:
@@ -114,14 +129,18 @@ class SendProcessor:
                 f"request queueId[{queue_id}] is illegal, topic {h.topic} has {topic.write_queue_nums} write queues")
         try:
             batch = self._batch(cmd, h, queue_id, conn)
+            if prepared:
+                batch = self.transactions.half_batch(batch, h.producer_group)
             started = time.perf_counter()
-            parts = to_schedule(batch, int(self.store.delays_ms.size))
+            parts = [batch] if prepared else to_schedule(batch, int(self.store.delays_ms.size))
             result = put_all(self.store, parts)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
-        self.metrics.stored(h.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        if prepared:
+            self.transactions.stored_half(result.queue_offset, batch)
         if self.ha is not None:
             self.ha.appended()
         if self.hold.notify(h.topic, queue_id, self._queue_end(h, queue_id, parts, result)):

@@ -94,6 +94,12 @@ class TopicConfigManager:
         self.upsert(created)
         return created
 
+    def ensure_system_topic(self, name: str) -> bool:
+        """A broker-written topic (one queue, readable for inspection); True if created."""
+        if name in self.topics:
+            return False
+        return self.upsert(TopicConfig(name, 1, 1, PERM_READ_WRITE))
+
     def ensure_retry_topic(self, group: str) -> bool:
         """``%RETRY%<group>`` (one queue) for a clustering consumer group; True if created. Raises
         InvalidNameError unless the retry topic is a valid name as a whole."""

@@ -29,6 +29,7 @@ import dataclasses
 import inspect
 import json
 import logging
+import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -46,10 +47,16 @@ from spark_mq.client.results import (
 from spark_mq.common.errors import HeaderError, MQClientError
 from spark_mq.common.message import MessageBatch, unpack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.message_unit import StoredMessage, decode_message
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.perm import PERM_READ_WRITE
-from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
+from spark_mq.common.properties import (
+    PRODUCER_GROUP,
+    UNIQ_KEY,
+    WAIT_STORE_MSG_OK,
+    decode_properties,
+    scan_properties,
+)
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     CheckClientRequestBody,
@@ -74,11 +81,13 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
+    CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
     DeleteKVConfigRequestHeader,
     DeleteTopicFromNamesrvRequestHeader,
     DeleteTopicRequestHeader,
+    EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -126,6 +135,9 @@ UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: QUE
 MSG_REGION = "MSG_REGION"  # MessageConst.PROPERTY_MSG_REGION, in a send response's extFields
 
 ConsumerIdsChangedCallback = Callable[[str, str], "Awaitable[None] | None"]
+# (the check's header, the half message with its real topic, the connection it came on)
+CheckTransactionCallback = Callable[[CheckTransactionStateRequestHeader, StoredMessage, Connection],
+                                    "Awaitable[None] | None"]
 
 # what to do about a response code, where that is obvious
 _HINTS: dict[int, str] = {
@@ -179,7 +191,9 @@ class MQClientAPI:
         self._owns_remoting = remoting is None
         self.timeout = timeout
         self._ids_changed: list[ConsumerIdsChangedCallback] = []
+        self._transaction_checkers: dict[str, CheckTransactionCallback] = {}
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._serve_notify_consumer_ids_changed)
+        self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._serve_check_transaction_state)
 
     async def __aenter__(self) -> MQClientAPI:
         return self
@@ -218,6 +232,40 @@ class MQClientAPI:
                 log.exception("consumer-ids-changed callback %r failed for group %s", callback, group)
         # RocketMQ's broker sends it oneway; answer anyone who asked for a response
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
+
+    def on_check_transaction_state(self, group: str, callback: CheckTransactionCallback | None) -> None:
+        """Route the CHECK_TRANSACTION_STATE requests about group ``group``'s half messages (their
+        PGROUP property) to ``callback`` (None: stop)."""
+        if callback is None:
+            self._transaction_checkers.pop(group, None)
+        else:
+            self._transaction_checkers[group] = callback
+
+    async def _serve_check_transaction_state(self, cmd: RemotingCommand, conn: Connection) -> None:
+        try:
+            header = CheckTransactionStateRequestHeader.from_ext_fields(cmd.ext_fields)
+            msg = decode_message(cmd.body)
+        except (HeaderError, ValueError, struct.error) as e:
+            log.warning("ignoring CHECK_TRANSACTION_STATE from %s: %s", conn.peer, e)
+            return None
+        group = msg.properties.get(PRODUCER_GROUP, "")
+        callback = self._transaction_checkers.get(group)
+        if callback is None:
+            log.warning("CHECK_TRANSACTION_STATE from %s for group %s, which has no transaction producer here",
+                        conn.peer, group or "<none>")
+            return None
+        try:
+            outcome = callback(header, msg, conn)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:
+            log.exception("transaction check of %s (group %s) failed", header.transaction_id, group)
+        return None  # sent oneway: the answer is an END_TRANSACTION
+
+    async def end_transaction(self, addr: str, header: EndTransactionRequestHeader, *,
+                              timeout: float | None = None) -> None:
+        """END_TRANSACTION (37), oneway as RocketMQ's producers send it."""
+        await self._oneway(addr, RequestCode.END_TRANSACTION, header, timeout=timeout)
 
     async def _invoke(self, addr: str, code: int, header: Header | dict[str, object] | None = None,
                       body: bytes = b"", timeout: float | None = None,

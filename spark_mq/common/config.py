@@ -125,6 +125,13 @@ class BrokerConfig(ServerChannelConfig):
     ha_max_time_slave_not_catchup: int = 15_000
     all_ack_in_sync_state_set: bool = False
     min_in_sync_replicas: int = 1
+    # transactional messages (RocketMQ's keys and defaults): a half message unresolved after
+    # transactionTimeOut ms is checked back every transactionCheckInterval ms, at most transactionCheckMax
+    # times, then discarded; rejectTransactionMessage refuses prepared sends
+    transaction_time_out: int = 6000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
     # recovery
     check_crc_on_recover: bool = True
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)

@@ -334,6 +334,34 @@ class ConsumerSendMsgBackRequestHeader(Header):
     max_reconsume_times: Int32 | None = None
 
 
+@header("END_TRANSACTION")
+class EndTransactionRequestHeader(Header):
+    """A producer's decision on a half message (RocketMQ's EndTransactionRequestHeader):
+    ``commit_or_rollback`` is a TRANSACTION_*_TYPE; the half message is found by its commitlog
+    offset and checked against its queue offset (``tran_state_table_offset``)."""
+
+    producer_group: Group
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    commit_or_rollback: Int32
+    from_transaction_check: bool = False
+    msg_id: str = ""
+    transaction_id: str | None = None
+
+
+@header("CHECK_TRANSACTION_STATE")
+class CheckTransactionStateRequestHeader(Header):
+    """The broker asks a producer for a half message's outcome; the half message is the body."""
+
+    tran_state_table_offset: Int64
+    commit_log_offset: Int64
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    topic: str | None = None
+    broker_name: str | None = None
+
+
 # --- consumer -------------------------------------------------------------------------------
 
 

@@ -36,10 +36,12 @@ from pathlib import Path
 
 import pytest
 
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.remoting.bodies import GetConsumerListByGroupResponseBody, TopicRouteData
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.headers import TRANSACTION_COMMIT_TYPE, EndTransactionRequestHeader, PullMessageRequestHeader
 
 try:
     from rocketmq.client import Message, Producer, PushConsumer, SendStatus, hashing_queue_selector
@@ -447,19 +449,36 @@ def test_broadcasting_consumers_each_receive_every_message(namesrv, broker, tmp_
     assert_broker_log_clean(broker)
 
 
-def test_prepared_transactional_send_is_refused_and_nothing_delivered(namesrv, broker):
-    """The C++ client sets TRAN_MSG=true like any property: the broker refuses it (it does not serve
-    transactions yet) and nothing is stored. This client retries the refused send and then reports
-    only "No route info of this topic" (its sendDefaultImpl drops the broker's remark), so the
-    remark is checked in the broker's log."""
-    topic = "CppTxRefusedTopic"
+def test_transactional_half_message_is_invisible_to_a_cpp_consumer_until_committed(namesrv, broker):
+    """The C++ producer sets TRAN_MSG=true like any property (this binding has no transactional producer):
+    the broker stores a half message, which the C++ push consumer never receives, while an ordinary message
+    sent after it arrives; committed with END_TRANSACTION (as a transactional producer would send it), it is
+    delivered once, intact."""
+    topic, group = "CppTxTopic", "tx_peer_producer"
     with SyncRemotingClient() as admin:
         create_topic(admin, broker, topic, 2)
-        with cpp_producer(namesrv, "tx_peer_producer") as p:
-            m, _ = make_message(topic, "half", 0)
-            m.set_property("TRAN_MSG", "true")
-            with pytest.raises(Exception, match=topic):
-                p.send_sync(m)
-            send_sync(p, topic, "whole", 1)
-        assert offsets(admin, broker, RequestCode.GET_MAX_OFFSET, topic, 2) in ([1, 0], [0, 1])
-    assert f"refused a prepared transactional message to topic {topic} from group tx_peer_producer" in broker.log()
+    with cpp_producer(namesrv, group) as p:
+        m, half = make_message(topic, "half", 0)
+        m.set_property("TRAN_MSG", "true")
+        result = p.send_sync(m)
+        assert result.status == SendStatus.OK, result
+        half.msg_id = result.msg_id
+        whole = send_sync(p, topic, "whole", 1)
+    inbox = Inbox()
+    with cpp_consumer(namesrv, "CG-tx", instance("tx"), [topic], inbox), SyncMQClientAPI() as api:
+        assert wait_all([inbox], {"whole"}, 20), cpp_log_tail()
+        assert inbox.seqs() == ["whole"]
+        stored = api.pull_message(broker.addr, PullMessageRequestHeader(
+            consumer_group="tx_reader", topic="RMQ_SYS_TRANS_HALF_TOPIC", queue_id=0, queue_offset=0,
+            max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0)).messages()
+        (unit,) = [u for u in stored if u.properties.get("UNIQ_KEY") == half.msg_id]
+        api.end_transaction(broker.addr, EndTransactionRequestHeader(
+            producer_group=group, tran_state_table_offset=unit.queue_offset, commit_log_offset=unit.physical_offset,
+            commit_or_rollback=TRANSACTION_COMMIT_TYPE, msg_id=half.msg_id, transaction_id=half.msg_id))
+        assert wait_all([inbox], {"half"}, 20), cpp_log_tail()
+        time.sleep(SETTLE_S)
+    assert not inbox.errors, inbox.errors
+    assert Counter(inbox.seqs()) == {"whole": 1, "half": 1}
+    assert_intact(inbox.snapshot("half")[0], half)
+    assert_intact(inbox.snapshot("whole")[0], whole)
+    assert_broker_log_clean(broker)

@@ -1,15 +1,12 @@
 """What the broker does not serve yet is refused loudly (issue 17), against a real broker.
 
-Transactional half messages: a prepared send (TRAN_MSG=true property or the PREPARED sysFlag,
-single or batch, every send code) is answered NO_PERMISSION and nothing is stored or created;
-END_TRANSACTION / CHECK_TRANSACTION_STATE answer REQUEST_CODE_NOT_SUPPORTED naming what is
-missing. SQL92 subscriptions: a heartbeat, a pull or a CHECK_CLIENT_CONFIG carrying one is
-answered SYSTEM_ERROR as RocketMQ answers with ``enablePropertyFilter`` off (the default; with it on
-they are served: test_sql92_filters.py); our consumers surface that answer at ``subscribe``/``start``.
-Tag subscriptions work as before.
+SQL92 subscriptions: a heartbeat, a pull or a CHECK_CLIENT_CONFIG carrying one is answered
+SYSTEM_ERROR as RocketMQ answers with ``enablePropertyFilter`` off (the default; with it on they are
+served: test_sql92_filters.py); our consumers surface that answer at ``subscribe``/``start``. Tag
+subscriptions work as before.
 
 These tests are to be replaced (not deleted silently) by the message-types issue's tests of the
-real features.
+real features; the transaction refusals were, by tests/integration/broker/test_transactions.py.
 """
 
 from __future__ import annotations
@@ -17,16 +14,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from servers import unique, wait_until
+from servers import unique
 
 from spark_mq.client.config import ClientConfig
-from spark_mq.client.producer import SyncProducer
 from spark_mq.client.pull_consumer import SyncLitePullConsumer
 from spark_mq.client.push_consumer import SyncPushConsumer
-from spark_mq.client.results import PullStatus, SendStatus
-from spark_mq.common.errors import ConfigError, MQClientError, SendFailedError
-from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.properties import encode_properties
+from spark_mq.client.results import PullStatus
+from spark_mq.common.errors import ConfigError, MQClientError
 from spark_mq.remoting.bodies import (
     EXPRESSION_SQL92,
     CheckClientRequestBody,
@@ -37,12 +31,10 @@ from spark_mq.remoting.bodies import (
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import TRANSACTION_PREPARED_TYPE
 
 from ._support import pull_header, send_header
 from .test_admin import scrape
 
-NOT_ENABLED = "transactional messages are not enabled on this broker"
 SQL92_REMARK = "The broker does not support consumer to filter message by SQL92"
 QUEUES = 4
 
@@ -59,72 +51,6 @@ def refusals(broker, feature: str) -> float:
 
 def assert_empty(api, broker, topic: str) -> None:
     assert [api.get_max_offset(broker.addr, topic, q) for q in range(QUEUES)] == [0] * QUEUES
-
-
-def test_prepared_sends_are_refused_on_every_send_code_and_nothing_is_stored(broker, api):
-    topic, group = unique("TxRefused"), unique("tx_producer")
-    api.create_topic(broker.addr, topic, QUEUES, QUEUES)
-    before = refusals(broker, "transaction")
-
-    prepared_prop = send_header(topic, 0, props={"TRAN_MSG": "true", "PGROUP": group}, group=group)
-    prepared_flag = dataclasses.replace(send_header(topic, 1, group=group), sys_flag=TRANSACTION_PREPARED_TYPE)
-    attempts = [
-        lambda: api.send_message(broker.addr, prepared_prop, b"half by property"),
-        lambda: api.send_message_v2(broker.addr, prepared_prop, b"half by property, v2"),
-        lambda: api.send_message(broker.addr, prepared_flag, b"half by sysFlag"),
-        lambda: api.send_message_v2(broker.addr, prepared_flag, b"half by sysFlag, v2"),
-    ]
-    # a batch with one prepared message among ordinary ones
-    props = [encode_properties({"UNIQ_KEY": f"k{i}"}) for i in range(4)]
-    props[2] = encode_properties({"UNIQ_KEY": "k2", "TRAN_MSG": "TRUE"})
-    batch = MessageBatch.of(topic, 2, [b"a", b"b", b"c", b"d"], props)
-    attempts.append(lambda: api.send_batch(broker.addr, batch, group))
-
-    for attempt in attempts:
-        with pytest.raises(MQClientError) as e:
-            attempt()
-        assert e.value.code == ResponseCode.NO_PERMISSION
-        assert NOT_ENABLED in e.value.remark and "sending transaction message is forbidden" in e.value.remark
-    assert_empty(api, broker, topic)
-    assert refusals(broker, "transaction") == before + len(attempts)
-    # logged once for the producer group, not once per request
-    assert broker.server.log().count(f"from group {group}") == 1
-
-    # ordinary sends (a TRAN_MSG=false property, a batch without it) keep working
-    ok = send_header(topic, 0, props={"TRAN_MSG": "false"}, group=group)
-    assert api.send_message(broker.addr, ok, b"ordinary").status == SendStatus.SEND_OK
-    plain = MessageBatch.of(topic, 3, [b"TRAN_MSG\x01true in a body is not a property"] * 3)
-    assert api.send_batch(broker.addr, plain, group).status == SendStatus.SEND_OK
-    assert [api.get_max_offset(broker.addr, topic, q) for q in range(QUEUES)] == [1, 0, 0, 3]
-
-
-def test_prepared_send_to_an_unknown_topic_creates_no_topic(broker, api):
-    topic = unique("TxAutoCreate")
-    with pytest.raises(MQClientError) as e:
-        api.send_message(broker.addr, send_header(topic, -1, props={"TRAN_MSG": "true"}), b"half")
-    assert e.value.code == ResponseCode.NO_PERMISSION
-    assert topic not in api.get_all_topic_config(broker.addr).topic_config_table
-
-
-def test_our_producer_with_the_flag_is_refused(namesrv, broker, api):
-    topic = unique("TxClient")
-    api.create_topic(broker.addr, topic, QUEUES, QUEUES)
-    wait_until(lambda: api.get_route_info(namesrv, topic), what="the topic's route")
-    with SyncProducer(unique("tx_client"), ClientConfig(namesrv_addr=namesrv)) as producer:
-        with pytest.raises(SendFailedError, match=NOT_ENABLED) as e:
-            producer.send(Message(topic, b"half", properties={"TRAN_MSG": "true"}))
-        assert isinstance(e.value.__cause__, MQClientError) and e.value.__cause__.code == ResponseCode.NO_PERMISSION
-        assert producer.send(Message(topic, b"whole")).status == SendStatus.SEND_OK
-    assert sum(api.get_max_offset(broker.addr, topic, q) for q in range(QUEUES)) == 1
-
-
-@pytest.mark.parametrize("code", [RequestCode.END_TRANSACTION, RequestCode.CHECK_TRANSACTION_STATE])
-def test_transaction_requests_name_what_is_missing(broker, raw, code):
-    fields = {"producerGroup": "g", "tranStateTableOffset": "0", "commitLogOffset": "0",
-              "commitOrRollback": "8", "fromTransactionCheck": "false", "msgId": "x", "transactionId": "x"}
-    resp = raw.invoke(broker.addr, RemotingCommand.request(code, fields))
-    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
-    assert NOT_ENABLED in resp.remark and code.name in resp.remark
 
 
 def sql92_heartbeat(client_id: str, group: str, topic: str) -> HeartbeatData:
