@@ -11,6 +11,8 @@ import json
 import urllib.request
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import create_topic
 from prometheus_client.parser import text_string_to_metric_families
@@ -19,14 +21,18 @@ from pyspark.errors import PySparkException
 from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNotNull, StringStartsWith
 from servers import Broker, start_namesrv, unique, wait_until
 
+from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
-from spark_mq.common.message import Message
+from spark_mq.common.message import Message, MessageBatch, pack_host
+from spark_mq.common.message_unit import encode_batch
+from spark_mq.filter.evaluate import Sql92Filter
 from spark_mq.filter.sql92 import parse
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.pushdown import push_filters
+from spark_mq.spark.sql_filter import matching_rows
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 QUEUES = 4
@@ -44,12 +50,13 @@ def props_of(i: int) -> dict[str, str]:
     return props
 
 
-def expected(props: dict[str, str], tags: str | None = None) -> bool:
-    """EXPRESSION as RocketMQ evaluates it: a missing `a` is null, a non-integer `a` an error (not delivered)."""
+def expected(props: dict[str, str]) -> bool:
+    """EXPRESSION as RocketMQ evaluates it: a missing `a` or `b` is null, a non-integer `a` an error (neither is
+    delivered)."""
     a = props.get("a")
     if a is None or not a.lstrip("+-").isdigit():
         return False
-    return 10 <= int(a) < 60 and props["b"] in ("red", "blue")
+    return 10 <= int(a) < 60 and props.get("b") in ("red", "blue")
 
 
 @dataclass
@@ -145,6 +152,24 @@ def test_property_filters_become_sql92_clauses_and_the_rest_stays_with_spark():
     assert pushed.sql == ("(region = 'eu'\n) AND (b IN ('o''k', 'red')\n) AND (a IS NOT NULL\n) AND "
                           "(region STARTSWITH 'e'\n)")
     assert kept == filters[4:]
+
+
+def test_rows_read_without_a_pull_are_judged_as_the_broker_judges_units():
+    """The archive and key-index paths evaluate sqlFilter over decoded rows (``properties`` map): the same
+    rows as the broker's judgement of the same stored units, names given twice and odd values included."""
+    props = [props_of(i) for i in range(300)] + [{"a": "20", "b": "red", "x": "1"}, {"b": "blue"}, {"a": "+30"}]
+    msgs = [Message("T", b"%d" % i, tags=TAGS[i % 3], properties=p) for i, p in enumerate(props)]
+    data = bytes(encode_batch(MessageBatch.from_messages(msgs, 0), 0, 0, 1, pack_host("127.0.0.1", 1)).data)
+    rows = decode_units_to_arrow(data, broker_name="b")
+    for text in (EXPRESSION, "a = 20 OR TAGS = 'tagB'", "region STARTSWITH 'e' AND NOT (b IN ('red'))"):
+        kept = pa.Table.from_batches(list(matching_rows([rows], text)), schema=rows.schema)
+        offsets = rows.column("commitlog_offset").to_numpy()
+        starts = offsets - offsets[0]
+        sizes = np.diff(np.append(starts, len(data)))
+        by_broker = Sql92Filter.compile(text).match_units(data, sizes)
+        assert kept.column("body").to_pylist() == [b"%d" % i for i in np.flatnonzero(by_broker)], text
+    assert [b"%d" % i for i, p in enumerate(props) if expected(p)] == \
+        pa.Table.from_batches(list(matching_rows([rows], EXPRESSION))).column("body").to_pylist()
 
 
 # -- against the broker ---------------------------------------------------------------------------------------------
