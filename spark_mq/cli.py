@@ -236,16 +236,15 @@ def _dev(args: argparse.Namespace) -> int:
                     return  # stopped by a signal while starting
                 brokers.append(ready.result())
             _print_dev(args, namesrv, brokers, controller)
-            await asyncio.wait([loop.create_task(stop.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([loop.create_task(stop.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done & set(tasks):
+                task.result()  # a broker that ended by itself failed (a role switch that could not start): why
         finally:
             stop.set()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            try:
-                for task in reversed(tasks):
-                    await task  # a broker that failed raises here, after every one before it stopped
-            finally:
-                await namesrv.stop()
+            await asyncio.gather(*tasks, return_exceptions=True)  # every broker stopped; a failure was raised above
+            await namesrv.stop()
 
     return _run_until_signal(main, "the dev servers")
 
