@@ -32,18 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from integration.controller import test_broker_failover as failover
 from integration.controller._support import ControllerClient
 from integration.controller.conftest import remoting  # noqa: F401  (the fixture: a remoting client)
-from integration.controller.test_broker_failover import (  # noqa: F401  (fixtures: embedded, replica_set, api)
-    ReplicaSet,
-    api,
-    embedded,
-    identical_to,
-    replica_set,
-    route,
-    started_with_a_topic,
-    sync_state_set,
-)
+from integration.controller.test_broker_failover import api, embedded, replica_set  # noqa: F401  (the fixtures)
 from peer_helpers import cpp_log, ledger_seq
 from servers import Broker, unique, wait_until
 from test_cpp_client_broker import instance  # skips this module where the C++ client cannot load
@@ -121,7 +113,7 @@ class Kill:
     after: float  # once the killed process was reaped: a SEND_OK answered later came from another replica
 
 
-def kill_masters(api, remoting, namesrv: str, rs: ReplicaSet, producer: ProducerProcess,  # noqa: F811
+def kill_masters(api, remoting, namesrv: str, rs: failover.ReplicaSet, producer: ProducerProcess,  # noqa: F811
                  kills: int) -> tuple[list[Kill], Broker]:
     """``kills`` times: once every replica is in the SyncStateSet and ACKED_PER_ROUND more sends were acknowledged,
     SIGKILL the master, wait for another to be routed as id 0, restart the killed one and wait for the producer's
@@ -131,22 +123,22 @@ def kill_masters(api, remoting, namesrv: str, rs: ReplicaSet, producer: Producer
     topic = producer.topic
     done: list[Kill] = []
     for i in range(kills + 1):
-        wait_until(lambda: sync_state_set(ctl, rs) == set(rs.brokers), TIMEOUT_S, f"the full set, round {i}")
+        wait_until(lambda: failover.sync_state_set(ctl, rs) == set(rs.brokers), TIMEOUT_S, f"the full set, round {i}")
         target = acknowledged(producer.ledger) + ACKED_PER_ROUND
         wait_until(lambda t=target: acknowledged(producer.ledger) >= t, TIMEOUT_S, f"acknowledgements, round {i}")
         if i == kills:
             break
-        master = by_addr[route(api, namesrv, topic, rs.name)[0]]
+        master = by_addr[failover.route(api, namesrv, topic, rs.name)[0]]
         before = time.time()
         master.kill()
         kill = Kill(before, time.time())
         done.append(kill)
-        wait_until(lambda m=master: route(api, namesrv, topic, rs.name).get(0) not in (None, m.addr), TIMEOUT_S,
-                   f"another master routed, round {i}")
+        wait_until(lambda m=master: failover.route(api, namesrv, topic, rs.name).get(0) not in (None, m.addr),
+                   TIMEOUT_S, f"another master routed, round {i}")
         master.start_again()
         wait_until(lambda k=kill: resumed(read_ledger(producer.ledger), k), RESUME_TIMEOUT_S,
                    f"the C++ producer's first SEND_OK after kill {i + 1}")
-    return done, by_addr[route(api, namesrv, topic, rs.name)[0]]
+    return done, by_addr[failover.route(api, namesrv, topic, rs.name)[0]]
 
 
 def resumed(entries: list[Entry], kill: Kill) -> Entry | None:
@@ -159,8 +151,8 @@ def in_window(e: Entry, kills: list[Kill], entries: list[Entry]) -> bool:
     return any(k.before <= e.at <= resumed(entries, k).at for k in kills)
 
 
-def run(api, remoting, namesrv: str, rs: ReplicaSet, tmp_path: Path, kills: int) -> None:  # noqa: F811
-    topic = started_with_a_topic(api, namesrv, rs)
+def run(api, remoting, namesrv: str, rs: failover.ReplicaSet, tmp_path: Path, kills: int) -> None:  # noqa: F811
+    topic = failover.started_with_a_topic(api, namesrv, rs)
     consumer = ConsumerProcess("pull", namesrv, unique("CG-cpp-failover"), topic, tmp_path / "cpp-consumer")
     try:
         producer = ProducerProcess(namesrv, topic, tmp_path / "cpp-producer")
@@ -188,7 +180,7 @@ def run(api, remoting, namesrv: str, rs: ReplicaSet, tmp_path: Path, kills: int)
     assert not wrong_ids, f"read without the id of their SEND_OK: {wrong_ids[:10]}"
 
     # what the final master's files hold (every replica byte-identical to them)
-    files = identical_to(final, rs)
+    files = failover.identical_to(final, rs)
     stored = Counter(seq for u in files.units if u.topic == topic and (seq := ledger_seq(u.body)) is not None)
     lost = sorted(acked.keys() - stored.keys())
     duplicates = sum(n - 1 for n in stored.values())
