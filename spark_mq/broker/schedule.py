@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from spark_mq.broker.real_topic import Stored, store_in_real_topics
+from spark_mq.broker.real_topic import Stored, joined_properties, parked_runs, store_in_real_topics
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
@@ -49,17 +49,10 @@ POLL_S = 0.1  # how late a due message may be delivered
 MAX_PER_PASS = 4096  # entries of one level read per pass (bounds one pass's memory)
 
 
-def _joined(properties: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Property strings back to back: (buffer, starts, ends)."""
-    lengths = np.fromiter(map(len, properties), dtype=np.int64, count=len(properties))
-    ends = np.cumsum(lengths)
-    return np.frombuffer(b"".join(properties), dtype=np.uint8), ends - lengths, ends
-
-
 def _levels(properties: list[bytes]) -> np.ndarray:
     """The delay level of each message (0: none). Raises MessageValidationError for a DELAY value
     that is not a number (RocketMQ's ``Integer.parseInt`` refuses it too)."""
-    buf, starts, ends = _joined(properties)
+    buf, starts, ends = joined_properties(properties)
     s, e = scan_properties(buf, starts, ends).find(DELAY)
     levels = np.zeros(len(properties), dtype=np.int64)
     rows = np.flatnonzero(s >= 0)
@@ -86,15 +79,7 @@ def to_schedule(batch: MessageBatch, max_level: int) -> list[MessageBatch]:
     clamped = real + f"{DELAY}\x01{max_level}\x02".encode()  # a later duplicate wins, as in Java's HashMap
     props = [p if lv <= 0 else p + (clamped if lv > max_level else real)
              for p, lv in zip(batch.properties, levels.tolist(), strict=True)]
-    cuts = np.flatnonzero(np.diff(target)) + 1
-    out = []
-    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(batch)], strict=True):
-        part = batch.slice(start, stop)
-        part.properties = props[start:stop]
-        if target[start] >= 0:
-            part.topic, part.queue_id = SCHEDULE_TOPIC, int(target[start])
-        out.append(part)
-    return out
+    return parked_runs(batch, props, target, SCHEDULE_TOPIC)
 
 
 def put_all(store: MessageStore, batches: list[MessageBatch]) -> PutResult:
