@@ -230,7 +230,8 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.schedule, self.tiered,
-                                               self.config.slave_synchronize_interval / 1000, self.request_registration)
+                                               self.config.slave_synchronize_interval / 1000, self.request_registration,
+                                               timer_file=self.store.config_file(TIMER_CHECKPOINT))
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
@@ -344,7 +345,7 @@ class BrokerController:
                            self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
-            MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule),
+            MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule, self.timer),
             self.sql92_filters,
         )
 

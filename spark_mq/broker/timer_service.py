@@ -105,6 +105,10 @@ class TimerMessageService:
         log.info("timer: %d pending, delivered up to %d, enqueued up to offset %d", self.pending, self.read_time_ms,
                  self.queue_offset)
 
+    def checkpoint(self) -> dict[str, int]:
+        """The progress last written (a slave takes it: its copies are flushed)."""
+        return dict(self._saved)
+
     def progress(self) -> dict[str, int]:
         first = self.log.first_queue_offset()
         return {"readTimeMs": self.read_time_ms, "queueOffset": self.queue_offset, "logEnd": self.log.end,

@@ -79,8 +79,8 @@ def test_each_timer_property_alone_and_in_a_batch_arrives_at_its_time(tmp_path, 
         with _producer(namesrv) as p, SyncMQClientAPI(timeout=5.0) as api:
             now = int(time.time() * 1000)
             single = [
-                p.send(Message(topic, b"deliver", tags="T", keys=["k1"],
-                               properties={"TIMER_DELIVER_MS": str(now + 2500), "color": "red"})),
+                p.send(Message(topic, b"deliver", tags="T", keys=["k1"], deliver_time_ms=now + 2500,
+                               properties={"color": "red"})),
                 p.send(Message(topic, b"delay_ms", properties={"TIMER_DELAY_MS": "1500"})),
                 p.send(Message(topic, b"delay_sec", properties={"TIMER_DELAY_SEC": "3"})),
             ]
