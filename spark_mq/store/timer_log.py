@@ -33,6 +33,7 @@ RECORD = np.dtype([("prev", "<i8"), ("offset_py", "<i8"), ("size_py", "<i4"), ("
 assert RECORD.itemsize == TIMER_LOG_RECORD_SIZE
 RECORD_MAGIC = 0x54494D52  # "TIMR"
 _WORDS = RECORD.itemsize // 8  # a record as int64 words: prev is word 0
+CHUNK_RECORDS = 1 << 18  # records per chunk a rebuild holds in memory (10 MiB)
 
 
 def records(offset_py: np.ndarray, size_py: np.ndarray, deliver_ms: np.ndarray, queue_offset: np.ndarray,
@@ -51,6 +52,7 @@ class TimerLog:
         self.files = MappedFileQueue(directory, file_size)
         self.per_file = file_size // RECORD.itemsize
         self._words: dict[int, memoryview] = {}  # file start -> its bytes as int64 words (chain walks)
+        self._latest: dict[int, int] = {}  # full file start -> the latest due time in it (full files never change)
 
     def load(self, end: int) -> None:
         """Map the files and keep the records below ``end`` (the checkpointed end): later ones may be torn
@@ -112,12 +114,13 @@ class TimerLog:
         return out[:n][::-1]
 
     def chunks(self, start: int, end: int) -> Iterator[tuple[int, np.ndarray]]:
-        """(first record number, records) for the records in ``[start, end)``, one file at a time (copies)."""
+        """(first record number, records) for the records in ``[start, end)``, ``CHUNK_RECORDS`` at a time
+        (copies)."""
         for mf in self.files.files:
             lo = mf.file_from_offset // RECORD.itemsize
             a, b = max(start, lo), min(end, lo + mf.wrote_position // RECORD.itemsize)
-            if a < b:
-                yield a, mf.buf.view(RECORD)[a - lo:b - lo].copy()
+            for c in range(a, b, CHUNK_RECORDS):
+                yield c, mf.buf.view(RECORD)[c - lo:min(b, c + CHUNK_RECORDS) - lo].copy()
 
     def first_queue_offset(self) -> int | None:
         """The consume-queue offset of the oldest record kept, None for an empty log."""
@@ -134,17 +137,24 @@ class TimerLog:
         many went."""
         count = 0
         for mf in self.files.files[:-1]:
-            if not mf.is_full() or int(mf.buf.view(RECORD)["deliver_ms"].max()) >= done_ms:
+            if not mf.is_full():
+                break
+            latest = self._latest.get(mf.file_from_offset)
+            if latest is None:
+                latest = self._latest[mf.file_from_offset] = int(mf.buf.view(RECORD)["deliver_ms"].max())
+            if latest >= done_ms:
                 break
             count += 1
         for mf in self.files.files[:count]:
             self._words.pop(mf.file_from_offset, None)  # before the unmap, which our views would hold up
+            self._latest.pop(mf.file_from_offset, None)
         self.files.delete_first(count)
         return count
 
     def clear(self) -> None:
         """Delete every record (the log is rebuilt from the consume queue)."""
         self._words.clear()
+        self._latest.clear()
         self.files.truncate(0, durable=True)
 
     def close(self) -> None:
