@@ -387,6 +387,10 @@ class BrokerController:
             info.update(self.ha_service.runtime_info(time.monotonic()))
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
+        if self.epochs is not None:  # controller mode: the replica's id there and its last recorded epoch
+            last = self.epochs.entries[-1] if self.epochs.entries else None
+            info.update(replicaId=str(self.config.broker_id), masterEpoch=str(last.epoch if last else 0),
+                        masterEpochStartOffset=str(last.start_offset if last else 0))
         return info
 
     def _replica_floor(self) -> int:
@@ -478,42 +482,52 @@ class BrokerController:
                                                              {"consumerGroup": group}))
 
 
-async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
-    """Run a broker until SIGTERM or SIGINT; in controller mode, replaced by one of the new role at each
-    role change the controller decides."""
+async def run(config: BrokerConfig, stop: asyncio.Event,
+              on_ready: Callable[[BrokerController], None] | None = None) -> None:
+    """Run a broker until ``stop`` is set; in controller mode, replaced by one of the new role at each role
+    change the controller decides. ``on_ready`` gets the first broker once it serves."""
     controller_client = RemotingClient() if config.enable_controller_mode else None
-    if controller_client is not None:
-        start = controller_start(config, controller_client)
-        broker: BrokerController | None = BrokerController(start.config, seat=start.seat)
-    else:
-        broker = BrokerController(config)
+    broker: BrokerController | None
+    try:
+        if controller_client is not None:
+            start = controller_start(config, controller_client)
+            broker = BrokerController(start.config, seat=start.seat)
+        else:
+            broker = BrokerController(config)
+        await broker.start()
+        try:
+            if on_ready is not None:
+                on_ready(broker)
+            while not await _stop_or_role_change(stop, broker.role_changed):
+                change = broker.role_change
+                assert change is not None
+                old, broker = broker, None
+                await old.stop()
+                new = BrokerController(change.config, metrics=old.metrics, seat=change.seat)
+                await new.start()  # one that fails to start has stopped what it started
+                broker = new
+                log.info("broker %s now %s (id %d at the NameServers)", change.config.broker_name,
+                         change.config.broker_role, change.config.registered_id)
+        finally:
+            if broker is not None:
+                await broker.stop()
+    finally:
+        if controller_client is not None:
+            await controller_client.close()
+
+
+async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
+    """Run a broker (see ``run``) until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    assert broker is not None
-    await broker.start()
     try:
-        if on_ready is not None:
-            on_ready(broker.address)
-        while not await _stop_or_role_change(stop, broker.role_changed):
-            change = broker.role_change
-            assert change is not None
-            old, broker = broker, None
-            await old.stop()
-            new = BrokerController(change.config, metrics=old.metrics, seat=change.seat)
-            await new.start()  # one that fails to start has stopped what it started
-            broker = new
-            log.info("broker %s now %s (id %d at the NameServers)", change.config.broker_name,
-                     change.config.broker_role, change.config.registered_id)
-        log.info("broker stopping on signal")
+        await run(config, stop, None if on_ready is None else lambda broker: on_ready(broker.address))
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        if broker is not None:
-            await broker.stop()
-        if controller_client is not None:
-            await controller_client.close()
+    log.info("broker stopped on signal")
 
 
 async def _stop_or_role_change(stop: asyncio.Event, role_changed: asyncio.Event) -> bool:
