@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spark_mq.store.disk_space import make_dirs
+from spark_mq.store.disk_space import allocate, make_dirs
 
 SLOT = np.dtype([("time_ms", "<i8"), ("first", "<i8"), ("last", "<i8"), ("count", "<i8")])
 
@@ -56,7 +56,8 @@ class TimerWheel:
         try:
             if os.fstat(fd).st_size != slots * SLOT.itemsize:
                 os.ftruncate(fd, 0)
-                os.ftruncate(fd, slots * SLOT.itemsize)
+                # every block allocated up front: a write to a hole of a mapping on a full disk is a SIGBUS
+                allocate(fd, slots * SLOT.itemsize, path)
             self._mm = mmap.mmap(fd, slots * SLOT.itemsize)
         finally:
             os.close(fd)
