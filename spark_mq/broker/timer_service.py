@@ -15,9 +15,10 @@ Each pass (every ``POLL_S``) first delivers, then enqueues:
 Progress is ``config/timercheck.json``: ``readTimeMs`` (every slot before it delivered), ``queueOffset``
 (every consume-queue entry before it enqueued), ``logEnd`` (the timer-log records those need), and
 ``firstQueueOffset`` (no entry before it is pending). It is written once the timer log and the commitlog
-are flushed past what it counts (so a crash never keeps progress whose copies it lost), at least every
-``timerFlushIntervalMs``, and at shutdown. At start the log is cut back to ``logEnd`` and the wheel
-rebuilt from it; the consume queue is enqueued again from ``queueOffset``. A SIGKILL thus repeats at
+are flushed past what it counts (so a crash never keeps progress whose copies it lost), at most every
+``timerFlushIntervalMs`` (a few writes a second, even under SYNC_FLUSH), and at shutdown. At start the log
+is cut back to ``logEnd`` and the wheel rebuilt from it; the consume queue is enqueued again from
+``queueOffset``. A SIGKILL thus repeats at
 most the passes since the last write: those messages are delivered again (at least once, never lost).
 
 A slave runs none of this; it takes its master's progress (``synced``). Promoted (controller mode
