@@ -1,6 +1,6 @@
 """A slave the controller promotes runs the master's background services (the role switch restarts the
-broker's parts as a master): delayed messages sent to the old master and due only after its SIGKILL are
-delivered by the new one (once: the independent commitlog reader counts the copies), and a transaction the
+broker's parts as a master): delayed and timer messages sent to the old master and due only after its
+SIGKILL are delivered by the new one (once: the independent commitlog reader counts the copies), and a transaction the
 old master could not settle (its producer answered UNKNOW) is committed by the new master's check-back."""
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from .test_broker_failover import (  # noqa: F401 (api, embedded, replica_set: f
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 DELAY_S = 15  # level 1: due well after the kill and the election, even on a loaded machine
 SERVICES_CONF = (f"allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nmessageDelayLevel={DELAY_S}s 30s\n"
                  "flushDelayOffsetInterval=300\ntransactionTimeOut=1000\ntransactionCheckInterval=300\n"
-                 "transactionCheckMax=1000\n")
+                 "transactionCheckMax=1000\nmappedFileSizeTimerLog=400000\n")
 COUNT = 5
 COMMIT, UNKNOW = LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.UNKNOW
 
@@ -65,9 +66,13 @@ def test_a_promoted_slave_delivers_due_delayed_messages_and_checks_transactions_
     ctl = ControllerClient(remoting, namesrv)
     wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
     delayed = [f"delayed-{i}".encode() for i in range(COUNT)]
+    timers = [f"timer-{i}".encode() for i in range(COUNT)]
     with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=2) as producer:
         for body in delayed:  # allAckInSyncStateSet: SEND_OK once every replica has it
             assert producer.send(Message(topic, body, delay_level=1)).status == SendStatus.SEND_OK
+        for body in timers:
+            timer = Message(topic, body, properties={"TIMER_DELAY_SEC": str(DELAY_S)})
+            assert producer.send(timer).status == SendStatus.SEND_OK
     records = Records()
     config = ClientConfig(namesrv_addr=namesrv, heartbeat_broker_interval_s=1)  # reaches the new master soon
     with SyncTransactionProducer(unique("tx_failover"), config, lambda msg, arg: UNKNOW, records.check) as tx:
@@ -78,6 +83,7 @@ def test_a_promoted_slave_delivers_due_delayed_messages_and_checks_transactions_
         on_old = copies(first.store)
         # the premise: the old master had delivered neither before it died
         assert all(on_old[(SCHEDULE_TOPIC, b)] == 1 and on_old[(topic, b)] == 0 for b in delayed), on_old
+        assert all(on_old[(TIMER_TOPIC, b)] == 1 and on_old[(topic, b)] == 0 for b in timers), on_old
         assert on_old[(HALF_TOPIC, b"undecided")] >= 1 and on_old[(topic, b"undecided")] == 0
 
         new_master = elected(api, namesrv, topic, rs)
@@ -88,8 +94,8 @@ def test_a_promoted_slave_delivers_due_delayed_messages_and_checks_transactions_
 
     def delivered() -> collections.Counter | None:
         found = copies(new_master.store)
-        return found if all(found[(topic, b)] for b in delayed) else None
+        return found if all(found[(topic, b)] for b in delayed + timers) else None
 
-    on_new = wait_until(delivered, TIMEOUT_S + DELAY_S, "the delayed messages delivered by the new master")
-    assert all(on_new[(topic, b)] == 1 for b in delayed), on_new  # delivered once
+    on_new = wait_until(delivered, TIMEOUT_S + DELAY_S, "the delayed and timer messages delivered by the new master")
+    assert all(on_new[(topic, b)] == 1 for b in delayed + timers), on_new  # delivered once
     assert "Traceback" not in new_master.log()
