@@ -11,7 +11,7 @@ past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored eithe
 refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
 in a batch) is stored in the schedule topic instead (``schedule.py``). A prepared (transactional)
 message is stored as a half message instead (``transaction.py``, never delayed: RocketMQ delays
-only plain and committed messages); a batch cannot carry one.
+only plain and committed messages); so is a batch of them (all or none of a batch's messages).
 """
 
 from __future__ import annotations
@@ -109,10 +109,6 @@ class SendProcessor:
                 return cmd.make_response(ResponseCode.NO_PERMISSION,
                                          f"the broker[{self.transactions.broker_name}] sending transaction message is "
                                          f"forbidden (rejectTransactionMessage=true)")
-            if h.batch:
-                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL,
-                                         "a batch cannot carry transactional (TRAN_MSG) messages: send each one "
-                                         "in its own transaction")
         if topic is None:
             topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:

@@ -31,6 +31,8 @@ PRODUCER_GROUP = "PGROUP"  # the producer group of a transactional message
 TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"  # check-backs of a half message so far
 CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"  # a half message's own transactionTimeOut
 TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"  # set on a committed message
+# RocketMQ's PROPERTY_TRANSACTION_ID: half messages with the same one are one transaction (a batch's)
+TRANSACTION_ID = "__transactionId__"
 DELAY = "DELAY"  # PROPERTY_DELAY_TIME_LEVEL
 RETRY_TOPIC = "RETRY_TOPIC"  # PROPERTY_RETRY_TOPIC: the topic a retried message was first sent to
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # PROPERTY_ORIGIN_MESSAGE_ID: the UNIQ_KEY of the message copied
