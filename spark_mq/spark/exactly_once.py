@@ -301,6 +301,14 @@ class SinkChecker:
                 return
             cls._started[key] = checker
 
+    @classmethod
+    def stop_all(cls) -> None:
+        """Stop every checker of this process (a driver that ends its queries)."""
+        with cls._lock:
+            checkers, cls._started = list(cls._started.values()), {}
+        for checker in checkers:
+            checker.producer.shutdown()
+
     def answer(self, msg: StoredMessage) -> LocalTransactionState:
         query_id, batch = msg.properties.get(QUERY_PROPERTY), msg.properties.get(BATCH_PROPERTY, "")
         writer = msg.properties.get(TRANSACTION_ID, "")
