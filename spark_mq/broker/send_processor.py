@@ -102,7 +102,7 @@ class SendProcessor:
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
             prepared = is_prepared_transaction(h, cmd.body)
-        except BatchBodyError as e:
+        except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if prepared:  # refused before anything (a topic) is created
             if self.reject_transaction_message:

@@ -111,8 +111,8 @@ def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
     TRAN_MSG=true in the properties of the message or of every message of a batch).
 
     A batch body is searched for the property name as a whole first (one C-level scan), so an
-    ordinary batch costs no decoding here. Raises BatchBodyError for a malformed batch, or for one
-    that mixes prepared and ordinary messages.
+    ordinary batch costs no decoding here. Raises BatchBodyError for a malformed batch,
+    MessageValidationError for one that mixes prepared and ordinary messages.
     """
     if transaction_type(h.sys_flag) == TRANSACTION_PREPARED_TYPE:
         return True
@@ -124,7 +124,7 @@ def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
     batch = decode_batch_body(body, h.topic, 0, h.born_timestamp)
     prepared = sum(1 for p in batch.properties if _PREPARED_NEEDLE in p and _prepared_property(p))
     if 0 < prepared < len(batch):
-        raise BatchBodyError(f"a batch mixes {prepared} transactional (TRAN_MSG=true) message(s) with "
+        raise MessageValidationError(f"a batch mixes {prepared} transactional (TRAN_MSG=true) message(s) with "
                              f"{len(batch) - prepared} ordinary one(s): send them in separate batches")
     return prepared > 0
 
