@@ -535,8 +535,11 @@ def _puts(order: list[StoredMessage]) -> list[list[StoredMessage]]:
 
 def _real_batch(msgs: list[StoredMessage], topic: str, queue_id: int) -> MessageBatch:
     """The committed (or discarded) copies of ``msgs``: ordinary messages of ``topic`` again."""
-    props = [encode_properties({**{k: v for k, v in m.properties.items() if k not in _HALF_ONLY},
-                                TRANSACTION_PREPARED_QUEUE_OFFSET: str(m.queue_offset)}) for m in msgs]
+    # the stored names and values are valid: joined without encode_properties' per-character checks
+    props = ["".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in m.properties.items()
+                     if k not in _HALF_ONLY).encode()
+             + f"{TRANSACTION_PREPARED_QUEUE_OFFSET}{NAME_VALUE_SEPARATOR}{m.queue_offset}{PROPERTY_SEPARATOR}".encode()
+             for m in msgs]
     batch = MessageBatch.of(topic, queue_id, [m.body for m in msgs], props, born_host=msgs[0].born_host)
     batch.born_timestamps[:] = [m.born_timestamp for m in msgs]
     batch.flags[:] = [m.flag for m in msgs]

@@ -231,12 +231,11 @@ def _resolve_once(api: SyncMQClientAPI, opts: SinkOptions, mine: list[WriterTran
     addr, masters = coordinator(api, opts)
     query_id = mine[0].query_id
     decision = find_decision(api, addr, query_id, batch_id)
-    out = Resolution(replayed=decision is not None)
     if decision is None and write_decision:
         proposal = Decision(query_id, batch_id, {tx.writer: dict(tx.handles) for tx in mine})
         decision = decide(api, addr, proposal, opts.producer_group)
-        out.replayed = decision != proposal
     winners = decision.writers if decision is not None else {}
+    out = Resolution(replayed=decision is not None and any(tx.writer not in winners for tx in mine))
     for writer, handles in winners.items():
         for broker, handle in handles.items():
             _end(api, masters, opts.producer_group, writer, broker, handle, TRANSACTION_COMMIT_TYPE)
