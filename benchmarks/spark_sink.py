@@ -6,8 +6,9 @@ Starts a NameServer and a broker (two processes on free loopback ports, a tempor
 SparkSession whose executors run this interpreter. Each case runs a streaming query from the deterministic
 ``rate-micro-batch`` source (``--rows-per-batch`` rows per micro-batch, two partitions, ``--body``-byte bodies)
 into a fresh topic of ``--queues`` queues until ``--rows`` rows are written (every batch committed), and times
-it from start() to the last batch's progress; median of ``--reps``. Afterwards the topic must hold exactly
-``--rows`` messages (the committed ones: half messages are not in it).
+it from start() to the last batch's progress, with the CPU seconds of every process of the tree meanwhile (JVM,
+Python workers, broker: steadier than wall time on a shared machine); median of ``--reps``. Afterwards the
+topic must hold exactly ``--rows`` messages (the committed ones: half messages are not in it).
 
     .venv/bin/python benchmarks/spark_sink.py [--rows 200000] [--rows-per-batch 50000] [--queues 8] [--body 100] \\
         [--reps 3] [--quick] [--json out.json]
@@ -32,6 +33,7 @@ from _common import (
     median_of,
     parser,
     print_table,
+    process_tree_cpu,
     rate,
     scratch_dir,
     spread,
@@ -50,6 +52,11 @@ def spark_session():
     return spark
 
 
+def tree_cpu_s() -> float:
+    """CPU seconds so far of this process and its descendants (the JVM, its Python workers, the broker)."""
+    return sum(own + reaped for _cmd, own, reaped in process_tree_cpu().values())
+
+
 def topic_messages(cluster: Cluster, topic: str, queues: int) -> int:
     from spark_mq.client.sync_api import SyncMQClientAPI
 
@@ -66,6 +73,7 @@ def sink_run(spark, cluster: Cluster, a: Any, exactly_once: str, checkpoint: Pat
     rows = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", a.rows_per_batch)
             .option("numPartitions", 2).load().where(F.col("value") < a.rows)
             .select(F.concat(F.lit(pad), F.col("value").cast("string")).alias("body")))
+    cpu = tree_cpu_s()
     with Timer() as t:
         query = (rows.writeStream.format("spark_mq").option("namesrv", cluster.namesrv).option("topic", topic)
                  .option("exactlyOnce", exactly_once).option("checkpointLocation", str(checkpoint)).start())
@@ -78,10 +86,12 @@ def sink_run(spark, cluster: Cluster, a: Any, exactly_once: str, checkpoint: Pat
             if query.exception() is not None:
                 raise RuntimeError(f"the query failed: {query.exception()}")
             time.sleep(0.02)
+    cpu = tree_cpu_s() - cpu
     query.stop()
     stored = topic_messages(cluster, topic, a.queues)
     assert stored == a.rows, (exactly_once, stored, a.rows)
     return {"rows": a.rows, "batches": batches, "seconds": t.seconds, "rows_s": rate(a.rows, t.seconds),
+            "cpu_s": cpu, "rows_per_cpu_s": rate(a.rows, cpu),
             "cpu_share": t.cpu_share, "load": os.getloadavg()[0]}
 
 
@@ -98,7 +108,8 @@ def run(a: Any) -> dict[str, Any]:
 
                 one(-1)  # warm-up: Python workers, imports, the first topic's route
                 med, all_runs = median_of(a.reps, one, key=lambda r: r["rows_s"])
-                results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in all_runs]}
+                results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in all_runs],
+                                 "runs_rows_per_cpu_s": [r["rows_per_cpu_s"] for r in all_runs]}
         finally:
             spark.stop()
     return {"cases": results}
@@ -119,13 +130,15 @@ def main() -> None:
     print(machine_line(a.dir))
     print(f"code: {code_version()}")
     cases = r["cases"]
-    table = [(name, c["rows_s"], spread(c["runs_rows_s"]), c["batches"], c["seconds"], c["load"])
-             for name, c in cases.items()]
+    table = [(name, c["rows_s"], spread(c["runs_rows_s"]), c["rows_per_cpu_s"], spread(c["runs_rows_per_cpu_s"]),
+              c["batches"], c["seconds"], c["load"]) for name, c in cases.items()]
     ratio = cases["exactly-once"]["rows_s"] / cases["at-least-once"]["rows_s"]
+    cpu_ratio = cases["exactly-once"]["rows_per_cpu_s"] / cases["at-least-once"]["rows_per_cpu_s"]
+    columns = ("case", "rows/s", "runs", "rows/CPU-s", "runs", "micro-batches", "s", "load avg")
     print_table(f"spark_mq streaming sink: {a.rows:,} rows, {a.rows_per_batch:,} per micro-batch, {a.body} B bodies, "
-                f"{a.queues} queues", ("case", "rows/s", "runs", "micro-batches", "s", "load avg"), table,
-                caption=f"exactly-once / at-least-once = {ratio:.2f}")
-    dump_json(a.json, {**r, "ratio_exactly_once": ratio, "args": {k: v for k, v in vars(a).items()}})
+                f"{a.queues} queues", columns, table,
+                caption=f"exactly-once / at-least-once = {ratio:.2f} (wall), {cpu_ratio:.2f} (per CPU-s)")
+    dump_json(a.json, {**r, "ratio_exactly_once": ratio, "cpu_ratio_exactly_once": cpu_ratio, "args": vars(a)})
 
 
 if __name__ == "__main__":
