@@ -219,9 +219,9 @@ def committed_batches(checkpoint: Path) -> int:
 
 def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch: int, driver_kills: int,
                    broker_kill: bool, seed: int) -> dict[str, object]:
-    """Run the query to its end while its driver is SIGKILLed ``driver_kills`` times (after a random
-    pause once it committed more batches) and, with ``broker_kill``, the broker once mid-run;
-    returns what happened."""
+    """Run the query to its end while its driver is SIGKILLed ``driver_kills`` times (a random pause
+    after the run committed a batch of its own and the planned number in all) and, with
+    ``broker_kill``, the broker once mid-run; returns what happened."""
     rng = random.Random(seed)
     topic = make_topic(namesrv, b)
     checkpoint = tmp_path / "ckpt"
@@ -232,8 +232,10 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
     started = time.monotonic()
     driver = Driver(namesrv, topic, checkpoint, rows, per_batch, tmp_path / f"driver-{runs}.log")
     for i, after in enumerate(kill_after):
-        wait_until(lambda after=after, d=driver: committed_batches(checkpoint) >= after or d.proc.poll() is not None,
-                   timeout=300, what=f"{after} committed batches")
+        # past the planned batch, and at least one batch past where this run started: every run gets going
+        target = max(after, committed_batches(checkpoint) + 1)
+        wait_until(lambda t=target, d=driver: committed_batches(checkpoint) >= t or d.proc.poll() is not None,
+                   timeout=300, what=f"{target} committed batches")
         if broker_kill and i == len(kill_after) // 2:
             b.kill()
             events.append(f"broker SIGKILL after {committed_batches(checkpoint)} batches")
