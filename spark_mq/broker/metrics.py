@@ -101,9 +101,9 @@ class BrokerMetrics:
         """One request refused because the broker does not serve ``feature`` yet."""
         self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
 
-    def transaction(self, event: str) -> None:
-        """One transactional event: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
-        self._transactions = {**self._transactions, event: self._transactions.get(event, 0) + 1}
+    def transaction(self, event: str, count: int = 1) -> None:
+        """``count`` transactional events: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
+        self._transactions = {**self._transactions, event: self._transactions.get(event, 0) + count}
 
     def put_total(self) -> int:
         return self._put_total

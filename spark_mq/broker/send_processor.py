@@ -11,8 +11,9 @@ past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored eithe
 refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
 in a batch) is stored in the schedule topic instead (``schedule.py``). A prepared (transactional)
 message is stored as a half message instead (``transaction.py``, never delayed: RocketMQ delays
-only plain and committed messages); a batch cannot carry one. A message with a timer property due
-later (alone or in a batch) is stored in the timer topic (``timer.py``).
+only plain and committed messages); so is a batch of them (all or none of a batch's messages).
+A message with a timer property due later (alone or in a batch) is stored in the timer topic
+(``timer.py``).
 """
 
 from __future__ import annotations
@@ -106,17 +107,13 @@ class SendProcessor:
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
             prepared = is_prepared_transaction(h, cmd.body)
-        except BatchBodyError as e:
+        except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if prepared:  # refused before anything (a topic) is created
             if self.reject_transaction_message:
                 return cmd.make_response(ResponseCode.NO_PERMISSION,
                                          f"the broker[{self.transactions.broker_name}] sending transaction message is "
                                          f"forbidden (rejectTransactionMessage=true)")
-            if h.batch:
-                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL,
-                                         "a batch cannot carry transactional (TRAN_MSG) messages: send each one "
-                                         "in its own transaction")
         if topic is None:
             topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:

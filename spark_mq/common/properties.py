@@ -32,6 +32,8 @@ PRODUCER_GROUP = "PGROUP"  # the producer group of a transactional message
 TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"  # check-backs of a half message so far
 CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"  # a half message's own transactionTimeOut
 TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"  # set on a committed message
+# RocketMQ's PROPERTY_TRANSACTION_ID: half messages with the same one are one transaction (a batch's)
+TRANSACTION_ID = "__transactionId__"
 DELAY = "DELAY"  # PROPERTY_DELAY_TIME_LEVEL
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # a timer message's due time, epoch ms
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"  # ... or its delay from the send, in s

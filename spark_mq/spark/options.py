@@ -426,7 +426,8 @@ def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...], single: s
 
 PRODUCER_GROUP = "producerGroup"
 BATCH_SIZE = "batchSize"
-SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE)
+EXACTLY_ONCE = "exactlyOnce"
+SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE, EXACTLY_ONCE)
 _SINK_BY_LOWER = {name.lower(): name for name in SINK_OPTIONS}
 # options Spark itself passes (or users set for Spark) on a write: accepted and ignored by the sink
 _SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname", *_TABLE_PROPERTIES})
@@ -444,6 +445,7 @@ class SinkOptions:
     topic: str | None  # every row's topic (over a `topic` column, as Kafka's); None: each row's `topic` column
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_size: int = DEFAULT_BATCH_SIZE
+    exactly_once: bool = False  # rows as half messages, committed per micro-batch (spark/exactly_once.py)
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -459,8 +461,13 @@ class SinkOptions:
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE
         if batch_size > MAX_BATCH_SIZE:
             raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
+        exactly_once = _bool(given, EXACTLY_ONCE, False)
+        if exactly_once and not given.get(TOPIC):
+            raise ConfigError(f"option {EXACTLY_ONCE!r} needs the {TOPIC!r} option (one topic, whose first broker "
+                              f"keeps the query's commit records), not a 'topic' column")
         return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
-                   producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
+                   producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size,
+                   exactly_once=exactly_once)
 
 
 def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,
