@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.schedule import put_all, to_schedule
-from spark_mq.broker.timer import TimerLimits, to_timer
+from spark_mq.broker.schedule import DELAY_NEEDLE, put_all, to_schedule
+from spark_mq.broker.timer import TIMER_NEEDLE, TimerLimits, to_timer
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction import TransactionalMessageService, is_prepared_transaction
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
@@ -106,7 +106,9 @@ class SendProcessor:
                                       cmd.describe(), e)
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
-            prepared = is_prepared_transaction(h, cmd.body)
+            batch = self._batch(cmd, h, max(h.queue_id, 0), conn)  # its queue is chosen below
+            joined = b"".join(batch.properties)  # once, for each property the checks below look for
+            prepared = is_prepared_transaction(h.sys_flag, batch, joined)
         except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if prepared:  # refused before anything (a topic) is created
@@ -128,12 +130,12 @@ class SendProcessor:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, topic {h.topic} has {topic.write_queue_nums} write queues")
+        batch.queue_id = queue_id
         try:
-            batch = self._batch(cmd, h, queue_id, conn)
             if prepared:
                 batch = self.transactions.half_batch(batch, h.producer_group)
             started = time.perf_counter()
-            if prepared:
+            if prepared or (DELAY_NEEDLE not in joined and TIMER_NEEDLE not in joined):
                 parts = [batch]
             else:
                 now_ms = int(time.time() * 1000)

@@ -70,10 +70,8 @@ from spark_mq.remoting.headers import (
     TRANSACTION_ROLLBACK_TYPE,
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
-    SendMessageRequestHeader,
     transaction_type,
 )
-from spark_mq.remoting.message_batch_codec import decode_batch_body
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus
 
@@ -106,26 +104,21 @@ def _prepared_property(properties: bytes) -> bool:
             and decode_properties(properties).get(TRANSACTION_PREPARED, "").lower() == "true")
 
 
-def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
-    """Whether a send request carries prepared transactional messages (in its sysFlag, or as
-    TRAN_MSG=true in the properties of the message or of every message of a batch).
-
-    A batch body is searched for the property name as a whole first (one C-level scan), so an
-    ordinary batch costs no decoding here. Raises BatchBodyError for a malformed batch,
-    MessageValidationError for one that mixes prepared and ordinary messages.
+def is_prepared_transaction(sys_flag: int, batch: MessageBatch, joined_properties: bytes) -> bool:
+    """Whether a send carries prepared transactional messages (in its sysFlag, or as TRAN_MSG=true in
+    the properties of the message or of every message of a batch). ``joined_properties`` is the
+    batch's property strings back to back: the send path joins them once for every property it
+    looks for, and an ordinary send costs one C-level scan of them here. Raises
+    MessageValidationError for a batch that mixes prepared and ordinary messages.
     """
-    if transaction_type(h.sys_flag) == TRANSACTION_PREPARED_TYPE:
+    if transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE:
         return True
-    if not h.batch:  # the header's property string: decoded only when the name occurs in it
-        props = h.properties or ""
-        return _PREPARED_NAME in props and _prepared_property(props.encode())
-    if _PREPARED_NEEDLE not in body:
+    if _PREPARED_NEEDLE not in joined_properties:
         return False
-    batch = decode_batch_body(body, h.topic, 0, h.born_timestamp)
     prepared = sum(1 for p in batch.properties if _PREPARED_NEEDLE in p and _prepared_property(p))
     if 0 < prepared < len(batch):
         raise MessageValidationError(f"a batch mixes {prepared} transactional (TRAN_MSG=true) message(s) with "
-                             f"{len(batch) - prepared} ordinary one(s): send them in separate batches")
+                                     f"{len(batch) - prepared} ordinary one(s): send them in separate batches")
     return prepared > 0
 
 
