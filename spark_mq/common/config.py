@@ -333,6 +333,9 @@ class ControllerConfig(ServerChannelConfig):
     controller_heart_beat_timeout_mills: int = 10_000  # ms
     elect_master_max_retry_count: int = 3
     enable_elect_unclean_master: bool = False
+    # push each election to the set's live brokers (NOTIFY_BROKER_ROLE_CHANGED) instead of leaving them to
+    # learn it at their next syncBrokerMetadataPeriod poll (which stays the fallback)
+    notify_broker_role_changed: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
