@@ -112,7 +112,8 @@ class BrokerConfig(ServerChannelConfig):
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # controller mode (RocketMQ 5): register with the replication controllers (controllerAddr, ';'-separated),
     # heartbeat to each every brokerHeartbeatInterval ms (dead after controllerHeartBeatTimeoutMills of
-    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms
+    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms (the fallback for the
+    # controller's push of each election, NOTIFY_BROKER_ROLE_CHANGED)
     enable_controller_mode: bool = False
     controller_addr: str = ""
     controller_heart_beat_timeout_mills: int = 10_000
