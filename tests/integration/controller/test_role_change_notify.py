@@ -1,14 +1,15 @@
 """The controller pushes each election to the brokers (NOTIFY_BROKER_ROLE_CHANGED), real processes: with
 the brokers' poll of the controller (``syncBrokerMetadataPeriod``) set to 10 minutes, an elected replica
 takes over, and the others follow it, well before any poll could have told them; a notify older than
-what a broker knows changes nothing."""
+what a broker knows changes nothing; with the push turned off, the poll alone still fails over."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from integration.ha.commitlog_files import read_commitlog
-from servers import Broker, unique, wait_until
+from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
 
 from spark_mq.remoting.bodies import SyncStateSet
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -16,7 +17,7 @@ from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import NotifyBrokerRoleChangedRequestHeader
 
 from . import test_broker_failover as failover
-from ._support import ControllerClient
+from ._support import FAST_CONF, ControllerClient
 
 embedded = failover.embedded  # a NameServer running the controller (file state)
 api = failover.api  # our client API, for routes, topics and sends
@@ -26,10 +27,23 @@ NOTIFIED_S = 30  # how long a broker may take to act on a notify: far below POLL
 STALE = "ignored the controller's notify"
 
 
-def replicas(api, namesrv: str, root: Path, name: str, ids: tuple[int, ...]) -> dict[int, Broker]:
+@pytest.fixture
+def unnotifying(tmp_path):
+    """A NameServer running the controller with notifyBrokerRoleChanged=false: brokers learn by polling."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"enableControllerInNamesrv=true\ncontrollerStorePath={tmp_path / 'state'}\n"
+                    f"notifyBrokerRoleChanged=false\n{FAST_CONF}")
+    server = ServerProcess(["namesrv", "-c", str(conf), "--port", "0"], tmp_path / "namesrv.log", NAMESRV_READY,
+                           verbose=False)
+    yield server
+    server.stop_cleanly()
+
+
+def replicas(api, namesrv: str, root: Path, name: str, ids: tuple[int, ...],
+             poll_ms: int = POLL_MS) -> dict[int, Broker]:
     """Controller-mode replicas ``ids`` of set ``name``, the first configured master. The slaves start once
     it is elected and routed as id 0, so their registration (not a poll) tells them their master."""
-    conf = f"{failover.brokers_conf(namesrv)}syncBrokerMetadataPeriod={POLL_MS}\n"
+    conf = f"{failover.brokers_conf(namesrv)}syncBrokerMetadataPeriod={poll_ms}\n"
     first, *others = ids
     started = {first: Broker(namesrv, root / f"replica{first}", f"{conf}brokerId={first}\nbrokerRole=ASYNC_MASTER\n",
                              broker_name=name)}
@@ -55,21 +69,43 @@ def full_set(api, ctl: ControllerClient, namesrv: str, name: str, brokers: dict[
     return topic
 
 
+def fail_over(api, ctl: ControllerClient, namesrv: str, name: str, brokers: dict[int, Broker]) -> Broker:
+    """SIGKILL master 1; once another replica is routed as id 0, a send to it and the other slave replicating
+    from it. Returns the new master."""
+    topic = full_set(api, ctl, namesrv, name, brokers)
+    brokers[1].kill()
+    new_master = wait_until(lambda: next((b for i, b in brokers.items() if i != 1 and failover.route(
+        api, namesrv, topic, name).get(0) == b.addr), None), NOTIFIED_S, "a slave routed as id 0")
+    assert "becomes its master" in new_master.log()
+    failover.send(namesrv, topic, "after", 5)  # SEND_OK from the new master
+    other = next(b for i, b in brokers.items() if i != 1 and b is not new_master)
+    failover.caught_up([other], read_commitlog(new_master.store).end)  # the other slave follows it
+    return new_master
+
+
 def test_a_killed_master_is_replaced_at_once_not_at_the_next_poll(embedded, api, remoting, tmp_path):
     namesrv = embedded.addr
     ctl = ControllerClient(remoting, namesrv).wait_leading()
     name = unique("notify")
     brokers = replicas(api, namesrv, tmp_path, name, (1, 2, 3))
     try:
-        topic = full_set(api, ctl, namesrv, name, brokers)
-        brokers[1].kill()
-        new_master = wait_until(lambda: next((b for i, b in brokers.items() if i != 1 and failover.route(
-            api, namesrv, topic, name).get(0) == b.addr), None), NOTIFIED_S, "a slave routed as id 0, notified")
-        assert "notified: master of" in new_master.log() and "becomes its master" in new_master.log()
-        failover.send(namesrv, topic, "after", 5)  # SEND_OK from the new master
-        other = next(b for i, b in brokers.items() if i != 1 and b is not new_master)
-        # the other slave was told its new master too: it replicates from it
-        failover.caught_up([other], read_commitlog(new_master.store).end)
+        new_master = fail_over(api, ctl, namesrv, name, brokers)
+        assert "notified: master of" in new_master.log()
+    finally:
+        for b in brokers.values():
+            b.stop_if_running()
+
+
+def test_without_the_push_the_poll_alone_fails_over(unnotifying, api, remoting, tmp_path):
+    """notifyBrokerRoleChanged=false (a notify lost, in effect): the brokers' poll every 500 ms learns it."""
+    namesrv = unnotifying.addr
+    ctl = ControllerClient(remoting, namesrv).wait_leading()
+    name = unique("polled")
+    brokers = replicas(api, namesrv, tmp_path, name, (1, 2, 3), poll_ms=500)
+    try:
+        new_master = fail_over(api, ctl, namesrv, name, brokers)
+        assert "notified" not in new_master.log()
+        assert "notified replica" not in unnotifying.log()
     finally:
         for b in brokers.values():
             b.stop_if_running()
