@@ -16,9 +16,10 @@ those keys, stores in temp dirs under ``--dir``, free loopback ports. Replica 1 
   from the kill to the first SEND_OK answered after it (necessarily by the new master: the old one is
   dead). The killed replica is then restarted on its port and store and rejoins as a slave. Each round
   is split by the processes' log lines into: the controller electing (after the dead master's
-  connection closed), the new master learning it (it polls the controller every
-  syncBrokerMetadataPeriod), its role switch (a restart of its parts in-process, ending with its
-  registration at the NameServer as id 0), and the producer's first SEND_OK after that.
+  connection closed), the new master learning it (the controller pushes it, NOTIFY_BROKER_ROLE_CHANGED;
+  the broker's poll every syncBrokerMetadataPeriod is the fallback), its role switch (a restart of its
+  parts in-process, ending with its registration at the NameServer as id 0), and the producer's first
+  SEND_OK after that.
 * RPO: at the end the producer stops, the replicas catch up, and every SEND_OK message is looked for in
   the final master's commitlog files, read by the tests' independent struct reader
   (tests/integration/ha/commitlog_files.py). Lost (acknowledged, missing) must be 0; duplicates (a
@@ -83,7 +84,8 @@ SETTINGS: dict[str, tuple[str, str]] = {
 PHASES = (
     ("elect", "controller elects (elect)",
      "the dead master's connection closing (if frozen: controllerHeartBeatTimeoutMills + scanNotActiveBrokerInterval)"),
-    ("learn", "new master learns it (learn)", "syncBrokerMetadataPeriod (the broker polls the controller)"),
+    ("learn", "new master learns it (learn)",
+     "the controller's push (NOTIFY_BROKER_ROLE_CHANGED); syncBrokerMetadataPeriod (the broker's poll) if it is lost"),
     ("switch", "role switch + NameServer registration (switch)", "the broker's restart in-process"),
     ("ack", "first SEND_OK after that (ack)", "the client's route refresh after a failed send (ledger: 50 ms pause)"),
 )

@@ -210,6 +210,11 @@ class BrokerController:
                 self.timer = self._open_timer()
                 await asyncio.get_running_loop().run_in_executor(None, self.timer.load)
         self.metrics.track_timer(self.timer)
+        if self.seat is not None:  # before serving: it answers the controller's notifies
+            self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
+                                            self.store.commitlog.max_offset, self.seat.first_election,
+                                            self._controller_names_master, self._sync_state_set_learned,
+                                            self.seat.known_epoch)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
@@ -240,10 +245,7 @@ class BrokerController:
             if self.timer is not None:
                 self._tasks.append(loop.create_task(self.timer.run(), name="broker-timer"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
-        if self.seat is not None:
-            self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
-                                            self.store.commitlog.max_offset, self.seat.first_election,
-                                            self._controller_names_master, self._sync_state_set_learned)
+        if self.replicas is not None:
             self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
             if self.ha_service is not None:
                 keeper = SyncStateKeeper(self.ha_service, self.replicas,
@@ -328,7 +330,8 @@ class BrokerController:
     def _processors(self) -> tuple[Processor, ...]:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
-        controller_mode = () if self.epochs is None else (EpochProcessor(self.store, self.epochs),)
+        controller_mode = () if self.epochs is None or self.replicas is None else (
+            EpochProcessor(self.store, self.epochs), self.replicas)
         return (
             *controller_mode,
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,

@@ -114,7 +114,8 @@ class BrokerConfig(ServerChannelConfig):
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # controller mode (RocketMQ 5): register with the replication controllers (controllerAddr, ';'-separated),
     # heartbeat to each every brokerHeartbeatInterval ms (dead after controllerHeartBeatTimeoutMills of
-    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms
+    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms (the fallback for the
+    # controller's push of each election, NOTIFY_BROKER_ROLE_CHANGED)
     enable_controller_mode: bool = False
     controller_addr: str = ""
     controller_heart_beat_timeout_mills: int = 10_000
@@ -355,6 +356,9 @@ class ControllerConfig(ServerChannelConfig):
     controller_heart_beat_timeout_mills: int = 10_000  # ms
     elect_master_max_retry_count: int = 3
     enable_elect_unclean_master: bool = False
+    # push each election to the set's live brokers (NOTIFY_BROKER_ROLE_CHANGED) instead of leaving them to
+    # learn it at their next syncBrokerMetadataPeriod poll (which stays the fallback)
+    notify_broker_role_changed: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
