@@ -86,6 +86,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -405,7 +406,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                    f"batch but are not in the NameServer's route now (broker down?); the query can "
                                    f"restart from its checkpoint once they are back")
             known = [k for k in keys if k in queues.queues]
-            subset = TopicQueues(queues.topic, queues.brokers, tuple(known))
+            subset = replace(queues, queues=tuple(known))  # its members kept: where a range goes when its broker dies
             ranges += plan_ranges(self.opts, subset, {k: begin[topic][k] for k in known},
                                   {k: finish[topic][k] for k in known},
                                   offset_source(self._client(), subset, self.opts))
