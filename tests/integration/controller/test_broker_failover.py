@@ -9,11 +9,10 @@ from __future__ import annotations
 import random
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from broker._support import send_header
-from integration.ha.commitlog_files import Commitlog, read_commitlog
+from integration.ha.commitlog_files import read_commitlog
 from integration.ha.ledger import Audit, Ledger
 from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
 
@@ -23,17 +22,17 @@ from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 
-from ._support import FAST_CONF, ControllerClient
-
-FILES = "mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\n"
-HEARTBEAT_TIMEOUT_MS = 4000  # the brokers': a role switch restarts a broker's parts, well within it
-TIMEOUT_S = 60
-
-
-def brokers_conf(namesrv: str) -> str:
-    return (f"{FILES}enableControllerMode=true\ncontrollerAddr={namesrv}\nbrokerHeartbeatInterval=300\n"
-            f"syncBrokerMetadataPeriod=500\ncontrollerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}\n"
-            "slaveSynchronizeInterval=1000\n")
+from ._support import (
+    FAST_CONF,
+    TIMEOUT_S,
+    ControllerClient,
+    ReplicaSet,
+    caught_up,
+    identical_to,
+    route,
+    started_with_a_topic,
+    sync_state_set,
+)
 
 
 @pytest.fixture
@@ -57,21 +56,6 @@ def api():
     client.close()
 
 
-class ReplicaSet:
-    """Three controller-mode brokers of one set: replica 1 configured master, 2 and 3 slaves."""
-
-    def __init__(self, namesrv: str, root: Path, extra_conf: str = "") -> None:
-        self.name = unique("failover")
-        conf = brokers_conf(namesrv) + extra_conf
-        self.brokers = {i: Broker(namesrv, root / f"replica{i}",
-                                  f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n",
-                                  broker_name=self.name) for i in (1, 2, 3)}
-
-    def stop(self) -> None:
-        for b in self.brokers.values():
-            b.stop_if_running()
-
-
 @pytest.fixture
 def replica_set(embedded, tmp_path):
     made: list[ReplicaSet] = []
@@ -85,37 +69,10 @@ def replica_set(embedded, tmp_path):
         s.stop()
 
 
-def route(api, namesrv: str, topic: str, name: str) -> dict[int, str]:
-    data = api.get_route_info(namesrv, topic)
-    return next((dict(b.broker_addrs) for b in (data.broker_datas if data else []) if b.broker_name == name), {})
-
-
-def sync_state_set(ctl: ControllerClient, rs: ReplicaSet) -> frozenset[int]:
-    return ctl.replica_info(rs.name).sync_state_set
-
-
-def started_with_a_topic(api, namesrv: str, rs: ReplicaSet) -> str:
-    """Replica 1 elected and registered as id 0, a topic on it, the route listing every replica."""
-    first = rs.brokers[1]
-    wait_until(lambda: route(api, namesrv, "TBW102", rs.name).get(0) == first.addr, TIMEOUT_S,
-               "replica 1 elected and registered as id 0")
-    topic = unique("Failover")
-    api.create_topic(first.addr, topic, 2, 2)
-    wait_until(lambda: route(api, namesrv, topic, rs.name) == {0: first.addr, 2: rs.brokers[2].addr,
-                                                               3: rs.brokers[3].addr}, TIMEOUT_S,
-               "the route to list the master as 0 and both slaves by their ids")
-    return topic
-
-
 def send(namesrv: str, topic: str, prefix: str, count: int) -> None:
     with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=2) as producer:
         for i in range(count):
             assert producer.send(Message(topic, f"{prefix}-{i}".encode())).status == SendStatus.SEND_OK
-
-
-def caught_up(brokers: list[Broker], end: int) -> None:
-    wait_until(lambda: all(read_commitlog(b.store).end == end for b in brokers), TIMEOUT_S,
-               f"{len(brokers)} replicas at commitlog offset {end}")
 
 
 def elected(api, namesrv: str, topic: str, rs: ReplicaSet) -> Broker:
@@ -132,19 +89,6 @@ def rejoined(api, namesrv: str, topic: str, rs: ReplicaSet, new_master: Broker) 
     wait_until(lambda: route(api, namesrv, topic, rs.name).get(1) == first.addr, TIMEOUT_S,
                "the old master listed as slave 1")
     identical_to(new_master, rs)
-
-
-def identical_to(master: Broker, rs: ReplicaSet) -> Commitlog:
-    """Once every other replica reached ``master``'s end: their commitlogs and epoch files are its own.
-    Returns ``master``'s commitlog."""
-    end = read_commitlog(master.store).end
-    others = [b for b in rs.brokers.values() if b is not master]
-    caught_up(others, end)
-    files = read_commitlog(master.store)
-    for b in others:
-        assert read_commitlog(b.store).span(0, end) == files.span(0, end)
-        assert (b.store / "epochFileCheckpoint").read_text() == (master.store / "epochFileCheckpoint").read_text()
-    return files
 
 
 def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api,
