@@ -234,3 +234,42 @@ def test_a_slave_whose_history_needs_a_person_is_refused_and_keeps_its_files(emb
     after = read_commitlog(slave.store)
     assert after.span(0, after.end) == before.span(0, after.end) and after.end <= before.end
     assert (slave.store / "epochFileCheckpoint").read_text() == f"2\n0\n1-0\n99-{before.end}\n"
+
+
+def test_puts_acknowledged_while_a_set_growth_is_unanswered_wait_for_the_joining_replica(embedded, replica_set, api,
+                                                                                         remoting):
+    """A caught-up slave's return to the SyncStateSet is asked of a controller that takes it but answers
+    late (frozen): meanwhile the master must count the returning replica already (RocketMQ's
+    synchronizing set: the union), or a put acknowledged without it is lost when that replica, a member
+    for the controller, is the one elected."""
+    namesrv = embedded.addr
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=3000\nsyncFlushTimeout=1500\n"
+                     "controllerHeartBeatTimeoutMills=30000\n")  # nobody is presumed dead while the controller sleeps
+    master, other, joining = rs.brokers[1], rs.brokers[2], rs.brokers[3]
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
+    joining.server.signal(signal.SIGSTOP)
+    try:
+        assert api.send_message(master.addr, send_header(topic, 0), b"waits").status == SendStatus.FLUSH_SLAVE_TIMEOUT
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2}, TIMEOUT_S, "the frozen slave out of the set")
+        embedded.signal(signal.SIGSTOP)  # the controller: requests wait in its sockets
+        try:
+            joining.server.signal(signal.SIGCONT)
+            wait_until(lambda: "cannot change the SyncStateSet to [1, 2, 3]" in master.log(), TIMEOUT_S,
+                       "the master asking for the caught-up slave's return, unanswered")
+            joining.server.signal(signal.SIGSTOP)
+            status = api.send_message(master.addr, send_header(topic, 0), b"while-growing").status
+        finally:
+            embedded.signal(signal.SIGCONT)
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "the controller taking the grown set")
+    finally:
+        joining.kill()  # while frozen: what its socket holds is never written
+    other.kill()  # before the master, so that the controller cannot elect it as it learns of the master's death
+    wait_until(lambda: f"id 2 ({other.addr}) is gone" in embedded.log(), TIMEOUT_S, "the controller seeing 2 dead")
+    master.kill()
+    joining.start_again()
+    wait_until(lambda: ctl.replica_info(rs.name).master_id == 3, TIMEOUT_S, "the remaining member elected")
+    stored = [u.body for u in read_commitlog(joining.store).units if u.topic == topic]
+    assert status != SendStatus.SEND_OK or b"while-growing" in stored, "acknowledged, then lost by a clean election"
+    assert status == SendStatus.FLUSH_SLAVE_TIMEOUT
