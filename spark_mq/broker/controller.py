@@ -284,7 +284,8 @@ class BrokerController:
         free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
         the NameServer, so it need not be known in advance."""
         self.ha_service = HAService(self.config, self.store.commitlog,
-                                    master_id=None if self.seat is None else self.config.broker_id)
+                                    master_id=None if self.seat is None else self.config.broker_id,
+                                    on_confirmed=lambda: self.hold.recheck(self.store.get_max_offset))
         if self.config.ha_listen_port or not listen_port_given:
             self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
             return
@@ -294,6 +295,13 @@ class BrokerController:
             log.warning("HA: cannot listen on listenPort + 1 (%d): %s; serving slaves on a free port instead "
                         "(set haListenPort to choose one)", self.config.ha_port, e.strerror)
             self.ha_port = await self.ha_service.start(0)
+
+    def _readable_end(self) -> int | None:
+        """What consumers may read: on a controller-mode master whose puts wait for replicas, up to what
+        those replicas all have (``HAService.confirmed_offset``); else everything."""
+        if self.seat is None or self.ha_service is None or not self._waits_for_replicas():
+            return None
+        return self.ha_service.confirmed_offset()
 
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
@@ -314,7 +322,7 @@ class BrokerController:
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable,
-                          in_memory_read_bytes=c.in_memory_read_bytes),
+                          in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,

@@ -19,6 +19,10 @@ minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the sam
 is asked of the controller (``proposed``) and its answer is not known, puts wait for the members of
 both (RocketMQ's synchronizing SyncStateSet): the controller may have taken the new set already, and
 from then on may elect any of its members, which must hold every acknowledged put.
+When puts wait for replicas, consumers read only up to ``confirmed_offset`` (RocketMQ's confirmOffset):
+what the replicas waited for all have, or the commitlog's end when this master took over (everything
+it had then is its history's). A unit read past it could be lost with this master, and a consumer's
+offset would then point past the messages the next master stores at those queue offsets.
 
 Thread-safety: none; every method runs on the broker's event loop.
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from spark_mq.common.config import BrokerConfig
 from spark_mq.store.commitlog import CommitLog
@@ -39,9 +44,13 @@ log = logging.getLogger(__name__)
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, commitlog: CommitLog, master_id: int | None = None) -> None:
+    def __init__(self, config: BrokerConfig, commitlog: CommitLog, master_id: int | None = None,
+                 on_confirmed: Callable[[], None] = lambda: None) -> None:
+        """``on_confirmed()``: ``confirmed_offset`` grew (held pulls may be answered now)."""
         self.config = config
         self.commitlog = commitlog
+        self.on_confirmed = on_confirmed
+        self._confirmed = commitlog.max_offset()
         self.master_id = master_id  # controller mode: this master's broker id
         self.sync_state_set: frozenset[int] = frozenset() if master_id is None else frozenset({master_id})
         self.proposed: frozenset[int] = frozenset()  # asked of the controller, not known taken or refused
@@ -92,7 +101,25 @@ class HAService:
 
     def _acked(self, offset: int) -> None:
         """A slave's report: release the puts it completes."""
-        self.transfer.ack(offset if self.master_id is None else self._set_acked())
+        if self.master_id is None:
+            self.transfer.ack(offset)
+        else:
+            self._release()
+
+    def _release(self) -> None:
+        """Controller mode: release the puts the replicas waited for all have; tell of a confirmed offset
+        that grew."""
+        acked = self._set_acked()
+        self.transfer.ack(acked)
+        if acked > self._confirmed:
+            self._confirmed = acked
+            self.on_confirmed()
+
+    def confirmed_offset(self) -> int:
+        """Controller mode: the commitlog offset below which every replica a put waits for has every byte
+        (never decreasing): what consumers may read."""
+        self._release()
+        return self._confirmed
 
     def _waited_for(self) -> frozenset[int]:
         """Controller mode: the replicas a put may wait for: the agreed set's and a proposed one's."""
@@ -123,7 +150,7 @@ class HAService:
         if members != self.sync_state_set:
             log.info("HA: SyncStateSet %s (was %s)", sorted(members), sorted(self.sync_state_set))
             self.sync_state_set = members
-        self.transfer.ack(self._set_acked())
+        self._release()
 
     def propose(self, members: frozenset[int]) -> None:
         """Controller mode: ``members`` are being asked of the controller: puts wait for them too until
@@ -134,7 +161,7 @@ class HAService:
         """Controller mode: the controller refused the proposed set at the agreed set's epoch: it never
         took it."""
         self.proposed = frozenset()
-        self.transfer.ack(self._set_acked())
+        self._release()
 
     def _first_report(self, refusal: str | None) -> None:
         self.write_refusal = refusal

@@ -11,14 +11,14 @@ import signal
 import time
 
 import pytest
-from broker._support import send_header
+from broker._support import pull_header, send_header
 from integration.ha.commitlog_files import read_commitlog
 from integration.ha.ledger import Audit, Ledger
 from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.results import SendStatus
+from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 
@@ -273,3 +273,31 @@ def test_puts_acknowledged_while_a_set_growth_is_unanswered_wait_for_the_joining
     stored = [u.body for u in read_commitlog(joining.store).units if u.topic == topic]
     assert status != SendStatus.SEND_OK or b"while-growing" in stored, "acknowledged, then lost by a clean election"
     assert status == SendStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def test_consumers_read_only_what_the_whole_sync_state_set_has(embedded, replica_set, api, remoting):
+    """allAckInSyncStateSet: a put the set does not have yet is not readable on the master (RocketMQ's
+    confirmOffset): were it read, then lost with the master, a consumer's offset would be past messages
+    the new master stores at those offsets, and it would never read them. Readable once the set has it
+    (here: once the frozen member left the set)."""
+    namesrv = embedded.addr
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    master, frozen = rs.brokers[1], rs.brokers[3]
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    assert api.send_message(master.addr, send_header(topic, 0), b"everywhere").status == SendStatus.SEND_OK
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
+
+    def read() -> list[bytes]:
+        result = api.pull_message(master.addr, pull_header("reader", topic, 0, 0, max_nums=64))
+        return [m.body for m in result.messages()] if result.status == PullStatus.FOUND else []
+
+    frozen.server.signal(signal.SIGSTOP)
+    try:
+        assert api.send_message(master.addr, send_header(topic, 0), b"not-everywhere").status \
+            == SendStatus.FLUSH_SLAVE_TIMEOUT
+        assert read() == [b"everywhere"]
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2}, TIMEOUT_S, "the frozen slave out of the set")
+        assert read() == [b"everywhere", b"not-everywhere"]
+    finally:
+        frozen.server.signal(signal.SIGCONT)
