@@ -138,16 +138,22 @@ def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, repl
     assert read_commitlog(first.store).span(replicated, tail.end) != tail.span(replicated, tail.end)
 
 
+def all_ack_in_sync(namesrv: str, replica_set, api, remoting, body: bytes) -> tuple[ReplicaSet, str, ControllerClient]:
+    """An allAckInSyncStateSet set with a topic, ``body`` put on queue 0 and acknowledged, every replica in
+    the SyncStateSet."""
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    assert api.send_message(rs.brokers[1].addr, send_header(topic, 0), body).status == SendStatus.SEND_OK
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
+    return rs, topic, ctl
+
+
 def test_all_ack_puts_wait_for_the_sync_state_set_which_shrinks_and_grows(embedded, replica_set, api, remoting):
     """allAckInSyncStateSet: a put waits for every member; a frozen member times puts out until it has lagged
     haMaxTimeSlaveNotCatchup, then leaves the set (puts go on without it) and rejoins once it caught up."""
-    namesrv = embedded.addr
-    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    rs, topic, ctl = all_ack_in_sync(embedded.addr, replica_set, api, remoting, b"first")
     master, frozen = rs.brokers[1], rs.brokers[3]
-    topic = started_with_a_topic(api, namesrv, rs)
-    ctl = ControllerClient(remoting, namesrv)
-    assert api.send_message(master.addr, send_header(topic, 0), b"first").status == SendStatus.SEND_OK
-    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
 
     frozen.server.signal(signal.SIGSTOP)
     try:
@@ -280,13 +286,8 @@ def test_consumers_read_only_what_the_whole_sync_state_set_has(embedded, replica
     confirmOffset): were it read, then lost with the master, a consumer's offset would be past messages
     the new master stores at those offsets, and it would never read them. Readable once the set has it
     (here: once the frozen member left the set)."""
-    namesrv = embedded.addr
-    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    rs, topic, ctl = all_ack_in_sync(embedded.addr, replica_set, api, remoting, b"everywhere")
     master, frozen = rs.brokers[1], rs.brokers[3]
-    topic = started_with_a_topic(api, namesrv, rs)
-    ctl = ControllerClient(remoting, namesrv)
-    assert api.send_message(master.addr, send_header(topic, 0), b"everywhere").status == SendStatus.SEND_OK
-    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
 
     def read() -> list[bytes]:
         result = api.pull_message(master.addr, pull_header("reader", topic, 0, 0, max_nums=64))
