@@ -303,6 +303,16 @@ class BrokerController:
             return None
         return self.ha_service.confirmed_offset()
 
+    def _read_refusal(self) -> str | None:
+        """Why a controller-mode slave of a set whose puts wait for replicas serves no pulls: its log may
+        run past what the set has (a restarted old master's tail, before it truncates it), and a message
+        read there and dropped by the new history would move a consumer's offset past acknowledged ones."""
+        if self.seat is None or not self.config.is_slave or not self._waits_for_replicas():
+            return None
+        master = self.master_addr or "not known yet (its NameServer has no master registered)"
+        return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}) "
+                f"of a set whose puts wait for replicas (controller mode): pull from its master, {master}")
+
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
         for more than the master (allAckInSyncStateSet, minInSyncReplicas)."""
@@ -322,7 +332,8 @@ class BrokerController:
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable,
-                          in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end),
+                          in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
+                          read_refusal=self._read_refusal),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,

@@ -61,9 +61,11 @@ class PullProcessor:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
                  offsets: ConsumerOffsetManager, groups: SubscriptionGroupManager, hold: PullHoldService,
                  metrics: BrokerMetrics, filters: Sql92Filters, *, slave_read_enable: bool = False,
-                 in_memory_read_bytes: int = 0, readable_end: Callable[[], int | None] = lambda: None) -> None:
+                 in_memory_read_bytes: int = 0, readable_end: Callable[[], int | None] = lambda: None,
+                 read_refusal: Callable[[], str | None] = lambda: None) -> None:
         """``readable_end()``: the commitlog offset no served unit may end past (a controller-mode
-        master's confirmed offset), None for no bound."""
+        master's confirmed offset), None for no bound; ``read_refusal()``: why this broker serves no
+        pulls (answered SERVICE_NOT_AVAILABLE), else None."""
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -75,6 +77,7 @@ class PullProcessor:
         self.slave_read_enable = slave_read_enable
         self.in_memory_read_bytes = in_memory_read_bytes
         self.readable_end = readable_end
+        self.read_refusal = read_refusal
 
     def suggest_broker_id(self, result: GetResult, group: str) -> int:
         """RocketMQ's rule (master and slave alike): with slaveReadEnable, a reader further behind than
@@ -92,6 +95,9 @@ class PullProcessor:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
 
     async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        refusal = self.read_refusal()
+        if refusal is not None:
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         topic = self.topics.get(h.topic)
         if topic is None:

@@ -20,7 +20,9 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.errors import MQClientError
 from spark_mq.common.message import Message
+from spark_mq.remoting.codes import ResponseCode
 
 from ._support import (
     FAST_CONF,
@@ -302,3 +304,17 @@ def test_consumers_read_only_what_the_whole_sync_state_set_has(embedded, replica
         assert read() == [b"everywhere", b"not-everywhere"]
     finally:
         frozen.server.signal(signal.SIGCONT)
+
+
+def test_a_slave_of_a_set_whose_puts_wait_for_replicas_serves_no_pulls(embedded, replica_set, api, remoting):
+    """Its log may run past what the set has (a restarted old master's tail, before it truncates it):
+    read there, then dropped by the new history, a message would move a consumer's offset past the
+    acknowledged ones the new master stores at those offsets. The refusal names the master to pull from;
+    the master serves the same pull."""
+    rs, topic, _ = all_ack_in_sync(embedded.addr, replica_set, api, remoting, b"everywhere")
+    caught_up([rs.brokers[2]], read_commitlog(rs.brokers[1].store).end)
+    with pytest.raises(MQClientError, match=f"is a slave.*pull from its master, {rs.brokers[1].addr}") as refused:
+        api.pull_message(rs.brokers[2].addr, pull_header("reader", topic, 0, 0, max_nums=64))
+    assert refused.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    result = api.pull_message(rs.brokers[1].addr, pull_header("reader", topic, 0, 0, max_nums=64))
+    assert [m.body for m in result.messages()] == [b"everywhere"]
