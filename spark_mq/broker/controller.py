@@ -296,10 +296,15 @@ class BrokerController:
                         "(set haListenPort to choose one)", self.config.ha_port, e.strerror)
             self.ha_port = await self.ha_service.start(0)
 
+    def _confirmed_reads(self) -> bool:
+        """Whether consumers read only what the replicas a put waits for all have: in controller mode,
+        when puts wait for replicas (the set's members can then be elected, their history kept)."""
+        return self.seat is not None and self._waits_for_replicas()
+
     def _readable_end(self) -> int | None:
-        """What consumers may read: on a controller-mode master whose puts wait for replicas, up to what
-        those replicas all have (``HAService.confirmed_offset``); else everything."""
-        if self.seat is None or self.ha_service is None or not self._waits_for_replicas():
+        """What consumers may read: with confirmed reads, on the master, up to what the replicas a put
+        waits for all have (``HAService.confirmed_offset``); else everything."""
+        if self.ha_service is None or not self._confirmed_reads():
             return None
         return self.ha_service.confirmed_offset()
 
@@ -307,7 +312,7 @@ class BrokerController:
         """Why a controller-mode slave of a set whose puts wait for replicas serves no pulls: its log may
         run past what the set has (a restarted old master's tail, before it truncates it), and a message
         read there and dropped by the new history would move a consumer's offset past acknowledged ones."""
-        if self.seat is None or not self.config.is_slave or not self._waits_for_replicas():
+        if not self.config.is_slave or not self._confirmed_reads():
             return None
         master = self.master_addr or "not known yet (its NameServer has no master registered)"
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}) "
@@ -331,7 +336,7 @@ class BrokerController:
                           self.slave_refusal, reject_transaction_message=c.reject_transaction_message),
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
-                          self.sql92_filters, slave_read_enable=c.slave_read_enable,
+                          self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
                           in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
                           read_refusal=self._read_refusal),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
