@@ -172,72 +172,97 @@ def _broker(args: argparse.Namespace) -> int:
 
 
 def _replica_configs(master, replicas: int) -> list:
-    """The slaves of ``master`` for ``spark-mq dev --replicas``: ids 1.., each on the master's port
-    + 10 * id (any free one if the master's is 0), metrics port + id (off if the master's is), and
-    its store next to the master's (``<store>-slave<id>``)."""
+    """The other members of ``master``'s set for ``spark-mq dev --replicas``: member k = 1.. on the master's
+    port + 10 * k (any free one if the master's is 0), metrics port + k (off if the master's is), and its
+    store next to the master's. Master/slave: slaves, id k, store ``<store>-slave<k>``. Controller mode
+    (the master is replica 1): replicas k + 1 whose role the controller decides, store ``<store>-replica<k + 1>``."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import dataclasses
 
     from spark_mq.common.config import SLAVE
 
-    return [dataclasses.replace(master, broker_id=i, broker_role=SLAVE, ha_listen_port=0,
-                                listen_port=master.listen_port and master.listen_port + 10 * i,
-                                metrics_port=master.metrics_port and master.metrics_port + i,
-                                store_path_root_dir=f"{master.store_path_root_dir}-slave{i}")
-            for i in range(1, replicas)]
+    first = master.broker_id + 1
+    store = "replica" if master.enable_controller_mode else "slave"
+    return [dataclasses.replace(master, broker_id=first + k - 1, broker_role=SLAVE, ha_listen_port=0,
+                                listen_port=master.listen_port and master.listen_port + 10 * k,
+                                metrics_port=master.metrics_port and master.metrics_port + k,
+                                store_path_root_dir=f"{master.store_path_root_dir}-{store}{first + k - 1}")
+            for k in range(1, replicas)]
 
 
 def _dev(args: argparse.Namespace) -> int:
     """Run a NameServer and a broker in one process, the store under ./data (the embedded
     broker the demo uses); with --replicas 2 or more, the broker is a master (--role) with that
-    many members in its set, slaves replicating it. Stops on SIGTERM/SIGINT."""
+    many members in its set, slaves replicating it. With --controller the NameServer also runs the
+    replication controller (enableControllerInNamesrv, its state in <store>-controller) and the
+    members are controller-mode replicas 1..N (allAckInSyncStateSet): the controller elects the
+    master (replica 1 first) and a new one if it dies. Stops on SIGTERM/SIGINT."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import asyncio
     import signal
 
-    from spark_mq.broker.controller import BrokerController
+    from spark_mq.broker.controller import BrokerController, run
     from spark_mq.common.config import NamesrvConfig
     from spark_mq.namesrv.controller import NamesrvController
 
     if args.replicas < 1:
         raise SparkMQError(f"--replicas {args.replicas}: give the number of brokers in the set, 1 or more")
+    if args.controller and args.replicas < 2:
+        raise SparkMQError("--controller elects a master among replicas: give --replicas 2 or more (3 to survive "
+                           "a death with a replica to spare)")
 
     async def main() -> None:
-        namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port))
+        controller = ControllerConfig(controller_store_path=f"{args.store}-controller") if args.controller else None
+        namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port), controller_config=controller)
         await namesrv.start()
         role = {"broker_role": args.role} if args.replicas > 1 else {}
+        if controller is not None:  # replica ids start at 1: 0 is whichever replica is master
+            role.update(enable_controller_mode=True, controller_addr=namesrv.address, broker_id=1,
+                        all_ack_in_sync_state_set=True)
         master_config = _broker_config(args, namesrv_addr=namesrv.address, **role)
-        brokers = [BrokerController(c) for c in (master_config, *_replica_configs(master_config, args.replicas))]
-        started: list[BrokerController] = []
-        try:
-            for broker in brokers:
-                await broker.start()
-                started.append(broker)
-        except BaseException:
-            for broker in reversed(started):
-                await broker.stop()
-            await namesrv.stop()
-            raise
-        master = brokers[0]
-        print(f"spark-mq dev: namesrv {namesrv.address}, broker {master.address}, store {master.config.root}",
-              flush=True)
-        if args.replicas > 1:
-            print(f"spark-mq dev: master {master.address} ({args.role}, HA port {master.ha_port})", flush=True)
-            for slave in brokers[1:]:
-                print(f"spark-mq dev: slave {slave.config.broker_id} {slave.address} (SLAVE, store "
-                      f"{slave.config.root})", flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        brokers: list[BrokerController] = []
+        tasks: list[asyncio.Task] = []
         try:
-            await stop.wait()
+            for config in (master_config, *_replica_configs(master_config, args.replicas)):
+                ready: asyncio.Future[BrokerController] = loop.create_future()
+                tasks.append(loop.create_task(run(config, stop, ready.set_result)))
+                await asyncio.wait([tasks[-1], ready], return_when=asyncio.FIRST_COMPLETED)
+                if not ready.done():
+                    tasks[-1].result()  # its start failed: raise why
+                    return  # stopped by a signal while starting
+                brokers.append(ready.result())
+            _print_dev(args, namesrv, brokers, controller)
+            done, _ = await asyncio.wait([loop.create_task(stop.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for task in done & set(tasks):
+                task.result()  # a broker that ended by itself failed (a role switch that could not start): why
         finally:
-            for broker in reversed(brokers):
-                await broker.stop()
+            stop.set()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await asyncio.gather(*tasks, return_exceptions=True)  # every broker stopped; a failure was raised above
             await namesrv.stop()
 
     return _run_until_signal(main, "the dev servers")
+
+
+def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: ControllerConfig | None) -> None:
+    master = brokers[0]
+    print(f"spark-mq dev: namesrv {namesrv.address}, broker {master.address}, store {master.config.root}",
+          flush=True)
+    if controller is not None:
+        print(f"spark-mq dev: controller in the namesrv {namesrv.address} (state {controller.controller_store_path}); "
+              f"replica 1 asks for the first election, `spark-mq admin controller` shows the set", flush=True)
+        for b in brokers:
+            print(f"spark-mq dev: replica {b.config.broker_id} {b.address} (store {b.config.root})", flush=True)
+    elif args.replicas > 1:
+        print(f"spark-mq dev: master {master.address} ({args.role}, HA port {master.ha_port})", flush=True)
+        for slave in brokers[1:]:
+            print(f"spark-mq dev: slave {slave.config.broker_id} {slave.address} (SLAVE, store "
+                  f"{slave.config.root})", flush=True)
 
 
 SERVER_COMMANDS = ("demo", "namesrv", "controller", "broker", "dev")
@@ -296,6 +321,9 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     dev.add_argument("--replicas", type=int, default=1,
                      help="brokers in the set (default 1): 2 starts a master and a slave replicating it, slave N "
                           "on --port + 10*N with its store at <store>-slaveN and metrics on --metrics-port + N")
+    dev.add_argument("--controller", action="store_true",
+                     help="with --replicas 2+: run the replication controller in the NameServer and the members as "
+                          "controller-mode replicas 1..N (automatic failover); its state at <store>-controller")
     dev.add_argument("--role", choices=("ASYNC_MASTER", "SYNC_MASTER"), default="ASYNC_MASTER",
                      help="the master's brokerRole with --replicas 2+ (default ASYNC_MASTER: a send returns once "
                           "stored on the master; SYNC_MASTER: once a slave has it)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -30,6 +31,10 @@ from spark_mq.remoting.bodies import TopicRouteData
 log = logging.getLogger(__name__)
 
 MASTER_ID = 0
+# how long a read goes round a broker set's members while none answers (first_answering): an election takes
+# a controller heartbeat timeout or so, then the replicas switching role restart their parts
+FAILOVER_PATIENCE_S = 30.0
+RETRY_PAUSE_S = 0.2
 
 T = TypeVar("T")
 QueueKey = tuple[str, int]  # (broker name, queue id); the topic is the reader's
@@ -70,15 +75,24 @@ class TopicQueues:
 def first_answering(addrs: list[str], call: Callable[[str], T], what: str) -> T:
     """``call(addr)`` at the first of ``addrs`` (a broker set's members, the preferred one first) that
     answers: one that does not (a master killed since the route was read) moves to the end of ``addrs``,
-    so the caller's next calls with the same list ask the member that answered first. The last
-    member's error is raised when none answers."""
-    for _ in range(len(addrs) - 1):
-        try:
-            return call(addrs[0])
-        except RemotingError as e:
-            log.warning("%s: broker %s does not answer (%s); asking %s", what, addrs[0], e, addrs[1])
-            addrs.append(addrs.pop(0))
-    return call(addrs[0])
+    so the caller's next calls with the same list ask the member that answered first. While none answers
+    it goes round them again, :data:`RETRY_PAUSE_S` apart, for :data:`FAILOVER_PATIENCE_S` (an election
+    under way: the master is dead and the replicas switching role restart their parts, refusing
+    connections for a moment); then the last error is raised."""
+    deadline = time.monotonic() + FAILOVER_PATIENCE_S
+    rounds = 0
+    while True:
+        for _ in range(len(addrs)):
+            try:
+                return call(addrs[0])
+            except RemotingError as e:
+                if time.monotonic() >= deadline:
+                    raise
+                (log.warning if not rounds else log.debug)("%s: broker %s does not answer (%s); asking %s", what,
+                                                           addrs[0], e, addrs[1 % len(addrs)])
+                addrs.append(addrs.pop(0))
+        rounds += 1
+        time.sleep(RETRY_PAUSE_S)
 
 
 def route_with_masters(

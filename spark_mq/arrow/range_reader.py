@@ -3,7 +3,8 @@ and the offload read.
 
 :func:`read_range` opens its own client, PULL_MESSAGEs the range in batches of ``pull_batch_size``
 (the broker also caps a pull by bytes, so it loops), with the tag expression in the pull header (the
-broker filters by tag hash) and the exact tags checked again on the Arrow column, trims the last
+broker filters by tag hash) and the exact tags checked again on the Arrow column, or a SQL92
+expression (the broker filters exactly, and answers the next offset past what it skipped), trims the last
 batch at the range end and yields ``pyarrow.RecordBatch``es in
 :data:`~spark_mq.arrow.schema.UTC_SCHEMA`, or in the :func:`~spark_mq.arrow.schema.utc_schema` of the
 columns asked for (the decoder builds only those, plus what the reader itself needs).
@@ -31,7 +32,7 @@ from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import SparkMQError
-from spark_mq.remoting.bodies import MessageQueue
+from spark_mq.remoting.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, MessageQueue
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class QueueRange:
     # the broker set's (broker id, address): read the member a pull answer suggests (suggestWhichBrokerId),
     # and the others while one does not answer
     members: tuple[tuple[int, str], ...] = ()
+    # a SQL92 expression the pulls carry instead of ``tags`` (it holds the tags: spark_mq.spark.sql_filter)
+    sql: str | None = None
 
     @property
     def name(self) -> str:
@@ -77,9 +80,11 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     members = dict(part.members)
     addrs = [part.broker_addr, *(a for _, a in part.members if a != part.broker_addr)]
     what = f"queue {part.name}"
+    expression, expression_type = (part.tags, EXPRESSION_TAG) if part.sql is None else (part.sql, EXPRESSION_SQL92)
     with SyncMQClientAPI(timeout=timeout) as api:
         while offset < part.end:
-            header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), part.tags)
+            header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), expression,
+                                 expression_type=expression_type)
             result = first_answering(addrs, partial(api.pull_message, header=header), what)
             suggested = members.get(result.suggest_which_broker_id)
             if suggested is not None and suggested != addrs[0]:  # RocketMQ's pullFromWhichNodeTable

@@ -50,6 +50,8 @@ from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.tiered_processor import TieredOffsetProcessor
+from spark_mq.broker.timer import TimerLimits
+from spark_mq.broker.timer_service import TimerMessageService
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
 from spark_mq.broker.unserved_features import UnservedFeatures
@@ -67,6 +69,7 @@ from spark_mq.store.config_file import (
     DELAY_OFFSETS,
     SUBSCRIPTION_GROUPS,
     TIERED_OFFSETS,
+    TIMER_CHECKPOINT,
     TOPICS,
     config_file,
 )
@@ -76,6 +79,9 @@ from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.retention import no_floor
+from spark_mq.store.store_paths import TIMER_LOG_DIR, TIMER_WHEEL_FILE, store_path
+from spark_mq.store.timer_log import TimerLog
+from spark_mq.store.timer_wheel import TimerWheel, wheel_slots
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +122,7 @@ class BrokerController:
         self.retry: RetryScheduler
         self.schedule: ScheduleService
         self.transactions: TransactionalMessageService
+        self.timer: TimerMessageService | None = None  # a master's, with timerWheelEnable
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
@@ -199,6 +206,15 @@ class BrokerController:
             ensure_topic=self._ensure_system_topic)
         if not self.config.is_slave:
             await asyncio.get_running_loop().run_in_executor(None, self.transactions.load)
+            if self.config.timer_wheel_enable:
+                self.timer = self._open_timer()
+                await asyncio.get_running_loop().run_in_executor(None, self.timer.load)
+        self.metrics.track_timer(self.timer)
+        if self.seat is not None:  # before serving: it answers the controller's notifies
+            self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
+                                            self.store.commitlog.max_offset, self.seat.first_election,
+                                            self._controller_names_master, self._sync_state_set_learned,
+                                            self.seat.known_epoch)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
@@ -219,17 +235,17 @@ class BrokerController:
             self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
             self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
                                                self.offsets, self.retry, self.schedule, self.tiered,
-                                               self.config.slave_synchronize_interval / 1000, self.request_registration)
+                                               self.config.slave_synchronize_interval / 1000, self.request_registration,
+                                               timer_file=self.store.config_file(TIMER_CHECKPOINT))
             self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
         else:
             self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
             self._tasks.append(loop.create_task(self.schedule.run(), name="broker-schedule"))
             self._tasks.append(loop.create_task(self.transactions.run(), name="broker-transaction-check"))
+            if self.timer is not None:
+                self._tasks.append(loop.create_task(self.timer.run(), name="broker-timer"))
         self.metrics.track_ha(self.ha_service, self.ha_client)
-        if self.seat is not None:
-            self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
-                                            self.store.commitlog.max_offset, self.seat.first_election,
-                                            self._controller_names_master, self._sync_state_set_learned)
+        if self.replicas is not None:
             self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
             if self.ha_service is not None:
                 keeper = SyncStateKeeper(self.ha_service, self.replicas,
@@ -249,6 +265,15 @@ class BrokerController:
         log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
         return port
+
+    def _open_timer(self) -> TimerMessageService:
+        """The timer wheel and log under the store root, and the service that runs them (a master's)."""
+        c = self.config
+        wheel = TimerWheel(store_path(c.root, TIMER_WHEEL_FILE),
+                           wheel_slots(c.timer_max_delay_sec * 1000, c.timer_precision_ms), c.timer_precision_ms)
+        timer_log = TimerLog(store_path(c.root, TIMER_LOG_DIR), c.mapped_file_size_timer_log)
+        return TimerMessageService(self.store, timer_log, wheel, self.store.config_file(TIMER_CHECKPOINT),
+                                   c.timer_flush_interval_ms / 1000, on_stored=self.hold.notify)
 
     def _open_epochs(self, seat: ControllerSeat) -> None:
         """Controller mode: read the epoch file; a master records its epoch before it takes a send (its
@@ -328,12 +353,14 @@ class BrokerController:
     def _processors(self) -> tuple[Processor, ...]:
         """Every request processor, each given the parts it uses (built by ``start``)."""
         c = self.config
-        controller_mode = () if self.epochs is None else (EpochProcessor(self.store, self.epochs),)
+        controller_mode = () if self.epochs is None or self.replicas is None else (
+            EpochProcessor(self.store, self.epochs), self.replicas)
         return (
             *controller_mode,
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
                           self.request_registration, self.ha_service, self._waits_for_replicas(),
-                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message),
+                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message,
+                          timer=TimerLimits.of(c)),
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
@@ -345,7 +372,7 @@ class BrokerController:
                            self.metrics, self.request_registration, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
-            MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule),
+            MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule, self.timer),
             self.sql92_filters,
         )
 
@@ -361,11 +388,13 @@ class BrokerController:
         await self.server.stop()
         await self.namesrv_client.close()
         await self.master_client.close()
-        for table in (self.offsets, self.topics, self.schedule):
+        for table in (self.offsets, self.topics, self.schedule, *([self.timer] if self.timer else [])):
             try:
                 table.persist()
             except OSError as e:  # a full disk: the store must still shut down cleanly
                 log.error("could not save %s at shutdown: %s", table.file.path, e)
+        if self.timer is not None:
+            self.timer.close()
         self.store.shutdown()
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
@@ -385,6 +414,10 @@ class BrokerController:
             info.update(self.ha_service.runtime_info(time.monotonic()))
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
+        if self.epochs is not None:  # controller mode: the replica's id there and its last recorded epoch
+            last = self.epochs.entries[-1] if self.epochs.entries else None
+            info.update(replicaId=str(self.config.broker_id), masterEpoch=str(last.epoch if last else 0),
+                        masterEpochStartOffset=str(last.start_offset if last else 0))
         return info
 
     def _replica_floor(self) -> int:
@@ -476,42 +509,52 @@ class BrokerController:
                                                              {"consumerGroup": group}))
 
 
-async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
-    """Run a broker until SIGTERM or SIGINT; in controller mode, replaced by one of the new role at each
-    role change the controller decides."""
+async def run(config: BrokerConfig, stop: asyncio.Event,
+              on_ready: Callable[[BrokerController], None] | None = None) -> None:
+    """Run a broker until ``stop`` is set; in controller mode, replaced by one of the new role at each role
+    change the controller decides. ``on_ready`` gets the first broker once it serves."""
     controller_client = RemotingClient() if config.enable_controller_mode else None
-    if controller_client is not None:
-        start = controller_start(config, controller_client)
-        broker: BrokerController | None = BrokerController(start.config, seat=start.seat)
-    else:
-        broker = BrokerController(config)
+    broker: BrokerController | None
+    try:
+        if controller_client is not None:
+            start = controller_start(config, controller_client)
+            broker = BrokerController(start.config, seat=start.seat)
+        else:
+            broker = BrokerController(config)
+        await broker.start()
+        try:
+            if on_ready is not None:
+                on_ready(broker)
+            while not await _stop_or_role_change(stop, broker.role_changed):
+                change = broker.role_change
+                assert change is not None
+                old, broker = broker, None
+                await old.stop()
+                new = BrokerController(change.config, metrics=old.metrics, seat=change.seat)
+                await new.start()  # one that fails to start has stopped what it started
+                broker = new
+                log.info("broker %s now %s (id %d at the NameServers)", change.config.broker_name,
+                         change.config.broker_role, change.config.registered_id)
+        finally:
+            if broker is not None:
+                await broker.stop()
+    finally:
+        if controller_client is not None:
+            await controller_client.close()
+
+
+async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
+    """Run a broker (see ``run``) until SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    assert broker is not None
-    await broker.start()
     try:
-        if on_ready is not None:
-            on_ready(broker.address)
-        while not await _stop_or_role_change(stop, broker.role_changed):
-            change = broker.role_change
-            assert change is not None
-            old, broker = broker, None
-            await old.stop()
-            new = BrokerController(change.config, metrics=old.metrics, seat=change.seat)
-            await new.start()  # one that fails to start has stopped what it started
-            broker = new
-            log.info("broker %s now %s (id %d at the NameServers)", change.config.broker_name,
-                     change.config.broker_role, change.config.registered_id)
-        log.info("broker stopping on signal")
+        await run(config, stop, None if on_ready is None else lambda broker: on_ready(broker.address))
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        if broker is not None:
-            await broker.stop()
-        if controller_client is not None:
-            await controller_client.close()
+    log.info("broker stopped on signal")
 
 
 async def _stop_or_role_change(stop: asyncio.Event, role_changed: asyncio.Event) -> bool:

@@ -1,18 +1,20 @@
 """The broker's metadata tables served whole, as RocketMQ's AdminBrokerProcessor serves them to a
 slave's SlaveSynchronize and to admin tools: GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
-GET_ALL_DELAY_OFFSET (GET_ALL_TOPIC_CONFIG is the AdminProcessor's), and
+GET_ALL_DELAY_OFFSET, GET_TIMER_CHECK_POINT (GET_ALL_TOPIC_CONFIG is the AdminProcessor's), and
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, which fills the first; and, spark_mq's own, OFFER_CONSUMER_OFFSETS:
 a slave's offsets committed by clients while they could not reach this master, each taken where ahead.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.retry import RetryScheduler
 from spark_mq.broker.schedule import ScheduleService
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
+from spark_mq.broker.timer_service import TimerMessageService
 from spark_mq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
     DelayOffsetSerializeWrapper,
@@ -28,11 +30,13 @@ log = logging.getLogger(__name__)
 
 class MetadataProcessor:
     def __init__(self, groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
-                 retry: RetryScheduler, schedule: ScheduleService) -> None:
+                 retry: RetryScheduler, schedule: ScheduleService, timer: TimerMessageService | None = None) -> None:
+        """``timer``: a master's timer service (None on a slave, or with timerWheelEnable=false)."""
         self.groups = groups
         self.offsets = offsets
         self.retry = retry
         self.schedule = schedule
+        self.timer = timer
 
     def register_on(self, server: RemotingServer) -> None:
         for code, handler in {
@@ -41,6 +45,7 @@ class MetadataProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             RequestCode.OFFER_CONSUMER_OFFSETS: self.offered_offsets,
+            RequestCode.GET_TIMER_CHECK_POINT: self.timer_checkpoint,
         }.items():
             server.register(code, handler)
 
@@ -58,6 +63,13 @@ class MetadataProcessor:
     async def all_delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         body = DelayOffsetSerializeWrapper(self.schedule.offset_table(), self.retry.pending_objs()).to_json()
         return cmd.make_response(ResponseCode.SUCCESS, body=body)
+
+    async def timer_checkpoint(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The timer progress last written (what its flushed copies back), for a slave to take over from."""
+        if self.timer is None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, "this broker delivers no timer messages (a slave, "
+                                                                 "or timerWheelEnable=false)")
+        return cmd.make_response(ResponseCode.SUCCESS, body=json.dumps(self.timer.checkpoint()).encode())
 
     async def offered_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         offered = ConsumerOffsetSerializeWrapper.from_json(cmd.body or b"{}").offset_table

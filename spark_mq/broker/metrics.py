@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from spark_mq.broker.schedule import ScheduleService
+    from spark_mq.broker.timer_service import TimerMessageService
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TPS_WINDOW_S = 60.0
+LATENESS_BUCKETS_MS = (10, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 60_000)  # timer messages' lateness
 TRANSACTION_EVENTS = {
     "half": "Half (prepared) transactional messages stored",
     "commit": "Transactions committed (the message written to its real topic)",
@@ -64,6 +66,7 @@ class BrokerMetrics:
         self._ha_service: HAService | None = None  # a master's
         self._ha_client: HAClient | None = None  # a slave's
         self._schedule: ScheduleService | None = None
+        self._timer: TimerMessageService | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -98,9 +101,9 @@ class BrokerMetrics:
         """One request refused because the broker does not serve ``feature`` yet."""
         self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
 
-    def transaction(self, event: str) -> None:
-        """One transactional event: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
-        self._transactions = {**self._transactions, event: self._transactions.get(event, 0) + 1}
+    def transaction(self, event: str, count: int = 1) -> None:
+        """``count`` transactional events: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
+        self._transactions = {**self._transactions, event: self._transactions.get(event, 0) + count}
 
     def put_total(self) -> int:
         return self._put_total
@@ -119,6 +122,10 @@ class BrokerMetrics:
     def track_schedule(self, service: ScheduleService) -> None:
         """Export delay messages: pending per level, delivered in all (read at scrape time)."""
         self._schedule = service
+
+    def track_timer(self, service: TimerMessageService | None) -> None:
+        """Export timer messages: pending, delivered, lateness (read at scrape time; None on a slave)."""
+        self._timer = service
 
     def track_ha(self, service: HAService | None, client: HAClient | None) -> None:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
@@ -196,6 +203,19 @@ class BrokerMetrics:
             yield pending
             yield CounterMetricFamily("spark_mq_delay_delivered", "Delayed messages delivered to their real topic",
                                       value=self._schedule.delivered_total)
+        if (timer := self._timer) is not None:
+            yield GaugeMetricFamily("spark_mq_timer_pending", "Timer messages in the timing wheel, not yet due",
+                                    value=timer.pending)
+            yield CounterMetricFamily("spark_mq_timer_delivered", "Timer messages delivered to their real topic",
+                                      value=timer.delivered_total)
+            cumulative, buckets = 0, []
+            for le, n in zip((*(ms / 1000 for ms in LATENESS_BUCKETS_MS), float("inf")), timer.lateness.tolist(),
+                             strict=True):
+                cumulative += n
+                buckets.append((floatToGoString(le), cumulative))
+            yield HistogramMetricFamily("spark_mq_timer_lateness_seconds",
+                                        "Time from a timer message's due time to its delivery", buckets=buckets,
+                                        sum_value=timer.lateness_sum_ms / 1000)
 
     def _collect_store(self) -> Iterator[Any]:
         # lazy import: as in serve

@@ -8,6 +8,13 @@ deployed roles. It heartbeats to every controller each ``brokerHeartbeatInterval
 commitlog end and the master epoch it knows (each controller judges liveness on its own), and asks
 for its set's master and epoch every ``syncBrokerMetadataPeriod`` ms (GET_REPLICA_INFO).
 
+The leading controller also pushes each election (NOTIFY_BROKER_ROLE_CHANGED, RocketMQ's code and
+header, served here): the broker acts on it at once, as on a poll's answer, so a new master takes over
+without waiting for the poll, which stays the fallback for a notify lost. Master epochs only move
+forward: a notify or a poll answer naming an older epoch than the newest known (a late answer, a
+notify overtaken by a newer election) is ignored, as RocketMQ's ``changeBrokerRole`` does; the newest
+epoch outlives a role switch (``known_epoch``).
+
 Every change of the set's master or epoch it learns goes to ``on_master`` (the broker changes role
 on it: see ``role_switch``), every change of its SyncStateSet to ``on_sync_state_set``; a master
 changes the set with ``alter_sync_state_set`` (see ``SyncStateKeeper``). The broker's id here is
@@ -26,6 +33,7 @@ from spark_mq.remoting.bodies import SyncStateSet
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     AlterSyncStateSetRequestHeader,
     AlterSyncStateSetResponseHeader,
@@ -34,8 +42,10 @@ from spark_mq.remoting.headers import (
     GetReplicaInfoRequestHeader,
     GetReplicaInfoResponseHeader,
     Header,
+    NotifyBrokerRoleChangedRequestHeader,
     RegisterBrokerToControllerRequestHeader,
 )
+from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +58,9 @@ class ReplicasManager:
     def __init__(self, config: BrokerConfig, client: RemotingClient, address: Callable[[], str],
                  max_offset: Callable[[], int], first_election: bool,
                  on_master: Callable[[int | None, str | None, int], None],
-                 on_sync_state_set: Callable[[frozenset[int]], None]) -> None:
-        """``first_election``: this broker was configured master, so it asks for its set's first election."""
+                 on_sync_state_set: Callable[[frozenset[int]], None], known_epoch: int = 0) -> None:
+        """``first_election``: this broker was configured master, so it asks for its set's first election;
+        ``known_epoch``: the newest master epoch this process learned (before a role switch)."""
         self.config = config
         self.first_election = first_election
         self.on_master = on_master
@@ -62,11 +73,14 @@ class ReplicasManager:
         self.registered = False
         self.master_id: int | None = None  # the controller's view of this broker's set
         self.master_address: str | None = None
-        self.master_epoch = 0
+        self.master_epoch = known_epoch
         self.sync_state_set = SyncStateSet()
 
     async def run(self) -> None:
         await asyncio.gather(self._sync_loop(), *(self._heartbeat_loop(addr) for addr in self.controllers))
+
+    def register_on(self, server: RemotingServer) -> None:
+        server.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self._notified)
 
     # -- heartbeats -------------------------------------------------------------------------------
 
@@ -146,9 +160,29 @@ class ReplicasManager:
         self._learn_sync_state_set(SyncStateSet(members, epoch))
         return answer.code
 
+    async def _notified(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """NOTIFY_BROKER_ROLE_CHANGED: the controller elected a master; learn it now (an older epoch than
+        known is ignored). Answered SUCCESS either way, as RocketMQ does; the controller sends it oneway."""
+        h = NotifyBrokerRoleChangedRequestHeader.from_ext_fields(cmd.ext_fields)
+        if h.master_epoch <= self.master_epoch:  # known already (by a poll), or overtaken by a newer election
+            log.log(logging.DEBUG if h.master_epoch == self.master_epoch else logging.INFO,
+                    "ignored the controller's notify from %s: master %d in epoch %d, this broker knows epoch %d",
+                    conn.peer, h.master_broker_id, h.master_epoch, self.master_epoch)
+        else:
+            log.info("controller %s notified: master of %s is %d (%s) in epoch %d", conn.peer,
+                     self.config.broker_name, h.master_broker_id, h.master_address, h.master_epoch)
+            self._learn(GetReplicaInfoResponseHeader(master_broker_id=h.master_broker_id,
+                                                     master_address=h.master_address, master_epoch=h.master_epoch))
+            self._learn_sync_state_set(SyncStateSet.from_json(cmd.body or b"{}"))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
     def _learn(self, h: GetReplicaInfoResponseHeader) -> None:
         known = (h.master_broker_id, h.master_address, h.master_epoch or 0)
         if known == (self.master_id, self.master_address, self.master_epoch):
+            return
+        if known[2] < self.master_epoch:
+            log.info("ignored the controller's view of %s in master epoch %d: this broker knows epoch %d",
+                     self.config.broker_name, known[2], self.master_epoch)
             return
         self.master_id, self.master_address, self.master_epoch = known
         log.info("controller: master of %s is %s (%s), master epoch %d", self.config.broker_name, self.master_id,

@@ -33,6 +33,7 @@ class ControllerSeat:
     master_role: str  # the role it takes when elected: its configured one, ASYNC_MASTER if configured SLAVE
     first_election: bool  # configured master: it asks for its set's first election
     master_epoch: int = 0  # the master epoch it serves as master in (0 while a slave)
+    known_epoch: int = 0  # the newest master epoch learned from the controller: an older view is stale
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ def next_role(config: BrokerConfig, seat: ControllerSeat, master_id: int | None,
     elected = master_id == config.broker_id
     if elected and (config.is_slave or master_epoch > seat.master_epoch):
         return RoleChange(dataclasses.replace(config, broker_role=seat.master_role),
-                          dataclasses.replace(seat, master_epoch=master_epoch))
+                          dataclasses.replace(seat, master_epoch=master_epoch, known_epoch=master_epoch))
     if not elected and not config.is_slave:
-        return RoleChange(dataclasses.replace(config, broker_role=SLAVE), dataclasses.replace(seat, master_epoch=0))
+        return RoleChange(dataclasses.replace(config, broker_role=SLAVE),
+                          dataclasses.replace(seat, master_epoch=0, known_epoch=master_epoch))
     return None

@@ -32,43 +32,27 @@ from collections.abc import Callable
 
 import numpy as np
 
+from spark_mq.broker.real_topic import Stored, joined_properties, parked_runs, store_in_real_topics
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_unit import StoredBatch
-from spark_mq.common.properties import DELAY, scan_properties
+from spark_mq.common.properties import DELAY, REAL_QUEUE_ID, REAL_TOPIC, scan_properties
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutResult
 
 log = logging.getLogger(__name__)
 
-REAL_TOPIC = "REAL_TOPIC"  # MessageConst.PROPERTY_REAL_TOPIC
-REAL_QID = "REAL_QID"  # MessageConst.PROPERTY_REAL_QUEUE_ID
 DELAY_NEEDLE = f"{DELAY}\x01".encode()
 POLL_S = 0.1  # how late a due message may be delivered
-HOST_SIZE = 8  # IPv4 + port
 MAX_PER_PASS = 4096  # entries of one level read per pass (bounds one pass's memory)
-
-Stored = Callable[[str, int, int], None]  # (topic, queue id, next queue offset): wakes held pulls
-
-
-def _slices(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
-    """``raw[starts[i]:ends[i]]`` for every i, by C-level maps (empty where a start is -1)."""
-    return list(map(raw.__getitem__, map(slice, np.maximum(starts, 0).tolist(), np.maximum(ends, 0).tolist())))
-
-
-def _joined(properties: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Property strings back to back: (buffer, starts, ends)."""
-    lengths = np.fromiter(map(len, properties), dtype=np.int64, count=len(properties))
-    ends = np.cumsum(lengths)
-    return np.frombuffer(b"".join(properties), dtype=np.uint8), ends - lengths, ends
 
 
 def _levels(properties: list[bytes]) -> np.ndarray:
     """The delay level of each message (0: none). Raises MessageValidationError for a DELAY value
     that is not a number (RocketMQ's ``Integer.parseInt`` refuses it too)."""
-    buf, starts, ends = _joined(properties)
+    buf, starts, ends = joined_properties(properties)
     s, e = scan_properties(buf, starts, ends).find(DELAY)
     levels = np.zeros(len(properties), dtype=np.int64)
     rows = np.flatnonzero(s >= 0)
@@ -91,19 +75,11 @@ def to_schedule(batch: MessageBatch, max_level: int) -> list[MessageBatch]:
     if not (levels > 0).any():
         return [batch]
     target = np.where(levels > 0, np.minimum(levels, max_level) - 1, -1)
-    real = f"{REAL_TOPIC}\x01{batch.topic}\x02{REAL_QID}\x01{batch.queue_id}\x02".encode()
+    real = f"{REAL_TOPIC}\x01{batch.topic}\x02{REAL_QUEUE_ID}\x01{batch.queue_id}\x02".encode()
     clamped = real + f"{DELAY}\x01{max_level}\x02".encode()  # a later duplicate wins, as in Java's HashMap
     props = [p if lv <= 0 else p + (clamped if lv > max_level else real)
              for p, lv in zip(batch.properties, levels.tolist(), strict=True)]
-    cuts = np.flatnonzero(np.diff(target)) + 1
-    out = []
-    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(batch)], strict=True):
-        part = batch.slice(start, stop)
-        part.properties = props[start:stop]
-        if target[start] >= 0:
-            part.topic, part.queue_id = SCHEDULE_TOPIC, int(target[start])
-        out.append(part)
-    return out
+    return parked_runs(batch, props, target, SCHEDULE_TOPIC)
 
 
 def put_all(store: MessageStore, batches: list[MessageBatch]) -> PutResult:
@@ -114,29 +90,6 @@ def put_all(store: MessageStore, batches: list[MessageBatch]) -> PutResult:
     first = results[0]
     return PutResult(first.status, first.queue_offset, np.concatenate([r.physical_offsets for r in results]),
                      np.concatenate([r.sizes for r in results]), results[-1].store_timestamp, first.store_host)
-
-
-def _without_delay(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """The property strings ``buf[starts[i]:ends[i]]`` with every ``DELAY`` pair cut out, back to
-    back: (bytes, lengths). One pass of numpy calls: a byte is kept if it lies in a property string
-    (+1 at each start, -1 at each end) and in no DELAY pair (-1 at its name, +1 after its separator)."""
-    scan = scan_properties(buf, starts, ends)
-    key = np.frombuffer(DELAY.encode(), dtype=np.uint8)
-    cand = np.flatnonzero((scan.name_end - scan.name_start) == key.size)
-    if cand.size:
-        cand = cand[(buf[scan.name_start[cand, None] + np.arange(key.size)] == key).all(axis=1)]
-    marks = np.zeros(buf.size + 1, dtype=np.int64)
-    np.add.at(marks, starts, 1)
-    np.add.at(marks, ends, -1)
-    lengths = ends - starts
-    if cand.size:
-        # the pair and its separator (when it has one before its message's end)
-        stop = np.minimum(scan.value_end[cand] + 1, ends[scan.row[cand]])
-        np.add.at(marks, scan.name_start[cand], -1)
-        np.add.at(marks, stop, 1)
-        removed = stop - scan.name_start[cand]
-        lengths = lengths - np.bincount(scan.row[cand], weights=removed, minlength=starts.size).astype(np.int64)
-    return buf[np.cumsum(marks[:-1]) == 1].tobytes(), lengths
 
 
 class ScheduleService:
@@ -210,52 +163,12 @@ class ScheduleService:
             return 0
         got = self.store.get_messages(SCHEDULE_TOPIC, queue_id, offset, count)
         if got.count:
-            self._store_real(StoredBatch.decode(got.data, got.unit_starts()))
+            store_in_real_topics(self.store, StoredBatch.decode(got.data, got.unit_starts()), (DELAY,),
+                                 self.on_stored, "schedule")
         # past what was read (a read stops at its byte bound) and past units retention deleted meanwhile
         nxt = min(max(got.next_begin_offset, offset + got.count), offset + count)
         self.offsets[level] = nxt
         return nxt - offset
-
-    def _store_real(self, units: StoredBatch) -> None:
-        """Store ``units`` in their real topics, in runs of equal (topic, queue, born host)."""
-        u, raw = units.units, units.buf
-        buf = np.frombuffer(raw, dtype=np.uint8)
-        scan = scan_properties(buf, u.props_start, u.props_end)
-        topics = _slices(raw, *scan.find(REAL_TOPIC))
-        qids = _slices(raw, *scan.find(REAL_QID))
-        props, lengths = _without_delay(buf, u.props_start, u.props_end)
-        ends = np.cumsum(lengths)
-        prop_list = _slices(props, ends - lengths, ends)
-        bodies = _slices(raw, u.body_start, u.body_end)  # as stored: a compressed body stays compressed
-        keys = list(zip(topics, qids, units.born_hosts, strict=True))
-        codes = dict.fromkeys(keys)
-        for i, k in enumerate(codes):
-            codes[k] = i
-        cuts = (np.flatnonzero(np.diff(np.fromiter(map(codes.__getitem__, keys), dtype=np.int64))) + 1).tolist()
-        for start, stop in zip([0, *cuts], [*cuts, len(keys)], strict=True):
-            self._put_run(keys[start], bodies[start:stop], prop_list[start:stop], units, start, stop)
-
-    def _put_run(self, key: tuple[bytes, bytes, bytes], bodies: list[bytes], props: list[bytes], units: StoredBatch,
-                 start: int, stop: int) -> None:
-        topic_raw, qid_raw, host = key
-        try:
-            topic, queue_id = topic_raw.decode(), int(qid_raw)
-            if not topic:
-                raise ValueError("no topic")
-        except (UnicodeDecodeError, ValueError):
-            log.warning("schedule: %d units without a valid %s/%s (%r, %r) dropped", stop - start, REAL_TOPIC,
-                        REAL_QID, topic_raw, qid_raw)
-            return
-        batch = MessageBatch(topic, queue_id, bodies, props, units.flags[start:stop].astype(np.int32),
-                             units.born_timestamps[start:stop], units.sys_flags[start:stop].astype(np.int32),
-                             units.reconsume_times[start:stop].astype(np.int32),
-                             host.ljust(HOST_SIZE, b"\x00"))  # numpy's S8 drops trailing zero bytes
-        try:
-            result = self.store.put_messages(batch, wait_flush=False)
-        except MessageValidationError as e:
-            log.error("schedule: %d delayed messages to %s dropped: %s", len(bodies), topic, e)
-            return
-        self.on_stored(topic, queue_id, result.queue_offset + result.count)
 
     async def run(self) -> None:
         """Deliver as messages fall due (every ``POLL_S``) until cancelled. Progress is written as soon

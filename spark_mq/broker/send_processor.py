@@ -11,7 +11,9 @@ past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored eithe
 refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
 in a batch) is stored in the schedule topic instead (``schedule.py``). A prepared (transactional)
 message is stored as a half message instead (``transaction.py``, never delayed: RocketMQ delays
-only plain and committed messages); a batch cannot carry one.
+only plain and committed messages); so is a batch of them (all or none of a batch's messages).
+A message with a timer property due later (alone or in a batch) is stored in the timer topic
+(``timer.py``).
 """
 
 from __future__ import annotations
@@ -23,13 +25,14 @@ from collections.abc import Callable
 
 from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.schedule import put_all, to_schedule
+from spark_mq.broker.schedule import DELAY_NEEDLE, put_all, to_schedule
+from spark_mq.broker.timer import TIMER_NEEDLE, TimerLimits, to_timer
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction import TransactionalMessageService, is_prepared_transaction
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
-from spark_mq.common.names import validate_topic
+from spark_mq.common.names import TIMER_TOPIC, validate_topic
 from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -66,11 +69,12 @@ class SendProcessor:
                  on_topic_created: Callable[[], None],
                  ha: HAService | None = None, sync_master: bool = False,
                  slave_refusal: Callable[[], str | None] = lambda: None,
-                 reject_transaction_message: bool = False) -> None:
+                 reject_transaction_message: bool = False, timer: TimerLimits | None = None) -> None:
         """``transactions`` stores prepared messages as half messages (refused with
         ``reject_transaction_message``, as RocketMQ's ``rejectTransactionMessage``);
         ``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
-        ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None."""
+        ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None;
+        ``timer``: what timer messages may ask for (None: refused, as with timerWheelEnable=false)."""
         self.store = store
         self.topics = topics
         self.hold = hold
@@ -82,6 +86,7 @@ class SendProcessor:
         self.ha = ha
         self.sync_master = sync_master
         self.slave_refusal = slave_refusal
+        self.timer = timer or TimerLimits(False, 1, 0)
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
@@ -101,18 +106,16 @@ class SendProcessor:
                                       cmd.describe(), e)
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
-            prepared = is_prepared_transaction(h, cmd.body)
-        except BatchBodyError as e:
+            batch = self._batch(cmd, h, max(h.queue_id, 0), conn)  # its queue is chosen below
+            joined = b"".join(batch.properties)  # once, for each property the checks below look for
+            prepared = is_prepared_transaction(h.sys_flag, batch, joined)
+        except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if prepared:  # refused before anything (a topic) is created
             if self.reject_transaction_message:
                 return cmd.make_response(ResponseCode.NO_PERMISSION,
                                          f"the broker[{self.transactions.broker_name}] sending transaction message is "
                                          f"forbidden (rejectTransactionMessage=true)")
-            if h.batch:
-                return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL,
-                                         "a batch cannot carry transactional (TRAN_MSG) messages: send each one "
-                                         "in its own transaction")
         if topic is None:
             topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
             if topic is None:
@@ -127,12 +130,17 @@ class SendProcessor:
             return cmd.make_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"request queueId[{queue_id}] is illegal, topic {h.topic} has {topic.write_queue_nums} write queues")
+        batch.queue_id = queue_id
         try:
-            batch = self._batch(cmd, h, queue_id, conn)
             if prepared:
                 batch = self.transactions.half_batch(batch, h.producer_group)
             started = time.perf_counter()
-            parts = [batch] if prepared else to_schedule(batch, int(self.store.delays_ms.size))
+            if prepared or (DELAY_NEEDLE not in joined and TIMER_NEEDLE not in joined):
+                parts = [batch]
+            else:
+                now_ms = int(time.time() * 1000)
+                parts = [timed for part in to_schedule(batch, int(self.store.delays_ms.size))
+                         for timed in to_timer(part, self.timer, now_ms)]
             result = put_all(self.store, parts)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
@@ -167,8 +175,8 @@ class SendProcessor:
     def _queue_end(self, h: SendMessageRequestHeader, queue_id: int, parts: list[MessageBatch], result: PutResult
                    ) -> int:
         """The end of the requested queue after this put, for held pulls (0 when every message went to
-        the schedule topic: nothing arrived in it)."""
-        if all(p.topic == SCHEDULE_TOPIC for p in parts):
+        the schedule or timer topic: nothing arrived in it)."""
+        if all(p.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for p in parts):
             return 0
         if len(parts) == 1:
             return result.queue_offset + result.count

@@ -14,7 +14,9 @@ slave's, so the slave's retention waits for the same archive; and the master's c
 ``master_min_offset``, the floor of the slave's retention: it deletes only files its master deleted
 (see ``spark_mq.store.retention``). The floor is learned here rather than from the HA stream, whose
 RocketMQ layout has no field for it; a floor up to one round old is only lower than the master's
-(a master's min offset never goes back), so the slave errs on keeping. 0 until first learned.
+(a master's min offset never goes back), so the slave errs on keeping. 0 until first learned. And the
+master's timer progress (GET_TIMER_CHECK_POINT, our JSON body) is kept in ``timercheck.json``, marked
+``synced``, for a promotion (``timer_service.py``).
 
 Before it takes the master's offsets it offers the master those clients committed on this slave
 (they commit here only while they cannot reach the master: ``ConsumerOffsetManager.for_master``),
@@ -43,6 +45,7 @@ from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager, decode_table
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.errors import BodyError, RemotingError
+from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
     DelayOffsetSerializeWrapper,
@@ -64,7 +67,8 @@ class SlaveSynchronize:
     def __init__(self, client: RemotingClient, master_addr: Callable[[], str], topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, retry: RetryScheduler,
                  schedule: ScheduleService, tiered: TieredOffsetManager, interval_s: float,
-                 on_topics_changed: Callable[[], None]) -> None:
+                 on_topics_changed: Callable[[], None], timer_file: JsonConfigFile | None = None) -> None:
+        """``timer_file``: where the master's timer progress is kept (timercheck.json), for a promotion."""
         self.client = client
         self.master_addr = master_addr
         self.topics = topics
@@ -77,6 +81,7 @@ class SlaveSynchronize:
         # the master's commitlog min offset as last learned (read by the store's retention thread)
         self.master_min_offset = 0
         self.on_topics_changed = on_topics_changed
+        self.timer_file = timer_file
         self._now = asyncio.Event()
 
     def master_learned(self) -> None:
@@ -96,6 +101,7 @@ class SlaveSynchronize:
             ("topic config", self.sync_topics), ("subscription groups", self.sync_groups),
             ("consumer offsets", self.sync_offsets), ("delay offsets", self.sync_delay_offsets),
             ("tiered offsets", self.sync_tiered_offsets), ("commitlog min offset", self.sync_master_min_offset),
+            ("timer checkpoint", self.sync_timer_checkpoint),
         )
         for what, step in steps:
             try:
@@ -164,6 +170,19 @@ class SlaveSynchronize:
         table = decode_table(json.loads(await self._fetch(addr, RequestCode.GET_ALL_TIERED_OFFSET)))
         if self.tiered.replace(table):
             log.info("slave sync: took the tiered offsets of %d topics from master %s", len(table), addr)
+
+    async def sync_timer_checkpoint(self, addr: str) -> None:
+        """Keep the master's timer progress, marked ``synced``: promoted, this broker rebuilds its timer log
+        from the timer topic from there (``timer_service.py``). Nothing while the master has no timers."""
+        if self.timer_file is None:
+            return
+        resp = await self.client.invoke(addr, RemotingCommand.request(RequestCode.GET_TIMER_CHECK_POINT),
+                                        REQUEST_TIMEOUT_S)
+        if resp.code != ResponseCode.SUCCESS:  # timerWheelEnable=false, or not a spark_mq broker
+            return
+        progress = {**json.loads(resp.body or b"{}"), "synced": 1}
+        if progress.get("readTimeMs") is not None and progress != self.timer_file.load({}):
+            self.timer_file.persist(progress)
 
     async def sync_master_min_offset(self, addr: str) -> None:
         info = KVTable.from_json(await self._fetch(addr, RequestCode.GET_BROKER_RUNTIME_INFO)).table

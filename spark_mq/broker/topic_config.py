@@ -18,7 +18,7 @@ import logging
 from spark_mq.common.config import BrokerConfig
 from spark_mq.common.delay_levels import parse_delay_levels
 from spark_mq.common.errors import InvalidNameError
-from spark_mq.common.names import AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, retry_topic, validate_topic
+from spark_mq.common.names import AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, TIMER_TOPIC, retry_topic, validate_topic
 from spark_mq.common.perm import PERM_INHERIT, PERM_READ_WRITE
 from spark_mq.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.store.config_file import JsonConfigFile
@@ -52,6 +52,7 @@ class TopicConfigManager:
         # delayed messages wait in one queue per level (RocketMQ registers it the same way)
         levels = len(parse_delay_levels(self.config.message_delay_level))
         self.topics.setdefault(SCHEDULE_TOPIC, TopicConfig(SCHEDULE_TOPIC, levels, levels, PERM_READ_WRITE))
+        self.topics.setdefault(TIMER_TOPIC, TopicConfig(TIMER_TOPIC, 1, 1, PERM_READ_WRITE))  # timer messages wait here
 
     def persist(self) -> None:
         wrapper = TopicConfigSerializeWrapper(self.topics, self.data_version)

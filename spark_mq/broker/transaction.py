@@ -3,10 +3,14 @@ the check-back of unresolved ones.
 
 A prepared send (``TRAN_MSG=true``) is stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, its real
 topic and queue in the properties ``REAL_TOPIC``/``REAL_QID``: consumers of the real topic never
-see it. END_TRANSACTION commits (a copy goes to the real topic without the transaction
-properties) or rolls back; either way an op record, the half message's queue offset as its body
-and tag ``d``, goes to ``RMQ_SYS_TRANS_OP_HALF_TOPIC``. The op queue is the durable state: at start
-it is read back in bulk, so a restart knows every resolved half message.
+see it. A transaction is the half messages with the same ``__transactionId__`` (else each message
+is its own, by UNIQ_KEY): a prepared batch (every message ``TRAN_MSG=true``, e.g. the Spark sink's)
+whose messages share one is decided as a whole. END_TRANSACTION about any of its messages commits
+(copies go to the real topics without the transaction properties, one batch put per queue, a
+message stored twice by a retried send committed once) or rolls back; either way an op record, the
+half message's queue offset as its body and tag ``d``, goes to ``RMQ_SYS_TRANS_OP_HALF_TOPIC``.
+The op queue is the durable state: at start it is read back in bulk, so a restart knows every
+resolved half message.
 
 Every ``transactionCheckInterval`` the half queue is scanned in bulk from the first unresolved
 message. One older than ``transactionTimeOut`` (or its own ``CHECK_IMMUNITY_TIME_IN_SECONDS``)
@@ -15,12 +19,13 @@ queue, the old one gets an op record, and CHECK_TRANSACTION_STATE about the copy
 producer of the group (known from heartbeats). Past ``transactionCheckMax`` checks a half message
 is discarded: logged, counted, kept in ``TRANS_CHECK_MAX_TIME_TOPIC`` for inspection.
 
-Exactly one outcome per transaction: a renewed copy forwards a late END_TRANSACTION about the old
-one to the live copy, and a decision marks every live copy of the same transaction (UNIQ_KEY)
-resolved, so neither a late answer nor a copy left by a crash between a renewal's two writes is
-committed twice; a crash between a commit's two appends (the real message, then its op record) is
-found at start: an unresolved half message whose committed copy (``TRAN_PREPARED_QUEUE_OFFSET``,
-found by UNIQ_KEY in the message index) is in its topic is resolved without a check.
+Exactly one outcome per transaction: END_TRANSACTION about a renewed (or, after a restart, any
+resolved) copy goes to the live copies of its transaction, and a decision marks every live copy of
+the transaction resolved, so neither a late answer nor a copy left by a crash between a renewal's
+two writes is committed twice; a crash between a commit's appends (the real messages, then the op
+records) is found at start: committed copies (``TRAN_PREPARED_QUEUE_OFFSET``, found by UNIQ_KEY in
+the message index) form a prefix of the commit's order, so a binary search finds it, the rest is
+committed and the transaction resolved without a check. A check round asks once per transaction.
 
 Thread-safety: used from the broker's event loop only.
 """
@@ -41,11 +46,14 @@ from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import StoredMessage, decode_message, decode_messages, encode_batch
 from spark_mq.common.properties import (
     CHECK_IMMUNITY_TIME,
+    NAME_VALUE_SEPARATOR,
     PRODUCER_GROUP,
+    PROPERTY_SEPARATOR,
     REAL_QUEUE_ID,
     REAL_TOPIC,
     TAGS,
     TRANSACTION_CHECK_TIMES,
+    TRANSACTION_ID,
     TRANSACTION_PREPARED,
     TRANSACTION_PREPARED_QUEUE_OFFSET,
     UNIQ_KEY,
@@ -62,10 +70,8 @@ from spark_mq.remoting.headers import (
     TRANSACTION_ROLLBACK_TYPE,
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
-    SendMessageRequestHeader,
     transaction_type,
 )
-from spark_mq.remoting.message_batch_codec import decode_batch_body
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus
 
@@ -76,11 +82,13 @@ OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"  # RocketMQ's TransactionalMessageUtil.REMOVETAG
+ALREADY_RESOLVED = "already resolved"  # END_TRANSACTION's remark when its transaction was decided before
 SCAN_BATCH = 1024  # units read per bulk read of the half or op queue
 MAX_ROUND_UNITS = 64 * SCAN_BATCH  # half messages one check round looks at (the rest wait for the next)
 _REMOVE_PROPS = encode_properties({TAGS: REMOVE_TAG})
 _PREPARED_NAME = f"{TRANSACTION_PREPARED}\x01"
 _PREPARED_NEEDLE = _PREPARED_NAME.encode()
+_GROUP_NAME = f"{PRODUCER_GROUP}{NAME_VALUE_SEPARATOR}".encode()
 # the properties a committed (or discarded) copy drops: it is an ordinary message again
 _HALF_ONLY = (TRANSACTION_PREPARED, REAL_TOPIC, REAL_QUEUE_ID, TRANSACTION_CHECK_TIMES)
 
@@ -96,22 +104,39 @@ def _prepared_property(properties: bytes) -> bool:
             and decode_properties(properties).get(TRANSACTION_PREPARED, "").lower() == "true")
 
 
-def is_prepared_transaction(h: SendMessageRequestHeader, body: bytes) -> bool:
-    """Whether a send request carries a prepared transactional message (in its sysFlag, or as
-    TRAN_MSG=true in the properties of the message or of any message of a batch).
-
-    A batch body is searched for the property name as a whole first (one C-level scan), so an
-    ordinary batch costs no decoding here. Raises BatchBodyError for a malformed batch.
+def is_prepared_transaction(sys_flag: int, batch: MessageBatch, joined_properties: bytes) -> bool:
+    """Whether a send carries prepared transactional messages (in its sysFlag, or as TRAN_MSG=true in
+    the properties of the message or of every message of a batch). ``joined_properties`` is the
+    batch's property strings back to back: the send path joins them once for every property it
+    looks for, and an ordinary send costs one C-level scan of them here. Raises
+    MessageValidationError for a batch that mixes prepared and ordinary messages.
     """
-    if transaction_type(h.sys_flag) == TRANSACTION_PREPARED_TYPE:
+    if transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE:
         return True
-    if not h.batch:  # the header's property string: decoded only when the name occurs in it
-        props = h.properties or ""
-        return _PREPARED_NAME in props and _prepared_property(props.encode())
-    if _PREPARED_NEEDLE not in body:
+    if _PREPARED_NEEDLE not in joined_properties:
         return False
-    batch = decode_batch_body(body, h.topic, 0, h.born_timestamp)
-    return any(_prepared_property(p) for p in batch.properties if _PREPARED_NEEDLE in p)
+    prepared = sum(1 for p in batch.properties if _PREPARED_NEEDLE in p and _prepared_property(p))
+    if 0 < prepared < len(batch):
+        raise MessageValidationError(f"a batch mixes {prepared} transactional (TRAN_MSG=true) message(s) with "
+                                     f"{len(batch) - prepared} ordinary one(s): send them in separate batches")
+    return prepared > 0
+
+
+def transaction_key(properties: dict[str, str], queue_offset: int) -> str:
+    """The transaction of a half message: its ``__transactionId__`` (shared by a prepared batch's
+    messages), else its UNIQ_KEY (a message of its own)."""
+    return properties.get(TRANSACTION_ID) or properties.get(UNIQ_KEY) or f"half:{queue_offset}"
+
+
+def _appended(properties: bytes, tail: bytes) -> bytes:
+    """An encoded property string with ``tail`` (encoded pairs) after it; later pairs win on decode."""
+    if properties and not properties.endswith(PROPERTY_SEPARATOR.encode()):
+        properties += PROPERTY_SEPARATOR.encode()
+    return properties + tail
+
+
+def _names_group(properties: bytes) -> bool:
+    return properties.startswith(_GROUP_NAME) or PROPERTY_SEPARATOR.encode() + _GROUP_NAME in properties
 
 
 def _check_times(m: StoredMessage) -> int:
@@ -147,10 +172,6 @@ class TransactionalMessageService:
         self.done: set[int] = set()  # resolved half queue offsets at or past ``progress``
         self.live: dict[int, str] = {}  # unresolved half queue offset -> its transaction (UNIQ_KEY)
         self.by_key: dict[str, set[int]] = {}  # transaction -> its unresolved half queue offsets
-        # renewed half queue offset -> its transaction, while the transaction is unresolved (a late
-        # answer about it goes to the live copy)
-        self.renewed: dict[int, str] = {}
-        self._renewed_of: dict[str, list[int]] = {}
 
     # -- start-up --------------------------------------------------------------------------------
     def load(self) -> None:
@@ -164,22 +185,42 @@ class TransactionalMessageService:
         self.done = {o for o in self.done if o >= self.progress}  # ops about half messages retention deleted
         self._advance()
         offset = self.progress
-        live: list[StoredMessage] = []
+        live: dict[str, list[StoredMessage]] = {}
         while offset < self.store.get_max_offset(HALF_TOPIC, HALF_QUEUE_ID):
             msgs, offset = self._read(HALF_TOPIC, offset)
             if not msgs:
                 break
             for m in msgs:
                 if m.queue_offset not in self.done:
-                    self._track(m.queue_offset, m.properties.get(UNIQ_KEY) or f"half:{m.queue_offset}")
-                    live.append(m)
-        committed = [m for m in live if m.queue_offset in self.live and self._committed_before(m)]
-        for m in committed:
-            self._resolved(sorted(self.by_key.get(self.live[m.queue_offset], ())))
+                    key = transaction_key(m.properties, m.queue_offset)
+                    self._track(m.queue_offset, key)
+                    live.setdefault(key, []).append(m)
+        committed = 0
+        for key, msgs in live.items():
+            order = _commit_order(msgs)
+            done = self._committed_prefix(order)
+            if done:  # the decision was commit: the rest of it too
+                self._commit(order[done:])
+                self._resolved(sorted(self.by_key.get(key, ())))
+                committed += 1
         if committed:
-            log.info("transactions: %d committed before a crash lost their op record: resolved now", len(committed))
+            log.info("transactions: %d committed before a crash lost their op record: resolved now", committed)
         if self.live:
             log.info("transactions: %d half messages unresolved from before the restart", len(self.live))
+
+    def _committed_prefix(self, order: list[StoredMessage]) -> int:
+        """How many of a transaction's messages, in commit order, a commit cut short by a crash stored
+        (a prefix: the puts go in that order): a binary search with one index lookup per step."""
+        if not order or not self._committed_before(order[0]):
+            return 0
+        lo, hi = 1, len(order)  # order[:lo] committed; order[hi:] not (hi == len: unknown past the end)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._committed_before(order[mid]):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def _committed_before(self, m: StoredMessage) -> bool:
         """Whether the real topic holds the committed copy of half message ``m`` (a crash between a
@@ -235,31 +276,41 @@ class TransactionalMessageService:
             copies.discard(offset)
             if not copies:
                 del self.by_key[key]
-                for old in self._renewed_of.pop(key, ()):
-                    self.renewed.pop(old, None)
 
     def _advance(self) -> None:
         while self.progress in self.done:
             self.done.discard(self.progress)
             self.progress += 1
 
-    def _live_copy(self, offset: int) -> int | None:
-        """The unresolved copy of the half message at ``offset`` (itself, or the newest a check renewed it into)."""
-        if offset in self.live:
-            return offset
-        copies = self.by_key.get(self.renewed.get(offset, ""))
+    def _live_copy(self, msg: StoredMessage) -> int | None:
+        """An unresolved half message of ``msg``'s transaction (itself, or the newest live copy)."""
+        if msg.queue_offset in self.live:
+            return msg.queue_offset
+        copies = self.by_key.get(transaction_key(msg.properties, msg.queue_offset))
         return max(copies) if copies else None
+
+    def _messages_at(self, offsets: list[int]) -> list[StoredMessage]:
+        """The half messages at sorted ``offsets`` (bulk reads over their range)."""
+        wanted, out = set(offsets), []
+        offset = offsets[0]
+        while offset <= offsets[-1]:
+            msgs, nxt = self._read(HALF_TOPIC, offset)
+            out.extend(m for m in msgs if m.queue_offset in wanted)
+            if nxt <= offset:
+                break
+            offset = nxt
+        return out
 
     # -- the send path ---------------------------------------------------------------------------
     def half_batch(self, batch: MessageBatch, producer_group: str) -> MessageBatch:
-        """The half message for a prepared one-message batch (RocketMQ's ``parseHalfMessageInner``)."""
+        """The half messages of a prepared batch (RocketMQ's ``parseHalfMessageInner`` for each): the
+        real topic and queue, and the producer group unless a message names its own, appended to the
+        encoded properties (no decoding)."""
         self.ensure_topic(HALF_TOPIC)  # as RocketMQ, the system topics have configs (tools list them)
-        props = decode_properties(batch.properties[0])
-        props[REAL_TOPIC] = batch.topic
-        props[REAL_QUEUE_ID] = str(batch.queue_id)
-        props.setdefault(PRODUCER_GROUP, producer_group)
-        half = MessageBatch.of(HALF_TOPIC, HALF_QUEUE_ID, batch.bodies, [encode_properties(props)],
-                               born_host=batch.born_host)
+        real = encode_properties({REAL_TOPIC: batch.topic, REAL_QUEUE_ID: str(batch.queue_id)})
+        with_group = real + encode_properties({PRODUCER_GROUP: producer_group})
+        props = [_appended(p, real if _names_group(p) else with_group) for p in batch.properties]
+        half = MessageBatch.of(HALF_TOPIC, HALF_QUEUE_ID, batch.bodies, props, born_host=batch.born_host)
         half.born_timestamps[:] = batch.born_timestamps
         half.flags[:] = batch.flags
         half.sys_flags[:] = (batch.sys_flags & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_NOT_TYPE
@@ -267,10 +318,10 @@ class TransactionalMessageService:
         return half
 
     def stored_half(self, queue_offset: int, batch: MessageBatch) -> None:
-        """A half message was stored at ``queue_offset``."""
-        key = decode_properties(batch.properties[0]).get(UNIQ_KEY) or f"half:{queue_offset}"
-        self._track(queue_offset, key)
-        self.metrics.transaction("half")
+        """The half messages of ``batch`` were stored from ``queue_offset`` on."""
+        for i, props in enumerate(batch.properties):
+            self._track(queue_offset + i, transaction_key(decode_properties(props), queue_offset + i))
+        self.metrics.transaction("half", len(batch))
 
     # -- END_TRANSACTION -------------------------------------------------------------------------
     def end(self, h: EndTransactionRequestHeader) -> tuple[int, str]:
@@ -288,32 +339,26 @@ class TransactionalMessageService:
         group = msg.properties.get(PRODUCER_GROUP)
         if group is not None and group != h.producer_group:
             return ResponseCode.SYSTEM_ERROR, f"the producer group wrong: {h.producer_group}, the message's is {group}"
-        live = self._live_copy(msg.queue_offset)
+        live = self._live_copy(msg)
         if live is None:
             log.debug("END_TRANSACTION for half offset %d ignored: already resolved", msg.queue_offset)
-            return ResponseCode.SUCCESS, "already resolved"
-        key = self.live[live]
+            return ResponseCode.SUCCESS, ALREADY_RESOLVED
+        offsets = sorted(self.by_key.get(self.live[live], {live}))
         if state == TRANSACTION_COMMIT_TYPE:
-            self._commit(msg)
-        self._resolved(sorted(self.by_key.get(key, {live})))
+            named = msg.properties.get(UNIQ_KEY)  # its committed copy names the offset END named, as RocketMQ's
+            self._commit([msg if named and m.properties.get(UNIQ_KEY) == named else m
+                          for m in _commit_order(self._messages_at(offsets))])
+        self._resolved(offsets)
         self.metrics.transaction("commit" if state == TRANSACTION_COMMIT_TYPE else "rollback")
         return ResponseCode.SUCCESS, ""
 
-    def _real_batch(self, msg: StoredMessage, topic: str, queue_id: int) -> MessageBatch:
-        props = {k: v for k, v in msg.properties.items() if k not in _HALF_ONLY}
-        props[TRANSACTION_PREPARED_QUEUE_OFFSET] = str(msg.queue_offset)
-        batch = MessageBatch.of(topic, queue_id, [msg.body], [encode_properties(props)],
-                                born_timestamp=msg.born_timestamp, born_host=msg.born_host)
-        batch.flags[:] = msg.flag
-        batch.sys_flags[:] = (msg.sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE
-        batch.reconsume_times[:] = msg.reconsume_times
-        return batch
-
-    def _commit(self, msg: StoredMessage) -> None:
-        topic = msg.properties.get(REAL_TOPIC, "")
-        queue_id = int(msg.properties.get(REAL_QUEUE_ID, "0") or 0)
-        result = self.store.put_messages(self._real_batch(msg, topic, queue_id), wait_flush=False)
-        self.on_stored(topic, queue_id, result.queue_offset + 1)
+    def _commit(self, order: list[StoredMessage]) -> None:
+        """Store the committed copies of ``order`` (a :func:`_commit_order` or its suffix) in their real
+        queues, in that order: one put per run of a queue, at most SCAN_BATCH messages each."""
+        for put in _puts(order):
+            topic, queue_id = _real_queue(put[0])
+            result = self.store.put_messages(_real_batch(put, topic, queue_id), wait_flush=False)
+            self.on_stored(topic, queue_id, result.queue_offset + len(put))
 
     # -- check-back ------------------------------------------------------------------------------
     def check(self, now_ms: int | None = None) -> int:
@@ -368,16 +413,18 @@ class TransactionalMessageService:
                 renew.append(m)
             else:
                 self._discard(m)
-        copies: list[StoredMessage] = []
+        copies: list[StoredMessage] = []  # one per transaction: a batch's is asked about once
         if renew:
             batch = self._renewal(renew)
             result = self.store.put_messages(batch, wait_flush=False)
+            asked: set[str] = set()
             for i, m in enumerate(renew):
                 new_offset = result.queue_offset + i
                 key = self.live[m.queue_offset]
-                self.renewed[m.queue_offset] = key
-                self._renewed_of.setdefault(key, []).append(m.queue_offset)
                 self._track(new_offset, key)
+                if key in asked:
+                    continue
+                asked.add(key)
                 props = {**m.properties, TRANSACTION_CHECK_TIMES: str(_check_times(m) + 1)}
                 copies.append(StoredMessage(HALF_TOPIC, HALF_QUEUE_ID, new_offset, int(result.physical_offsets[i]),
                                             m.body, props, m.flag, m.sys_flag, m.body_crc, m.born_timestamp,
@@ -405,7 +452,7 @@ class TransactionalMessageService:
                     self.config.check_max)
         self.ensure_topic(CHECK_MAX_TIME_TOPIC)
         try:
-            self.store.put_messages(self._real_batch(m, CHECK_MAX_TIME_TOPIC, 0), wait_flush=False)
+            self.store.put_messages(_real_batch([m], CHECK_MAX_TIME_TOPIC, 0), wait_flush=False)
         except MessageValidationError as e:
             log.error("discarded transaction %s not kept: %s", m.properties.get(UNIQ_KEY), e)
         self.metrics.transaction("discarded")
@@ -449,6 +496,49 @@ class TransactionalMessageService:
                 log.warning("transaction check round postponed: %s", e)
             except Exception:  # retried next round; the broker keeps serving
                 log.exception("transaction check round failed")
+
+
+def _real_queue(m: StoredMessage) -> tuple[str, int]:
+    return m.properties.get(REAL_TOPIC, ""), int(m.properties.get(REAL_QUEUE_ID, "0") or 0)
+
+
+def _commit_order(msgs: list[StoredMessage]) -> list[StoredMessage]:
+    """The order a transaction's half messages are committed in: one message per UNIQ_KEY (a send
+    retried after a lost answer stored it twice), grouped by real queue in order of first appearance.
+    A function of the set of live half messages, so a restart recomputes it."""
+    seen: set[str] = set()
+    by_queue: dict[tuple[str, int], list[StoredMessage]] = {}
+    for m in sorted(msgs, key=lambda m: m.queue_offset):
+        uniq = m.properties.get(UNIQ_KEY) or f"half:{m.queue_offset}"
+        if uniq not in seen:
+            seen.add(uniq)
+            by_queue.setdefault(_real_queue(m), []).append(m)
+    return [m for queue in by_queue.values() for m in queue]
+
+
+def _puts(order: list[StoredMessage]) -> list[list[StoredMessage]]:
+    """``order`` cut into runs of one real queue, at most SCAN_BATCH messages each."""
+    puts: list[list[StoredMessage]] = []
+    for m in order:
+        if not puts or len(puts[-1]) == SCAN_BATCH or _real_queue(puts[-1][0]) != _real_queue(m):
+            puts.append([])
+        puts[-1].append(m)
+    return puts
+
+
+def _real_batch(msgs: list[StoredMessage], topic: str, queue_id: int) -> MessageBatch:
+    """The committed (or discarded) copies of ``msgs``: ordinary messages of ``topic`` again."""
+    # the stored names and values are valid: joined without encode_properties' per-character checks
+    props = ["".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in m.properties.items()
+                     if k not in _HALF_ONLY).encode()
+             + f"{TRANSACTION_PREPARED_QUEUE_OFFSET}{NAME_VALUE_SEPARATOR}{m.queue_offset}{PROPERTY_SEPARATOR}".encode()
+             for m in msgs]
+    batch = MessageBatch.of(topic, queue_id, [m.body for m in msgs], props, born_host=msgs[0].born_host)
+    batch.born_timestamps[:] = [m.born_timestamp for m in msgs]
+    batch.flags[:] = [m.flag for m in msgs]
+    batch.sys_flags[:] = [(m.sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE for m in msgs]
+    batch.reconsume_times[:] = [m.reconsume_times for m in msgs]
+    return batch
 
 
 class EndTransactionProcessor:

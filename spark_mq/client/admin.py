@@ -99,6 +99,17 @@ class BrokerStatus:
         return self.runtime.get("brokerRole") or ("MASTER" if self.broker_id == 0 else "SLAVE")
 
     @property
+    def replica_id(self) -> int | None:
+        """Controller mode: the broker's id at the controller (the NameServers list the master as 0)."""
+        return self._int("replicaId")
+
+    @property
+    def epoch(self) -> tuple[int, int] | None:
+        """Controller mode: the last master epoch in the broker's epoch file and the commitlog offset it starts at."""
+        epoch, start = self._int("masterEpoch"), self._int("masterEpochStartOffset")
+        return None if epoch is None or start is None else (epoch, start)
+
+    @property
     def slave_lag_bytes(self) -> int | None:
         """A master's: bytes its most advanced connected slave lacks (None without one)."""
         return self._int("slaveFallBehindMuch")

@@ -267,6 +267,13 @@ class MQClientAPI:
         """END_TRANSACTION (37), oneway as RocketMQ's producers send it."""
         await self._oneway(addr, RequestCode.END_TRANSACTION, header, timeout=timeout)
 
+    async def end_transaction_confirmed(self, addr: str, header: EndTransactionRequestHeader, *,
+                                        timeout: float | None = None) -> str:
+        """END_TRANSACTION (37) as a request: the broker's answer (its remark, "" when none) once it
+        applied the decision; MQClientError when it refused it."""
+        response = await self._invoke(addr, RequestCode.END_TRANSACTION, header, timeout=timeout)
+        return response.remark or ""
+
     async def _invoke(self, addr: str, code: int, header: Header | dict[str, object] | None = None,
                       body: bytes = b"", timeout: float | None = None,
                       ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:

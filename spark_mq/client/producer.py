@@ -12,6 +12,9 @@
   (``retry_times`` more) on another broker, and brokers that failed or were slow are avoided for
   a while (:mod:`spark_mq.client.latency_fault`). Every failure refreshes the topic's route from
   the NameServer; the client instance refreshes all routes every ``poll_name_server_interval_s``.
+  A master that cannot be reached while the route lists its slaves and no other master (a
+  controller electing one of them) is a failover under way: the retry waits for the route to name
+  the new master, within the send timeout, rather than failing at once (RocketMQ's producer fails).
   ``send_timeout_s`` bounds a whole send, retries included. Ordered sends are never retried on
   another queue (that would break the order), as RocketMQ.
 - A topic the NameServer does not know is sent through the default topic TBW102's route, and the
@@ -70,6 +73,8 @@ T = TypeVar("T")
 NO_BUYER_ID = 204
 NOT_IN_CURRENT_UNIT = 205
 # broker answers another broker may not give (DefaultMQProducer.retryResponseCodes, plus SYSTEM_BUSY)
+# between route polls while a failed master's set has no other master yet (_refresh_through_election)
+ELECTION_POLL_S = 0.1
 RETRY_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
                          ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, NO_BUYER_ID, NOT_IN_CURRENT_UNIT})
 
@@ -312,6 +317,23 @@ class Producer:
             log.debug("route refresh of %s after a failed send failed: %s", topic, e)
             return None
 
+    async def _refresh_through_election(self, topic: str, broker_name: str, failed_addr: str,
+                                        deadline: float) -> list[MessageQueue] | None:
+        """The topic's queues from a fresh route after ``failed_addr`` (``broker_name``'s master) could not
+        be reached. While the route lists that broker set's slaves with no master, or with that same dead
+        master, and no other broker set to send to, the set is between masters (in controller mode an
+        election is under way; the elected slave registers as id 0 within a second or so): the route is
+        asked again every :data:`ELECTION_POLL_S`, until the send's deadline, so that the retry goes to the
+        new master instead of failing."""
+        while True:
+            queues = await self._refresh_after_failure(topic)
+            members = self.instance.broker_sets.get(broker_name, {})
+            electing = (any(i != MASTER_ID for i in members) and members.get(MASTER_ID) in (None, failed_addr)
+                        and all(q.broker_name == broker_name for q in queues or ()))
+            if not electing or self._clock() + ELECTION_POLL_S >= deadline:
+                return queues
+            await asyncio.sleep(ELECTION_POLL_S)
+
     # -- attempts ------------------------------------------------------------------------------
 
     async def _send_retrying(self, topic: str, attempt: Callable[[MessageQueue, str, float], Awaitable[T]],
@@ -361,7 +383,11 @@ class Producer:
                 return result
             log.info("send to %s (%s) failed (attempt %d of %d): %s", mq, addr, tried, attempts, last_error)
             last_broker = mq.broker_name
-            queues = await self._refresh_after_failure(topic) or queues
+            if isinstance(last_error, RemotingConnectError) and addr is not None and tried < attempts:
+                refreshed = await self._refresh_through_election(topic, mq.broker_name, addr, deadline)
+            else:
+                refreshed = await self._refresh_after_failure(topic)
+            queues = refreshed or queues
         elapsed = (self._clock() - begin) * 1000
         why = f": {last_error}" if last_error else ""
         raise SendFailedError(f"send to topic {topic} failed after {tried} attempt(s) in {elapsed:.0f} ms "

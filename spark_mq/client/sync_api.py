@@ -86,6 +86,11 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.end_transaction`."""
         return self._run(self._target.end_transaction(addr=addr, header=header, timeout=timeout))
 
+    def end_transaction_confirmed(self, addr: str, header: EndTransactionRequestHeader, *,
+                                  timeout: float | None = None) -> str:
+        """Blocking :meth:`MQClientAPI.end_transaction_confirmed`."""
+        return self._run(self._target.end_transaction_confirmed(addr=addr, header=header, timeout=timeout))
+
     def get_route_info(self, namesrv: str, topic: str, *, timeout: float | None = None) -> TopicRouteData | None:
         """Blocking :meth:`MQClientAPI.get_route_info`."""
         return self._run(self._target.get_route_info(namesrv=namesrv, topic=topic, timeout=timeout))

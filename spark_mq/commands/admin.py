@@ -61,7 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                 description="Every broker set the NameServer knows: each member's name, id, address and role, "
                             "and each slave's replication lag in bytes and seconds as its master reports it "
                             "(GET_BROKER_RUNTIME_INFO: slaveFallBehindMuch; with several slaves, the figures "
-                            "are the most advanced one's).")
+                            "are the most advanced one's); for controller-mode brokers also each one's replica id "
+                            "at the controller and the last master epoch in its epoch file, with the commitlog "
+                            "offset that epoch starts at.")
 
     controller = add_command(
         what, "controller", _controller, help="replication controllers: leader, masters, epochs, SyncStateSets",
@@ -153,11 +155,15 @@ def _cluster(args: argparse.Namespace) -> int:
     if not brokers:
         raise SparkMQError(f"no broker is registered with the NameServer at {args.namesrv}: start `spark-mq broker`")
     masters = {b.broker_name: b for b in brokers if b.broker_id == 0}
+    controller_mode = any(b.replica_id is not None for b in brokers)
     table = Table(title=f"broker sets at {args.namesrv}")
     for name, justify in (("cluster", "left"), ("broker", "left"), ("id", "right"), ("address", "left"),
                           ("role", "left"), ("commitlog max", "right"), ("lag bytes", "right"),
                           ("lag seconds", "right"), ("state", "left")):
         table.add_column(name, justify=justify)
+    if controller_mode:
+        table.add_column("replica id", justify="right")
+        table.add_column("epoch (from offset)", justify="right")
     for b in brokers:
         lag_bytes = lag_seconds = "-"
         master = masters.get(b.broker_name)
@@ -169,8 +175,12 @@ def _cluster(args: argparse.Namespace) -> int:
                 lag_seconds = f"{master.slave_lag_seconds or 0.0:.1f}"
         state = "ok" if b.error is None else f"unreachable: {b.error}"
         max_offset = "-" if b.commitlog_max_offset is None else str(b.commitlog_max_offset)
-        table.add_row(b.cluster, b.broker_name, str(b.broker_id), b.addr, b.role, max_offset, lag_bytes, lag_seconds,
-                      state)
+        row = [b.cluster, b.broker_name, str(b.broker_id), b.addr, b.role, max_offset, lag_bytes, lag_seconds, state]
+        if controller_mode:
+            epoch = b.epoch
+            row += ["-" if b.replica_id is None else str(b.replica_id),
+                    "-" if epoch is None else f"{epoch[0]} ({epoch[1]})"]
+        table.add_row(*row)
     console().print(table)
     return 0 if all(b.error is None for b in brokers) else 1
 

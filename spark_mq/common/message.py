@@ -24,6 +24,7 @@ from spark_mq.common.properties import (
     KEYS,
     MAX_PROPERTIES_LENGTH,
     TAGS,
+    TIMER_DELIVER_MS,
     UNIQ_KEY,
     encode_properties,
 )
@@ -51,12 +52,15 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     flag: int = 0
     delay_level: int = 0  # > 0: delivered after that level's delay (the broker's messageDelayLevel)
+    deliver_time_ms: int = 0  # > 0: a timer message, delivered at this epoch ms (Java's setDeliverTimeMs)
 
     def all_properties(self) -> dict[str, str]:
-        """User properties plus TAGS, KEYS and DELAY in RocketMQ's reserved names."""
+        """User properties plus TAGS, KEYS, DELAY and TIMER_DELIVER_MS in RocketMQ's reserved names."""
         props = dict(self.properties)
         if self.delay_level > 0:
             props[DELAY] = str(self.delay_level)
+        if self.deliver_time_ms > 0:
+            props[TIMER_DELIVER_MS] = str(self.deliver_time_ms)
         if self.tags:
             props[TAGS] = self.tags
         if self.keys:

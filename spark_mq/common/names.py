@@ -31,6 +31,7 @@ TOPIC_MAX_LENGTH = 127  # stored behind an int8 length
 AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC: unknown topics route through it
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC: delayed messages wait in it
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC: timer messages wait in its queue 0
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
 # RocketMQ's TopicValidator.SYSTEM_TOPIC_SET and SYSTEM_TOPIC_PREFIX: topics no user subscribes to

@@ -2,7 +2,8 @@
 
 Scalar encode/decode for the API edge, and a vectorised scanner that finds one named
 property (TAGS, KEYS, UNIQ_KEY) in every message of a batch at once, for dispatch, recovery
-and the Arrow decoder.
+and the Arrow decoder; and :class:`PackedProperties`, which finds a few named properties in many
+messages by searching their property bytes only (the SQL92 filter's hot path).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark_mq.common.byte_ranges import positions_in_ranges
+from spark_mq.common.byte_ranges import gather_ranges, positions_in_ranges
 from spark_mq.common.errors import MessageValidationError
 
 NAME_VALUE_SEPARATOR = "\x01"
@@ -31,7 +32,13 @@ PRODUCER_GROUP = "PGROUP"  # the producer group of a transactional message
 TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"  # check-backs of a half message so far
 CHECK_IMMUNITY_TIME = "CHECK_IMMUNITY_TIME_IN_SECONDS"  # a half message's own transactionTimeOut
 TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"  # set on a committed message
+# RocketMQ's PROPERTY_TRANSACTION_ID: half messages with the same one are one transaction (a batch's)
+TRANSACTION_ID = "__transactionId__"
 DELAY = "DELAY"  # PROPERTY_DELAY_TIME_LEVEL
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # a timer message's due time, epoch ms
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"  # ... or its delay from the send, in s
+TIMER_DELAY_MS = "TIMER_DELAY_MS"  # ... or in ms
+TIMER_OUT_MS = "TIMER_OUT_MS"  # the due time the broker computed, set on the parked message
 RETRY_TOPIC = "RETRY_TOPIC"  # PROPERTY_RETRY_TOPIC: the topic a retried message was first sent to
 ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"  # PROPERTY_ORIGIN_MESSAGE_ID: the UNIQ_KEY of the message copied
 WAIT_STORE_MSG_OK = "WAIT"
@@ -132,3 +139,58 @@ def scan_properties(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Pr
     value_end = np.where(nxt < ps.size, ps_at[np.minimum(nxt, ps.size - 1)], ends[row])
     value_end = np.minimum(value_end, ends[row])
     return PropertyScan(buf, row, name_start, nv, nv + 1, value_end, rows)
+
+
+@dataclass(frozen=True)
+class PackedProperties:
+    """Many messages' property strings copied back to back, each after one PROPERTY_SEPARATOR.
+
+    Why: :func:`scan_properties` locates every separator of the whole region the ranges span
+    (message bodies and binary fields included, whose stray separator bytes it then assigns to
+    messages by binary search). Copied out, the property bytes are a few dozen per message, and a
+    named property is one search for ``\x02name\x01`` among their separators: the leading separator
+    makes a message's first pair look like any other, and the next message's marks where a value
+    without a final separator (RocketMQ 5 writes none) ends. Values as :meth:`PropertyScan.find`
+    gives them.
+    """
+
+    data: np.ndarray  # uint8: per message, PROPERTY_SEPARATOR then its property bytes
+    separators: np.ndarray  # positions of every PROPERTY_SEPARATOR in ``data``, ascending
+    separator_rows: np.ndarray  # the message each of them belongs to
+    rows: int
+
+    @classmethod
+    def pack(cls, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> PackedProperties:
+        """The property strings ``buf[starts[i]:ends[i]]`` (disjoint, in buffer order) packed."""
+        starts = np.asarray(starts, dtype=np.int64)
+        lengths = np.asarray(ends, dtype=np.int64) - starts
+        offsets = np.zeros(lengths.size, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        part_starts = offsets + np.arange(lengths.size)  # where each message's part of the packed data begins
+        if starts.size and starts[0] > 0 and np.all(starts[1:] > starts[:-1] + lengths[:-1]):
+            # each string with the byte before it (a stored unit's property length), overwritten below
+            data = gather_ranges(buf, starts - 1, lengths + 1)
+        else:  # strings back to back with nothing between: the separators inserted (slower)
+            data = np.insert(gather_ranges(buf, starts, lengths), offsets, _PS)
+        data[part_starts] = _PS
+        first = np.zeros(data.size, dtype=bool)
+        first[part_starts] = True
+        separators = np.flatnonzero(data == _PS)
+        return cls(data, separators, np.cumsum(first[separators]) - 1, int(lengths.size))
+
+    def find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Value ranges (in :attr:`data`) of property ``name`` per message; ``start == -1`` where absent, the
+        last one where a message names it twice (as Java's HashMap keeps)."""
+        key = np.frombuffer(PROPERTY_SEPARATOR.encode() + name.encode() + NAME_VALUE_SEPARATOR.encode(),
+                            dtype=np.uint8)
+        begins = np.full(self.rows, -1, dtype=np.int64)
+        ends = np.full(self.rows, -1, dtype=np.int64)
+        # a match starts at a separator: narrow those down one byte of the key at a time
+        at = np.flatnonzero(self.separators <= self.data.size - key.size)
+        for j in range(1, key.size):
+            at = at[self.data[self.separators[at] + j] == key[j]]
+        # the value runs to the next separator (the next pair's, or the next message's), else to the end
+        following = np.append(self.separators, self.data.size)
+        begins[self.separator_rows[at]] = self.separators[at] + key.size  # ascending: a later duplicate wins
+        ends[self.separator_rows[at]] = following[at + 1]
+        return begins, ends

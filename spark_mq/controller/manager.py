@@ -14,7 +14,9 @@ leader's write fails instead of overwriting its successor's. Decisions are seria
 
 A set's master is re-elected when it is dead (see heartbeats.py) while another replica lives; right
 after taking over, brokers the leader has not heard from yet are presumed alive for one heartbeat
-timeout, so a controller restart does not depose live masters.
+timeout, so a controller restart does not depose live masters. Each election that names a master is
+pushed to the set's live brokers once persisted (``notifyBrokerRoleChanged``, see role_notifier.py);
+only the leader decides, so only the leader notifies.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from spark_mq.controller.replicas_info import (
     needs_new_master,
     register_broker,
 )
+from spark_mq.controller.role_notifier import RoleChangeNotifier
 from spark_mq.controller.state_store import NO_RECORD, ControllerStateStore, StaleStateError, StateStoreError
 from spark_mq.remoting.bodies import (
     BrokerMemberGroup,
@@ -83,6 +86,7 @@ class ControllerManager:
         self.store = store
         self.live = BrokerLiveTable(config.controller_heart_beat_timeout_mills, clock)
         self.policy = ElectPolicy(self.live.is_alive, self.live.progress)
+        self.notifier = RoleChangeNotifier(self.live.is_alive)
         self._states: dict[str, tuple[BrokerSetState, int]] = {}  # broker name -> (state, store version)
         self._leading = False  # leadership held and every record loaded
         self._term = 0  # counts the store's leadership callbacks: a take-over outlived by a loss is void
@@ -119,6 +123,7 @@ class ControllerManager:
 
     async def stop(self) -> None:
         await stop_tasks([t for t in (self._scan_task, *self._tasks) if t is not None])
+        await self.notifier.close()
         await asyncio.to_thread(self.store.close)
         self._step_down()
 
@@ -227,11 +232,17 @@ class ControllerManager:
             if not self._leading:
                 return
             try:
-                await self._decide(broker_name, self._elect_rule(CONTROLLER_TRIGGER, False))
+                state, election = await self._decide(broker_name, self._elect_rule(CONTROLLER_TRIGGER, False))
+                self._elected_master(state, election)
                 return
             except StateStoreError as e:
                 log.warning("%s: election attempt %d/%d failed: %s", broker_name, attempt,
                             self.config.elect_master_max_retry_count, e)
+
+    def _elected_master(self, state: BrokerSetState | None, election: Election) -> None:
+        """After a persisted election: push it to the set's live brokers unless it named no new master."""
+        if election.refusal is None and state is not None and self.config.notify_broker_role_changed:
+            self.notifier.notify(state)
 
     def _elect_rule(self, broker_id: int, designate: bool) -> Rule[Election]:
         def rule(state: BrokerSetState | None) -> tuple[BrokerSetState | None, Election]:
@@ -306,6 +317,7 @@ class ControllerManager:
         h = ElectMasterRequestHeader.from_ext_fields(cmd.ext_fields)
         state, election = await self._decide(h.broker_name, self._elect_rule(h.broker_id, h.designate_elect))
         assert state is not None
+        self._elected_master(state, election)
         refusal = election.refusal
         if refusal is not None and refusal.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
             return cmd.make_response(refusal.code, refusal.remark)

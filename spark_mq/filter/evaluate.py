@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_mq.common.message_unit import decode_units
-from spark_mq.common.properties import scan_properties
+from spark_mq.common.properties import PackedProperties
 from spark_mq.filter.sql92 import (
     INT_MAX,
     INT_MIN,
@@ -95,6 +95,27 @@ def _np(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def _integers(col: pa.Array, kind: Kind) -> tuple[np.ndarray, np.ndarray]:
     """``Integer.valueOf``/``Long.valueOf`` of each string: (values, parsed)."""
+    values, ok = _plain_longs(col) or _longs(col)
+    if kind is Kind.INT:
+        ok &= (values >= INT_MIN) & (values <= INT_MAX)
+    return np.where(ok, values, 0), ok
+
+
+def _plain_longs(col: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """``Long.valueOf`` of each string when Arrow's parse gives it, in one cast: None when any string is one
+    Arrow refuses (``+5``, or one Java refuses too) or reads otherwise (hexadecimal ``0x1f``, which Java
+    refuses), left to :func:`_longs`. Arrow takes ``-?[0-9]+`` within a long, and ``0x`` hexadecimal."""
+    if pc.any(pc.match_substring(col, "x", ignore_case=True)).as_py():
+        return None
+    try:
+        parsed = pc.cast(col, pa.int64())
+    except pa.ArrowInvalid:
+        return None
+    return parsed.fill_null(0).to_numpy(zero_copy_only=False), _np(pc.is_valid(parsed))
+
+
+def _longs(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """``Long.valueOf`` of each string, whatever they hold: (values, parsed)."""
     ok = _np(pc.fill_null(pc.match_substring_regex(col, _INTEGER), False))
     digits = pc.utf8_ltrim(pc.utf8_ltrim(col, "+-"), "0")
     width = _np(pc.fill_null(pc.less_equal(pc.utf8_length(digits), 18), False))
@@ -108,9 +129,7 @@ def _integers(col: pa.Array, kind: Kind) -> tuple[np.ndarray, np.ndarray]:
                                                                                        19), False)))
     values = pc.cast(pc.if_else(pa.array(ok), pc.utf8_ltrim(col, "+"), "0"), pa.int64()).to_numpy(
         zero_copy_only=False)
-    if kind is Kind.INT:
-        ok &= (values >= INT_MIN) & (values <= INT_MAX)
-    return np.where(ok, values, 0), ok
+    return values, ok
 
 
 def _doubles(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -146,6 +165,8 @@ class BatchEvaluator:
     def __init__(self, columns: Mapping[str, pa.Array], n: int) -> None:
         self.columns = columns
         self.n = n
+        # a property's column converted to a kind, by (column id, kind): `a >= 10 AND a < 60` parses `a` once
+        self._converted: dict[tuple[int, Kind], tuple[np.ndarray, np.ndarray]] = {}
 
     # values -------------------------------------------------------------------------------------
 
@@ -171,12 +192,20 @@ class BatchEvaluator:
 
     def _parsed(self, v: Value, kind: Kind) -> tuple[np.ndarray, np.ndarray]:
         """A STR value converted to ``kind``: (values, parsed)."""
-        col = v.values if isinstance(v.values, pa.Array) else pa.array([v.values] * self.n, pa.string())
+        col = self._as_array(v)
+        kept = col is v.values  # a property's column; a constant's array is made anew each time: never kept
+        key = (id(col), kind)
+        if kept and key in self._converted:
+            return self._converted[key]
         if kind is Kind.DOUBLE:
-            return _doubles(col)
-        if kind is Kind.BOOL:
-            return _booleans(col), np.ones(self.n, dtype=bool)
-        return _integers(col, kind)
+            converted = _doubles(col)
+        elif kind is Kind.BOOL:
+            converted = _booleans(col), np.ones(self.n, dtype=bool)
+        else:
+            converted = _integers(col, kind)
+        if kept:
+            self._converted[key] = converted
+        return converted
 
     def _compare(self, left: Value, right: Value, ordering: bool) -> tuple[np.ndarray, np.ndarray]:
         """RocketMQ's ``__compare`` (string conversion on) where both are present: (sign, error)."""
@@ -186,7 +215,7 @@ class BatchEvaluator:
             return np.zeros(n, dtype=np.int8), _zeros(n)
         if lk is Kind.STR and rk is Kind.STR:
             if ordering:  # both parsed as doubles, an exception if either is not one
-                (lv, lok), (rv, rok) = _doubles(self._as_array(left)), _doubles(self._as_array(right))
+                (lv, lok), (rv, rok) = self._parsed(left, Kind.DOUBLE), self._parsed(right, Kind.DOUBLE)
                 return _java_sign(lv, rv), ~(lok & rok)
             same = _np(pc.fill_null(pc.equal(self._as_array(left), self._as_array(right)), False))
             return (~same).astype(np.int8), _zeros(n)
@@ -317,23 +346,26 @@ def property_columns(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, name
     gathered from the property strings ``buf[starts[i]:ends[i]]`` with no per-message loop."""
     if not names:
         return {}
-    scan = scan_properties(buf, starts, ends)
+    packed = PackedProperties.pack(buf, starts, ends)
     out = {}
     for name in names:
-        begin, end = scan.find(name)
+        begin, end = packed.find(name)
         present = begin >= 0
         lengths = np.where(present, end - begin, 0)
-        offsets = np.zeros(lengths.size + 1, dtype=np.int64)
+        offsets = np.zeros(lengths.size + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
         gather = np.repeat(begin - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
-        raw = pa.Array.from_buffers(pa.large_binary(), lengths.size,
-                                    [pa.array(present).buffers()[1], pa.py_buffer(offsets),
-                                     pa.py_buffer(buf[gather].tobytes())], null_count=int((~present).sum()))
+        column = pa.Array.from_buffers(pa.string(), lengths.size,
+                                       [pa.array(present).buffers()[1], pa.py_buffer(offsets),
+                                        pa.py_buffer(packed.data[gather].tobytes())],
+                                       null_count=int(lengths.size - np.count_nonzero(present)))
         try:
-            out[name] = pc.cast(raw, pa.large_string()).cast(pa.string())
+            column.validate(full=True)
         except pa.ArrowInvalid:  # bytes that are not UTF-8: decoded as Java decodes them, with U+FFFD
-            out[name] = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
-                                 pa.string())
+            raw = column.view(pa.binary())
+            column = pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw.to_pylist()],
+                              pa.string())
+        out[name] = column
     return out
 
 

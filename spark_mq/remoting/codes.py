@@ -38,6 +38,7 @@ class RequestCode(IntEnum):
     UNLOCK_BATCH_MQ = 42
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
+    GET_TIMER_CHECK_POINT = 60  # our body: the master's timercheck.json (RocketMQ's is a binary TimerCheckpoint)
     CHECK_CLIENT_CONFIG = 46
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
@@ -72,6 +73,7 @@ class RequestCode(IntEnum):
     CONTROLLER_GET_REPLICA_INFO = 1004
     CONTROLLER_GET_METADATA_INFO = 1005
     CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    NOTIFY_BROKER_ROLE_CHANGED = 1008  # controller -> broker: a new master was elected (oneway)
     # spark_mq extensions, not RocketMQ's: tiered storage's archived-up-to offset per queue
     UPDATE_TIERED_OFFSET = 9101
     QUERY_TIERED_OFFSET = 9102

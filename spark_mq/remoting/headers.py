@@ -730,6 +730,16 @@ class ElectMasterResponseHeader(Header):
     sync_state_set_epoch: Int32 | None = None
 
 
+@header("NOTIFY_BROKER_ROLE_CHANGED")
+class NotifyBrokerRoleChangedRequestHeader(Header):
+    """The controller's push of a new master to the set's live brokers; the body is the SyncStateSet."""
+
+    master_address: str | None = None
+    master_epoch: Int32
+    sync_state_set_epoch: Int32
+    master_broker_id: Int64
+
+
 @header("CONTROLLER_ALTER_SYNC_STATE_SET")
 class AlterSyncStateSetRequestHeader(Header):
     broker_name: BrokerName

@@ -7,8 +7,8 @@ tier. Nothing here holds a socket or a thread between calls: the reader and the 
 picklable values; clients are opened (and closed) inside ``partitions()`` and ``read()``.
 
 :class:`SparkMQFilteringReader` adds filter pushdown (:mod:`spark_mq.spark.pushdown`): the filters
-the brokers answer prune queues, narrow ranges by store time, filter tags at the broker, or read
-through the key index.
+the brokers answer prune queues, narrow ranges by store time, filter tags at the broker, filter
+properties at the broker (SQL92, with option ``sqlFilter``), or read through the key index.
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ from spark_mq.arrow.queues import discover_topics
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
 from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.filter.compose import all_of
 from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
+from spark_mq.spark.property_column import decoded_columns, with_property_column
 from spark_mq.spark.pushdown import IndexedRead, Pushed, by_broker, push_filters, read_indexed
+from spark_mq.spark.sql_filter import check_brokers
 
 log = logging.getLogger(__name__)
 
@@ -47,28 +50,37 @@ class SparkMQBatchReader(DataSourceReader):
             return []
         ranges: list[Range] = []
         queue_count = read_count = 0
+        opts = replace(self.opts, tags=tags, sql_filter=self.sql_filter)
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
             for queues in discover_topics(api, self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern):
+                check_brokers(api, queues, opts)  # before any task: a broker that cannot filter fails the query here
                 source = offset_source(api, queues, self.opts)
                 starting = resolve_starting(source, queues, self.opts)
                 ending = resolve_ending(source, queues, self.opts, starting)
                 read = self.pushed.prune(queues)
                 starting, ending = self.pushed.narrow(source, read, starting, ending)
-                ranges += plan_ranges(replace(self.opts, tags=tags), read, starting, ending, source)
+                ranges += plan_ranges(opts, read, starting, ending, source)
                 queue_count, read_count = queue_count + len(queues.queues), read_count + len(read.queues)
         indexed: list[IndexedRead] = []
         if self.pushed.key is not None:
-            indexed = by_broker(self.pushed.key, [r for r in ranges if isinstance(r, QueueRange)], self.pushed)
+            indexed = by_broker(self.pushed.key, [r for r in ranges if isinstance(r, QueueRange)], self.pushed,
+                                self.sql_filter)
             ranges = [r for r in ranges if not isinstance(r, QueueRange)]
         parts = to_partitions(self.opts, ranges) + [InputPartition(r) for r in indexed]
         log.info("spark_mq: %d partition(s) over %d of %d queue(s) of %s (pushed: %s)", len(parts), read_count,
                  queue_count, self.opts.subject, self.pushed)
         return parts
 
+    @property
+    def sql_filter(self) -> str | None:
+        """The SQL92 filter of the read: option ``sqlFilter`` AND the pushed property filters."""
+        return all_of([self.opts.sql_filter, self.pushed.sql])
+
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition.value, IndexedRead):
-            return in_columns(read_indexed(partition.value), self.columns)
-        return read_partition(partition, self.columns)
+            rows = in_columns(read_indexed(partition.value), decoded_columns(self.columns))
+            return with_property_column(rows, self.columns, self.opts.property_columns)
+        return read_partition(partition, self.columns, self.sql_filter, self.opts.property_columns)
 
 
 class SparkMQFilteringReader(SparkMQBatchReader):
@@ -76,5 +88,5 @@ class SparkMQFilteringReader(SparkMQBatchReader):
     (``spark.sql.python.filterPushdown.enabled=true``; see :mod:`spark_mq.spark.pushdown` for why)."""
 
     def pushFilters(self, filters: list[Filter]) -> list[Filter]:
-        self.pushed, kept = push_filters(filters)
+        self.pushed, kept = push_filters(filters, self.opts.property_columns)
         return kept

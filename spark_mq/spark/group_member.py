@@ -40,7 +40,6 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.group_membership import GroupMembership
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.rebalance import get_strategy
-from spark_mq.client.subscription import subscription_data
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import ConsumerData, MessageQueue
 from spark_mq.remoting.loop import LoopThread, stop_tasks
@@ -91,13 +90,13 @@ class DriverGroupMember:
     def __init__(self, opts: SourceOptions) -> None:
         assert opts.group is not None
         self.group = opts.group
-        self.tags = opts.tags
+        self._subscription = opts.subscription  # a topic's subscription: the tags, or the SQL92 filter
         self.rebalance_interval_s = opts.rebalance_interval_ms / 1000
         self._strategy = get_strategy(opts.allocate_strategy)
         self._consume_from = ("CONSUME_FROM_TIMESTAMP" if opts.starting_timestamp is not None
                               else _CONSUME_FROM.get(opts.starting, "CONSUME_FROM_FIRST_OFFSET")
                               if isinstance(opts.starting, str) else "CONSUME_FROM_FIRST_OFFSET")
-        self._subscriptions = {topic: subscription_data(topic, opts.tags) for topic in opts.topics}
+        self._subscriptions = {topic: opts.subscription(topic) for topic in opts.topics}
         self._allocated: dict[str, frozenset[QueueKey]] = {}  # by topic
         self._allocated_at: dict[str, float] = {}
         self._members_changed: set[str] = set()  # topics whose allocation the group's change made stale
@@ -130,7 +129,7 @@ class DriverGroupMember:
 
     async def _subscribe(self, topic: str) -> None:
         """Subscribe to a topic first seen now (a topicPattern matched it): its brokers hear of it."""
-        self._subscriptions[topic] = subscription_data(topic, self.tags)
+        self._subscriptions[topic] = self._subscription(topic)
         with contextlib.suppress(RemotingError):
             await self.membership.instance.route(topic)
         await self.membership.instance.heartbeat_all()

@@ -17,6 +17,12 @@ leaves out start at earliest and end at latest. ``startingOffsetsByTimestamp`` /
 ``endingOffsetsByTimestamp`` take the same JSON with ms timestamps, ``endingTimestamp`` one
 timestamp for every queue (batch reads).
 
+``sqlFilter`` is a SQL92 expression (RocketMQ's grammar) over the message properties; it is parsed
+here, so a bad one fails with the position of the fault before anything is planned, and the brokers
+filter by it (:mod:`spark_mq.spark.sql_filter`). ``propertyColumns`` names properties read into the struct
+column ``property`` (:mod:`spark_mq.spark.property_column`), whose filters the batch reader pushes to the
+brokers as SQL92.
+
 Read limits of a stream: ``maxMessagesPerTrigger`` caps a batch; ``minMessagesPerTrigger`` holds
 one back until that many messages wait or ``maxTriggerDelay`` passed since the last batch (Kafka's
 ``minOffsetsPerTrigger`` / ``maxTriggerDelay``, applied by the reader itself: see
@@ -32,10 +38,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_mq.client.rebalance import STRATEGIES
+from spark_mq.client.subscription import parse_tags, subscription_data
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError, InvalidNameError
 from spark_mq.common.names import validate_group, validate_topic
-from spark_mq.remoting.bodies import EXPRESSION_SQL92
+from spark_mq.filter.compose import all_of, is_property_name, tags_in
+from spark_mq.filter.sql92 import FilterParseError, parse
+from spark_mq.remoting.bodies import EXPRESSION_SQL92, SubscriptionData
 from spark_mq.spark.offsets import (
     COMMITTED,
     EARLIEST,
@@ -52,7 +61,8 @@ TOPIC = "topic"
 TOPIC_PATTERN = "topicPattern"
 GROUP = "group"
 TAGS = "tags"
-SQL = "sql"
+SQL_FILTER = "sqlFilter"
+PROPERTY_COLUMNS = "propertyColumns"
 STARTING_OFFSETS = "startingOffsets"
 STARTING_TIMESTAMP = "startingTimestamp"
 ENDING_OFFSETS = "endingOffsets"
@@ -71,11 +81,11 @@ PULL_BATCH_SIZE = "pullBatchSize"
 REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
 TIERED_STORE_ROOT = "tieredStoreRoot"
 
-ALL_OPTIONS = (NAMESRV, TOPIC, TOPIC_PATTERN, GROUP, TAGS, SQL, STARTING_OFFSETS, STARTING_TIMESTAMP, ENDING_OFFSETS,
-               STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP, MIN_PARTITIONS,
-               MAX_MESSAGES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY, MAX_MESSAGES_PER_PARTITION,
-               ALLOCATE_STRATEGY, COMMIT_TO_BROKER, FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE, REBALANCE_INTERVAL_MS,
-               TIERED_STORE_ROOT)
+ALL_OPTIONS = (NAMESRV, TOPIC, TOPIC_PATTERN, GROUP, TAGS, SQL_FILTER, PROPERTY_COLUMNS, STARTING_OFFSETS,
+               STARTING_TIMESTAMP, ENDING_OFFSETS, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
+               ENDING_TIMESTAMP, MIN_PARTITIONS, MAX_MESSAGES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
+               MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER, FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE,
+               REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT)
 STREAM_ONLY = (MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY)
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
@@ -122,6 +132,8 @@ class SourceOptions:
     topic_pattern: str | None = None  # a regex a whole topic name matches (re.fullmatch)
     group: str | None = None
     tags: str = DEFAULT_TAGS
+    sql_filter: str | None = None  # a SQL92 expression the brokers filter by (spark_mq.spark.sql_filter)
+    property_columns: tuple[str, ...] = ()  # the fields of column `property` (spark_mq.spark.property_column)
     starting: OffsetSpec = EARLIEST
     starting_timestamp: int | None = None  # ms since the epoch
     starting_by_timestamp: TopicOffsets | None = None  # topic -> queue -> ms since the epoch
@@ -163,6 +175,22 @@ class SourceOptions:
         return ("topic " if len(self.topics) == 1 else "topics ") + ", ".join(self.topics)
 
     @property
+    def pull_sql(self) -> str | None:
+        """The SQL92 expression the reader's pulls carry: ``sqlFilter`` AND-ed with option ``tags`` as ``TAGS
+        IN (...)``, so the broker filters both; None without ``sqlFilter`` (the pulls carry the tags)."""
+        if self.sql_filter is None:
+            return None
+        tags = parse_tags(self.tags)
+        return all_of([tags_in(tags) if tags is not None else None, self.sql_filter])
+
+    def subscription(self, topic: str) -> SubscriptionData:
+        """What the reader subscribes ``topic`` with, as its pulls and a group member's heartbeats say."""
+        sql = self.pull_sql
+        if sql is None:
+            return subscription_data(topic, self.tags)
+        return subscription_data(topic, sql, expression_type=EXPRESSION_SQL92)
+
+    @property
     def pull_group(self) -> str:
         """The consumer group PULL_MESSAGE names (the broker keeps per-group metrics)."""
         return self.group or DEFAULT_BATCH_GROUP
@@ -174,10 +202,6 @@ class SourceOptions:
             raise ConfigError(NO_OPTIONS)
         given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
                        required=(NAMESRV,))
-        if SQL in given:
-            raise ConfigError(f"option {SQL!r}: the Spark source does not send {EXPRESSION_SQL92} filters yet "
-                              f"(brokers with enablePropertyFilter=true serve them to consumers). In Spark: filter "
-                              f"at the broker with option {TAGS!r} and the rest with .where(...)")
         topics, pattern = _topics(given)
         single = topics[0] if len(topics) == 1 else None  # whose queues the older un-keyed offsets JSON names
         namesrv = given[NAMESRV]
@@ -238,7 +262,8 @@ class SourceOptions:
                                   f"({'spark.readStream' if not streaming else 'spark.read'})")
         return cls(
             namesrv=namesrv, topics=topics, topic_pattern=pattern, group=group,
-            tags=given.get(TAGS) or DEFAULT_TAGS,
+            tags=given.get(TAGS) or DEFAULT_TAGS, sql_filter=_sql_filter(given),
+            property_columns=_property_columns(given),
             starting=starting, starting_timestamp=starting_timestamp, starting_by_timestamp=starting_by_timestamp,
             ending=ending or LATEST, ending_by_timestamp=ending_by_timestamp, ending_timestamp=ending_timestamp,
             min_partitions=_int(given, MIN_PARTITIONS, minimum=1),
@@ -322,6 +347,35 @@ def _topic_json(given: dict[str, str], name: str, single: str | None, topics: tu
     return offsets
 
 
+def _sql_filter(given: dict[str, str]) -> str | None:
+    """Option ``sqlFilter``: a SQL92 expression RocketMQ's brokers would accept (parsed here, so a bad one
+    fails before anything is planned, with the position of the fault); None when not given."""
+    text = given.get(SQL_FILTER)
+    if not text:
+        return None
+    try:
+        parse(text)
+    except FilterParseError as e:
+        raise ConfigError(f"option {SQL_FILTER!r}: {text!r} is not a SQL92 filter RocketMQ accepts: {e} (see README "
+                          f"\"SQL92 filters\" for the grammar)") from None
+    return text
+
+
+def _property_columns(given: dict[str, str]) -> tuple[str, ...]:
+    """Option ``propertyColumns``: comma-separated property names, each one the SQL92 grammar can name (so a
+    filter on it can be sent to the brokers), named once."""
+    names = tuple(n.strip() for n in given.get(PROPERTY_COLUMNS, "").split(",") if n.strip())
+    bad = [n for n in names if not is_property_name(n)]
+    if bad:
+        raise ConfigError(f"option {PROPERTY_COLUMNS!r}: {', '.join(map(repr, bad))} cannot be named in a SQL92 "
+                          f"filter: give property names made of letters, digits, '_' and '$' (not starting with a "
+                          f"digit, not a keyword such as AND, IN or NULL)")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"option {PROPERTY_COLUMNS!r} names {', '.join(twice)} more than once: name each once")
+    return names
+
+
 def _duration_ms(given: dict[str, str], name: str) -> int | None:
     """A duration as Spark writes them (``15m``, ``30s``, ``500ms``, ``1h``; a bare number is ms)."""
     text = given.get(name)
@@ -372,7 +426,8 @@ def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...], single: s
 
 PRODUCER_GROUP = "producerGroup"
 BATCH_SIZE = "batchSize"
-SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE)
+EXACTLY_ONCE = "exactlyOnce"
+SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE, EXACTLY_ONCE)
 _SINK_BY_LOWER = {name.lower(): name for name in SINK_OPTIONS}
 # options Spark itself passes (or users set for Spark) on a write: accepted and ignored by the sink
 _SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname", *_TABLE_PROPERTIES})
@@ -390,6 +445,7 @@ class SinkOptions:
     topic: str | None  # every row's topic (over a `topic` column, as Kafka's); None: each row's `topic` column
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_size: int = DEFAULT_BATCH_SIZE
+    exactly_once: bool = False  # rows as half messages, committed per micro-batch (spark/exactly_once.py)
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -405,8 +461,13 @@ class SinkOptions:
         batch_size = _int(given, BATCH_SIZE, minimum=1) or DEFAULT_BATCH_SIZE
         if batch_size > MAX_BATCH_SIZE:
             raise ConfigError(f"option {BATCH_SIZE!r} must be at most {MAX_BATCH_SIZE}, got {batch_size}")
+        exactly_once = _bool(given, EXACTLY_ONCE, False)
+        if exactly_once and not given.get(TOPIC):
+            raise ConfigError(f"option {EXACTLY_ONCE!r} needs the {TOPIC!r} option (one topic, whose first broker "
+                              f"keeps the query's commit records), not a 'topic' column")
         return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
-                   producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size)
+                   producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size,
+                   exactly_once=exactly_once)
 
 
 def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,

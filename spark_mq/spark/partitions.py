@@ -28,6 +28,8 @@ from spark_mq.arrow.range_reader import QueueRange, read_range
 from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.spark.offsets import OffsetSource
 from spark_mq.spark.options import SourceOptions
+from spark_mq.spark.property_column import decoded_columns, with_property_column
+from spark_mq.spark.sql_filter import matching_rows
 from spark_mq.tiered.tiers import ArchiveRange, TieredOffsets, read_archive_range, split_tiers
 
 
@@ -57,7 +59,7 @@ def plan_ranges(opts: SourceOptions, queues: TopicQueues, starting: dict[QueueKe
         if hot is not None:
             parts.extend(QueueRange(queues.topic, key[0], queues.addr(key), key[1], lo, hi, opts.tags,
                                     opts.pull_group, opts.pull_batch_size, opts.fail_on_data_loss,
-                                    queues.members_of(key))
+                                    queues.members_of(key), opts.pull_sql)
                          for lo, hi in split_range(*hot, opts.max_messages_per_partition))
     return parts
 
@@ -96,12 +98,18 @@ def to_partitions(opts: SourceOptions, ranges: Sequence[Range]) -> list[InputPar
     return [InputPartition(part) for part in ranges]
 
 
-def read_partition(partition: InputPartition, columns: Sequence[str] = COLUMNS) -> Iterator[pa.RecordBatch]:
+def read_partition(partition: InputPartition, columns: Sequence[str] = COLUMNS, sql_filter: str | None = None,
+                   property_columns: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """What ``read()`` yields for one planned partition, from whichever tier holds it: ``columns`` of
-    the message schema (a pruned read decodes only those from the broker)."""
+    the source's schema (a pruned read decodes only those from the broker; ``property`` holds
+    ``property_columns``), the rows ``sql_filter`` matches (the brokers filter pulled ranges by it;
+    archived rows are judged here)."""
     part = partition.value
+    decoded = decoded_columns(columns)
     if isinstance(part, ArchiveRange):
-        return in_columns(read_archive_range(part), columns)
-    if isinstance(part, QueueRange):
-        return read_range(part, columns=columns)
-    return iter(())  # Spark's placeholder (InputPartition(None)) when there is nothing to read
+        rows = in_columns(matching_rows(read_archive_range(part), sql_filter), decoded)
+    elif isinstance(part, QueueRange):
+        rows = read_range(part, columns=decoded)
+    else:
+        return iter(())  # Spark's placeholder (InputPartition(None)) when there is nothing to read
+    return with_property_column(rows, columns, property_columns)

@@ -21,7 +21,7 @@ from spark_mq.common.errors import ConfigError
 from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
 from spark_mq.spark.options import SourceOptions, table_options
 from spark_mq.spark.pushdown import called_by_pushdown_planner
-from spark_mq.spark.schema import SPARK_SCHEMA, options_of_table, source_columns, with_table_options
+from spark_mq.spark.schema import options_of_table, source_columns, source_schema, with_table_options
 from spark_mq.spark.sink import make_writer
 from spark_mq.spark.stream import SparkMQStreamReader
 
@@ -40,11 +40,12 @@ class SparkMQDataSource(DataSource):
         # batch or a stream follows, so options valid for either pass here; reader() and
         # streamReader() then apply their own mode's rules
         try:
-            SourceOptions.parse(self.options)
+            opts = SourceOptions.parse(self.options)
         except ConfigError:
-            SourceOptions.parse(self.options, streaming=True)
+            opts = SourceOptions.parse(self.options, streaming=True)
+        schema = source_schema(opts.property_columns)
         stored = table_options(self.options)  # a CREATE TABLE's: kept with the table, in its schema
-        return SPARK_SCHEMA if stored is None else with_table_options(stored)
+        return schema if stored is None else with_table_options(stored, schema)
 
     def _read_options(self, schema: StructType) -> dict[str, str]:
         """A catalog table's options (from its stored ``schema``) overridden by the query's own (keys lower-cased,
@@ -53,13 +54,14 @@ class SparkMQDataSource(DataSource):
 
     def reader(self, schema: StructType) -> SparkMQBatchReader:
         opts = SourceOptions.parse(self._read_options(schema))
-        columns = source_columns(schema)  # a user's .schema(...) (some of the columns) prunes what is read
+        # a user's .schema(...) (some of the columns) prunes what is read
+        columns = source_columns(schema, opts.property_columns)
         reader = SparkMQFilteringReader if called_by_pushdown_planner() else SparkMQBatchReader
         return reader(opts, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return SparkMQStreamReader(SourceOptions.parse(self._read_options(schema), streaming=True),
-                                   source_columns(schema))
+        opts = SourceOptions.parse(self._read_options(schema), streaming=True)
+        return SparkMQStreamReader(opts, source_columns(schema, opts.property_columns))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return make_writer(self.options, schema, overwrite, streaming=False)

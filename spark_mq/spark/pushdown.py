@@ -11,6 +11,12 @@ do and returns the rest, which Spark evaluates after the scan (none is ever drop
   (the first offset stored at or after a time: store times grow with offsets in a queue), so a one-hour
   window of a long topic pulls about an hour. The bounds are rounded outwards to whole ms and the
   filters stay with Spark as well, which makes the edges exact.
+- ``property.<name>`` (option ``propertyColumns``: :mod:`spark_mq.spark.property_column`) ``= 'v'``,
+  ``IN ('v', ...)``, ``IS [NOT] NULL``, ``LIKE 'v%'`` / ``'%v'`` / ``'%v%'``: a SQL92 clause (``name = 'v'``,
+  ``name IN (...)``, ``name IS [NOT] NULL``, ``name STARTSWITH``/``ENDSWITH``/``CONTAINS 'v'``), AND-ed with
+  option ``sqlFilter``, which the brokers filter by. Exact (a message without the property is null in
+  Spark and not matched by the broker), so Spark does not re-evaluate them. Spark gives a Python data
+  source no filter on a map element (``properties['name'] = 'v'``): hence the struct column.
 - ``keys = 'k'``: the broker's key index (QUERY_MESSAGE) instead of pulling the queues. The index
   matches a message whose KEYS list ``k`` (or whose UNIQ_KEY is ``k``), more than ``keys = 'k'`` does,
   so the filter stays with Spark. A broker whose index gives as many hits as asked for (it may hold
@@ -28,13 +34,26 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
+from pyspark.sql.datasource import (
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNotNull,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    StringContains,
+    StringEndsWith,
+    StringStartsWith,
+)
 
 from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, is_indexable_key, messages_to_arrow, query_window
 from spark_mq.arrow.queues import QueueKey, TopicQueues
@@ -43,7 +62,10 @@ from spark_mq.arrow.schema import to_utc_schema
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError
+from spark_mq.filter.compose import all_of, literal, one_of
 from spark_mq.spark.offsets import OffsetSource
+from spark_mq.spark.property_column import PROPERTY_COLUMN
+from spark_mq.spark.sql_filter import matching_rows
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +79,7 @@ ALL_TAGS = "*"
 # Spark's planner that pushes filters (spark.sql.python.filterPushdown.enabled=true) calls reader() from here
 PUSHDOWN_PLANNER = "pyspark.sql.worker.data_source_pushdown_filters"
 INDEX_MAX_HITS = DEFAULT_MAX_HOT  # QUERY_MESSAGE max_num; a broker giving this many is read by pulling instead
+_STRING_TESTS = {StringStartsWith: "STARTSWITH", StringEndsWith: "ENDSWITH", StringContains: "CONTAINS"}
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS = timedelta(milliseconds=1)
 
@@ -71,6 +94,7 @@ class Pushed:
     queue_ids: frozenset[int] | None = None
     brokers: frozenset[str] | None = None
     key: str | None = None  # read through the brokers' key index
+    sql: str | None = None  # SQL92 clauses of property filters, AND-ed
 
     def tag_expression(self, option_tags: str) -> str | None:
         """The tag expression of the pull: option ``tags`` and the pushed tags intersected; None when no
@@ -111,16 +135,41 @@ def called_by_pushdown_planner() -> bool:
     return PUSHDOWN_PLANNER in (caller.get("__name__"), getattr(spec, "name", None))
 
 
-def push_filters(filters: Iterable[Filter]) -> tuple[Pushed, list[Filter]]:
+def push_filters(filters: Iterable[Filter], property_columns: Sequence[str] = ()) -> tuple[Pushed, list[Filter]]:
     """What the brokers can do of ``filters`` (AND-ed), and the filters Spark must still evaluate
-    (the very objects it passed, as ``pushFilters`` must return them)."""
-    pushed, kept = Pushed(), []
+    (the very objects it passed, as ``pushFilters`` must return them). ``property_columns``: the fields of
+    column ``property``."""
+    pushed, kept, clauses = Pushed(), [], []
     for f in filters:
+        clause = _property_clause(f, property_columns)
+        if clause is not None:
+            clauses.append(clause)
+            continue
         narrowed = _push_one(pushed, f)
         if narrowed is None or f.attribute in (TIME_COLUMN, KEYS_COLUMN):  # type: ignore[attr-defined]
             kept.append(f)
         pushed = narrowed or pushed
-    return pushed, kept
+    return replace(pushed, sql=all_of(clauses)), kept
+
+
+def _property_clause(f: Filter, property_columns: Sequence[str]) -> str | None:
+    """``f`` on a field of column ``property`` as a SQL92 clause with the same rows; None when it is not one
+    or the grammar cannot say it exactly (a number or an empty search: Spark casts or matches differently)."""
+    path = getattr(f, "attribute", ())
+    if len(path) != 2 or path[0] != PROPERTY_COLUMN or path[1] not in property_columns:
+        return None
+    name = path[1]
+    if isinstance(f, IsNull | IsNotNull):
+        return f"{name} IS {'NOT ' if isinstance(f, IsNotNull) else ''}NULL"
+    values = f.value if isinstance(f, In) else (f.value,)
+    if not values or not all(isinstance(v, str) for v in values):
+        return None
+    if isinstance(f, EqualTo):
+        return f"{name} = {literal(f.value)}"
+    if isinstance(f, In):
+        return one_of(name, values)
+    op = _STRING_TESTS.get(type(f))
+    return f"{name} {op} {literal(f.value)}" if op is not None and f.value else None
 
 
 def _push_one(pushed: Pushed, f: Filter) -> Pushed | None:
@@ -183,14 +232,15 @@ class IndexedRead:
     ranges: tuple[QueueRange, ...]
     begin_ms: int | None
     end_ms: int | None
+    sql: str | None = None  # the read's SQL92 filter (sqlFilter and pushed property filters): judged on the hits
 
 
-def by_broker(key: str, ranges: Iterable[QueueRange], pushed: Pushed) -> list[IndexedRead]:
+def by_broker(key: str, ranges: Iterable[QueueRange], pushed: Pushed, sql: str | None = None) -> list[IndexedRead]:
     """``ranges`` grouped into one index read per topic and broker (QUERY_MESSAGE names one topic)."""
     grouped: dict[tuple[str, str], list[QueueRange]] = {}
     for r in ranges:
         grouped.setdefault((r.topic, r.broker_name), []).append(r)
-    return [IndexedRead(key, tuple(rs), pushed.begin_ms, pushed.end_ms) for _, rs in sorted(grouped.items())]
+    return [IndexedRead(key, tuple(rs), pushed.begin_ms, pushed.end_ms, sql) for _, rs in sorted(grouped.items())]
 
 
 def read_indexed(part: IndexedRead, *, timeout: float = REQUEST_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
@@ -219,5 +269,5 @@ def read_indexed(part: IndexedRead, *, timeout: float = REQUEST_TIMEOUT_S) -> It
         if wanted is not None:
             hit = pc.and_(hit, pc.fill_null(pc.is_in(tags, value_set=pa.array(sorted(wanted))), False))
         mask = pc.or_(mask, hit)
-    for batch in rows.filter(mask).to_batches():
+    for batch in matching_rows(rows.filter(mask).to_batches(), part.sql):
         yield to_utc_schema(batch)

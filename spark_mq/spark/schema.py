@@ -18,13 +18,14 @@ Thread-safety: constants and pure functions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import DataType, StructField, StructType
 
 from spark_mq.arrow.schema import UTC_SCHEMA
 from spark_mq.common.errors import ConfigError
+from spark_mq.spark.property_column import spark_field
 
 
 def _ddl(typ: DataType) -> str:
@@ -33,14 +34,28 @@ def _ddl(typ: DataType) -> str:
 
 
 SPARK_SCHEMA: StructType = from_arrow_schema(UTC_SCHEMA)
-# SPARK_SCHEMA spelled for people, in error messages (what .schema(...) would have to say)
-SCHEMA_DDL = ", ".join(f"{f.name} {_ddl(f.dataType)}" for f in SPARK_SCHEMA)
+
+
+def schema_ddl(schema: StructType) -> str:
+    """``schema`` spelled for people, in error messages (what .schema(...) would have to say)."""
+    return ", ".join(f"{f.name} {_ddl(f.dataType)}" for f in schema)
+
+
+SCHEMA_DDL = schema_ddl(SPARK_SCHEMA)
 TABLE_OPTIONS_KEY = "spark_mq.options"  # the column metadata key holding a catalog table's options
 
 
-def with_table_options(options: Mapping[str, str]) -> StructType:
-    """``SPARK_SCHEMA`` carrying a catalog table's ``options`` in its first column's metadata."""
-    first, *rest = SPARK_SCHEMA.fields
+def source_schema(property_columns: Sequence[str] = ()) -> StructType:
+    """The source's schema: ``SPARK_SCHEMA``, with the struct column ``property`` of ``property_columns`` (option
+    ``propertyColumns``) when it names any."""
+    if not property_columns:
+        return SPARK_SCHEMA
+    return StructType([*SPARK_SCHEMA.fields, spark_field(property_columns)])
+
+
+def with_table_options(options: Mapping[str, str], schema: StructType = SPARK_SCHEMA) -> StructType:
+    """``schema`` carrying a catalog table's ``options`` in its first column's metadata."""
+    first, *rest = schema.fields
     return StructType([StructField(first.name, first.dataType, first.nullable, {TABLE_OPTIONS_KEY: dict(options)}),
                        *rest])
 
@@ -50,14 +65,15 @@ def options_of_table(schema: StructType) -> dict[str, str]:
     return dict(schema.fields[0].metadata.get(TABLE_OPTIONS_KEY, {})) if schema.fields else {}
 
 
-def source_columns(schema: StructType) -> tuple[str, ...]:
+def source_columns(schema: StructType, property_columns: Sequence[str] = ()) -> tuple[str, ...]:
     """The columns ``schema`` (the source's own, or a user's ``.schema(...)``) asks for, in its order;
     ``ConfigError`` naming every unknown column, wrong type, duplicate or NOT NULL (the source's
     columns are nullable and Spark checks every batch against the schema exactly) and listing the
-    valid columns and types."""
-    if schema == SPARK_SCHEMA:
-        return tuple(SPARK_SCHEMA.names)
-    ours = {f.name: f.dataType for f in SPARK_SCHEMA}
+    valid columns and types (``property`` among them with ``property_columns``)."""
+    full = source_schema(property_columns)
+    if schema == full:
+        return tuple(full.names)
+    ours = {f.name: f.dataType for f in full}
     problems = []
     seen: set[str] = set()
     for field in schema:
@@ -75,5 +91,5 @@ def source_columns(schema: StructType) -> tuple[str, ...]:
         problems.append("no column named")
     if problems:
         raise ConfigError(f"the spark_mq source cannot give the schema passed to .schema(...): {'; '.join(problems)}. "
-                          f"Name any of its columns, with these types, in any order: {SCHEMA_DDL}")
+                          f"Name any of its columns, with these types, in any order: {schema_ddl(full)}")
     return tuple(schema.names)

@@ -20,11 +20,14 @@ topic's writable queues, one request at a time. A failed request is retried (on 
 for routed rows, on the next queue otherwise). Each task returns a :class:`SinkCommitMessage`
 with its counts; the driver's ``commit`` logs the totals.
 
-Delivery is AT-LEAST-ONCE: a message queue has no transactions, so a task that fails after some of
-its batches were stored (or a request that timed out but was stored) is retried by Spark and sends
-those rows again; so does a streaming micro-batch re-run after a failure before its commit.
-Every message carries a fresh UNIQ_KEY (msg id) per send; consumers that need exactly-once must
-deduplicate on a key of their own (e.g. put an id in ``keys`` or ``properties``).
+Delivery is AT-LEAST-ONCE by default: a task that fails after some of its batches were stored (or
+a request that timed out but was stored) is retried by Spark and sends those rows again; so does a
+streaming micro-batch re-run after a failure before its commit. Every message carries a fresh
+UNIQ_KEY (msg id) per send; consumers that need exactly-once must deduplicate on a key of their own
+(e.g. put an id in ``keys`` or ``properties``). With ``exactlyOnce=true`` (streaming, ``topic``
+option) the rows are sent as half messages (transactional, invisible) and each micro-batch's are
+committed by the driver once: :mod:`spark_mq.spark.exactly_once`; a batch's retried requests then
+stay on their queue (the broker commits a message stored twice by them once).
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MessageValidationError, MQClientError, RemotingError, SparkMQError
 from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE
 from spark_mq.common.perm import PERM_WRITE
-from spark_mq.spark.options import TOPIC, SinkOptions
+from spark_mq.spark.exactly_once import SinkChecker, WriterTransaction, resolve, start_writer
+from spark_mq.spark.options import EXACTLY_ONCE, TOPIC, SinkOptions
 from spark_mq.spark.sink_rows import (
     BODY,
     KEYS_COL,
@@ -129,6 +133,7 @@ class SinkCommitMessage(WriterCommitMessage):
     messages: int = 0
     requests: int = 0
     per_queue: dict[str, int] = field(default_factory=dict)
+    transaction: WriterTransaction | None = None  # with exactlyOnce: the task's half messages
 
 
 @dataclass(frozen=True)
@@ -182,12 +187,13 @@ class _Sender:
     """Sends one task's rows, target by target, in requests of at most ``batchSize`` messages and
     4 MiB; counts what was sent. Looks each topic's queues up once per task. Not thread-safe."""
 
-    def __init__(self, api: SyncMQClientAPI, opts: SinkOptions, start: int) -> None:
+    def __init__(self, api: SyncMQClientAPI, opts: SinkOptions, start: int,
+                 transaction: WriterTransaction | None = None) -> None:
         self.api, self.opts = api, opts
         self._start = start  # round robin position of unrouted requests, per topic
         self._next: dict[str, int] = {}
         self._queues: dict[str, WritableQueues] = {}
-        self.result = SinkCommitMessage()
+        self.result = SinkCommitMessage(transaction=transaction)
 
     def _topic_queues(self, topic: str) -> WritableQueues:
         queues = self._queues.get(topic)
@@ -226,23 +232,28 @@ class _Sender:
             for part in chunk.split(DEFAULT_MAX_MESSAGE_SIZE):
                 self._send(queues, target, part)
 
+    def _round_robin(self, queues: WritableQueues) -> QueueKey:
+        position = self._next[queues.topic]
+        self._next[queues.topic] = (position + 1) % len(queues.queues)
+        return queues.queues[position]
+
     def _send(self, queues: WritableQueues, target: QueueKey | None, batch: PreparedBatch) -> None:
         last_error: Exception | None = None
+        if target is None and self.result.transaction is not None:  # a retry must not store it on another broker
+            target = self._round_robin(queues)
         for _attempt in range(SEND_ATTEMPTS):
-            if target is None:
-                position = self._next[queues.topic]
-                key = queues.queues[position]
-                self._next[queues.topic] = (position + 1) % len(queues.queues)
-            else:
-                key = target
+            key = self._round_robin(queues) if target is None else target
             try:
-                self.api.send_batch(queues.brokers[key[0]], batch.to_message_batch(key[1]), self.opts.producer_group,
-                                    broker_name=key[0], timeout=REQUEST_TIMEOUT_S, msg_id=batch.msg_id)
+                sent = self.api.send_batch(queues.brokers[key[0]], batch.to_message_batch(key[1]),
+                                           self.opts.producer_group, broker_name=key[0], timeout=REQUEST_TIMEOUT_S,
+                                           msg_id=batch.msg_id)
             except (RemotingError, MQClientError) as e:
                 log.warning("spark_mq sink: batch of %d to %s@%s:%d failed: %s", len(batch), queues.topic, key[0],
                             key[1], e)
                 last_error = e
                 continue
+            if self.result.transaction is not None:
+                self.result.transaction.add(key[0], sent.offset_msg_id or "", sent.queue_offset)
             name = f"{queues.topic}@{key[0]}:{key[1]}"
             self.result.messages += len(batch)
             self.result.requests += 1
@@ -253,14 +264,16 @@ class _Sender:
 
 
 def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkCommitMessage:
-    """Send Arrow ``batches`` of rows (executor side) as batch requests; the counts of what was sent."""
+    """Send Arrow ``batches`` of rows (executor side) as batch requests (as half messages of one
+    writer with exactlyOnce); the counts of what was sent."""
     ctx = TaskContext.get()
     start = ctx.partitionId() if ctx is not None else os.getpid()
+    transaction, extra = start_writer(opts, ctx) if opts.exactly_once else (None, b"")
     with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
-        sender = _Sender(api, opts, start)
+        sender = _Sender(api, opts, start, transaction)
         for batch in batches:
             if batch.num_rows:
-                sender.send(encode_rows(batch, opts.topic))
+                sender.send(encode_rows(batch, opts.topic, extra))
     return sender.result
 
 
@@ -302,10 +315,26 @@ class SparkMQStreamWriter(DataSourceStreamArrowWriter):
         return write_batches(self.opts, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            SinkChecker.ensure(self.opts)
+            done = resolve(self.opts, _transactions(messages), batchId, write_decision=True)
+            if done.replayed:
+                log.warning("spark_mq exactly-once sink: batch %d was committed by an earlier attempt (a replay): "
+                            "its rows are kept, this attempt's %d writer(s) rolled back", batchId,
+                            done.rolled_back_writers)
         _log_totals("commit", self.opts, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            resolve(self.opts, _transactions(messages), batchId, write_decision=False)
+            _log_totals("abort (rolled back unless an earlier attempt committed the batch)", self.opts, messages,
+                        batchId)
+            return
         _log_totals("abort (messages already sent stay in the topic)", self.opts, messages, batchId)
+
+
+def _transactions(messages: list[WriterCommitMessage | None]) -> list[WriterTransaction]:
+    return [m.transaction for m in messages if isinstance(m, SinkCommitMessage) and m.transaction is not None]
 
 
 def make_writer(options, schema: StructType, overwrite: bool, *, streaming: bool):
@@ -315,6 +344,9 @@ def make_writer(options, schema: StructType, overwrite: bool, *, streaming: bool
     validate_sink_schema(schema, opts.topic)
     if overwrite:
         raise ConfigError("the spark_mq sink only appends (a topic cannot be overwritten): use mode('append')")
+    if opts.exactly_once and not streaming:
+        raise ConfigError(f"option {EXACTLY_ONCE!r} applies to writeStream (micro-batches commit once); a batch "
+                          f"write is at-least-once: drop the option")
     if opts.topic is not None:
         with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
             writable_queues(api, opts.namesrv_addrs, opts.topic)

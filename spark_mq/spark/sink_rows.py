@@ -37,8 +37,11 @@ from spark_mq.common.properties import (
     KEYS,
     MAX_PROPERTIES_LENGTH,
     NAME_VALUE_SEPARATOR,
+    PRODUCER_GROUP,
     PROPERTY_SEPARATOR,
     TAGS,
+    TRANSACTION_ID,
+    TRANSACTION_PREPARED,
     UNIQ_KEY,
     WAIT_STORE_MSG_OK,
 )
@@ -47,8 +50,11 @@ from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 BODY, TOPIC_COL, KEYS_COL, TAGS_COL, PROPERTIES_COL, QUEUE_ID = (
     "body", "topic", "keys", "tags", "properties", "queue_id")
 NO_QUEUE = -1  # a row's queue_id / target when it has none
+# the streaming query and micro-batch an exactly-once write's messages come from (spark/exactly_once.py)
+QUERY_PROPERTY, BATCH_PROPERTY = "SPARK_MQ_QUERY", "SPARK_MQ_BATCH"
 # property names the sink sets itself: a `properties` entry with one of these names is dropped
-SINK_SET_PROPERTIES = (UNIQ_KEY, WAIT_STORE_MSG_OK)
+SINK_SET_PROPERTIES = (UNIQ_KEY, WAIT_STORE_MSG_OK, TRANSACTION_PREPARED, PRODUCER_GROUP, TRANSACTION_ID,
+                       QUERY_PROPERTY, BATCH_PROPERTY)
 _SEPARATORS = f"[{NAME_VALUE_SEPARATOR}{PROPERTY_SEPARATOR}]"
 _NV, _PS = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode()
 _UNIQ_KEY_LENGTH = 32  # uniq_keys() makes S32 values
@@ -72,9 +78,10 @@ class EncodedRows:
         return len(self.topic_codes)
 
 
-def encode_rows(batch: pa.RecordBatch, default_topic: str | None) -> EncodedRows:
-    """Validate and encode ``batch`` (the sink's columns; others ignored); MessageValidationError
-    saying which column is wrong, before any of the batch is sent."""
+def encode_rows(batch: pa.RecordBatch, default_topic: str | None, extra: bytes = b"") -> EncodedRows:
+    """Validate and encode ``batch`` (the sink's columns; others ignored), every row's properties
+    ending with ``extra`` (encoded pairs) before its UNIQ_KEY; MessageValidationError saying which
+    column is wrong, before any of the batch is sent."""
     n = batch.num_rows
     names = set(batch.schema.names)
     topics, topic_codes = _topics(batch.column(TOPIC_COL) if TOPIC_COL in names else None, default_topic, n)
@@ -89,7 +96,8 @@ def encode_rows(batch: pa.RecordBatch, default_topic: str | None) -> EncodedRows
             else _empty_strings(n))
     keys = uniq_keys(n)
     parts = (user, _named(TAGS, tags, has_tags), _named(KEYS, keys_text, has_keys_text))
-    properties = pc.binary_join_element_wise(*(p.cast(pa.binary()) for p in parts), _uniq_tail(keys), b"")
+    properties = pc.binary_join_element_wise(*(p.cast(pa.binary()) for p in parts), pa.scalar(extra, pa.binary()),
+                                             _uniq_tail(keys), b"")
     property_lengths = pc.binary_length(properties).to_numpy(zero_copy_only=False).astype(np.int64)
     if n and int(property_lengths.max()) > MAX_PROPERTIES_LENGTH:
         raise MessageValidationError(f"a row's properties are {int(property_lengths.max())} bytes encoded, over the "

@@ -52,6 +52,10 @@ are committed at once, so a member taking its queues over before its first batch
 Two Spark applications of one group so split a topic's queues, and when one stops (its reader
 unlocks everything and leaves the group) the other takes its queues over at its next trigger.
 
+With ``sqlFilter`` the brokers filter each pull (:mod:`spark_mq.spark.sql_filter`): a batch's offsets
+are its queues' offsets as without it, so the messages filtered out are passed over like the ones
+delivered and the query's progress and lag stay those of the queues; the rows are the matching ones.
+
 Locks are checked before use: before it commits or plans anything (``latestOffset``, ``commit``) the
 reader renews every lock it holds at the brokers (LOCK_BATCH_MQ) and drops the queues refused, so a
 member that was stopped or cut off past the broker's lock expiry (``rebalanceLockMaxLiveTime``) and
@@ -113,6 +117,7 @@ from spark_mq.spark.offsets import (
 )
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
+from spark_mq.spark.sql_filter import check_brokers
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +187,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._started_ms: int | None = None  # when initialOffset ran (None: restarted from a checkpoint)
         self._seen_at_start: frozenset[tuple[str, QueueKey]] | None = None  # the routes' (topic, queue)s then
         self._last_batch: float | None = None  # clock() of the last batch let through (minMessagesPerTrigger)
+        self._filter_checked: set[tuple[str, str]] = set()  # (topic, broker address) that serve sqlFilter
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -204,6 +210,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _discover(self) -> dict[str, TopicQueues]:
         found = discover_topics(self._client(), self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern)
+        for queues in found:  # sqlFilter: each broker asked once whether it serves it, before it is read
+            check_brokers(self._client(), queues, self.opts, self._filter_checked)
         self._topics = {queues.topic: queues for queues in found}
         return self._topics
 
@@ -404,7 +412,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_partitions(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.columns)
+        return read_partition(partition, self.columns, self.opts.sql_filter, self.opts.property_columns)
 
     def commit(self, end: dict) -> None:
         if not self.opts.group_member:

@@ -13,9 +13,10 @@ SUBSCRIPTION_GROUPS = "subscriptionGroup.json"
 CONSUMER_OFFSETS = "consumerOffset.json"
 DELAY_OFFSETS = "delayOffset.json"
 TIERED_OFFSETS = "tieredOffset.json"
+TIMER_CHECKPOINT = "timercheck.json"
 
-__all__ = ["CONFIG_DIR", "CONSUMER_OFFSETS", "DELAY_OFFSETS", "SUBSCRIPTION_GROUPS", "TIERED_OFFSETS", "TOPICS",
-           "JsonConfigFile", "config_file"]
+__all__ = ["CONFIG_DIR", "CONSUMER_OFFSETS", "DELAY_OFFSETS", "SUBSCRIPTION_GROUPS", "TIERED_OFFSETS",
+           "TIMER_CHECKPOINT", "TOPICS", "JsonConfigFile", "config_file"]
 
 
 def config_file(store_root: Path, name: str) -> JsonConfigFile:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from spark_mq.common.byte_ranges import gather_ranges
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
 from spark_mq.common.delay_levels import parse_delay_levels
 from spark_mq.common.errors import DiskFullError, ReplicationError, StoreError, StoreNotWritableError
@@ -101,6 +102,7 @@ MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering
 # commitlog bytes read per get when a unit filter (SQL92) judges units by their contents: the units
 # must be read to be judged, so the scan is bounded by bytes as well as by entries
 UNIT_FILTER_SCAN_BYTES = 8 * 1024 * 1024
+MIN_JUDGED_UNITS = 256  # units a unit filter judges at once at least (each call has a fixed cost)
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
 # the background start-up check waits this long first: its Python loop holds the GIL, and every
 # I/O wake-up of the starting broker (registration, first connections and pulls) would wait up to
@@ -114,12 +116,26 @@ UnitFilter = Callable[[bytes, np.ndarray], np.ndarray]
 boolean mask), judged on their contents (a SQL92 subscription's properties)."""
 
 
-def _gather_ranges(data: bytes, starts: np.ndarray, sizes: np.ndarray) -> bytes:
-    """The ranges ``[starts[i], starts[i] + sizes[i])`` of ``data`` back to back, in one gather."""
-    offsets = np.zeros(sizes.size, dtype=np.int64)
-    np.cumsum(sizes[:-1], out=offsets[1:])
-    index = np.repeat(starts - offsets, sizes) + np.arange(int(sizes.sum()), dtype=np.int64)
-    return np.frombuffer(data, dtype=np.uint8)[index].tobytes()
+def _judge(read_units: Callable[[np.ndarray, np.ndarray], bytes], window: np.ndarray, phys: np.ndarray,
+           sizes: np.ndarray, wanted: int, unit_filter: UnitFilter) -> tuple[np.ndarray, bytes, np.ndarray]:
+    """The first units of ``window`` (entry indexes into ``phys``/``sizes``) read and judged, in chunks, until
+    ``wanted`` match or the window ends: (the entries judged, their bytes back to back, which match).
+
+    Why chunks: a pull asks for ``wanted`` matches, and the window may hold many times that; reading and
+    judging all of it, to return the first ``wanted``, made each pull do the work of the next ones again.
+    A chunk holds what is still missing at the rate of matches seen so far, a quarter more."""
+    datas, keeps, done, matched = [], [], 0, 0
+    chunk = max(wanted, MIN_JUDGED_UNITS)
+    while done < window.size and matched < wanted:
+        part = window[done:done + chunk]
+        data = read_units(phys[part], sizes[part])
+        keep = unit_filter(data, sizes[part])
+        datas.append(data)
+        keeps.append(keep)
+        done += part.size
+        matched += int(np.count_nonzero(keep))
+        chunk = max(chunk, (wanted - matched) * done * 5 // (4 * max(matched, 1)))
+    return window[:done], datas[0] if len(datas) == 1 else b"".join(datas), np.concatenate(keeps)
 
 
 def logic_reserve(config: BrokerConfig) -> int:
@@ -746,14 +762,13 @@ class MessageStore:
             candidates = np.arange(first, ent.size)
         judged = None
         if unit_filter is not None and candidates.size:
-            # read the candidates (bounded by bytes), keep those the filter matches
-            read = candidates[:max(1, int(np.searchsorted(np.cumsum(sizes[candidates]), UNIT_FILTER_SCAN_BYTES,
-                                                          side="right")))]
+            # read the candidates (bounded by bytes) until enough match, keep those the filter matches
+            window = candidates[:max(1, int(np.searchsorted(np.cumsum(sizes[candidates]), UNIT_FILTER_SCAN_BYTES,
+                                                            side="right")))]
             try:
-                judged = self.commitlog.read_units(phys[read], sizes[read])
+                read, judged, keep = _judge(self.commitlog.read_units, window, phys, sizes, max_count, unit_filter)
             except LookupError:
                 return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
-            keep = unit_filter(judged, sizes[read])
             unread = ent.size if read.size == candidates.size else int(read[-1]) + 1
             judged_starts = np.zeros(read.size, dtype=np.int64)
             np.cumsum(sizes[read][:-1], out=judged_starts[1:])
@@ -772,7 +787,7 @@ class MessageStore:
             return GetResult(status, scanned_to, lo, hi)
         phys, sizes = phys[picked], sizes[picked]
         if judged is not None:  # already read: cut the kept units (a prefix of those matched) out
-            data = _gather_ranges(judged, judged_starts[:picked.size], sizes)
+            data = gather_ranges(np.frombuffer(judged, dtype=np.uint8), judged_starts[:picked.size], sizes).tobytes()
         else:
             try:
                 data = self.commitlog.read_units(phys, sizes)

@@ -9,7 +9,7 @@ is touched. The check is lexical on purpose: a symlink an operator placed inside
 commitlog on another disk) is followed as intended, and no request can create a symlink.
 
 Layout: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``, ``index/``, ``config/*.json``,
-``checkpoint``, ``abort`` and ``lock``.
+``checkpoint``, ``abort`` and ``lock``; timer messages add ``timerlog/`` and ``timerwheel``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
 ABORT_FILE = "abort"
 LOCK_FILE = "lock"
+TIMER_LOG_DIR = "timerlog"  # timer messages: RocketMQ's names
+TIMER_WHEEL_FILE = "timerwheel"
 _SEPARATORS = frozenset({"/", "\\", "\0", os.sep, os.altsep or "/"})
 
 

@@ -1,5 +1,7 @@
 """Fixtures of the peer tests: a NameServer and a broker per test (``tests/servers.py``); plain
-helpers live in ``peer_helpers`` (importable from here on)."""
+helpers live in ``peer_helpers`` (importable from here on). ``tests/integration`` is on the path too (appended),
+so the controller tests' replica sets can be imported as ``integration.controller...`` whose modules import
+``broker._support``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.append(str(Path(__file__).parents[1] / "integration"))
 
 from servers import Broker, start_namesrv
 

@@ -2,20 +2,21 @@
 like any other process: ``python cpp_consumer_process.py push|pull NAMESRV GROUP TOPIC INSTANCE`` (the push
 consumer's instance name; the library's C API sets none for a pull consumer).
 
-It prints ``READY`` once started, then ``MSG <seq> <queueId> <queueOffset>`` for every message it receives (``seq`` is
-the message's ``seq`` property), flushed at once; on SIGTERM it shuts the client down (a push consumer commits its
-offsets then) and prints ``DONE``. ``push`` is a clustering push consumer; ``pull`` a pull consumer that pulls every
-queue of the topic from offset 0 on, round after round (the binding's own ``PullConsumer.pull`` keeps its offsets in a
-class attribute, so this calls the library's ``Pull`` itself).
+It prints ``READY`` once started, then ``MSG <seq> <queueId> <queueOffset> <msgId>`` for every message it receives
+(``seq`` is the message's ``seq`` property, ``msgId`` its id as the library gives it), flushed at once; on SIGTERM
+it shuts the client down (a push consumer commits its offsets then) and prints ``DONE``. ``push`` is a clustering
+push consumer; ``pull`` a pull consumer that pulls every queue of the topic from offset 0 on, round after round (the
+binding's own ``PullConsumer.pull`` keeps its offsets in a class attribute, so this calls the library's ``Pull``
+itself).
 """
 
 from __future__ import annotations
 
 import ctypes
-import signal
 import sys
 import threading
 
+from peer_helpers import run_until_sigterm
 from rocketmq.client import PullConsumer, PushConsumer, RecvMessage
 from rocketmq.exceptions import ffi_check
 from rocketmq.ffi import _CMessageQueue, _CPullStatus, dll
@@ -36,7 +37,7 @@ def emit(line: str) -> None:
 
 def on_message(msg) -> None:
     seq = (msg.get_property("seq") or b"").decode()
-    emit(f"MSG {seq} {msg.queue_id} {msg.queue_offset}")
+    emit(f"MSG {seq} {msg.queue_id} {msg.queue_offset} {msg.id}")
 
 
 def run_push(namesrv: str, group: str, topic: str, instance: str, stop: threading.Event) -> None:
@@ -92,14 +93,8 @@ def run_pull(namesrv: str, group: str, topic: str, instance: str, stop: threadin
 
 def main() -> None:
     mode, namesrv, group, topic, instance = sys.argv[1:6]
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     runner = {"push": run_push, "pull": run_pull}[mode]
-    worker = threading.Thread(target=runner, args=(namesrv, group, topic, instance, stop))
-    worker.start()
-    while worker.is_alive():  # the main thread stays free to run the SIGTERM handler
-        worker.join(0.1)
-    emit("DONE")
+    run_until_sigterm(lambda stop: runner(namesrv, group, topic, instance, stop))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,40 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
+
+LEDGER_BODY_PREFIX = "cppfo:"
 
 
 def cpp_log(home: Path) -> str:
     """What the C++ client logged under ``home`` (it writes ``$HOME/logs/rocketmq-cpp/<pid>_rocketmq-cpp.log.N``)."""
     return "".join(p.read_text(errors="replace") for p in (home / "logs" / "rocketmq-cpp").glob("*rocketmq-cpp.log*"))
+
+
+def ledger_body(seq: int) -> str:
+    """The body of ledger message ``seq`` (``cpp_producer_process.py``): it names the seq (``ledger_seq`` reads it
+    back from a commitlog), padded to about 100 bytes."""
+    head = f"{LEDGER_BODY_PREFIX}{seq}:"
+    return head + "x" * (100 - len(head))
+
+
+def ledger_seq(body: bytes) -> int | None:
+    text = body.decode(errors="replace")
+    if not text.startswith(LEDGER_BODY_PREFIX):
+        return None
+    return int(text[len(LEDGER_BODY_PREFIX):].split(":", 1)[0])
+
+
+def run_until_sigterm(worker: Callable[[threading.Event], None]) -> None:
+    """``worker(stop)`` in a thread of a client process; SIGTERM sets ``stop``. The main thread only waits, so it
+    stays free to run the SIGTERM handler (a C call of the worker does not hold it up); ``DONE`` once it returned."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    thread = threading.Thread(target=worker, args=(stop,))
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    print("DONE", flush=True)

@@ -3,6 +3,8 @@ starts slowly), and one NameServer + broker with a known topic produced once.
 
 The session never calls ``spark_mq.spark.register``: every read goes through Spark's discovery of
 the installed ``pyspark_spark_mq`` package. Executors run ``sys.executable`` (the venv's Python).
+``tests/integration`` is on the path (appended), so the controller tests' replica sets can be imported as
+``integration.controller...`` whose modules import ``broker._support``.
 """
 
 from __future__ import annotations
@@ -10,8 +12,12 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+sys.path.append(str(Path(__file__).parents[1] / "integration"))
+
 from servers import Broker, free_port, start_namesrv, unique, wait_until
 
 from spark_mq.client.config import ClientConfig

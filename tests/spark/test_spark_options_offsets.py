@@ -63,7 +63,8 @@ def test_defaults_and_case_insensitive_keys():
     assert (opts.rebalance_interval_ms, opts.tiered_store_root, opts.group_member) == (20_000, None, False)
     assert SourceOptions.parse({**BASE, "group": "g"}).group_member
     assert not SourceOptions.parse({**BASE, "group": "g", "commitToBroker": "false"}).group_member
-    assert len(set(o.ALL_OPTIONS)) == 23
+    assert (opts.sql_filter, opts.property_columns, opts.pull_sql) == (None, (), None)
+    assert len(set(o.ALL_OPTIONS)) == 24
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -81,8 +82,8 @@ def test_defaults_and_case_insensitive_keys():
     ({"startingOffsets": "earliest", "startingTimestamp": "5"}, "not both"),
     ({"startingTimestamp": "yesterday"}, "'startingTimestamp' must be an integer"),
     ({"maxMessagesPerTrigger": "-4"}, ">= 1, got -4"),
-    # SQL92 filters are refused up front until the Spark source sends them (issue 16)
-    ({"sql": "num >= 5 AND num < 10"}, "option 'sql': the Spark source does not send SQL92 filters .* 'tags'"),
+    # a SQL92 filter RocketMQ's brokers would refuse is refused up front, with where
+    ({"sqlFilter": "num >= 5 AND"}, "option 'sqlFilter': .* was expecting .* at line 1, column 13"),
     # several topics, windows by time, partitions and stream-only options
     ({"topic": ""}, "option 'topic' is required: .* or else option 'topicPattern'"),
     ({"topicPattern": "t.*"}, "give option 'topic' or option 'topicPattern', not both"),

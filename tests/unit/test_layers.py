@@ -35,7 +35,7 @@ LAYERS: dict[str, set[str]] = {
     "client": {"remoting"},
     "arrow": {"client"},  # never pyspark
     "tiered": {"arrow"},  # never pyspark: `spark-mq offload` and `query --archive` run without Spark
-    "spark": {"tiered"},
+    "spark": {"tiered", "filter"},  # filter: SQL92 filters checked at planning, applied to archive reads
     "query": {"spark"},
     "commands": {"tiered", "store"},  # never spark: commands run without pyspark; offline store tools (copy-store)
     "cli": {"commands", "broker", "namesrv", "controller", "proxy"},

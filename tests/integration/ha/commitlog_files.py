@@ -56,7 +56,7 @@ def read_commitlog(store: Path) -> Commitlog:
     directory = store / "commitlog"
     paths = sorted(directory.iterdir()) if directory.exists() else []
     files = {int(p.name): p.read_bytes() for p in paths}
-    size = len(next(iter(files.values()))) if files else 1
+    size = max((len(d) for d in files.values()), default=0) or 1  # a file being created may still be empty
     units: list[Unit] = []
     pos = min(files) if files else 0
     while pos - pos % size in files:

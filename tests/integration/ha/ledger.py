@@ -8,6 +8,7 @@ send it got no answer for), so a message stored without an answer shows up as a 
 
 from __future__ import annotations
 
+import bisect
 import threading
 import time
 from collections import Counter
@@ -18,11 +19,17 @@ from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import SendStatus
 from spark_mq.common.errors import SparkMQError
 from spark_mq.common.message import Message
+from spark_mq.common.message_id import parse_offset_msg_id
 
 from .commitlog_files import Commitlog
 
 KEY_PREFIX = b"ledger:"
 RETRY_PAUSE_S = 0.05  # between attempts while the master is down (it restarts in seconds)
+
+
+def _store_host(offset_msg_id: str) -> str:
+    host, _ = parse_offset_msg_id(offset_msg_id)
+    return f"{'.'.join(str(b) for b in host[:4])}:{int.from_bytes(host[4:], 'big')}"
 
 
 def body_of(key: str, size: int) -> bytes:
@@ -59,6 +66,8 @@ class Ledger:
     topic: str
     body_size: int = 200
     acked: set[str] = field(default_factory=set)
+    # each SEND_OK in order: time.monotonic() when answered, and the address ("ip:port") of the broker storing it
+    answers: list[tuple[float, str]] = field(default_factory=list)
     attempts: Counter = field(default_factory=Counter)  # answers other than SEND_OK, by kind
     sent: int = 0  # distinct keys sent
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -80,6 +89,13 @@ class Ledger:
         with self._lock:
             return len(self.acked)
 
+    def first_ack_after(self, moment: float, not_by: str) -> float | None:
+        """The time.monotonic() of the first SEND_OK answered after ``moment`` by a broker other than the one
+        at ``not_by`` (a send answered just before a kill may be counted a little after it), None if none yet."""
+        with self._lock:
+            i = bisect.bisect_right(self.answers, (moment, ""))
+            return next((t for t, host in self.answers[i:] if host != not_by), None)
+
     def _run(self) -> None:
         config = ClientConfig(namesrv_addr=self.namesrv)
         with SyncProducer("ledger_producer", config, send_timeout_s=5.0, retry_times=0) as producer:
@@ -94,7 +110,8 @@ class Ledger:
         msg = Message(self.topic, body_of(key, self.body_size), keys=key)
         while not self._stop.is_set():
             try:
-                status = producer.send(msg).status
+                result = producer.send(msg)
+                status = result.status
             except SparkMQError as e:
                 self.attempts[type(e).__name__] += 1
                 time.sleep(RETRY_PAUSE_S)
@@ -102,6 +119,7 @@ class Ledger:
             if status == SendStatus.SEND_OK:
                 with self._lock:
                     self.acked.add(key)
+                    self.answers.append((time.monotonic(), _store_host(result.offset_msg_id)))
                 return
             self.attempts[status.name] += 1
             time.sleep(RETRY_PAUSE_S)

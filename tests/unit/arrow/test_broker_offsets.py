@@ -1,11 +1,12 @@
 """``BrokerOffsets`` when a broker set's master does not answer: the offsets come from its slave (a master
 killed after the route was read, before the NameServer dropped it), and later questions go to the slave
-first."""
+first; while no member answers (an election under way) it asks them again for a while."""
 
 from __future__ import annotations
 
 import pytest
 
+from spark_mq.arrow import queues
 from spark_mq.arrow.queues import BrokerOffsets, TopicQueues
 from spark_mq.common.errors import RemotingConnectError
 
@@ -39,10 +40,26 @@ def test_a_master_that_does_not_answer_is_replaced_by_its_slave():
     assert api.asked == [MASTER, SLAVE, SLAVE]  # the dead master is asked once, not per queue
 
 
-def test_a_live_master_is_asked_and_no_member_answering_is_an_error():
+def test_a_live_master_is_asked_and_no_member_answering_is_an_error(monkeypatch):
+    monkeypatch.setattr(queues, "FAILOVER_PATIENCE_S", 0.5)
     api = Api({MASTER: 100, SLAVE: 90}, dead=set())
     assert BrokerOffsets(api, _queues()).max_offset(("b", 1)) == 101  # type: ignore[arg-type]
     assert api.asked == [MASTER]
     api.dead = {MASTER, SLAVE}
     with pytest.raises(RemotingConnectError):
         BrokerOffsets(api, _queues()).max_offset(("b", 0))  # type: ignore[arg-type]
+
+
+def test_members_that_all_refuse_for_a_moment_are_asked_again():
+    """Every member refuses its first two questions (the master dead, its slaves restarting their parts as one
+    of them is elected): the lookup goes round them again and takes the first answer."""
+    api = Api({MASTER: 100, SLAVE: 90}, dead={MASTER, SLAVE})
+
+    def get_max_offset(addr: str, topic: str, queue_id: int) -> int:
+        if api.asked.count(addr) >= 2:
+            api.dead.discard(addr)
+        return Api.get_max_offset(api, addr, topic, queue_id)
+
+    api.get_max_offset = get_max_offset  # type: ignore[method-assign]
+    assert BrokerOffsets(api, _queues()).max_offset(("b", 0)) == 100  # type: ignore[arg-type]
+    assert api.asked == [MASTER, SLAVE, MASTER, SLAVE, MASTER]

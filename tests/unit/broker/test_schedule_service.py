@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from unit_helpers import FakeClock
 
-from spark_mq.broker.schedule import REAL_QID, REAL_TOPIC, ScheduleService, put_all, to_schedule
+from spark_mq.broker.schedule import ScheduleService, put_all, to_schedule
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.properties import encode_properties
+from spark_mq.common.properties import REAL_QUEUE_ID as REAL_QID
+from spark_mq.common.properties import REAL_TOPIC, encode_properties
 from spark_mq.store.config_file import DELAY_OFFSETS
 
 LEVELS = "1s 5s 10s"

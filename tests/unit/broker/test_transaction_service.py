@@ -14,6 +14,7 @@ from spark_mq.broker.transaction import (
     OP_HALF_TOPIC,
     TransactionalMessageService,
     TransactionConfig,
+    _real_batch,
 )
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.message import MessageBatch
@@ -134,3 +135,62 @@ def test_past_check_max_a_half_message_is_discarded_and_counted(make_store, tmp_
     assert bodies(store, CHECK_MAX_TIME_TOPIC, 0) == [b"unknown"]
     assert not svc.live and svc.progress == store.get_max_offset(HALF_TOPIC, 0)
     assert bodies(store, "orders") == []
+
+
+def half_batch(store, svc, clock, bodies_: list[bytes], writer: str, queue_id: int, keys: list[str]) -> tuple[int, int]:
+    """Store a prepared batch as the broker does (one transaction: ``__transactionId__`` = ``writer``);
+    returns the first half message's (queue offset, commitlog offset)."""
+    props = [encode_properties({"UNIQ_KEY": k, "TRAN_MSG": "true", "__transactionId__": writer}) for k in keys]
+    batch = MessageBatch.of("orders", queue_id, bodies_, props, born_timestamp=int(clock() * 1000))
+    h = svc.half_batch(batch, GROUP)
+    result = store.put_messages(h)
+    svc.stored_half(result.queue_offset, h)
+    return result.queue_offset, int(result.physical_offsets[0])
+
+
+def test_a_prepared_batch_is_one_transaction_checked_once_and_committed_once(make_store, tmp_path):
+    """Two prepared batches of writer W (queues 1 and 2; the second request retried after a lost
+    answer, so stored twice) and one of writer V: one check per writer; END about any message of W
+    commits all of W's, each once and in order; V's rollback drops V's."""
+    clock, conn = FakeClock(), RecordingConnection()
+    store = make_store(clock=clock)
+    svc = service(store, clock, conn, tmp_path)
+    q1, p1 = half_batch(store, svc, clock, [b"w1", b"w2", b"w3"], "W", 1, ["k1", "k2", "k3"])
+    for _ in range(2):
+        half_batch(store, svc, clock, [b"w4", b"w5"], "W", 2, ["k4", "k5"])
+    qv, pv = half_batch(store, svc, clock, [b"v1"], "V", 1, ["kv"])
+    clock.advance(2)
+    assert svc.check() == 2  # one check per transaction, not per message
+    asked = sorted(decode_message(c.body).properties["__transactionId__"] for c in conn.sent)
+    assert asked == ["V", "W"]
+    assert end(svc, q1 + 1, p1 + 1, TRANSACTION_COMMIT_TYPE)[0] != ResponseCode.SUCCESS  # not a message's offset
+    assert end(svc, q1, p1, TRANSACTION_COMMIT_TYPE) == (ResponseCode.SUCCESS, "")  # about the renewed original
+    assert bodies(store, "orders", 1) == [b"w1", b"w2", b"w3"]
+    assert bodies(store, "orders", 2) == [b"w4", b"w5"]
+    assert end(svc, qv, pv, TRANSACTION_ROLLBACK_TYPE) == (ResponseCode.SUCCESS, "")
+    assert end(svc, q1, p1, TRANSACTION_COMMIT_TYPE) == (ResponseCode.SUCCESS, "already resolved")
+    assert bodies(store, "orders", 1) == [b"w1", b"w2", b"w3"] and not svc.live
+
+
+def test_a_batch_commit_cut_short_by_a_crash_is_finished_at_start(make_store, tmp_path):
+    """The commitlog as a SIGKILL between the puts of a batch commit leaves it: queue 1's committed
+    copies stored, queue 2's not, no op record. The restart finds the committed prefix and commits
+    the rest: each message once; a second restart changes nothing."""
+    clock, conn = FakeClock(), RecordingConnection()
+    root = tmp_path / "store"
+    store = make_store(root, clock=clock)
+    svc = service(store, clock, conn, tmp_path)
+    half_batch(store, svc, clock, [b"a", b"b", b"c"], "W", 1, ["ka", "kb", "kc"])
+    half_batch(store, svc, clock, [b"d", b"e"], "W", 2, ["kd", "ke"])
+    live = decode_units_list(store.get_messages(HALF_TOPIC, 0, 0, 10).data)
+    store.put_messages(_real_batch(live[:3], "orders", 1))  # the first put of the commit, then the crash
+    store.shutdown()
+
+    for _ in range(2):
+        store = make_store(root, clock=clock)
+        again = service(store, clock, conn, tmp_path)
+        assert not again.live
+        assert bodies(store, "orders", 1) == [b"a", b"b", b"c"]
+        assert bodies(store, "orders", 2) == [b"d", b"e"]
+        store.shutdown()
+    assert conn.sent == []  # decided without asking anyone

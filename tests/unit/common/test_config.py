@@ -115,6 +115,9 @@ def test_wrong_types_name_the_key(tmp_path, line, named):
         ("serverChannelMaxInFlightRequests=0", "serverChannelMaxInFlightRequests"),
         ("writeBufferLowWaterMark=8388608", "writeBufferLowWaterMark (8388608)"),
         ("rebalanceLockMaxLiveTime=0", "rebalanceLockMaxLiveTime=0"),
+        ("timerPrecisionMs=0", "timerPrecisionMs"),
+        ("timerMaxDelaySec=100000000\ntimerPrecisionMs=1", "timerMaxDelaySec=100000000 at timerPrecisionMs=1"),
+        ("mappedFileSizeTimerLog=1000001", "mappedFileSizeTimerLog=1000001: give a positive multiple of 40"),
     ],
 )
 def test_invalid_values_name_the_key(tmp_path, text, named):

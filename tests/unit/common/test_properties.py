@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_mq.common.properties import decode_properties, encode_properties, scan_properties
+from spark_mq.common.properties import PackedProperties, decode_properties, encode_properties, scan_properties
 
 SEPARATORS = "\x01\x02"
 no_sep_text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=SEPARATORS), max_size=20)
@@ -79,7 +79,7 @@ def _layout(raws: list[bytes], gaps: list[bytes]) -> tuple[np.ndarray, np.ndarra
     probe=names,
 )
 @settings(max_examples=300)
-def test_scan_find_agrees_with_decode(rows, probe):
+def test_scan_and_packed_find_agree_with_decode(rows, probe):
     raws = []
     for props, drop_last_sep, _ in rows:
         raw = encode_properties(props)
@@ -87,15 +87,25 @@ def test_scan_find_agrees_with_decode(rows, probe):
     # gap bytes may hold separators: the scanner must only look inside the given ranges
     buf, starts, ends = _layout(raws, [gap for _, _, gap in rows])
     scan = scan_properties(buf, starts, ends)
+    packed = PackedProperties.pack(buf, starts, ends)  # the same values, found in the packed copy
     for name in {probe, "TAGS", "KEYS", "UNIQ_KEY", *(n for p, _, _ in rows for n in p)}:
-        vs, ve = scan.find(name)
-        assert vs.shape == ve.shape == (len(rows),)
-        for i, raw in enumerate(raws):
-            expected = decode_properties(raw).get(name)
-            if expected is None:
-                assert vs[i] == -1, (name, raw)
-            else:
-                assert bytes(buf[vs[i] : ve[i]]).decode() == expected, (name, raw)
+        for data, (vs, ve) in ((buf, scan.find(name)), (packed.data, packed.find(name))):
+            assert vs.shape == ve.shape == (len(rows),)
+            for i, raw in enumerate(raws):
+                expected = decode_properties(raw).get(name)
+                if expected is None:
+                    assert vs[i] == -1, (name, raw)
+                else:
+                    assert bytes(data[vs[i] : ve[i]]).decode() == expected, (name, raw)
+
+
+def test_packed_find_takes_the_last_duplicate_and_runs_to_the_end():
+    raws = [b"", b"a\x011\x02a\x012\x02", b"b\x01x\x02a\x01tail", b"ab\x013\x02"]
+    buf, starts, ends = _layout(raws, [b"\x02a\x01junk"] * len(raws))  # separators around, outside the ranges
+    packed = PackedProperties.pack(buf, starts, ends)
+    vs, ve = packed.find("a")
+    assert [bytes(packed.data[b:e]) if b >= 0 else None for b, e in zip(vs, ve, strict=True)] == \
+        [None, b"2", b"tail", None]
 
 
 def test_scan_handles_empty_strings_and_duplicates():

@@ -36,12 +36,14 @@ NAMES = ["a", "b", "TAGS"]
 POOL = ["5", "-3", "+4", "0", "2.5", "abc", "", " 7", "1e3", "NaN", "true", "TRUE", "false", "9999999999",
         "-9223372036854775808", "5.", ".5", "1f", "x", "red", "redder", "ed", "-0.0"]
 # what Java's parsers make of each pool string (absent: NumberFormatException)
-# (with the strings of test_rocketmq_semantics)
-JAVA_INT = {"5": 5, "-3": -3, "+4": 4, "0": 0, "10": 10, "3": 3, "1": 1, "2147483647": 2147483647}
+# (with the strings of test_rocketmq_semantics,
+# and with those of test_integer_columns_parse_as_java_does)
+JAVA_INT = {"5": 5, "-3": -3, "+4": 4, "0": 0, "10": 10, "3": 3, "1": 1, "2147483647": 2147483647,
+            "-5": -5, "007": 7, "-0": 0, "+5": 5}
 JAVA_LONG = {**JAVA_INT, "9999999999": 9999999999, "-9223372036854775808": -9223372036854775808,
-             "2147483648": 2147483648}
+             "2147483648": 2147483648, "9223372036854775807": 9223372036854775807}
 JAVA_DOUBLE = {**{k: float(v) for k, v in JAVA_LONG.items()}, "2.5": 2.5, "10.0": 10.0, " 7": 7.0, "1e3": 1000.0,
-               "NaN": math.nan, "5.": 5.0, ".5": 0.5, "1f": 1.0, "-0.0": -0.0}
+               "NaN": math.nan, "5.": 5.0, ".5": 0.5, "1f": 1.0, "-0.0": -0.0, "-0": -0.0, " 5": 5.0, "5 ": 5.0}
 NUMBERS = (Kind.INT, Kind.LONG, Kind.DOUBLE)
 
 
@@ -289,3 +291,17 @@ def test_columns_come_from_the_stored_units():
     f = Sql92Filter.compile("TAGS = 'x' OR a = 'héllo' OR b ENDSWITH 'ey'")
     assert f.match_units(bytes(data), sizes).tolist() == [True, False, True, True]
     assert Sql92Filter.compile("a > 5").match_units(bytes(data), sizes).tolist() == [True, False, False, False]
+
+
+@pytest.mark.parametrize("values", [
+    # every one a number Arrow's cast reads (the one-cast path), nulls among them
+    ["5", "-5", "007", "-0", "2147483647", "2147483648", "9223372036854775807", "-9223372036854775808", None],
+    ["0x1f", "5", "0X10"],  # hexadecimal: Arrow's cast reads it, Java's valueOf does not
+    ["+5", "5", "-9223372036854775809"],  # a '+' sign: Java reads it, Arrow does not; past a long: neither
+    ["5", " 5", "5 ", ""],
+])
+def test_integer_columns_parse_as_java_does(values):
+    msgs = [{} if v is None else {"a": v} for v in values]
+    for text in ("a = 5", "a > 2147483646", "a > 2147483648", "a < -1", "a >= 5 AND a < 2147483648"):
+        f = Sql92Filter.compile(text)
+        assert f.matches(columns(msgs), len(msgs)).tolist() == [delivered(f.tree, m) for m in msgs], text

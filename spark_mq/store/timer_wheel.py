@@ -1,0 +1,141 @@
+"""The timing wheel (RocketMQ's ``TimerWheel``): one slot per ``timerPrecisionMs`` of time, in a
+circular file ``timerwheel`` mapped into memory, each slot the head of a chain of timer-log records::
+
+    0         8        16       24       32
+    | time_ms | first  | last   | count  |     int64 each (little-endian)
+
+``time_ms``: the slot time the chain belongs to (a slot is reused every ``slots * precision`` ms, so a
+slot whose time is not the one asked for holds nothing for it); ``first``/``last``: timer-log record
+numbers; ``count``: records in the chain.
+
+A message due at ``d`` goes to the slot of time ``ceil(d / precision) * precision``: delivered when that
+time has come, never before ``d``. The wheel has twice the slots ``timerMaxDelaySec`` needs, and the
+timer service links only times in ``[read time, read time + span)``, so two pending times never share
+a slot. The file is rebuilt from the timer log at every start (one sequential, vectorised pass), so its
+content never needs to be trusted after a crash; it lives in a file so that its size (16 MiB for the
+default 3 days at 1 s) is page cache, not process memory.
+
+Thread-safety: one owner (the broker's event loop).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from spark_mq.store.disk_space import allocate, make_dirs
+
+SLOT = np.dtype([("time_ms", "<i8"), ("first", "<i8"), ("last", "<i8"), ("count", "<i8")])
+
+
+def wheel_slots(max_delay_ms: int, precision_ms: int) -> int:
+    """Slots for a wheel that holds every time up to ``max_delay_ms`` ahead of a read time that may lag as
+    much again (a broker paused for that long): twice the slots the max delay needs."""
+    return 2 * -(-max_delay_ms // precision_ms) + 1
+
+
+def slot_times(deliver_ms: np.ndarray, precision_ms: int) -> np.ndarray:
+    """The slot time of each due time: the first multiple of the precision at or after it."""
+    return -(-np.asarray(deliver_ms, dtype=np.int64) // precision_ms) * precision_ms
+
+
+class TimerWheel:
+    def __init__(self, path: Path, slots: int, precision_ms: int) -> None:
+        """Map ``path`` (created, or re-created when its size does not match ``slots``); all slots empty
+        until :meth:`rebuild`."""
+        self.path = path
+        self.slots_total = slots
+        self.precision_ms = precision_ms
+        self.span_ms = slots * precision_ms
+        make_dirs(path.parent)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != slots * SLOT.itemsize:
+                os.ftruncate(fd, 0)
+                # every block allocated up front: a write to a hole of a mapping on a full disk is a SIGBUS
+                allocate(fd, slots * SLOT.itemsize, path)
+            self._mm = mmap.mmap(fd, slots * SLOT.itemsize)
+        finally:
+            os.close(fd)
+        self.slots = np.frombuffer(self._mm, dtype=SLOT)
+
+    def _index(self, times: np.ndarray | int) -> np.ndarray | int:
+        return (times // self.precision_ms) % self.slots_total
+
+    def rebuild(self, chunks: Iterable[tuple[int, np.ndarray]], read_time_ms: int) -> int:
+        """Empty every slot, then link the records of ``chunks`` ((first record number, records), in log
+        order) due at or after ``read_time_ms``; the records' own ``prev`` already chain them. Returns
+        how many are pending."""
+        self.slots[:] = 0
+        self.slots["first"] = self.slots["last"] = -1
+        pending = 0
+        for first, recs in chunks:
+            times = slot_times(recs["deliver_ms"], self.precision_ms)
+            keep = np.flatnonzero(times >= read_time_ms)
+            if not keep.size:
+                continue
+            t, idx = times[keep], first + keep
+            uniq, counts = np.unique(t, return_counts=True)
+            ends = np.cumsum(counts) - 1
+            by_slot = idx[np.argsort(t, kind="stable")]  # by slot time, then record number
+            last, first_idx = by_slot[ends], by_slot[ends - counts + 1]
+            at = self._index(uniq)
+            fresh = self.slots["time_ms"][at] != uniq
+            self.slots["time_ms"][at] = uniq
+            self.slots["first"][at] = np.where(fresh, first_idx, self.slots["first"][at])
+            self.slots["last"][at] = last
+            self.slots["count"][at] = np.where(fresh, 0, self.slots["count"][at]) + counts
+            pending += int(keep.size)
+        return pending
+
+    def link(self, times: np.ndarray, first: int) -> np.ndarray:
+        """Add records ``first, first + 1, ...`` due in slot ``times`` (each inside the wheel's span of the
+        read time); returns each one's ``prev``, to be written in its record."""
+        n = times.size
+        idx = first + np.arange(n, dtype=np.int64)
+        order = np.argsort(times, kind="stable")  # by slot, then record number
+        t_sorted, i_sorted = times[order], idx[order]
+        heads = np.flatnonzero(np.r_[True, t_sorted[1:] != t_sorted[:-1]])
+        tails = np.r_[heads[1:], n] - 1
+        at = self._index(t_sorted[heads])
+        fresh = (self.slots["time_ms"][at] != t_sorted[heads]) | (self.slots["count"][at] == 0)
+        prev_sorted = np.r_[-1, i_sorted[:-1]]
+        prev_sorted[heads] = np.where(fresh, -1, self.slots["last"][at])
+        prev = np.empty(n, dtype=np.int64)
+        prev[order] = prev_sorted
+        self.slots["first"][at] = np.where(fresh, i_sorted[heads], self.slots["first"][at])
+        self.slots["count"][at] = np.where(fresh, 0, self.slots["count"][at]) + (tails - heads + 1)
+        self.slots["time_ms"][at] = t_sorted[heads]
+        self.slots["last"][at] = i_sorted[tails]
+        return prev
+
+    def slot(self, time_ms: int) -> tuple[int, int]:
+        """(last record, count) of the slot of ``time_ms``; count 0 when it holds nothing for that time."""
+        s = self.slots[self._index(time_ms)]
+        if int(s["time_ms"]) != time_ms:
+            return -1, 0
+        return int(s["last"]), int(s["count"])
+
+    def delivered(self, time_ms: int) -> None:
+        """The slot of ``time_ms`` was delivered: it holds nothing any more."""
+        i = self._index(time_ms)
+        if int(self.slots["time_ms"][i]) == time_ms:
+            self.slots["count"][i] = 0
+
+    def next_pending(self, from_ms: int) -> int | None:
+        """The earliest slot time at or after ``from_ms`` holding records (one scan of the wheel: for
+        catching up after a pause, not for every tick)."""
+        s = self.slots
+        times = s["time_ms"][(s["count"] > 0) & (s["time_ms"] >= from_ms)]
+        return int(times.min()) if times.size else None
+
+    def flush(self) -> None:
+        self._mm.flush()
+
+    def close(self) -> None:
+        self.slots = np.zeros(0, dtype=SLOT)
+        self._mm.close()
