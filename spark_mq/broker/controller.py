@@ -309,7 +309,8 @@ class BrokerController:
         free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
         the NameServer, so it need not be known in advance."""
         self.ha_service = HAService(self.config, self.store.commitlog,
-                                    master_id=None if self.seat is None else self.config.broker_id)
+                                    master_id=None if self.seat is None else self.config.broker_id,
+                                    on_confirmed=lambda: self.hold.recheck(self.store.get_max_offset))
         if self.config.ha_listen_port or not listen_port_given:
             self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
             return
@@ -319,6 +320,28 @@ class BrokerController:
             log.warning("HA: cannot listen on listenPort + 1 (%d): %s; serving slaves on a free port instead "
                         "(set haListenPort to choose one)", self.config.ha_port, e.strerror)
             self.ha_port = await self.ha_service.start(0)
+
+    def _confirmed_reads(self) -> bool:
+        """Whether consumers read only what the replicas a put waits for all have: in controller mode,
+        when puts wait for replicas (the set's members can then be elected, their history kept)."""
+        return self.seat is not None and self._waits_for_replicas()
+
+    def _readable_end(self) -> int | None:
+        """What consumers may read: with confirmed reads, on the master, up to what the replicas a put
+        waits for all have (``HAService.confirmed_offset``); else everything."""
+        if self.ha_service is None or not self._confirmed_reads():
+            return None
+        return self.ha_service.confirmed_offset()
+
+    def _read_refusal(self) -> str | None:
+        """Why a controller-mode slave of a set whose puts wait for replicas serves no pulls: its log may
+        run past what the set has (a restarted old master's tail, before it truncates it), and a message
+        read there and dropped by the new history would move a consumer's offset past acknowledged ones."""
+        if not self.config.is_slave or not self._confirmed_reads():
+            return None
+        master = self.master_addr or "not known yet (its NameServer has no master registered)"
+        return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}) "
+                f"of a set whose puts wait for replicas (controller mode): pull from its master, {master}")
 
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
@@ -340,8 +363,9 @@ class BrokerController:
                           timer=TimerLimits.of(c)),
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
-                          self.sql92_filters, slave_read_enable=c.slave_read_enable,
-                          in_memory_read_bytes=c.in_memory_read_bytes),
+                          self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
+                          in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
+                          read_refusal=self._read_refusal),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.request_registration, self.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,

@@ -9,6 +9,7 @@ arrives on its queue or the suspend timeout passes, then answered from a second 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
@@ -60,7 +61,11 @@ class PullProcessor:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
                  offsets: ConsumerOffsetManager, groups: SubscriptionGroupManager, hold: PullHoldService,
                  metrics: BrokerMetrics, filters: Sql92Filters, *, slave_read_enable: bool = False,
-                 in_memory_read_bytes: int = 0) -> None:
+                 in_memory_read_bytes: int = 0, readable_end: Callable[[], int | None] = lambda: None,
+                 read_refusal: Callable[[], str | None] = lambda: None) -> None:
+        """``readable_end()``: the commitlog offset no served unit may end past (a controller-mode
+        master's confirmed offset), None for no bound; ``read_refusal()``: why this broker serves no
+        pulls (answered SERVICE_NOT_AVAILABLE), else None."""
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -71,6 +76,8 @@ class PullProcessor:
         self.filters = filters
         self.slave_read_enable = slave_read_enable
         self.in_memory_read_bytes = in_memory_read_bytes
+        self.readable_end = readable_end
+        self.read_refusal = read_refusal
 
     def suggest_broker_id(self, result: GetResult, group: str) -> int:
         """RocketMQ's rule (master and slave alike): with slaveReadEnable, a reader further behind than
@@ -88,6 +95,9 @@ class PullProcessor:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
 
     async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        refusal = self.read_refusal()
+        if refusal is not None:
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         topic = self.topics.get(h.topic)
         if topic is None:
@@ -114,7 +124,7 @@ class PullProcessor:
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
         result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
-                                         unit_filter=unit_filter)
+                                         unit_filter=unit_filter, readable_end=self.readable_end())
         code = response_code(result, h.queue_offset)
         # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
         # held pulls it is answered now instead)
@@ -127,7 +137,7 @@ class PullProcessor:
                 self.metrics.long_poll_waiters.dec()
                 await conn.end_hold()
             result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
-                                         unit_filter=unit_filter)
+                                             unit_filter=unit_filter, readable_end=self.readable_end())
             code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
             self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())

@@ -142,10 +142,11 @@ class ReplicasManager:
             self.sync_state_set = known
             self.on_sync_state_set(known.sync_state_set)
 
-    async def alter_sync_state_set(self, members: frozenset[int]) -> bool:
-        """As this set's master, ask the controller for a new SyncStateSet; True once it took it (then
-        known here). A refusal (a newer master or set epoch: this view is stale) is logged; the next
-        sync learns the controller's view."""
+    async def alter_sync_state_set(self, members: frozenset[int]) -> int:
+        """As this set's master, ask the controller for a new SyncStateSet; returns the answer's code
+        (SUCCESS: it took it, then known here). A refusal (a newer master or set epoch: this view is
+        stale) is logged; the next sync learns the controller's view. Raises ``RemotingError`` when no
+        controller answered (it may have taken the set all the same)."""
         c = self.config
         header = AlterSyncStateSetRequestHeader(broker_name=c.broker_name, master_broker_id=c.broker_id,
                                                 master_epoch=self.master_epoch)
@@ -153,11 +154,11 @@ class ReplicasManager:
         answer = await self._to_leader(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header, body)
         if answer.code != ResponseCode.SUCCESS:
             log.warning("controller refused SyncStateSet %s: %s %s", sorted(members), answer.code, answer.remark)
-            return False
+            return answer.code
         epoch = AlterSyncStateSetResponseHeader.from_ext_fields(answer.ext_fields).new_sync_state_set_epoch
         log.info("SyncStateSet of %s now %s (epoch %d)", c.broker_name, sorted(members), epoch)
         self._learn_sync_state_set(SyncStateSet(members, epoch))
-        return True
+        return answer.code
 
     async def _notified(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """NOTIFY_BROKER_ROLE_CHANGED: the controller elected a master; learn it now (an older epoch than

@@ -10,6 +10,13 @@ members can be elected cleanly, so a member must hold what the master acknowledg
   and, disconnected, for that long after it was last in sync (a reconnect does not shrink the set);
 - a slave joins once it has every byte the master has (lag 0), never merely close.
 
+From the moment it asks until the answer settles it, puts wait for the asked members too (``HAService.
+propose``): a controller that takes a grown set but whose answer is late or lost may elect the
+joining replica, which must then hold what was acknowledged meanwhile. A set asked without an answer
+is asked again, as it was, until settled: taken (SUCCESS), certainly not taken (refused at the same
+set epoch for its members: ``NOT_TAKEN``), or superseded by the set the controller has (learned by the
+``ReplicasManager``'s sync, which tells ``HAService``).
+
 Thread-safety: none; runs on the broker's event loop.
 """
 
@@ -21,11 +28,14 @@ import time
 
 from spark_mq.broker.replicas_manager import ReplicasManager
 from spark_mq.common.errors import RemotingError
+from spark_mq.remoting.codes import ResponseCode
 from spark_mq.store.ha.ha_service import HAService
 
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 0.5
+# refusals that passed the controller's epoch fences: it still has the set this master knows, not the one asked
+NOT_TAKEN = frozenset({ResponseCode.CONTROLLER_INVALID_REPLICAS, ResponseCode.CONTROLLER_BROKER_NOT_ALIVE})
 
 
 class SyncStateKeeper:
@@ -40,14 +50,24 @@ class SyncStateKeeper:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)
-            wanted = self.wanted(time.monotonic())
-            if wanted == self.ha.sync_state_set:
-                continue
-            try:
-                if await self.replicas.alter_sync_state_set(wanted):
-                    self.ha.set_sync_state_set(wanted)
-            except RemotingError as e:
-                log.warning("cannot change the SyncStateSet to %s (retrying): %s", sorted(wanted), e)
+            await self.check(time.monotonic())
+
+    async def check(self, now: float) -> None:
+        """Ask for the set wanted now, or again for the one asked whose fate is not known yet."""
+        asked = self.ha.proposed or self.wanted(now)
+        if asked == self.ha.sync_state_set:
+            return
+        self.ha.propose(asked)
+        try:
+            code = await self.replicas.alter_sync_state_set(asked)
+        except RemotingError as e:
+            log.warning("cannot change the SyncStateSet to %s (retrying; puts wait for its members too): %s",
+                        sorted(asked), e)
+            return
+        if code == ResponseCode.SUCCESS:
+            self.ha.set_sync_state_set(asked)
+        elif code in NOT_TAKEN:
+            self.ha.withdraw()
 
     def wanted(self, now: float) -> frozenset[int]:
         current = self.ha.sync_state_set

@@ -161,6 +161,10 @@ def elect_master(state: BrokerSetState | None, broker_id: int, designate: bool, 
 
 
 def needs_new_master(state: BrokerSetState, alive: AliveCheck) -> bool:
-    """A set whose master is dead while another replica lives (RocketMQ's scanNeedReelectBrokerSets)."""
-    return (state.master_id is not None and not alive(state.master_id)
-            and any(alive(i) for i in state.replicas if i != state.master_id))
+    """A set whose master is dead while another replica lives (RocketMQ's scanNeedReelectBrokerSets), or
+    that lost its master to a failed election (no live SyncStateSet member then) and has a live member
+    again: a master that stalled past its heartbeat timeout while the set was itself alone, say, or a
+    member restarted. Without this the set would stay masterless, its brokers waiting for a master."""
+    if state.master_id is None:
+        return state.master_epoch > 0 and any(alive(i) for i in state.sync_state_set)
+    return not alive(state.master_id) and any(alive(i) for i in state.replicas if i != state.master_id)

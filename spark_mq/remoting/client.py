@@ -21,6 +21,14 @@ from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, Handler
 
 
+def _abandon(connecting: asyncio.Future) -> None:
+    """A connect no one waits for any more: cancelled, or its connection closed if it was made."""
+    if not connecting.done():
+        connecting.cancel()
+    elif not connecting.cancelled() and connecting.exception() is None:
+        connecting.result()[1].close()
+
+
 def split_addr(addr: str) -> tuple[str, int]:
     """``"host:port"`` → (host, port), with a message that says what was expected."""
     host, sep, port = addr.rpartition(":")
@@ -77,10 +85,20 @@ class RemotingClient:
     async def _dial(self, addr: str, timeout: float | None) -> Connection:
         host, port = split_addr(addr)
         limit = self.connect_timeout if timeout is None else min(timeout, self.connect_timeout)
+        # not ``asyncio.wait_for``: before Python 3.12, a cancellation that races a refused connect is
+        # swallowed (the refusal is raised instead), and a task stopped meanwhile (a broker's parts at a
+        # role change) runs on
+        connecting = asyncio.ensure_future(asyncio.open_connection(host, port))
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), limit)
-        except asyncio.TimeoutError:
-            raise RemotingConnectError(f"cannot connect to {addr}: no answer within {limit:g}s") from None
+            done, _ = await asyncio.wait({connecting}, timeout=limit)
+        except asyncio.CancelledError:
+            _abandon(connecting)
+            raise
+        if not done:
+            _abandon(connecting)
+            raise RemotingConnectError(f"cannot connect to {addr}: no answer within {limit:g}s")
+        try:
+            reader, writer = connecting.result()
         except OSError as e:
             raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
         conn = Connection(reader, writer, self._handlers, self.max_frame, role="client")

@@ -723,10 +723,12 @@ class MessageStore:
         tag_codes: set[int] | None = None,
         max_bytes: int = DEFAULT_MAX_GET_BYTES,
         unit_filter: UnitFilter | None = None,
+        readable_end: int | None = None,
     ) -> GetResult:
         """Up to ``max_count`` units from ``offset`` (only those whose tag code is in
         ``tag_codes`` if given, and that ``unit_filter`` keeps if given), back to back in one
-        buffer, with the offset to ask next."""
+        buffer, with the offset to ask next. ``readable_end``: no unit ending past this commitlog
+        offset is served (a queue whose next unit does is answered as if at its end)."""
         cq = self._queue(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -742,6 +744,10 @@ class MessageStore:
         filtering = bool(tag_codes) or unit_filter is not None
         scan = max(max_count, MAX_FILTER_SCAN) if filtering else max_count
         ent = cq.get(offset, scan)
+        if readable_end is not None:  # a queue's units grow in commitlog offset: the readable ones lead
+            ent = ent[:int(np.searchsorted(ent["phys"].astype(np.int64) + ent["size"], readable_end, side="right"))]
+            if ent.size == 0:
+                return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         phys = ent["phys"].astype(np.int64)
         sizes = ent["size"].astype(np.int64)
         # a queue's units grow in commitlog offset: any deleted by retention lead the window

@@ -15,7 +15,14 @@ Controller mode (``master_id`` given): slaves name themselves on connecting (``h
 hello) and a put waits for the SyncStateSet (``sync_state_set``, kept by the broker's
 ``SyncStateKeeper``): with allAckInSyncStateSet until every member has it, else until
 minInSyncReplicas replicas (the master included) have it; with fewer members than
-minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the same).
+minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the same). While a new set
+is asked of the controller (``proposed``) and its answer is not known, puts wait for the members of
+both (RocketMQ's synchronizing SyncStateSet): the controller may have taken the new set already, and
+from then on may elect any of its members, which must hold every acknowledged put.
+When puts wait for replicas, consumers read only up to ``confirmed_offset`` (RocketMQ's confirmOffset):
+what the replicas waited for all have, or the commitlog's end when this master took over (everything
+it had then is its history's). A unit read past it could be lost with this master, and a consumer's
+offset would then point past the messages the next master stores at those queue offsets.
 
 Thread-safety: none; every method runs on the broker's event loop.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from spark_mq.common.config import BrokerConfig
 from spark_mq.store.commitlog import CommitLog
@@ -36,11 +44,16 @@ log = logging.getLogger(__name__)
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, commitlog: CommitLog, master_id: int | None = None) -> None:
+    def __init__(self, config: BrokerConfig, commitlog: CommitLog, master_id: int | None = None,
+                 on_confirmed: Callable[[], None] = lambda: None) -> None:
+        """``on_confirmed()``: ``confirmed_offset`` grew (held pulls may be answered now)."""
         self.config = config
         self.commitlog = commitlog
+        self.on_confirmed = on_confirmed
+        self._confirmed = commitlog.max_offset()
         self.master_id = master_id  # controller mode: this master's broker id
         self.sync_state_set: frozenset[int] = frozenset() if master_id is None else frozenset({master_id})
+        self.proposed: frozenset[int] = frozenset()  # asked of the controller, not known taken or refused
         self.transfer = GroupTransfer()
         # replaced, never changed in place: a metrics scrape thread iterates it
         self.connections: frozenset[HAConnection] = frozenset()
@@ -88,11 +101,33 @@ class HAService:
 
     def _acked(self, offset: int) -> None:
         """A slave's report: release the puts it completes."""
-        self.transfer.ack(offset if self.master_id is None else self._set_acked())
+        if self.master_id is None:
+            self.transfer.ack(offset)
+        else:
+            self._release()
+
+    def _release(self) -> None:
+        """Controller mode: release the puts the replicas waited for all have; tell of a confirmed offset
+        that grew."""
+        acked = self._set_acked()
+        self.transfer.ack(acked)
+        if acked > self._confirmed:
+            self._confirmed = acked
+            self.on_confirmed()
+
+    def confirmed_offset(self) -> int:
+        """Controller mode: the commitlog offset below which every replica a put waits for has every byte
+        (never decreasing): what consumers may read."""
+        self._release()
+        return self._confirmed
+
+    def _waited_for(self) -> frozenset[int]:
+        """Controller mode: the replicas a put may wait for: the agreed set's and a proposed one's."""
+        return self.sync_state_set | self.proposed
 
     def _members_needed(self) -> int:
         """Controller mode: how many slaves of the SyncStateSet a put waits for."""
-        others = len(self.sync_state_set - {self.master_id})
+        others = len(self._waited_for() - {self.master_id})
         return others if self.config.all_ack_in_sync_state_set else min(others, self.config.min_in_sync_replicas - 1)
 
     def _set_acked(self) -> int:
@@ -101,18 +136,32 @@ class HAService:
         if needed <= 0:
             return self.commitlog.max_offset()
         acked: dict[int, int] = {}
+        members = self._waited_for()
         for c in self.connections:
-            if c.slave_id in self.sync_state_set and c.slave_id != self.master_id:
+            if c.slave_id in members and c.slave_id != self.master_id:
                 acked[c.slave_id] = max(acked.get(c.slave_id, -1), c.acked)
         best = sorted(acked.values(), reverse=True)
         return best[needed - 1] if len(best) >= needed else -1
 
     def set_sync_state_set(self, members: frozenset[int]) -> None:
-        """Controller mode: the SyncStateSet as the controller last agreed it; puts wait for it from now on."""
+        """Controller mode: the SyncStateSet as the controller last agreed it (any proposal is settled by
+        it: taken, or fenced by the change); puts wait for it from now on."""
+        self.proposed = frozenset()
         if members != self.sync_state_set:
             log.info("HA: SyncStateSet %s (was %s)", sorted(members), sorted(self.sync_state_set))
             self.sync_state_set = members
-            self.transfer.ack(self._set_acked())
+        self._release()
+
+    def propose(self, members: frozenset[int]) -> None:
+        """Controller mode: ``members`` are being asked of the controller: puts wait for them too until
+        ``set_sync_state_set`` or ``withdraw``."""
+        self.proposed = members
+
+    def withdraw(self) -> None:
+        """Controller mode: the controller refused the proposed set at the agreed set's epoch: it never
+        took it."""
+        self.proposed = frozenset()
+        self._release()
 
     def _first_report(self, refusal: str | None) -> None:
         self.write_refusal = refusal

@@ -1,5 +1,7 @@
 """Talking to a real controller process the way a broker does: RocketMQ's controller requests as
-remoting commands, and brokers that heartbeat from a background thread until told to stop."""
+remoting commands, and brokers that heartbeat from a background thread until told to stop; and real
+controller-mode brokers: a ``ReplicaSet`` of three and what the failover tests check of it (the route,
+replicas caught up, byte-identical commitlogs by the independent reader)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servers import ServerProcess, wait_until
+from integration.ha.commitlog_files import Commitlog, read_commitlog
+from servers import Broker, ServerProcess, unique, wait_until
 
 from spark_mq.remoting.bodies import ElectMasterResponseBody, SyncStateSet
 from spark_mq.remoting.client import SyncRemotingClient
@@ -25,6 +28,10 @@ CONTROLLER_READY = "spark-mq controller listening on "
 CLUSTER = "DefaultCluster"
 HEARTBEAT_TIMEOUT_MS = 2000  # the brokers' controllerHeartBeatTimeoutMills in these tests
 HEARTBEAT_EVERY_S = 0.3
+BROKER_FILES = "mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\n"
+# the real brokers': a role switch restarts a broker's parts, well within it
+BROKER_HEARTBEAT_TIMEOUT_MS = 4000
+TIMEOUT_S = 60
 # the controller's conf: scan often, so an election follows a death within about a heartbeat timeout
 FAST_CONF = f"scanNotActiveBrokerInterval=200\ncontrollerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}\n"
 
@@ -164,3 +171,69 @@ class Heartbeats:
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
+
+
+# --- real controller-mode brokers --------------------------------------------------------------
+
+
+def brokers_conf(controllers: str) -> str:
+    """Controller-mode keys for brokers whose controllers are at ``controllers`` (';'-separated)."""
+    return (f"{BROKER_FILES}enableControllerMode=true\ncontrollerAddr={controllers}\nbrokerHeartbeatInterval=300\n"
+            f"syncBrokerMetadataPeriod=500\ncontrollerHeartBeatTimeoutMills={BROKER_HEARTBEAT_TIMEOUT_MS}\n"
+            "slaveSynchronizeInterval=1000\n")
+
+
+class ReplicaSet:
+    """Three controller-mode brokers of one set: replica 1 configured master, 2 and 3 slaves. Their
+    controllers are ``controllers`` (default: the NameServer's embedded one)."""
+
+    def __init__(self, namesrv: str, root: Path, extra_conf: str = "", controllers: str | None = None) -> None:
+        self.name = unique("failover")
+        conf = brokers_conf(controllers or namesrv) + extra_conf
+        self.brokers = {i: Broker(namesrv, root / f"replica{i}",
+                                  f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n",
+                                  broker_name=self.name) for i in (1, 2, 3)}
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.stop_if_running()
+
+
+def route(api, namesrv: str, topic: str, name: str) -> dict[int, str]:
+    data = api.get_route_info(namesrv, topic)
+    return next((dict(b.broker_addrs) for b in (data.broker_datas if data else []) if b.broker_name == name), {})
+
+
+def sync_state_set(ctl: ControllerClient, rs: ReplicaSet) -> frozenset[int]:
+    return ctl.replica_info(rs.name).sync_state_set
+
+
+def started_with_a_topic(api, namesrv: str, rs: ReplicaSet) -> str:
+    """Replica 1 elected and registered as id 0, a topic on it, the route listing every replica."""
+    first = rs.brokers[1]
+    wait_until(lambda: route(api, namesrv, "TBW102", rs.name).get(0) == first.addr, TIMEOUT_S,
+               "replica 1 elected and registered as id 0")
+    topic = unique("Failover")
+    api.create_topic(first.addr, topic, 2, 2)
+    wait_until(lambda: route(api, namesrv, topic, rs.name) == {0: first.addr, 2: rs.brokers[2].addr,
+                                                               3: rs.brokers[3].addr}, TIMEOUT_S,
+               "the route to list the master as 0 and both slaves by their ids")
+    return topic
+
+
+def caught_up(brokers: list[Broker], end: int) -> None:
+    wait_until(lambda: all(read_commitlog(b.store).end == end for b in brokers), TIMEOUT_S,
+               f"{len(brokers)} replicas at commitlog offset {end}")
+
+
+def identical_to(master: Broker, rs: ReplicaSet) -> Commitlog:
+    """Once every other replica reached ``master``'s end: their commitlogs and epoch files are its own.
+    Returns ``master``'s commitlog."""
+    end = read_commitlog(master.store).end
+    others = [b for b in rs.brokers.values() if b is not master]
+    caught_up(others, end)
+    files = read_commitlog(master.store)
+    for b in others:
+        assert read_commitlog(b.store).span(0, end) == files.span(0, end)
+        assert (b.store / "epochFileCheckpoint").read_text() == (master.store / "epochFileCheckpoint").read_text()
+    return files

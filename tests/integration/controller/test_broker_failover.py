@@ -9,31 +9,32 @@ from __future__ import annotations
 import random
 import signal
 import time
-from pathlib import Path
 
 import pytest
-from broker._support import send_header
-from integration.ha.commitlog_files import Commitlog, read_commitlog
+from broker._support import pull_header, send_header
+from integration.ha.commitlog_files import read_commitlog
 from integration.ha.ledger import Audit, Ledger
 from servers import NAMESRV_READY, Broker, ServerProcess, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.results import SendStatus
+from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.errors import MQClientError
 from spark_mq.common.message import Message
+from spark_mq.remoting.codes import ResponseCode
 
-from ._support import FAST_CONF, ControllerClient
-
-FILES = "mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\n"
-HEARTBEAT_TIMEOUT_MS = 4000  # the brokers': a role switch restarts a broker's parts, well within it
-TIMEOUT_S = 60
-
-
-def brokers_conf(namesrv: str) -> str:
-    return (f"{FILES}enableControllerMode=true\ncontrollerAddr={namesrv}\nbrokerHeartbeatInterval=300\n"
-            f"syncBrokerMetadataPeriod=500\ncontrollerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}\n"
-            "slaveSynchronizeInterval=1000\n")
+from ._support import (
+    FAST_CONF,
+    TIMEOUT_S,
+    ControllerClient,
+    ReplicaSet,
+    caught_up,
+    identical_to,
+    route,
+    started_with_a_topic,
+    sync_state_set,
+)
 
 
 @pytest.fixture
@@ -57,21 +58,6 @@ def api():
     client.close()
 
 
-class ReplicaSet:
-    """Three controller-mode brokers of one set: replica 1 configured master, 2 and 3 slaves."""
-
-    def __init__(self, namesrv: str, root: Path, extra_conf: str = "") -> None:
-        self.name = unique("failover")
-        conf = brokers_conf(namesrv) + extra_conf
-        self.brokers = {i: Broker(namesrv, root / f"replica{i}",
-                                  f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n",
-                                  broker_name=self.name) for i in (1, 2, 3)}
-
-    def stop(self) -> None:
-        for b in self.brokers.values():
-            b.stop_if_running()
-
-
 @pytest.fixture
 def replica_set(embedded, tmp_path):
     made: list[ReplicaSet] = []
@@ -85,37 +71,10 @@ def replica_set(embedded, tmp_path):
         s.stop()
 
 
-def route(api, namesrv: str, topic: str, name: str) -> dict[int, str]:
-    data = api.get_route_info(namesrv, topic)
-    return next((dict(b.broker_addrs) for b in (data.broker_datas if data else []) if b.broker_name == name), {})
-
-
-def sync_state_set(ctl: ControllerClient, rs: ReplicaSet) -> frozenset[int]:
-    return ctl.replica_info(rs.name).sync_state_set
-
-
-def started_with_a_topic(api, namesrv: str, rs: ReplicaSet) -> str:
-    """Replica 1 elected and registered as id 0, a topic on it, the route listing every replica."""
-    first = rs.brokers[1]
-    wait_until(lambda: route(api, namesrv, "TBW102", rs.name).get(0) == first.addr, TIMEOUT_S,
-               "replica 1 elected and registered as id 0")
-    topic = unique("Failover")
-    api.create_topic(first.addr, topic, 2, 2)
-    wait_until(lambda: route(api, namesrv, topic, rs.name) == {0: first.addr, 2: rs.brokers[2].addr,
-                                                               3: rs.brokers[3].addr}, TIMEOUT_S,
-               "the route to list the master as 0 and both slaves by their ids")
-    return topic
-
-
 def send(namesrv: str, topic: str, prefix: str, count: int) -> None:
     with SyncProducer(unique("pg"), ClientConfig(namesrv), retry_times=2) as producer:
         for i in range(count):
             assert producer.send(Message(topic, f"{prefix}-{i}".encode())).status == SendStatus.SEND_OK
-
-
-def caught_up(brokers: list[Broker], end: int) -> None:
-    wait_until(lambda: all(read_commitlog(b.store).end == end for b in brokers), TIMEOUT_S,
-               f"{len(brokers)} replicas at commitlog offset {end}")
 
 
 def elected(api, namesrv: str, topic: str, rs: ReplicaSet) -> Broker:
@@ -132,19 +91,6 @@ def rejoined(api, namesrv: str, topic: str, rs: ReplicaSet, new_master: Broker) 
     wait_until(lambda: route(api, namesrv, topic, rs.name).get(1) == first.addr, TIMEOUT_S,
                "the old master listed as slave 1")
     identical_to(new_master, rs)
-
-
-def identical_to(master: Broker, rs: ReplicaSet) -> Commitlog:
-    """Once every other replica reached ``master``'s end: their commitlogs and epoch files are its own.
-    Returns ``master``'s commitlog."""
-    end = read_commitlog(master.store).end
-    others = [b for b in rs.brokers.values() if b is not master]
-    caught_up(others, end)
-    files = read_commitlog(master.store)
-    for b in others:
-        assert read_commitlog(b.store).span(0, end) == files.span(0, end)
-        assert (b.store / "epochFileCheckpoint").read_text() == (master.store / "epochFileCheckpoint").read_text()
-    return files
 
 
 def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slave(embedded, replica_set, api,
@@ -194,16 +140,22 @@ def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, repl
     assert read_commitlog(first.store).span(replicated, tail.end) != tail.span(replicated, tail.end)
 
 
+def all_ack_in_sync(namesrv: str, replica_set, api, remoting, body: bytes) -> tuple[ReplicaSet, str, ControllerClient]:
+    """An allAckInSyncStateSet set with a topic, ``body`` put on queue 0 and acknowledged, every replica in
+    the SyncStateSet."""
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    assert api.send_message(rs.brokers[1].addr, send_header(topic, 0), body).status == SendStatus.SEND_OK
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
+    return rs, topic, ctl
+
+
 def test_all_ack_puts_wait_for_the_sync_state_set_which_shrinks_and_grows(embedded, replica_set, api, remoting):
     """allAckInSyncStateSet: a put waits for every member; a frozen member times puts out until it has lagged
     haMaxTimeSlaveNotCatchup, then leaves the set (puts go on without it) and rejoins once it caught up."""
-    namesrv = embedded.addr
-    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\nsyncFlushTimeout=1500\n")
+    rs, topic, ctl = all_ack_in_sync(embedded.addr, replica_set, api, remoting, b"first")
     master, frozen = rs.brokers[1], rs.brokers[3]
-    topic = started_with_a_topic(api, namesrv, rs)
-    ctl = ControllerClient(remoting, namesrv)
-    assert api.send_message(master.addr, send_header(topic, 0), b"first").status == SendStatus.SEND_OK
-    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both caught-up slaves in the set")
 
     frozen.server.signal(signal.SIGSTOP)
     try:
@@ -290,3 +242,79 @@ def test_a_slave_whose_history_needs_a_person_is_refused_and_keeps_its_files(emb
     after = read_commitlog(slave.store)
     assert after.span(0, after.end) == before.span(0, after.end) and after.end <= before.end
     assert (slave.store / "epochFileCheckpoint").read_text() == f"2\n0\n1-0\n99-{before.end}\n"
+
+
+def test_puts_acknowledged_while_a_set_growth_is_unanswered_wait_for_the_joining_replica(embedded, replica_set, api,
+                                                                                         remoting):
+    """A caught-up slave's return to the SyncStateSet is asked of a controller that takes it but answers
+    late (frozen): meanwhile the master must count the returning replica already (RocketMQ's
+    synchronizing set: the union), or a put acknowledged without it is lost when that replica, a member
+    for the controller, is the one elected."""
+    namesrv = embedded.addr
+    rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=3000\nsyncFlushTimeout=1500\n"
+                     "controllerHeartBeatTimeoutMills=30000\n")  # nobody is presumed dead while the controller sleeps
+    master, other, joining = rs.brokers[1], rs.brokers[2], rs.brokers[3]
+    topic = started_with_a_topic(api, namesrv, rs)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
+    joining.server.signal(signal.SIGSTOP)
+    try:
+        assert api.send_message(master.addr, send_header(topic, 0), b"waits").status == SendStatus.FLUSH_SLAVE_TIMEOUT
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2}, TIMEOUT_S, "the frozen slave out of the set")
+        embedded.signal(signal.SIGSTOP)  # the controller: requests wait in its sockets
+        try:
+            joining.server.signal(signal.SIGCONT)
+            wait_until(lambda: "cannot change the SyncStateSet to [1, 2, 3]" in master.log(), TIMEOUT_S,
+                       "the master asking for the caught-up slave's return, unanswered")
+            joining.server.signal(signal.SIGSTOP)
+            status = api.send_message(master.addr, send_header(topic, 0), b"while-growing").status
+        finally:
+            embedded.signal(signal.SIGCONT)
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "the controller taking the grown set")
+    finally:
+        joining.kill()  # while frozen: what its socket holds is never written
+    other.kill()  # before the master, so that the controller cannot elect it as it learns of the master's death
+    wait_until(lambda: f"id 2 ({other.addr}) is gone" in embedded.log(), TIMEOUT_S, "the controller seeing 2 dead")
+    master.kill()
+    joining.start_again()
+    wait_until(lambda: ctl.replica_info(rs.name).master_id == 3, TIMEOUT_S, "the remaining member elected")
+    stored = [u.body for u in read_commitlog(joining.store).units if u.topic == topic]
+    assert status != SendStatus.SEND_OK or b"while-growing" in stored, "acknowledged, then lost by a clean election"
+    assert status == SendStatus.FLUSH_SLAVE_TIMEOUT
+
+
+def test_consumers_read_only_what_the_whole_sync_state_set_has(embedded, replica_set, api, remoting):
+    """allAckInSyncStateSet: a put the set does not have yet is not readable on the master (RocketMQ's
+    confirmOffset): were it read, then lost with the master, a consumer's offset would be past messages
+    the new master stores at those offsets, and it would never read them. Readable once the set has it
+    (here: once the frozen member left the set)."""
+    rs, topic, ctl = all_ack_in_sync(embedded.addr, replica_set, api, remoting, b"everywhere")
+    master, frozen = rs.brokers[1], rs.brokers[3]
+
+    def read() -> list[bytes]:
+        result = api.pull_message(master.addr, pull_header("reader", topic, 0, 0, max_nums=64))
+        return [m.body for m in result.messages()] if result.status == PullStatus.FOUND else []
+
+    frozen.server.signal(signal.SIGSTOP)
+    try:
+        assert api.send_message(master.addr, send_header(topic, 0), b"not-everywhere").status \
+            == SendStatus.FLUSH_SLAVE_TIMEOUT
+        assert read() == [b"everywhere"]
+        wait_until(lambda: sync_state_set(ctl, rs) == {1, 2}, TIMEOUT_S, "the frozen slave out of the set")
+        assert read() == [b"everywhere", b"not-everywhere"]
+    finally:
+        frozen.server.signal(signal.SIGCONT)
+
+
+def test_a_slave_of_a_set_whose_puts_wait_for_replicas_serves_no_pulls(embedded, replica_set, api, remoting):
+    """Its log may run past what the set has (a restarted old master's tail, before it truncates it):
+    read there, then dropped by the new history, a message would move a consumer's offset past the
+    acknowledged ones the new master stores at those offsets. The refusal names the master to pull from;
+    the master serves the same pull."""
+    rs, topic, _ = all_ack_in_sync(embedded.addr, replica_set, api, remoting, b"everywhere")
+    caught_up([rs.brokers[2]], read_commitlog(rs.brokers[1].store).end)
+    with pytest.raises(MQClientError, match=f"is a slave.*pull from its master, {rs.brokers[1].addr}") as refused:
+        api.pull_message(rs.brokers[2].addr, pull_header("reader", topic, 0, 0, max_nums=64))
+    assert refused.value.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    result = api.pull_message(rs.brokers[1].addr, pull_header("reader", topic, 0, 0, max_nums=64))
+    assert [m.body for m in result.messages()] == [b"everywhere"]

@@ -17,7 +17,7 @@ from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import NotifyBrokerRoleChangedRequestHeader
 
 from . import test_broker_failover as failover
-from ._support import FAST_CONF, ControllerClient
+from ._support import FAST_CONF, ControllerClient, brokers_conf
 
 embedded = failover.embedded  # a NameServer running the controller (file state)
 api = failover.api  # our client API, for routes, topics and sends
@@ -43,7 +43,7 @@ def replicas(api, namesrv: str, root: Path, name: str, ids: tuple[int, ...],
              poll_ms: int = POLL_MS) -> dict[int, Broker]:
     """Controller-mode replicas ``ids`` of set ``name``, the first configured master. The slaves start once
     it is elected and routed as id 0, so their registration (not a poll) tells them their master."""
-    conf = f"{failover.brokers_conf(namesrv)}syncBrokerMetadataPeriod={poll_ms}\n"
+    conf = f"{brokers_conf(namesrv)}syncBrokerMetadataPeriod={poll_ms}\n"
     first, *others = ids
     started = {first: Broker(namesrv, root / f"replica{first}", f"{conf}brokerId={first}\nbrokerRole=ASYNC_MASTER\n",
                              broker_name=name)}

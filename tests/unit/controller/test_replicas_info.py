@@ -84,7 +84,15 @@ def test_a_set_needs_a_new_master_only_if_its_master_is_dead_and_a_replica_lives
     assert needs_new_master(_state(), lambda i: i == 1)
     assert not needs_new_master(_state(), lambda i: i == 0)
     assert not needs_new_master(_state(), lambda i: False)
-    assert not needs_new_master(_state(master=None), lambda i: True)
+
+
+def test_a_set_that_lost_its_master_to_a_failed_election_needs_one_once_a_member_lives():
+    lost = _state(master=None, in_sync=(2,))
+    assert needs_new_master(lost, lambda i: i == 2)
+    assert not needs_new_master(lost, lambda i: i != 2)  # only clean: a SyncStateSet member
+    assert not needs_new_master(_state(master=None, master_epoch=0), lambda i: True)  # never elected: the first
+    election = elect_master(lost, CONTROLLER_TRIGGER, False, _policy({2}), unclean=False)
+    assert (election.state.master_id, election.state.master_epoch, election.state.sync_state_set) == (2, 2, {2})
 
 
 def test_heartbeat_progress_only_moves_forward_and_silence_kills():
