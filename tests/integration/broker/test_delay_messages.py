@@ -10,60 +10,23 @@ a few seconds (LATE_SLACK_MS)."""
 
 from __future__ import annotations
 
-import collections
-import urllib.request
-
 import pytest
-from servers import Broker, unique, wait_until
+from servers import unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.results import PullStatus, SendStatus
+from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
-from spark_mq.common.message_unit import StoredMessage
 
-from ._support import pull_header
+from ._scheduled import DELIVERY_TIMEOUT_S, delivered, metric, read_all, send_ledger, setup_broker, sigkill_run
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 LATE_SLACK_MS = 4000  # delivery poll (0.1 s) + a loaded machine
-DELIVERY_TIMEOUT_S = 60
-QUEUES = 2
-
-
-def _read(api: SyncMQClientAPI, addr: str, topic: str, queues: int = QUEUES) -> list[StoredMessage]:
-    """Every message of ``topic``'s queues, from offset 0."""
-    out: list[StoredMessage] = []
-    for q in range(queues):
-        offset = 0
-        while True:
-            r = api.pull_message(addr, pull_header("delay_reader", topic, q, offset, max_nums=256))
-            if r.status != PullStatus.FOUND:
-                break
-            out.extend(r.messages())
-            offset = r.next_begin_offset
-    return out
-
-
-def _setup(tmp_path, namesrv, conf: str = "", metrics: bool = False) -> tuple[Broker, str]:
-    broker = Broker(namesrv, tmp_path / "b", conf, broker_name=unique("delay"), metrics=metrics, verbose=False)
-    topic = unique("DelayT")
-    with SyncMQClientAPI(timeout=5.0) as api:
-        api.create_topic(broker.addr, topic, QUEUES, QUEUES)
-        wait_until(lambda: api.get_route_info(namesrv, topic), what=f"route of {topic}")
-    return broker, topic
-
-
-def _metric(broker: Broker, line_start: str) -> float | None:
-    with urllib.request.urlopen(broker.metrics_url, timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(line_start):
-                return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 def test_levels_1_and_2_alone_and_in_a_batch_arrive_after_their_delay(tmp_path, namesrv):
-    broker, topic = _setup(tmp_path, namesrv, metrics=True)
+    broker, topic = setup_broker(tmp_path, namesrv, "", "delay", metrics=True)
     delays = {1: 1000, 2: 5000}  # the default messageDelayLevel's first two levels
     try:
         with SyncProducer(unique("pg"), ClientConfig(namesrv, instance_name=unique("i"))) as p, \
@@ -78,7 +41,7 @@ def test_levels_1_and_2_alone_and_in_a_batch_arrive_after_their_delay(tmp_path, 
             assert all(r.status == SendStatus.SEND_OK for r in [*single, batch_result, late])
 
             # parked: nothing in the real topic yet; the 2 h one waits in queue 17 with DELAY clamped to 18
-            parked = _read(api, broker.addr, SCHEDULE_TOPIC, 18)
+            parked = read_all(api, broker.addr, SCHEDULE_TOPIC, 18)
             by_body = {m.body: m for m in parked}
             assert set(by_body) == {b"s1", b"s2", b"b0", b"b1", b"b2", b"b3", b"b4", b"clamped"}
             assert by_body[b"s2"].queue_id == 1 and by_body[b"b0"].queue_id == 0
@@ -87,7 +50,7 @@ def test_levels_1_and_2_alone_and_in_a_batch_arrive_after_their_delay(tmp_path, 
             assert by_body[b"s1"].properties["REAL_QID"] == str(single[0].queue_id)
 
             want = {b"s1": 1, b"s2": 2, b"b0": 1, b"b1": 2, b"b2": 1, b"b3": 2, b"b4": 2}
-            got = wait_until(lambda: (ms := _read(api, broker.addr, topic)) and len(ms) >= len(want) and ms,
+            got = wait_until(lambda: (ms := read_all(api, broker.addr, topic)) and len(ms) >= len(want) and ms,
                              DELIVERY_TIMEOUT_S, "the delayed messages in their real topic")
             assert sorted(m.body for m in got) == sorted(want)  # each once, the 2 h one not yet
             for m in got:
@@ -101,9 +64,9 @@ def test_levels_1_and_2_alone_and_in_a_batch_arrive_after_their_delay(tmp_path, 
             assert s1.properties["UNIQ_KEY"] == single[0].msg_id and s1.queue_id == single[0].queue_id
             assert (s1.born_timestamp, s1.born_host) == (original.born_timestamp, original.born_host)
             assert {m.queue_id for m in got if m.body.startswith(b"b")} == {batch_result.queue_id}
-        assert _metric(broker, "spark_mq_delay_delivered_total") == len(want)
-        assert _metric(broker, 'spark_mq_delay_pending{level="18"}') == 1
-        assert _metric(broker, 'spark_mq_delay_pending{level="1"}') == 0
+        assert metric(broker, "spark_mq_delay_delivered_total") == len(want)
+        assert metric(broker, 'spark_mq_delay_pending{level="18"}') == 1
+        assert metric(broker, 'spark_mq_delay_pending{level="1"}') == 0
     finally:
         broker.stop_if_running()
 
@@ -113,31 +76,18 @@ FAST_LEVELS = "messageDelayLevel=2s 4s 6s\nflushDelayOffsetInterval=300\n"
 
 def _send_ledger(namesrv: str, topic: str, rounds: int, per_batch: int) -> set[bytes]:
     """Batches across levels 1..3; the bodies of every acknowledged message."""
-    acked: set[bytes] = set()
-    with SyncProducer(unique("pg"), ClientConfig(namesrv, instance_name=unique("i"))) as p:
-        for r in range(rounds):
-            msgs = [Message(topic, f"r{r}-{i}".encode(), delay_level=1 + (r + i) % 3) for i in range(per_batch)]
-            if p.send(msgs).status == SendStatus.SEND_OK:
-                acked.update(m.body for m in msgs)
-    return acked
-
-
-def _delivered(api: SyncMQClientAPI, broker: Broker, topic: str, acked: set[bytes]) -> collections.Counter:
-    def all_there():
-        seen = collections.Counter(m.body for m in _read(api, broker.addr, topic))
-        return seen if set(seen) >= acked else None
-
-    return wait_until(all_there, DELIVERY_TIMEOUT_S, "every acknowledged delayed message delivered", interval=0.3)
+    return send_ledger(namesrv, topic, rounds, per_batch,
+                       lambda r, i: Message(topic, f"r{r}-{i}".encode(), delay_level=1 + (r + i) % 3))
 
 
 def test_pending_delays_survive_a_clean_restart_each_delivered_once(tmp_path, namesrv):
-    broker, topic = _setup(tmp_path, namesrv, FAST_LEVELS)
+    broker, topic = setup_broker(tmp_path, namesrv, FAST_LEVELS, "delay")
     try:
         acked = _send_ledger(namesrv, topic, 20, 10)
         assert len(acked) == 200
         broker.restart()  # before the first level is due: all 200 pending across the stop
         with SyncMQClientAPI(timeout=5.0) as api:
-            seen = _delivered(api, broker, topic, acked)
+            seen = delivered(api, broker, topic, acked, "delayed message")
         assert set(seen) == acked and max(seen.values()) == 1  # clean stop: progress saved, no duplicate
         offsets = (broker.store / "config" / "delayOffset.json").read_text()
         assert '"offsetTable"' in offsets
@@ -148,25 +98,8 @@ def test_pending_delays_survive_a_clean_restart_each_delivered_once(tmp_path, na
 def _sigkill_run(tmp_path, namesrv, kills: int, rounds: int) -> None:
     """Send ``rounds`` batches of 10 delayed messages, SIGKILL the broker ``kills`` times while they are
     being delivered (each restart on the same store), then check the ledger: none lost, duplicates counted."""
-    broker, topic = _setup(tmp_path, namesrv, FAST_LEVELS)
-    try:
-        acked = _send_ledger(namesrv, topic, rounds, 10)
-        with SyncMQClientAPI(timeout=5.0) as api:
-            for k in range(kills):
-                # killed while some levels are being delivered and others still wait
-                wait_until(lambda k=k: len({m.body for m in _read(api, broker.addr, topic)})
-                           > k * len(acked) // (kills + 1),
-                           DELIVERY_TIMEOUT_S, f"deliveries before kill {k + 1}", interval=0.2)
-                broker.kill()
-                broker.start_again()
-            seen = _delivered(api, broker, topic, acked)
-        lost = acked - set(seen)
-        duplicates = sum(seen.values()) - len(seen)
-        print(f"delay SIGKILL x{kills}: {len(acked)} acknowledged, {len(lost)} lost, {duplicates} duplicates")
-        assert not lost
-        assert set(seen) == acked  # nothing that was not sent
-    finally:
-        broker.stop_if_running()
+    broker, topic = setup_broker(tmp_path, namesrv, FAST_LEVELS, "delay")
+    sigkill_run(broker, topic, lambda: _send_ledger(namesrv, topic, rounds, 10), kills, "delay", "delayed message")
 
 
 def test_pending_delays_survive_sigkill_none_lost_duplicates_counted(tmp_path, namesrv):

@@ -10,63 +10,27 @@ clock). "Soon after" allows the precision plus a loaded machine's slack (LATE_SL
 
 from __future__ import annotations
 
-import collections
 import json
 import time
-import urllib.request
 
 import pytest
-from servers import Broker, unique, wait_until
+from servers import unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.results import PullStatus, SendStatus
+from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError
 from spark_mq.common.message import Message
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.remoting.codes import ResponseCode
 
-from ._support import pull_header
+from ._scheduled import DELIVERY_TIMEOUT_S, delivered, metric, read_all, send_ledger, setup_broker, sigkill_run
 
 TIMER_TOPIC = "rmq_sys_wheel_timer"
 PRECISION_MS = 500
 LATE_SLACK_MS = 4000  # delivery poll (50 ms) + a loaded machine
-DELIVERY_TIMEOUT_S = 60
-QUEUES = 2
 TIMER_CONF = (f"timerPrecisionMs={PRECISION_MS}\ntimerMaxDelaySec=60\nmappedFileSizeTimerLog=400000\n"
               "timerFlushIntervalMs=200\n")
-
-
-def _read(api: SyncMQClientAPI, addr: str, topic: str, queues: int = QUEUES) -> list[StoredMessage]:
-    """Every message of ``topic``'s queues, from offset 0."""
-    out: list[StoredMessage] = []
-    for q in range(queues):
-        offset = 0
-        while True:
-            r = api.pull_message(addr, pull_header("timer_reader", topic, q, offset, max_nums=256))
-            if r.status != PullStatus.FOUND:
-                break
-            out.extend(r.messages())
-            offset = r.next_begin_offset
-    return out
-
-
-def _setup(tmp_path, namesrv, conf: str = TIMER_CONF, metrics: bool = False) -> tuple[Broker, str]:
-    broker = Broker(namesrv, tmp_path / "b", conf, broker_name=unique("timer"), metrics=metrics, verbose=False)
-    topic = unique("TimerT")
-    with SyncMQClientAPI(timeout=5.0) as api:
-        api.create_topic(broker.addr, topic, QUEUES, QUEUES)
-        wait_until(lambda: api.get_route_info(namesrv, topic), what=f"route of {topic}")
-    return broker, topic
-
-
-def _metric(broker: Broker, line_start: str) -> float | None:
-    with urllib.request.urlopen(broker.metrics_url, timeout=5) as resp:
-        for line in resp.read().decode().splitlines():
-            if line.startswith(line_start):
-                return float(line.rsplit(" ", 1)[1])
-    return None
 
 
 def _producer(namesrv: str) -> SyncProducer:
@@ -74,7 +38,7 @@ def _producer(namesrv: str) -> SyncProducer:
 
 
 def test_each_timer_property_alone_and_in_a_batch_arrives_at_its_time(tmp_path, namesrv):
-    broker, topic = _setup(tmp_path, namesrv, metrics=True)
+    broker, topic = setup_broker(tmp_path, namesrv, TIMER_CONF, "timer", metrics=True)
     try:
         with _producer(namesrv) as p, SyncMQClientAPI(timeout=5.0) as api:
             now = int(time.time() * 1000)
@@ -90,14 +54,14 @@ def test_each_timer_property_alone_and_in_a_batch_arrives_at_its_time(tmp_path, 
             later = p.send(Message(topic, b"later", properties={"TIMER_DELAY_SEC": "50"}))
             assert all(r.status == SendStatus.SEND_OK for r in [*single, batch_result, later])
 
-            parked = {m.body: m for m in _read(api, broker.addr, TIMER_TOPIC, 1)}
+            parked = {m.body: m for m in read_all(api, broker.addr, TIMER_TOPIC, 1)}
             assert set(parked) == {b"deliver", b"delay_ms", b"delay_sec", b"b0", b"b1", b"b2", b"b3", b"later"}
             d = parked[b"deliver"]
             assert d.properties["REAL_TOPIC"] == topic and d.properties["REAL_QID"] == str(single[0].queue_id)
             assert int(d.properties["TIMER_OUT_MS"]) == now + 2500
 
             want = {b"deliver", b"delay_ms", b"delay_sec", b"b0", b"b1", b"b2", b"b3"}
-            got = wait_until(lambda: (ms := _read(api, broker.addr, topic)) and len(ms) >= len(want) and ms,
+            got = wait_until(lambda: (ms := read_all(api, broker.addr, topic)) and len(ms) >= len(want) and ms,
                              DELIVERY_TIMEOUT_S, "the timer messages in their real topic")
             assert sorted(m.body for m in got) == sorted(want)  # each once, the 50 s one not yet
             for m in got:
@@ -110,15 +74,15 @@ def test_each_timer_property_alone_and_in_a_batch_arrives_at_its_time(tmp_path, 
             assert first.properties["UNIQ_KEY"] == single[0].msg_id and first.queue_id == single[0].queue_id
             assert first.born_timestamp == d.born_timestamp
             assert {m.queue_id for m in got if m.body.startswith(b"b")} == {batch_result.queue_id}
-        assert _metric(broker, "spark_mq_timer_delivered_total") == len(want)
-        assert _metric(broker, "spark_mq_timer_pending") == 1
-        assert _metric(broker, "spark_mq_timer_lateness_seconds_count") == len(want)
+        assert metric(broker, "spark_mq_timer_delivered_total") == len(want)
+        assert metric(broker, "spark_mq_timer_pending") == 1
+        assert metric(broker, "spark_mq_timer_lateness_seconds_count") == len(want)
     finally:
         broker.stop_if_running()
 
 
 def test_bad_and_too_far_timers_are_refused_with_a_clear_error_and_nothing_stored(tmp_path, namesrv):
-    broker, topic = _setup(tmp_path, namesrv)
+    broker, topic = setup_broker(tmp_path, namesrv, TIMER_CONF, "timer")
     try:
         with _producer(namesrv) as p, SyncMQClientAPI(timeout=5.0) as api:
             cases = [({"TIMER_DELAY_SEC": "61"}, "max delay 60000ms"),
@@ -132,11 +96,11 @@ def test_bad_and_too_far_timers_are_refused_with_a_clear_error_and_nothing_store
                 p.send([Message(topic, b"ok", properties={"TIMER_DELAY_SEC": "1"}),
                         Message(topic, b"far", properties={"TIMER_DELAY_SEC": "120"})])
             assert e.value.code == ResponseCode.MESSAGE_ILLEGAL and "max delay 60000ms" in e.value.remark
-            assert _read(api, broker.addr, topic) == [] and _read(api, broker.addr, TIMER_TOPIC, 1) == []
+            assert read_all(api, broker.addr, topic) == [] and read_all(api, broker.addr, TIMER_TOPIC, 1) == []
             # the broker serves on, and a due time already passed is stored in the real topic at once
             past = p.send(Message(topic, b"past", properties={"TIMER_DELIVER_MS": "1000"}))
             assert past.status == SendStatus.SEND_OK
-            assert [m.body for m in _read(api, broker.addr, topic)] == [b"past"]
+            assert [m.body for m in read_all(api, broker.addr, topic)] == [b"past"]
         assert "Traceback" not in broker.log()
     finally:
         broker.stop_if_running()
@@ -144,33 +108,18 @@ def test_bad_and_too_far_timers_are_refused_with_a_clear_error_and_nothing_store
 
 def _send_ledger(namesrv: str, topic: str, rounds: int, per_batch: int, spread_ms: int) -> set[bytes]:
     """Batches of timers due over ``spread_ms`` from now; the bodies of every acknowledged message."""
-    acked: set[bytes] = set()
-    with _producer(namesrv) as p:
-        for r in range(rounds):
-            msgs = [Message(topic, f"r{r}-{i}".encode(),
-                            properties={"TIMER_DELAY_MS": str(1000 + (r * per_batch + i) * 37 % spread_ms)})
-                    for i in range(per_batch)]
-            if p.send(msgs).status == SendStatus.SEND_OK:
-                acked.update(m.body for m in msgs)
-    return acked
-
-
-def _delivered(api: SyncMQClientAPI, broker: Broker, topic: str, acked: set[bytes]) -> collections.Counter:
-    def all_there():
-        seen = collections.Counter(m.body for m in _read(api, broker.addr, topic))
-        return seen if set(seen) >= acked else None
-
-    return wait_until(all_there, DELIVERY_TIMEOUT_S, "every acknowledged timer message delivered", interval=0.3)
+    return send_ledger(namesrv, topic, rounds, per_batch, lambda r, i: Message(
+        topic, f"r{r}-{i}".encode(), properties={"TIMER_DELAY_MS": str(1000 + (r * per_batch + i) * 37 % spread_ms)}))
 
 
 def test_pending_timers_survive_a_clean_restart_each_delivered_once(tmp_path, namesrv):
-    broker, topic = _setup(tmp_path, namesrv)
+    broker, topic = setup_broker(tmp_path, namesrv, TIMER_CONF, "timer")
     try:
         acked = _send_ledger(namesrv, topic, 20, 10, spread_ms=8000)
         assert len(acked) == 200
         broker.restart()  # most are still pending across the stop
         with SyncMQClientAPI(timeout=5.0) as api:
-            seen = _delivered(api, broker, topic, acked)
+            seen = delivered(api, broker, topic, acked, "timer message")
         assert set(seen) == acked and max(seen.values()) == 1  # clean stop: progress saved, no duplicate
         progress = json.loads((broker.store / "config" / "timercheck.json").read_text())
         assert progress["queueOffset"] == 200
@@ -182,25 +131,9 @@ def test_pending_timers_survive_a_clean_restart_each_delivered_once(tmp_path, na
 def _sigkill_run(tmp_path, namesrv, kills: int, rounds: int) -> None:
     """Send ``rounds`` batches of 10 timers, SIGKILL the broker ``kills`` times while they are being
     delivered (each restart on the same store), then check the ledger: none lost, duplicates counted."""
-    broker, topic = _setup(tmp_path, namesrv)
-    try:
-        acked = _send_ledger(namesrv, topic, rounds, 10, spread_ms=12_000)
-        with SyncMQClientAPI(timeout=5.0) as api:
-            for k in range(kills):
-                # killed while some timers are being delivered and others still wait
-                wait_until(lambda k=k: len({m.body for m in _read(api, broker.addr, topic)})
-                           > k * len(acked) // (kills + 1),
-                           DELIVERY_TIMEOUT_S, f"deliveries before kill {k + 1}", interval=0.2)
-                broker.kill()
-                broker.start_again()
-            seen = _delivered(api, broker, topic, acked)
-        lost = acked - set(seen)
-        duplicates = sum(seen.values()) - len(seen)
-        print(f"timer SIGKILL x{kills}: {len(acked)} acknowledged, {len(lost)} lost, {duplicates} duplicates")
-        assert not lost
-        assert set(seen) == acked  # nothing that was not sent
-    finally:
-        broker.stop_if_running()
+    broker, topic = setup_broker(tmp_path, namesrv, TIMER_CONF, "timer")
+    sigkill_run(broker, topic, lambda: _send_ledger(namesrv, topic, rounds, 10, spread_ms=12_000), kills,
+                "timer", "timer message")
 
 
 def test_pending_timers_survive_sigkill_none_lost_duplicates_counted(tmp_path, namesrv):

@@ -6,7 +6,6 @@ progress (delayOffset.json ``offsetTable``) through GET_ALL_DELAY_OFFSET."""
 
 from __future__ import annotations
 
-import collections
 import json
 
 from servers import unique, wait_until
@@ -15,7 +14,7 @@ from spark_mq.client.results import SendStatus
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import encode_properties
 
-from .commitlog_files import read_commitlog
+from ._support import delivered_copies
 
 LEVELS = "messageDelayLevel=2s 4s\nflushDelayOffsetInterval=300\n"
 SYNC_TIMEOUT_S = 60.0
@@ -31,15 +30,7 @@ def test_a_delayed_message_is_replicated_and_delivered_by_the_master_only(ha_pai
     batch = MessageBatch.of(topic, 0, bodies, [encode_properties({"DELAY": "1"})] * COUNT)
     assert api.send_batch(pair.master.addr, batch, "ha_producer").status == SendStatus.SEND_OK
 
-    def copies(store) -> collections.Counter:
-        return collections.Counter((u.topic, u.body) for u in read_commitlog(store).units)
-
-    def delivered_on_slave():
-        c = copies(pair.slave.store)
-        return c if all(c[(topic, b)] for b in bodies) else None
-
-    on_slave = wait_until(delivered_on_slave, SYNC_TIMEOUT_S, "the delivered copies replicated to the slave")
-    on_master = copies(pair.master.store)
+    on_master, on_slave = delivered_copies(pair, topic, bodies, SYNC_TIMEOUT_S)
     for b in bodies:
         assert on_master[("SCHEDULE_TOPIC_XXXX", b)] == on_slave[("SCHEDULE_TOPIC_XXXX", b)] == 1
         assert on_master[(topic, b)] == on_slave[(topic, b)] == 1  # delivered once, by the master

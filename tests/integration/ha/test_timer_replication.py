@@ -15,6 +15,7 @@ from spark_mq.client.results import SendStatus
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import encode_properties
 
+from ._support import delivered_copies
 from .commitlog_files import read_commitlog
 
 TIMER = "timerPrecisionMs=200\ntimerMaxDelaySec=60\nmappedFileSizeTimerLog=400000\n"
@@ -32,15 +33,7 @@ def test_a_timer_message_is_replicated_and_delivered_by_the_master_only(ha_pair,
     batch = MessageBatch.of(topic, 0, bodies, [encode_properties({"TIMER_DELIVER_MS": str(due)})] * COUNT)
     assert api.send_batch(pair.master.addr, batch, "ha_producer").status == SendStatus.SEND_OK
 
-    def copies(store) -> collections.Counter:
-        return collections.Counter((u.topic, u.body) for u in read_commitlog(store).units)
-
-    def delivered_on_slave():
-        c = copies(pair.slave.store)
-        return c if all(c[(topic, b)] for b in bodies) else None
-
-    on_slave = wait_until(delivered_on_slave, SYNC_TIMEOUT_S, "the delivered copies replicated to the slave")
-    on_master = copies(pair.master.store)
+    on_master, on_slave = delivered_copies(pair, topic, bodies, SYNC_TIMEOUT_S)
     for b in bodies:
         assert on_master[("rmq_sys_wheel_timer", b)] == on_slave[("rmq_sys_wheel_timer", b)] == 1
         assert on_master[(topic, b)] == on_slave[(topic, b)] == 1  # delivered once, by the master
