@@ -27,6 +27,7 @@ from spark_mq.common.errors import ConfigError, MQClientError, RemotingError, Sp
 from spark_mq.common.names import is_system_topic
 from spark_mq.common.perm import PERM_READ
 from spark_mq.remoting.bodies import TopicRouteData
+from spark_mq.remoting.codes import ResponseCode
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,18 @@ class TopicQueues:
         return [addr, *(a for _, a in self.members_of(key) if a != addr)]
 
 
+def _elsewhere(e: Exception) -> bool:
+    """Whether another member of the set may answer what this one did not: it is unreachable, or it
+    refused to serve (SERVICE_NOT_AVAILABLE: a slave of a controller-mode set whose puts wait for
+    replicas serves no pulls, or a broker stopping for a role change)."""
+    return isinstance(e, RemotingError) or (isinstance(e, MQClientError)
+                                            and e.code == ResponseCode.SERVICE_NOT_AVAILABLE)
+
+
 def first_answering(addrs: list[str], call: Callable[[str], T], what: str) -> T:
     """``call(addr)`` at the first of ``addrs`` (a broker set's members, the preferred one first) that
-    answers: one that does not (a master killed since the route was read) moves to the end of ``addrs``,
+    answers: one that does not (a master killed since the route was read; a member that refuses to serve,
+    see ``_elsewhere``) moves to the end of ``addrs``,
     so the caller's next calls with the same list ask the member that answered first. While none answers
     it goes round them again, :data:`RETRY_PAUSE_S` apart, for :data:`FAILOVER_PATIENCE_S` (an election
     under way: the master is dead and the replicas switching role restart their parts, refusing
@@ -85,8 +95,8 @@ def first_answering(addrs: list[str], call: Callable[[str], T], what: str) -> T:
         for _ in range(len(addrs)):
             try:
                 return call(addrs[0])
-            except RemotingError as e:
-                if time.monotonic() >= deadline:
+            except (RemotingError, MQClientError) as e:
+                if not _elsewhere(e) or time.monotonic() >= deadline:
                     raise
                 (log.warning if not rounds else log.debug)("%s: broker %s does not answer (%s); asking %s", what,
                                                            addrs[0], e, addrs[1 % len(addrs)])

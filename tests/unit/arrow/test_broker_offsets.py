@@ -8,7 +8,8 @@ import pytest
 
 from spark_mq.arrow import queues
 from spark_mq.arrow.queues import BrokerOffsets, TopicQueues
-from spark_mq.common.errors import RemotingConnectError
+from spark_mq.common.errors import MQClientError, RemotingConnectError
+from spark_mq.remoting.codes import ResponseCode
 
 MASTER, SLAVE = "127.0.0.1:1", "127.0.0.1:2"
 
@@ -63,3 +64,24 @@ def test_members_that_all_refuse_for_a_moment_are_asked_again():
     api.get_max_offset = get_max_offset  # type: ignore[method-assign]
     assert BrokerOffsets(api, _queues()).max_offset(("b", 0)) == 100  # type: ignore[arg-type]
     assert api.asked == [MASTER, SLAVE, MASTER, SLAVE, MASTER]
+
+
+def test_a_member_that_refuses_to_serve_is_passed_over_and_other_errors_are_not():
+    """SERVICE_NOT_AVAILABLE (a slave of a controller-mode set whose puts wait for replicas serves no reads)
+    moves on to the next member, as an unreachable one does; any other refusal is the caller's to see."""
+    api = Api({MASTER: 100, SLAVE: 90}, dead=set())
+    refusal = {SLAVE: ResponseCode.SERVICE_NOT_AVAILABLE}
+
+    def get_max_offset(addr: str, topic: str, queue_id: int) -> int:
+        api.asked.append(addr)
+        if addr in refusal:
+            raise MQClientError(refusal[addr], "a slave", addr, "GET_MAX_OFFSET")
+        return api.offsets[addr] + queue_id
+
+    api.get_max_offset = get_max_offset  # type: ignore[method-assign]
+    slave_first = TopicQueues("T", {"b": SLAVE}, (("b", 0),), {"b": ((0, MASTER), (1, SLAVE))})
+    assert BrokerOffsets(api, slave_first).max_offset(("b", 0)) == 100  # type: ignore[arg-type]
+    assert api.asked == [SLAVE, MASTER]
+    refusal[SLAVE] = ResponseCode.SYSTEM_ERROR
+    with pytest.raises(MQClientError):
+        BrokerOffsets(api, slave_first).max_offset(("b", 0))  # type: ignore[arg-type]
