@@ -81,14 +81,18 @@ def _elsewhere(e: Exception) -> bool:
                                             and e.code == ResponseCode.SERVICE_NOT_AVAILABLE)
 
 
-def first_answering(addrs: list[str], call: Callable[[str], T], what: str) -> T:
+def first_answering(addrs: list[str], call: Callable[[str], T], what: str,
+                    refresh: Callable[[], list[str]] | None = None) -> T:
     """``call(addr)`` at the first of ``addrs`` (a broker set's members, the preferred one first) that
     answers: one that does not (a master killed since the route was read; a member that refuses to serve,
     see ``_elsewhere``) moves to the end of ``addrs``,
     so the caller's next calls with the same list ask the member that answered first. While none answers
     it goes round them again, :data:`RETRY_PAUSE_S` apart, for :data:`FAILOVER_PATIENCE_S` (an election
     under way: the master is dead and the replicas switching role restart their parts, refusing
-    connections for a moment); then the last error is raised."""
+    connections for a moment); then the last error is raised. ``refresh`` (the set's members as the
+    NameServer routes them now, the master first) is asked after each round in which none answered: a
+    member planned from a route read mid-election may be all the list had, while the new master is
+    another."""
     deadline = time.monotonic() + FAILOVER_PATIENCE_S
     rounds = 0
     while True:
@@ -103,6 +107,26 @@ def first_answering(addrs: list[str], call: Callable[[str], T], what: str) -> T:
                 addrs.append(addrs.pop(0))
         rounds += 1
         time.sleep(RETRY_PAUSE_S)
+        if refresh is not None:
+            _learn_members(addrs, refresh)
+
+
+def _learn_members(addrs: list[str], refresh: Callable[[], list[str]]) -> None:
+    """Put the members ``refresh`` names first in ``addrs`` (in its order), keeping the others after them."""
+    try:
+        fresh = refresh()
+    except SparkMQError as e:  # no NameServer answered: go round the members already known
+        log.debug("cannot refresh the broker set's members: %s", e)
+        return
+    rest = [a for a in addrs if a not in fresh]
+    addrs[:] = [*fresh, *rest]
+
+
+def routed_members(api: SyncMQClientAPI, namesrv_addrs: Sequence[str], topic: str, broker_name: str) -> list[str]:
+    """The addresses of ``broker_name``'s set in the topic's route now, its master (id 0) first; [] when no
+    NameServer routes it (see ``route_with_masters`` for the errors)."""
+    route, _ = route_with_masters(api, list(namesrv_addrs), topic)
+    return [a for b in route.broker_datas if b.broker_name == broker_name for _, a in sorted(b.broker_addrs.items())]
 
 
 def route_with_masters(

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_mq.arrow.decoder import decode_units_to_arrow
-from spark_mq.arrow.queues import DataLossError, first_answering, queue_key_text
+from spark_mq.arrow.queues import DataLossError, first_answering, queue_key_text, routed_members
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
 from spark_mq.client.pull_consumer import pull_header
 from spark_mq.client.results import PullStatus
@@ -60,6 +60,8 @@ class QueueRange:
     members: tuple[tuple[int, str], ...] = ()
     # a SQL92 expression the pulls carry instead of ``tags`` (it holds the tags: spark_mq.spark.sql_filter)
     sql: str | None = None
+    # where the set's members are asked again while none of ``members`` answers (a route read mid-election)
+    namesrv_addrs: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -82,10 +84,12 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     what = f"queue {part.name}"
     expression, expression_type = (part.tags, EXPRESSION_TAG) if part.sql is None else (part.sql, EXPRESSION_SQL92)
     with SyncMQClientAPI(timeout=timeout) as api:
+        refresh = (partial(routed_members, api, part.namesrv_addrs, part.topic, part.broker_name)
+                   if part.namesrv_addrs else None)
         while offset < part.end:
             header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), expression,
                                  expression_type=expression_type)
-            result = first_answering(addrs, partial(api.pull_message, header=header), what)
+            result = first_answering(addrs, partial(api.pull_message, header=header), what, refresh)
             suggested = members.get(result.suggest_which_broker_id)
             if suggested is not None and suggested != addrs[0]:  # RocketMQ's pullFromWhichNodeTable
                 addrs.remove(suggested)

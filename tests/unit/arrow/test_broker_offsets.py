@@ -85,3 +85,19 @@ def test_a_member_that_refuses_to_serve_is_passed_over_and_other_errors_are_not(
     refusal[SLAVE] = ResponseCode.SYSTEM_ERROR
     with pytest.raises(MQClientError):
         BrokerOffsets(api, slave_first).max_offset(("b", 0))  # type: ignore[arg-type]
+
+
+def test_a_round_in_which_none_answers_asks_the_route_again_for_the_set_s_members():
+    """A range planned from a route read mid-election may know one refusing slave only; the new master the
+    route names afterwards is asked next."""
+    new_master = "127.0.0.1:3"
+    asked: list[str] = []
+
+    def pull(addr: str) -> str:
+        asked.append(addr)
+        if addr != new_master:
+            raise MQClientError(ResponseCode.SERVICE_NOT_AVAILABLE, "a slave", addr, "PULL_MESSAGE")
+        return "found"
+
+    assert queues.first_answering([SLAVE], pull, "q", refresh=lambda: [new_master, SLAVE]) == "found"
+    assert asked == [SLAVE, new_master]
