@@ -13,7 +13,7 @@ per lookup of a different key (median over ``--lookups`` keys; the full scans ov
                             by store-time statistics, then the key and time columns read, then the whole row
   cold: archive, no window  find_archived with the key only: every file's key columns (two passes, no bodies)
   full scan: Spark          read_archive(...).where(key) collected: Spark's Parquet reader over every file
-  by_key: both tiers        spark_mq.query.by_key with the window, hot + cold, as a collected DataFrame
+  by_key: both tiers        spark_mq.spark.query.by_key with the window, hot + cold, as a collected DataFrame
 
 The window is ``--window-ms`` either side of the message's store time (looked up beforehand, not timed).
 Ratio = full scan (Spark) / the case. ``--no-spark`` leaves out the two Spark cases.
@@ -173,8 +173,8 @@ def run(args) -> dict[str, Any]:
 def spark_cases(namesrv: str, archive_root: str, cold: list[Target], w: int, scan_lookups: int) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from spark_mq.query import by_key
     from spark_mq.spark.archive_reader import read_archive
+    from spark_mq.spark.query import by_key
     from spark_mq.spark.session import build_session
 
     spark = build_session("tiered_lookup")

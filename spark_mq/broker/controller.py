@@ -28,33 +28,33 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from spark_mq.broker.admin_processor import AdminProcessor
-from spark_mq.broker.client_processor import ClientProcessor
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
-from spark_mq.broker.epoch_processor import EpochProcessor
-from spark_mq.broker.long_polling import PullHoldService
-from spark_mq.broker.master_commitlog import MasterCommitLog
-from spark_mq.broker.metadata_processor import MetadataProcessor
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.pull_processor import PullProcessor
+from spark_mq.broker.processors.admin import AdminProcessor
+from spark_mq.broker.processors.client import ClientProcessor
+from spark_mq.broker.processors.epoch import EpochProcessor
+from spark_mq.broker.processors.long_polling import PullHoldService
+from spark_mq.broker.processors.metadata import MetadataProcessor
+from spark_mq.broker.processors.pull import PullProcessor
+from spark_mq.broker.processors.retry import RetryScheduler, SendBackProcessor
+from spark_mq.broker.processors.send import SendProcessor
+from spark_mq.broker.processors.tiered import TieredOffsetProcessor
+from spark_mq.broker.processors.unserved_features import UnservedFeatures
 from spark_mq.broker.queue_locks import QueueLockManager
-from spark_mq.broker.replicas_manager import ReplicasManager
-from spark_mq.broker.retry import RetryScheduler, SendBackProcessor
-from spark_mq.broker.role_switch import ControllerSeat, RoleChange, controller_start, next_role
-from spark_mq.broker.schedule import ScheduleService
-from spark_mq.broker.send_processor import SendProcessor
-from spark_mq.broker.slave_synchronize import SlaveSynchronize
+from spark_mq.broker.replication.master_commitlog import MasterCommitLog
+from spark_mq.broker.replication.replicas_manager import ReplicasManager
+from spark_mq.broker.replication.role_switch import ControllerSeat, RoleChange, controller_start, next_role
+from spark_mq.broker.replication.slave_synchronize import SlaveSynchronize
+from spark_mq.broker.replication.sync_state_keeper import SyncStateKeeper
+from spark_mq.broker.scheduled.delay_service import ScheduleService
+from spark_mq.broker.scheduled.timer import TimerLimits
+from spark_mq.broker.scheduled.timer_service import TimerMessageService
 from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
-from spark_mq.broker.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
-from spark_mq.broker.tiered_processor import TieredOffsetProcessor
-from spark_mq.broker.timer import TimerLimits
-from spark_mq.broker.timer_service import TimerMessageService
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.transaction import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
-from spark_mq.broker.unserved_features import UnservedFeatures
+from spark_mq.broker.transaction.service import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
 from spark_mq.common.json_file import JsonSectionsFile

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from spark_mq.broker.schedule import ScheduleService
-    from spark_mq.broker.timer_service import TimerMessageService
+    from spark_mq.broker.scheduled.delay_service import ScheduleService
+    from spark_mq.broker.scheduled.timer_service import TimerMessageService
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore

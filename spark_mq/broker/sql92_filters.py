@@ -14,7 +14,7 @@ import logging
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
-from spark_mq.broker.unserved_features import UnservedFeatures
+from spark_mq.broker.processors.unserved_features import UnservedFeatures
 from spark_mq.filter.sql92 import FilterParseError
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, CheckClientRequestBody, is_tag_type
 from spark_mq.remoting.codes import RequestCode, ResponseCode

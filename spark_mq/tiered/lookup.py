@@ -1,6 +1,6 @@
 """Messages by key and store time across both tiers, in Arrow and without Spark: the archive scanned
 with pyarrow after pruning by statistics, the broker asked through its index (QUERY_MESSAGE), the two
-merged into one table with a ``tier`` column. :mod:`spark_mq.query` wraps these in DataFrames and
+merged into one table with a ``tier`` column. :mod:`spark_mq.spark.query` wraps these in DataFrames and
 ``spark-mq query --archive`` prints them.
 
 Time windows are [begin, end) on ``store_timestamp``, in ms since the epoch or as datetimes (naive ones

@@ -1,4 +1,4 @@
-"""``spark_mq.query.by_key`` and ``by_time`` against a real broker and an archive: messages produced,
+"""``spark_mq.spark.query.by_key`` and ``by_time`` against a real broker and an archive: messages produced,
 the first batch offloaded (``spark-mq offload --all``, in process: it stays on the broker too), a second
 batch produced. Every answer is checked against the rows the broker serves: the right messages, each
 once, with the right tier, and nothing outside the window."""
@@ -19,7 +19,7 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.message import Message
-from spark_mq.query import QUERY_SCHEMA, by_key, by_time
+from spark_mq.spark.query import QUERY_SCHEMA, by_key, by_time
 from spark_mq.tiered.archive import FORMATS
 from spark_mq.tiered.lookup import COLD, HOT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from spark_mq.broker.long_polling import PullHoldService
+from spark_mq.broker.processors.long_polling import PullHoldService
 
 
 def test_notify_wakes_the_pulls_it_satisfies_at_once():

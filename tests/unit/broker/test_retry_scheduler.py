@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from unit_helpers import FakeClock, tiny_config
 
-from spark_mq.broker.retry import (
+from spark_mq.broker.processors.retry import (
     ORIGIN_MESSAGE_ID,
     RETRY_TOPIC,
     RetryScheduler,

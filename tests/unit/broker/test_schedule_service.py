@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from unit_helpers import FakeClock
 
-from spark_mq.broker.schedule import ScheduleService, put_all, to_schedule
+from spark_mq.broker.scheduled.delay_service import ScheduleService, put_all, to_schedule
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.json_file import JsonSectionsFile

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from unit_helpers import FakeClock
 
-from spark_mq.broker.schedule import put_all
-from spark_mq.broker.timer import TimerLimits, to_timer
-from spark_mq.broker.timer_service import TimerMessageService
+from spark_mq.broker.scheduled.delay_service import put_all
+from spark_mq.broker.scheduled.timer import TimerLimits, to_timer
+from spark_mq.broker.scheduled.timer_service import TimerMessageService
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.json_file import JsonConfigFile

@@ -8,7 +8,7 @@ from __future__ import annotations
 from unit_helpers import FakeClock
 
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.transaction import (
+from spark_mq.broker.transaction.service import (
     CHECK_MAX_TIME_TOPIC,
     HALF_TOPIC,
     OP_HALF_TOPIC,

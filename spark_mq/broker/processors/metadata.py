@@ -11,10 +11,10 @@ import json
 import logging
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
-from spark_mq.broker.retry import RetryScheduler
-from spark_mq.broker.schedule import ScheduleService
+from spark_mq.broker.processors.retry import RetryScheduler
+from spark_mq.broker.scheduled.delay_service import ScheduleService
+from spark_mq.broker.scheduled.timer_service import TimerMessageService
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
-from spark_mq.broker.timer_service import TimerMessageService
 from spark_mq.remoting.bodies import (
     ConsumerOffsetSerializeWrapper,
     DelayOffsetSerializeWrapper,

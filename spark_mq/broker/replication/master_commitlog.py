@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from spark_mq.broker.epoch_processor import decode_history
+from spark_mq.broker.processors.epoch import decode_history
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import KVTable
 from spark_mq.remoting.client import RemotingClient

@@ -23,12 +23,12 @@ import random
 import time
 from collections.abc import Callable
 
-from spark_mq.broker.long_polling import PullHoldService
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.schedule import DELAY_NEEDLE, put_all, to_schedule
-from spark_mq.broker.timer import TIMER_NEEDLE, TimerLimits, to_timer
+from spark_mq.broker.processors.long_polling import PullHoldService
+from spark_mq.broker.scheduled.delay_service import DELAY_NEEDLE, put_all, to_schedule
+from spark_mq.broker.scheduled.timer import TIMER_NEEDLE, TimerLimits, to_timer
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.transaction import TransactionalMessageService, is_prepared_transaction
+from spark_mq.broker.transaction.service import TransactionalMessageService, is_prepared_transaction
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host

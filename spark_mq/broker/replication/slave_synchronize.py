@@ -39,8 +39,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
-from spark_mq.broker.retry import RetryScheduler
-from spark_mq.broker.schedule import ScheduleService
+from spark_mq.broker.processors.retry import RetryScheduler
+from spark_mq.broker.scheduled.delay_service import ScheduleService
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager, decode_table
 from spark_mq.broker.topic_config import TopicConfigManager

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 
-from spark_mq.broker.replicas_manager import ReplicasManager
+from spark_mq.broker.replication.replicas_manager import ReplicasManager
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.store.ha.ha_service import HAService

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from spark_mq.broker.real_topic import Stored, joined_properties, parked_runs, store_in_real_topics
+from spark_mq.broker.scheduled.real_topic import Stored, joined_properties, parked_runs, store_in_real_topics
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile

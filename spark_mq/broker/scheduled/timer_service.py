@@ -39,7 +39,7 @@ from collections.abc import Callable
 import numpy as np
 
 from spark_mq.broker.metrics import LATENESS_BUCKETS_MS
-from spark_mq.broker.real_topic import Stored, store_in_real_topics
+from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.errors import StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.common.message_unit import StoredBatch

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spark_mq.broker.real_topic import joined_properties, parked_runs
+from spark_mq.broker.scheduled.real_topic import joined_properties, parked_runs
 from spark_mq.common.config import BrokerConfig
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import MessageBatch

@@ -1,0 +1,2 @@
+"""The broker's request processors: one module per group of RocketMQ request codes, each given the
+collaborators it uses at construction (never the whole broker)."""
