@@ -49,7 +49,7 @@ FACADES = (
            "PushConsumer"),
     Facade("spark_mq/client/pull_consumer.py", "SyncPullConsumer", "spark_mq/client/pull_consumer.py",
            "PullConsumer"),
-    Facade("spark_mq/client/pull_consumer.py", "SyncLitePullConsumer", "spark_mq/client/pull_consumer.py",
+    Facade("spark_mq/client/lite_pull_consumer.py", "SyncLitePullConsumer", "spark_mq/client/lite_pull_consumer.py",
            "LitePullConsumer"),
 )
 

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.arrow.queues import DataLossError, first_answering, queue_key_text, routed_members
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
-from spark_mq.client.pull_consumer import pull_header
+from spark_mq.client.queue_pull import pull_header
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI

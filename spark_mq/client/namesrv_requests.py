@@ -11,14 +11,7 @@ import dataclasses
 
 from spark_mq.client.requester import Requester
 from spark_mq.client.results import RegisterBrokerResult
-from spark_mq.remoting.bodies import (
-    ClusterInfo,
-    KVTable,
-    RegisterBrokerBody,
-    TopicList,
-    TopicRouteData,
-    body_crc32,
-)
+from spark_mq.remoting.bodies import ClusterInfo, KVTable, RegisterBrokerBody, TopicList, TopicRouteData, body_crc32
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     DeleteKVConfigRequestHeader,
