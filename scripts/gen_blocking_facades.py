@@ -3,6 +3,8 @@
 Each facade class holds, between two marker comments, one blocking method per public method of
 its async target that the facade does not write by hand: same name, parameters, annotations and
 defaults (copied from the target's source), running the coroutine on the facade's loop thread.
+The target's methods include those of the spark_mq classes it builds on (``MQClientAPI`` joins its
+request groups), read from their modules.
 When the facade's module is not the target's own, its imports (the names the copied signatures
 use) are generated too, between markers.
 
@@ -47,7 +49,7 @@ FACADES = (
            "PushConsumer"),
     Facade("spark_mq/client/pull_consumer.py", "SyncPullConsumer", "spark_mq/client/pull_consumer.py",
            "PullConsumer"),
-    Facade("spark_mq/client/pull_consumer.py", "SyncLitePullConsumer", "spark_mq/client/pull_consumer.py",
+    Facade("spark_mq/client/lite_pull_consumer.py", "SyncLitePullConsumer", "spark_mq/client/lite_pull_consumer.py",
            "LitePullConsumer"),
 )
 
@@ -68,6 +70,34 @@ def _public_methods(cls: ast.ClassDef) -> list[ast.FunctionDef | ast.AsyncFuncti
 
 def _decorator_name(node: ast.expr) -> str:
     return node.id if isinstance(node, ast.Name) else ast.unparse(node)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A public method of a target class, with the module that defines it (its names come from there)."""
+
+    fn: ast.FunctionDef | ast.AsyncFunctionDef
+    tree: ast.Module
+    module: str
+
+
+def _target_methods(path: str, name: str, source_by_path: dict[str, str]) -> list[Method]:
+    """The public methods of class ``name`` of ``path`` and of the spark_mq classes it builds on, depth
+    first in the order of its bases; a name met again (an override further down) is left out."""
+    source = source_by_path.get(path)
+    tree = ast.parse(source if source is not None else (ROOT / path).read_text())
+    cls = _class(tree, name)
+    out = [Method(fn, tree, _module_name(path)) for fn in _public_methods(cls)]
+    for base in cls.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        origin = _origin(tree, _module_name(path), base.id)
+        if origin.split(".")[0] != "spark_mq" or origin == FACADE_MODULE:
+            continue
+        seen = {m.fn.name for m in out}
+        out += [m for m in _target_methods(origin.replace(".", "/") + ".py", base.id, source_by_path)
+                if m.fn.name not in seen]
+    return out
 
 
 def _handwritten(cls: ast.ClassDef, source: str) -> set[str]:
@@ -208,19 +238,23 @@ def generate(source_by_path: dict[str, str]) -> dict[str, str]:
     out = dict(source_by_path)
     for spec in FACADES:
         tree = ast.parse(out[spec.path])
-        target_tree = ast.parse(source_by_path[spec.target_path])
         cls = _class(tree, spec.facade)
         own = _handwritten(cls, out[spec.path]) | set(_class_constant(cls, "_unwrapped", ()))  # type: ignore[arg-type]
-        fns = [fn for fn in _public_methods(_class(target_tree, spec.target)) if fn.name not in own]
+        methods = [m for m in _target_methods(spec.target_path, spec.target, source_by_path) if m.fn.name not in own]
         closing = str(_class_constant(cls, "_closing", "close"))
         body: list[str] = []
-        for fn in fns:
-            body += ["", *_twin(fn, spec, closing)] if body else _twin(fn, spec, closing)
+        for m in methods:
+            body += ["", *_twin(m.fn, spec, closing)] if body else _twin(m.fn, spec, closing)
         text = _replace_region(out[spec.path], BEGIN, END, body, spec.facade, after=cls.lineno)
         if spec.path != spec.target_path:  # the facade's module imports only what the generator says
+            target_module = _module_name(spec.target_path)
+            origins = {spec.target: target_module}
+            for m in methods:
+                for name in _names_used([m.fn]):
+                    origins.setdefault(name, _origin(m.tree, m.module, name))
             by_module: dict[str, list[str]] = {FACADE_MODULE: ["BlockingFacade"]}
-            for name in sorted(_names_used(fns) | {spec.target}):
-                by_module.setdefault(_origin(target_tree, _module_name(spec.target_path), name), []).append(name)
+            for name in sorted(origins):
+                by_module.setdefault(origins[name], []).append(name)
             imports = [f"from {m} import {', '.join(names)}" for m, names in sorted(by_module.items())]
             text = _replace_region(text, IMPORTS_BEGIN, IMPORTS_END, imports, spec.path)
         out[spec.path] = text

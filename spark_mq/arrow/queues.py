@@ -212,7 +212,7 @@ def discover_topics(api: SyncMQClientAPI, namesrv_addrs: list[str], topics: Sequ
 
 
 class BrokerOffsets:
-    """A topic's queue offsets at their brokers (an ``OffsetSource`` of :mod:`spark_mq.spark.offsets`).
+    """A topic's queue offsets at their brokers (an ``OffsetSource`` of :mod:`spark_mq.spark.offset_reader`).
 
     Each queue is asked at its route address, and at the other members of its broker set when that
     one does not answer (its master was killed after the route was read: the NameServer drops it only

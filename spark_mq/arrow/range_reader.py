@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_mq.arrow.decoder import decode_units_to_arrow
-from spark_mq.arrow.queues import DataLossError, first_answering, queue_key_text, routed_members
+from spark_mq.arrow.queues import DataLossError, QueueKey, first_answering, queue_key_text, routed_members
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
-from spark_mq.client.pull_consumer import pull_header
+from spark_mq.client.queue_pull import pull_header
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -42,8 +42,9 @@ TAGS_COLUMN = "tags"
 
 
 @dataclass(frozen=True)
-class QueueRange:
-    """Messages [start, end) of one queue: plain, picklable data only."""
+class QueueSpan:
+    """Messages [start, end) of one queue at its broker: what a read (:class:`QueueRange`) and an
+    offload's plan (:class:`~spark_mq.tiered.offload.QueuePlan`) are of."""
 
     topic: str
     broker_name: str
@@ -51,6 +52,20 @@ class QueueRange:
     queue_id: int
     start: int
     end: int
+
+    @property
+    def key(self) -> QueueKey:
+        return (self.broker_name, self.queue_id)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}@{queue_key_text(self.key)}"
+
+
+@dataclass(frozen=True)
+class QueueRange(QueueSpan):
+    """A read of messages [start, end) of one queue: plain, picklable data only."""
+
     tags: str
     group: str
     pull_batch_size: int
@@ -62,10 +77,6 @@ class QueueRange:
     sql: str | None = None
     # where the set's members are asked again while none of ``members`` answers (a route read mid-election)
     namesrv_addrs: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}@{queue_key_text((self.broker_name, self.queue_id))}"
 
 
 def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,

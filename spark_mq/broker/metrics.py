@@ -16,11 +16,12 @@ import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from spark_mq.broker.scheduled.delay_service import ScheduleService
-    from spark_mq.broker.scheduled.timer_service import TimerMessageService
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore
@@ -37,6 +38,16 @@ TRANSACTION_EVENTS = {
     "discarded": "Half messages discarded after transactionCheckMax check-backs",
 }
 PUT_SECONDS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
+
+
+class TimerStats(Protocol):
+    """What a scrape reads of the timer service (it counts its lateness in :data:`LATENESS_BUCKETS_MS`;
+    a protocol, so the service builds on the buckets here and this module needs nothing of it)."""
+
+    pending: int
+    delivered_total: int
+    lateness: np.ndarray  # delivered per bucket, the last past every bucket
+    lateness_sum_ms: int
 
 
 class GaugeValue:
@@ -66,7 +77,7 @@ class BrokerMetrics:
         self._ha_service: HAService | None = None  # a master's
         self._ha_client: HAClient | None = None  # a slave's
         self._schedule: ScheduleService | None = None
-        self._timer: TimerMessageService | None = None
+        self._timer: TimerStats | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -123,7 +134,7 @@ class BrokerMetrics:
         """Export delay messages: pending per level, delivered in all (read at scrape time)."""
         self._schedule = service
 
-    def track_timer(self, service: TimerMessageService | None) -> None:
+    def track_timer(self, service: TimerStats | None) -> None:
         """Export timer messages: pending, delivered, lateness (read at scrape time; None on a slave)."""
         self._timer = service
 

@@ -16,8 +16,15 @@ Any other non-success code raises :class:`~spark_mq.common.errors.MQClientError`
 request, the server, the code and its remark; connection failures and timeouts raise the
 remoting errors. Timeouts are in seconds (``timeout=None``: the API's default).
 
-Requests the broker sends us (NOTIFY_CONSUMER_IDS_CHANGED) go to the callbacks registered with
-:meth:`MQClientAPI.on_consumer_ids_changed`.
+Requests the broker sends us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) go to the
+callbacks registered with :meth:`MQClientAPI.on_consumer_ids_changed` and
+:meth:`~MQClientAPI.on_check_transaction_state`.
+
+The requests are grouped by job, one module each, and this class joins them (so callers keep one
+object): the message path — send, pull, consumer groups, transactions — is here;
+:mod:`~spark_mq.client.namesrv_requests` asks NameServers, :mod:`~spark_mq.client.offset_requests`
+brokers' offsets, :mod:`~spark_mq.client.admin_requests` lookups and admin; how a request is sent
+and its answer checked is :mod:`~spark_mq.client.requester`'s.
 
 Thread-safety: all coroutines run on one event loop and may interleave freely; use
 :class:`~spark_mq.client.sync_api.SyncMQClientAPI` from threads.
@@ -25,9 +32,7 @@ Thread-safety: all coroutines run on one event loop and may interleave freely; u
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import json
 import logging
 import struct
 import time
@@ -35,46 +40,23 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import numpy as np
 
-from spark_mq.client.results import (
-    PULL_STATUS_BY_CODE,
-    SEND_STATUS_BY_CODE,
-    PullResult,
-    RegisterBrokerResult,
-    SendResult,
-    TieredOffset,
-    decode_units_list,
-)
-from spark_mq.common.errors import HeaderError, MQClientError
-from spark_mq.common.message import MessageBatch, unpack_host
-from spark_mq.common.message_id import parse_offset_msg_id
+from spark_mq.client.admin_requests import AdminRequests
+from spark_mq.client.namesrv_requests import NamesrvRequests
+from spark_mq.client.offset_requests import OffsetRequests
+from spark_mq.client.results import PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult, SendResult
+from spark_mq.common.errors import HeaderError
+from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_unit import StoredMessage, decode_message
 from spark_mq.common.names import AUTO_CREATE_TOPIC
-from spark_mq.common.perm import PERM_READ_WRITE
-from spark_mq.common.properties import (
-    PRODUCER_GROUP,
-    UNIQ_KEY,
-    WAIT_STORE_MSG_OK,
-    decode_properties,
-    scan_properties,
-)
+from spark_mq.common.properties import PRODUCER_GROUP, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
 from spark_mq.remoting.bodies import (
-    BrokerReplicasInfo,
     CheckClientRequestBody,
-    ClusterInfo,
-    ConsumeStats,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
-    KVTable,
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
-    RegisterBrokerBody,
-    TopicConfigSerializeWrapper,
-    TopicList,
-    TopicRouteData,
-    TopicStatsTable,
     UnlockBatchRequestBody,
-    body_crc32,
 )
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -83,55 +65,21 @@ from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     CheckTransactionStateRequestHeader,
     ConsumerSendMsgBackRequestHeader,
-    CreateTopicRequestHeader,
-    DeleteKVConfigRequestHeader,
-    DeleteTopicFromNamesrvRequestHeader,
-    DeleteTopicRequestHeader,
     EndTransactionRequestHeader,
     GetConsumerListByGroupRequestHeader,
-    GetConsumeStatsRequestHeader,
-    GetEarliestMsgStoretimeRequestHeader,
-    GetEarliestMsgStoretimeResponseHeader,
-    GetKVConfigRequestHeader,
-    GetKVConfigResponseHeader,
-    GetKVListByNamespaceRequestHeader,
-    GetMaxOffsetRequestHeader,
-    GetMaxOffsetResponseHeader,
-    GetMetaDataResponseHeader,
-    GetMinOffsetRequestHeader,
-    GetMinOffsetResponseHeader,
-    GetRouteInfoRequestHeader,
-    GetTopicsByClusterRequestHeader,
-    GetTopicStatsInfoRequestHeader,
-    Header,
     NotifyConsumerIdsChangedRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
-    PutKVConfigRequestHeader,
-    QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader,
-    QueryMessageRequestHeader,
-    QueryTieredOffsetRequestHeader,
-    QueryTieredOffsetResponseHeader,
-    RegisterBrokerRequestHeader,
-    RegisterBrokerResponseHeader,
-    SearchOffsetRequestHeader,
-    SearchOffsetResponseHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
-    UnRegisterBrokerRequestHeader,
     UnregisterClientRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
-    UpdateTieredOffsetRequestHeader,
-    ViewMessageRequestHeader,
 )
 from spark_mq.remoting.message_batch_codec import encode_batch_body
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOPIC_QUEUE_NUMS = 4
-UNIQUE_KEY_QUERY_FLAG = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG: QUERY_MESSAGE by UNIQ_KEY
 MSG_REGION = "MSG_REGION"  # MessageConst.PROPERTY_MSG_REGION, in a send response's extFields
 
 ConsumerIdsChangedCallback = Callable[[str, str], "Awaitable[None] | None"]
@@ -139,45 +87,8 @@ ConsumerIdsChangedCallback = Callable[[str, str], "Awaitable[None] | None"]
 CheckTransactionCallback = Callable[[CheckTransactionStateRequestHeader, StoredMessage, Connection],
                                     "Awaitable[None] | None"]
 
-# what to do about a response code, where that is obvious
-_HINTS: dict[int, str] = {
-    ResponseCode.TOPIC_NOT_EXIST: "create the topic first (create_topic / `spark-mq admin`), "
-    "or enable autoCreateTopicEnable on the broker",
-    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: "create the consumer group, or enable autoCreateSubscriptionGroup",
-    ResponseCode.SUBSCRIPTION_NOT_EXIST: "send a HEART_BEAT carrying the subscription before pulling",
-    ResponseCode.SUBSCRIPTION_NOT_LATEST: "send a HEART_BEAT with the current subscription before pulling",
-    ResponseCode.SUBSCRIPTION_PARSE_FAILED: "check the subscription expression (e.g. 'tagA || tagB')",
-    ResponseCode.NO_PERMISSION: "the topic's or the broker's perm forbids this (check them with get_route_info), "
-                                "or the broker does not serve what was asked (the remark says)",
-    ResponseCode.SYSTEM_BUSY: "the broker is overloaded; retry after a short back-off",
-    ResponseCode.SERVICE_NOT_AVAILABLE: "the broker cannot serve this now (stopping, slave, or disk full); "
-    "try another broker",
-    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: "the server does not serve this request: check that the address is "
-    "a broker and not a NameServer (or the reverse)",
-    ResponseCode.MESSAGE_ILLEGAL: "check the topic name, the body size against maxMessageSize and the properties",
-    ResponseCode.VERSION_NOT_SUPPORTED: "the server is too old or too new for this request",
-    ResponseCode.CONSUMER_NOT_ONLINE: "no consumer of this group is connected to this broker",
-    ResponseCode.INVALID_PARAMETER: "an argument is out of range for the broker's current state (the remark says "
-    "which)",
-}
 
-
-def _code(code: int) -> int:
-    """The ResponseCode member for ``code`` when known (its name goes in error messages)."""
-    try:
-        return ResponseCode(code)
-    except ValueError:
-        return code
-
-
-def _request_name(code: int) -> str:
-    try:
-        return RequestCode(code).name
-    except ValueError:
-        return f"request {code}"
-
-
-class MQClientAPI:
+class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests):
     """Typed RocketMQ requests to NameServers and brokers over one ``RemotingClient``.
 
     ``async with MQClientAPI() as api:`` opens nothing until the first request and closes every
@@ -206,7 +117,7 @@ class MQClientAPI:
         if self._owns_remoting:
             await self.remoting.close()
 
-    # -- plumbing -----------------------------------------------------------------------------
+    # -- requests the servers send us ---------------------------------------------------------
 
     def on_consumer_ids_changed(self, callback: ConsumerIdsChangedCallback) -> ConsumerIdsChangedCallback:
         """Call ``callback(consumer_group, broker_addr)`` (plain or async) on every
@@ -273,109 +184,6 @@ class MQClientAPI:
         applied the decision; MQClientError when it refused it."""
         response = await self._invoke(addr, RequestCode.END_TRANSACTION, header, timeout=timeout)
         return response.remark or ""
-
-    async def _invoke(self, addr: str, code: int, header: Header | dict[str, object] | None = None,
-                      body: bytes = b"", timeout: float | None = None,
-                      ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
-        """Send a request; return its response if its code is in ``ok``, else raise MQClientError."""
-        fields = header.to_ext_fields() if isinstance(header, Header) else header
-        cmd = RemotingCommand.request(code, fields, body)
-        response = await self.remoting.invoke(addr, cmd, self.timeout if timeout is None else timeout)
-        if response.code not in ok:
-            raise self.error(response, addr, code)
-        return response
-
-    async def _oneway(self, addr: str, code: int, header: Header, body: bytes = b"",
-                      timeout: float | None = None) -> None:
-        cmd = RemotingCommand.request(code, header.to_ext_fields(), body, oneway=True)
-        await self.remoting.invoke_oneway(addr, cmd, self.timeout if timeout is None else timeout)
-
-    @staticmethod
-    def error(response: RemotingCommand, addr: str, request_code: int) -> MQClientError:
-        code = _code(response.code)
-        return MQClientError(code, response.remark, addr, _request_name(request_code), _HINTS.get(response.code))
-
-    # -- NameServer ---------------------------------------------------------------------------
-
-    async def get_route_info(self, namesrv: str, topic: str, *, timeout: float | None = None) -> TopicRouteData | None:
-        """GET_ROUTEINFO_BY_TOPIC; None when the NameServer knows no such topic."""
-        response = await self._invoke(namesrv, RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                      GetRouteInfoRequestHeader(topic=topic), timeout=timeout,
-                                      ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
-        if response.code == ResponseCode.TOPIC_NOT_EXIST:
-            return None
-        return TopicRouteData.from_json(response.body)
-
-    async def get_cluster_info(self, namesrv: str, *, timeout: float | None = None) -> ClusterInfo:
-        """GET_BROKER_CLUSTER_INFO."""
-        response = await self._invoke(namesrv, RequestCode.GET_BROKER_CLUSTER_INFO, timeout=timeout)
-        return ClusterInfo.from_json(response.body)
-
-    async def get_all_topic_list(self, namesrv: str, *, timeout: float | None = None) -> TopicList:
-        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER."""
-        response = await self._invoke(namesrv, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, timeout=timeout)
-        return TopicList.from_json(response.body)
-
-    async def get_topics_by_cluster(self, namesrv: str, cluster: str, *, timeout: float | None = None) -> TopicList:
-        """GET_TOPICS_BY_CLUSTER."""
-        response = await self._invoke(namesrv, RequestCode.GET_TOPICS_BY_CLUSTER,
-                                      GetTopicsByClusterRequestHeader(cluster=cluster), timeout=timeout)
-        return TopicList.from_json(response.body)
-
-    async def register_broker(self, namesrv: str, header: RegisterBrokerRequestHeader, body: RegisterBrokerBody,
-                              *, compressed: bool = False, timeout: float | None = None) -> RegisterBrokerResult:
-        """REGISTER_BROKER; ``compressed`` and ``bodyCrc32`` in the header are set from the body sent."""
-        raw = body.encode_compressed() if compressed else body.to_json()
-        header = dataclasses.replace(header, compressed=compressed, body_crc32=body_crc32(raw))
-        response = await self._invoke(namesrv, RequestCode.REGISTER_BROKER, header, raw, timeout)
-        out = RegisterBrokerResponseHeader.from_ext_fields(response.ext_fields)
-        table = KVTable.from_json(response.body).table if response.body else {}
-        return RegisterBrokerResult(out.ha_server_addr, out.master_addr, table)
-
-    async def unregister_broker(self, namesrv: str, cluster_name: str, broker_addr: str, broker_name: str,
-                                broker_id: int, *, timeout: float | None = None) -> None:
-        """UNREGISTER_BROKER."""
-        header = UnRegisterBrokerRequestHeader(broker_name=broker_name, broker_addr=broker_addr,
-                                               cluster_name=cluster_name, broker_id=broker_id)
-        await self._invoke(namesrv, RequestCode.UNREGISTER_BROKER, header, timeout=timeout)
-
-    async def put_kv_config(self, namesrv: str, namespace: str, key: str, value: str, *,
-                            timeout: float | None = None) -> None:
-        """PUT_KV_CONFIG."""
-        header = PutKVConfigRequestHeader(namespace=namespace, key=key, value=value)
-        await self._invoke(namesrv, RequestCode.PUT_KV_CONFIG, header, timeout=timeout)
-
-    async def get_kv_config(self, namesrv: str, namespace: str, key: str, *,
-                            timeout: float | None = None) -> str | None:
-        """GET_KV_CONFIG; None when the key is not set."""
-        response = await self._invoke(namesrv, RequestCode.GET_KV_CONFIG,
-                                      GetKVConfigRequestHeader(namespace=namespace, key=key), timeout=timeout,
-                                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        return GetKVConfigResponseHeader.from_ext_fields(response.ext_fields).value
-
-    async def get_kv_list_by_namespace(self, namesrv: str, namespace: str, *,
-                                       timeout: float | None = None) -> dict[str, str] | None:
-        """GET_KVLIST_BY_NAMESPACE; None when the namespace was never written."""
-        response = await self._invoke(namesrv, RequestCode.GET_KVLIST_BY_NAMESPACE,
-                                      GetKVListByNamespaceRequestHeader(namespace=namespace), timeout=timeout,
-                                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        return KVTable.from_json(response.body).table
-
-    async def delete_kv_config(self, namesrv: str, namespace: str, key: str, *,
-                               timeout: float | None = None) -> None:
-        """DELETE_KV_CONFIG."""
-        header = DeleteKVConfigRequestHeader(namespace=namespace, key=key)
-        await self._invoke(namesrv, RequestCode.DELETE_KV_CONFIG, header, timeout=timeout)
-
-    async def delete_topic_in_namesrv(self, namesrv: str, topic: str, cluster_name: str | None = None, *,
-                                      timeout: float | None = None) -> None:
-        """DELETE_TOPIC_IN_NAMESRV."""
-        header = DeleteTopicFromNamesrvRequestHeader(topic=topic, cluster_name=cluster_name)
-        await self._invoke(namesrv, RequestCode.DELETE_TOPIC_IN_NAMESRV, header, timeout=timeout)
 
     # -- broker: send -------------------------------------------------------------------------
 
@@ -484,174 +292,6 @@ class MQClientAPI:
             await self.remoting.invoke_oneway(addr, cmd, self.timeout if timeout is None else timeout)
             return
         await self._invoke(addr, RequestCode.UNLOCK_BATCH_MQ, None, body, timeout)
-
-    # -- broker: offsets ----------------------------------------------------------------------
-
-    async def query_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, *,
-                                    zero_if_not_found: bool = True, timeout: float | None = None) -> int | None:
-        """QUERY_CONSUMER_OFFSET; None when the group never committed an offset for the queue — except
-        that with ``zero_if_not_found`` (the broker's default) the broker answers 0 for it while the
-        queue still starts at 0; False sends RocketMQ 5's ``setZeroIfNotFound=false``."""
-        fields = QueryConsumerOffsetRequestHeader(consumer_group=consumer_group, topic=topic,
-                                                  queue_id=queue_id).to_ext_fields()
-        if not zero_if_not_found:
-            fields["setZeroIfNotFound"] = "false"
-        return await self._offset(addr, RequestCode.QUERY_CONSUMER_OFFSET, fields,
-                                  QueryConsumerOffsetResponseHeader, "offset", timeout)
-
-    async def update_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, offset: int,
-                                     *, oneway: bool = False, timeout: float | None = None) -> None:
-        """UPDATE_CONSUMER_OFFSET (``oneway``: as the Java client's periodic offset persist)."""
-        header = UpdateConsumerOffsetRequestHeader(consumer_group=consumer_group, topic=topic, queue_id=queue_id,
-                                                   commit_offset=offset)
-        if oneway:
-            await self._oneway(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header, timeout=timeout)
-        else:
-            await self._invoke(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header, timeout=timeout)
-
-    async def get_max_offset(self, addr: str, topic: str, queue_id: int, *,
-                             timeout: float | None = None) -> int | None:
-        """GET_MAX_OFFSET: the queue's next free logical offset."""
-        return await self._offset(addr, RequestCode.GET_MAX_OFFSET,
-                                  GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id),
-                                  GetMaxOffsetResponseHeader, "offset", timeout)
-
-    async def get_min_offset(self, addr: str, topic: str, queue_id: int, *,
-                             timeout: float | None = None) -> int | None:
-        """GET_MIN_OFFSET: the queue's smallest logical offset still stored."""
-        return await self._offset(addr, RequestCode.GET_MIN_OFFSET,
-                                  GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id),
-                                  GetMinOffsetResponseHeader, "offset", timeout)
-
-    async def search_offset_by_timestamp(self, addr: str, topic: str, queue_id: int, timestamp: int, *,
-                                         timeout: float | None = None) -> int | None:
-        """SEARCH_OFFSET_BY_TIMESTAMP (``timestamp`` in ms since the epoch)."""
-        header = SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp)
-        return await self._offset(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header,
-                                  SearchOffsetResponseHeader, "offset", timeout)
-
-    async def get_earliest_msg_storetime(self, addr: str, topic: str, queue_id: int, *,
-                                         timeout: float | None = None) -> int | None:
-        """GET_EARLIEST_MSG_STORETIME: store timestamp (ms) of the queue's first stored message."""
-        return await self._offset(addr, RequestCode.GET_EARLIEST_MSG_STORETIME,
-                                  GetEarliestMsgStoretimeRequestHeader(topic=topic, queue_id=queue_id),
-                                  GetEarliestMsgStoretimeResponseHeader, "timestamp", timeout)
-
-    async def _offset(self, addr: str, code: int, header: Header | dict[str, object], response_type: type[Header],
-                      name: str, timeout: float | None) -> int | None:
-        response = await self._invoke(addr, code, header, timeout=timeout,
-                                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        return getattr(response_type.from_ext_fields(response.ext_fields), name)
-
-    # -- broker: tiered storage (spark_mq's own requests) -------------------------------------
-
-    async def update_tiered_offset(self, addr: str, topic: str, queue_id: int, offset: int, *,
-                                   timeout: float | None = None) -> None:
-        """UPDATE_TIERED_OFFSET: queue offsets [0, ``offset``) of the queue are archived. Raises
-        MQClientError for an unknown topic (TOPIC_NOT_EXIST) or queue, an offset past the queue's
-        max offset or below the recorded one (INVALID_PARAMETER: it never moves back); sending
-        the recorded offset again succeeds."""
-        header = UpdateTieredOffsetRequestHeader(topic=topic, queue_id=queue_id, offset=offset)
-        await self._invoke(addr, RequestCode.UPDATE_TIERED_OFFSET, header, timeout=timeout)
-
-    async def query_tiered_offset(self, addr: str, topic: str, queue_id: int, *,
-                                  timeout: float | None = None) -> TieredOffset:
-        """QUERY_TIERED_OFFSET: the queue's archived-up-to, cold, min and max offsets."""
-        response = await self._invoke(addr, RequestCode.QUERY_TIERED_OFFSET,
-                                      QueryTieredOffsetRequestHeader(topic=topic, queue_id=queue_id), timeout=timeout)
-        out = QueryTieredOffsetResponseHeader.from_ext_fields(response.ext_fields)
-        return TieredOffset(out.offset, out.cold_offset, out.min_offset, out.max_offset)
-
-    # -- broker: lookups ----------------------------------------------------------------------
-
-    async def query_message(self, addr: str, topic: str, key: str, max_num: int, begin: int, end: int, *,
-                            unique_key: bool = False, timeout: float | None = None) -> list[StoredMessage]:
-        """QUERY_MESSAGE: messages of ``topic`` indexed under ``key`` stored in [begin, end] ms;
-        ``unique_key`` looks ``key`` up as a UNIQ_KEY. ``[]`` when nothing matches."""
-        header = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin,
-                                           end_timestamp=end)
-        fields = header.to_ext_fields()
-        if unique_key:
-            fields[UNIQUE_KEY_QUERY_FLAG] = "true"
-        response = await self._invoke(addr, RequestCode.QUERY_MESSAGE, fields, timeout=timeout,
-                                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return []
-        return decode_units_list(response.body)
-
-    async def view_message(self, addr: str, commitlog_offset: int, *,
-                           timeout: float | None = None) -> StoredMessage | None:
-        """VIEW_MESSAGE_BY_ID by commitlog offset; None on QUERY_NOT_FOUND."""
-        response = await self._invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                                      ViewMessageRequestHeader(offset=commitlog_offset), timeout=timeout,
-                                      ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if response.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        units = decode_units_list(response.body)
-        return units[0] if units else None
-
-    async def view_message_by_id(self, addr: str | None, msg_id: str, *,
-                                 timeout: float | None = None) -> StoredMessage | None:
-        """The message whose offsetMsgId is ``msg_id``, from ``addr`` or (None) the store host in the id."""
-        host, offset = parse_offset_msg_id(msg_id)
-        return await self.view_message(addr or unpack_host(host), offset, timeout=timeout)
-
-    # -- broker: admin ------------------------------------------------------------------------
-
-    async def get_broker_runtime_info(self, addr: str, *, timeout: float | None = None) -> dict[str, str]:
-        """GET_BROKER_RUNTIME_INFO: the broker's stats table (all values strings)."""
-        response = await self._invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout=timeout)
-        return KVTable.from_json(response.body).table
-
-    async def get_controller_metadata(self, addr: str, *, timeout: float | None = None) -> GetMetaDataResponseHeader:
-        """CONTROLLER_GET_METADATA_INFO: whether this controller leads, and the leader's address."""
-        response = await self._invoke(addr, RequestCode.CONTROLLER_GET_METADATA_INFO, timeout=timeout)
-        return GetMetaDataResponseHeader.from_ext_fields(response.ext_fields)
-
-    async def get_sync_state_data(self, addr: str, broker_names: Iterable[str], *,
-                                  timeout: float | None = None) -> BrokerReplicasInfo:
-        """CONTROLLER_GET_SYNC_STATE_DATA from the leading controller: per broker set its master, epochs and
-        replicas in and out of the SyncStateSet (sets the controller does not know are left out)."""
-        response = await self._invoke(addr, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
-                                      body=json.dumps(sorted(broker_names)).encode(), timeout=timeout)
-        return BrokerReplicasInfo.from_json(response.body)
-
-    async def get_topic_stats_info(self, addr: str, topic: str, *, timeout: float | None = None) -> TopicStatsTable:
-        """GET_TOPIC_STATS_INFO: min/max offset and last update time per queue on this broker."""
-        response = await self._invoke(addr, RequestCode.GET_TOPIC_STATS_INFO,
-                                      GetTopicStatsInfoRequestHeader(topic=topic), timeout=timeout)
-        return TopicStatsTable.from_json(response.body)
-
-    async def get_consume_stats(self, addr: str, consumer_group: str, topic: str | None = None, *,
-                                timeout: float | None = None) -> ConsumeStats:
-        """GET_CONSUME_STATS: broker and consumer offsets per queue of the group (one topic, or all)."""
-        header = GetConsumeStatsRequestHeader(consumer_group=consumer_group, topic=topic)
-        response = await self._invoke(addr, RequestCode.GET_CONSUME_STATS, header, timeout=timeout)
-        return ConsumeStats.from_json(response.body)
-
-    async def create_topic(self, addr: str, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
-                           perm: int = PERM_READ_WRITE, *, default_topic: str = AUTO_CREATE_TOPIC,
-                           topic_filter_type: str = "SINGLE_TAG", topic_sys_flag: int = 0, order: bool = False,
-                           timeout: float | None = None) -> None:
-        """UPDATE_AND_CREATE_TOPIC on one broker (which then registers it with the NameServers)."""
-        header = CreateTopicRequestHeader(topic=topic, default_topic=default_topic, read_queue_nums=read_queue_nums,
-                                          write_queue_nums=write_queue_nums, perm=perm,
-                                          topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
-                                          order=order)
-        await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
-
-    async def get_all_topic_config(self, addr: str, *,
-                                   timeout: float | None = None) -> TopicConfigSerializeWrapper:
-        """GET_ALL_TOPIC_CONFIG: every topic config of the broker, with its data version."""
-        response = await self._invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout=timeout)
-        return TopicConfigSerializeWrapper.from_json(response.body)
-
-    async def delete_topic_in_broker(self, addr: str, topic: str, *, timeout: float | None = None) -> None:
-        """DELETE_TOPIC_IN_BROKER."""
-        await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic),
-                           timeout=timeout)
 
 
 def _uniq_key(properties: str | None) -> str | None:

@@ -5,9 +5,10 @@ group member shares (PushConsumer, LitePullConsumer, the Spark driver's DriverGr
   (:mod:`spark_mq.client.rebalance`), or all of them when broadcasting; ``None`` when that cannot
   be known now (no route, no broker answered the member list), so callers keep what they own.
 - **Queue locks**: LOCK_BATCH_MQ per broker; ``held`` is what this member holds. The broker expires
-  a lock after 60 s, so a member renews its held locks every :data:`LOCK_RENEW_INTERVAL_S`
-  (``keep_locks``); a lock found lost (this member was cut off past the expiry and another took the
-  queue) leaves ``held`` and is reported to the caller.
+  a lock after 60 s, so a member renews its locks every :data:`LOCK_RENEW_INTERVAL_S`
+  (``keep_locks``: the one renewal loop of every kind of member); a lock found lost (this member
+  was cut off past the expiry and another took the queue) leaves ``held`` and is reported to the
+  caller.
 - **Hand-over**: ``hand_over`` commits a queue's offset first and only then unlocks it, so the next
   owner, which locks it and then reads the committed offset, neither skips nor repeats.
 
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.offset_store import broker_addr_of
@@ -30,8 +31,8 @@ log = logging.getLogger(__name__)
 
 LOCK_RENEW_INTERVAL_S = 20.0  # RocketMQ's REBALANCE_LOCK_INTERVAL; the broker expires a lock after 60 s
 
-LostLocks = Callable[[set[MessageQueue]], None]
-"""``on_lost(queues)``: renewal found these locks taken by another member."""
+Renewed = Callable[[set[MessageQueue]], None]
+"""``renewed(lost)``: a renewal round is done; ``lost`` are the locks another member holds now."""
 
 
 def by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
@@ -142,13 +143,15 @@ class GroupMembership:
             self.held -= lost
         return lost
 
-    async def keep_locks(self, on_lost: LostLocks | None = None, interval_s: float = LOCK_RENEW_INTERVAL_S) -> None:
-        """Renew the held locks every ``interval_s`` until cancelled (run it as a task)."""
+    async def keep_locks(self, wanted: Callable[[], Collection[MessageQueue]] | None = None,
+                         renewed: Renewed | None = None, *, interval_s: float = LOCK_RENEW_INTERVAL_S) -> None:
+        """Every ``interval_s`` until cancelled (run it as a task), lock again the queues ``wanted()``
+        names (default: those held; see ``renew``), then tell ``renewed(lost)``."""
         while True:
             await asyncio.sleep(interval_s)
-            lost = await self.renew()
-            if lost and on_lost is not None:
-                on_lost(lost)
+            lost = await self.renew(None if wanted is None else wanted())
+            if renewed is not None:
+                renewed(lost)
 
     async def leave(self) -> None:
         """Unlock what is held (offsets committed by the caller), leave the group at every broker."""

@@ -6,15 +6,16 @@ the commit flag carrying the queue's commit offset. Pulled messages go to the qu
 :class:`ProcessQueue`; a queue holding more than ``pull_threshold_per_queue`` messages or
 ``pull_threshold_size_per_queue_mib`` MiB pauses its pulls (flow control).
 
-Consumption runs the listener on a thread pool of ``consume_threads``:
+Consumption runs the listener on a thread pool of ``consume_threads``
+(:mod:`spark_mq.client.consume_service`):
 
 - concurrently (default): batches of ``consume_batch_size`` in any order; a failed batch is sent
   back to the broker (CONSUMER_SEND_MSG_BACK: redelivered through ``%RETRY%<group>`` after a delay,
   to ``%DLQ%<group>`` after ``max_reconsume_times``); a send-back that fails is retried locally
   after 5 s. The commit offset is the queue's lowest unfinished offset.
-- orderly: the queues are locked at the broker (LOCK_BATCH_MQ, renewed every 20 s); one batch
-  of a queue at a time, in offset order; a failed batch is retried in place after a pause and
-  never skipped.
+- orderly: the queues are locked at the broker (LOCK_BATCH_MQ, renewed every 20 s by
+  ``GroupMembership.keep_locks``); one batch of a queue at a time, in offset order; a failed
+  batch is retried in place after a pause and never skipped.
 
 A listener returns True / ``ConsumeStatus.CONSUME_SUCCESS`` for success; False, None,
 ``RECONSUME_LATER`` or an exception mean failure (None as Java's null status).
@@ -42,16 +43,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import logging
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from spark_mq.client.config import ClientConfig
-from spark_mq.client.group_membership import LOCK_RENEW_INTERVAL_S, GroupMembership
+from spark_mq.client.consume_service import FLOW_CONTROL_DELAY_S, ConsumeService, Listener, QueueSlot
+from spark_mq.client.group_membership import GroupMembership
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore, broker_addr_of
 from spark_mq.client.process_queue import MiB, ProcessQueue
@@ -67,17 +66,12 @@ from spark_mq.client.subscription import (
     subscription_data,
 )
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
-from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
-from spark_mq.common.properties import RETRY_TOPIC, UNIQ_KEY
+from spark_mq.common.properties import RETRY_TOPIC
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import EXPRESSION_TAG, MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData
-from spark_mq.remoting.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    PullMessageRequestHeader,
-    build_pull_sys_flag,
-)
+from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
 from spark_mq.remoting.loop import stop_tasks, wait_event
 
 log = logging.getLogger(__name__)
@@ -87,17 +81,6 @@ REBALANCE_RETRY_S = 1.0  # a subscribed topic without a route yet (the retry top
 LOCK_RETRY_S = 0.3
 SUSPEND_TIMEOUT_MS = 15_000  # BROKER_SUSPEND_MAX_TIME_MILLIS
 PULL_ERROR_DELAY_S = 1.0
-FLOW_CONTROL_DELAY_S = 0.05
-SEND_BACK_RETRY_DELAY_S = 5.0  # a batch whose send-back failed is consumed again locally after this
-ORDERLY_SUSPEND_S = 1.0  # suspendCurrentQueueTimeMillis
-
-
-class ConsumeStatus(enum.Enum):
-    CONSUME_SUCCESS = "CONSUME_SUCCESS"
-    RECONSUME_LATER = "RECONSUME_LATER"
-
-
-Listener = Callable[[list[StoredMessage]], "bool | ConsumeStatus | None"]
 
 
 def restore_retry_topic(m: StoredMessage) -> StoredMessage:
@@ -106,24 +89,6 @@ def restore_retry_topic(m: StoredMessage) -> StoredMessage:
     if original and m.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         return dataclasses.replace(m, topic=original)
     return m
-
-
-@dataclasses.dataclass(eq=False)
-class _Slot:
-    """One assigned queue: its ProcessQueue, pull position and tasks."""
-
-    mq: MessageQueue
-    pq: ProcessQueue
-    tags: frozenset[str] | None
-    expression: str
-    expression_type: str
-    next_offset: int = -1
-    task: asyncio.Task | None = None
-    consuming: set[asyncio.Task] = dataclasses.field(default_factory=set)
-    retries: set[asyncio.TimerHandle] = dataclasses.field(default_factory=set)
-    orderly_task: asyncio.Task | None = None
-    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    released: bool = False  # committed and handed over: late consumption results are not committed
 
 
 class PushConsumer:
@@ -160,8 +125,8 @@ class PushConsumer:
         self.instance: ClientInstance | None = None
         self.membership: GroupMembership | None = None
         self.offset_store: OffsetStore | None = None
-        self._slots: dict[MessageQueue, _Slot] = {}
-        self._executor: ThreadPoolExecutor | None = None
+        self._slots: dict[MessageQueue, QueueSlot] = {}
+        self._consume: ConsumeService | None = None
         self._tasks: list[asyncio.Task] = []
         self._rebalance_now = asyncio.Event()
         self._rebalance_lock = asyncio.Lock()
@@ -228,7 +193,11 @@ class PushConsumer:
         except BaseException:  # a broker refused a SQL92 subscription: leave nothing running
             await self.instance.close()
             raise
-        self._executor = ThreadPoolExecutor(self.consume_threads, thread_name_prefix=f"consume-{self.group}")
+        self._consume = ConsumeService(self.group, self.listener, self.instance, self._commit,
+                                       threads=self.consume_threads, batch_size=self.consume_batch_size,
+                                       orderly=self.orderly, clustering=self.clustering,
+                                       max_reconsume_times=self.max_reconsume_times,
+                                       retry_delay_level=self.retry_delay_level)
         self.instance.register_consumer(self.group, self.consumer_data, self._rebalance_now.set)
         self._running = True
         await self._heartbeat()
@@ -238,7 +207,8 @@ class PushConsumer:
             loop.create_task(self._persist_loop(), name=f"offsets-{self.group}"),
         ]
         if self.clustering:
-            self._tasks.append(loop.create_task(self._lock_loop(), name=f"locks-{self.group}"))
+            self._tasks.append(loop.create_task(self.membership.keep_locks(self.ready_queues, self._locks_renewed),
+                                                name=f"locks-{self.group}"))
         await self.rebalance()
         return self
 
@@ -255,9 +225,9 @@ class PushConsumer:
         self._tasks = []
         async with self._rebalance_lock:
             await asyncio.gather(*(self._release(mq) for mq in list(self._slots)))
-        assert self.instance is not None and self.membership is not None and self._executor is not None
+        assert self.instance is not None and self.membership is not None and self._consume is not None
         await self.membership.leave()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._consume.close()
         await self.instance.close()
 
     async def __aenter__(self) -> PushConsumer:
@@ -302,7 +272,7 @@ class PushConsumer:
         return complete
 
     def _open(self, mq: MessageQueue, sub: SubscriptionData) -> None:
-        slot = _Slot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes),
+        slot = QueueSlot(mq, ProcessQueue(self.threshold_count, self.threshold_bytes),
                      parse_tags(sub.sub_string, sub.expression_type), sub.sub_string, sub.expression_type)
         self._slots[mq] = slot
         slot.task = asyncio.get_running_loop().create_task(self._run_queue(slot), name=f"pull-{mq}")
@@ -343,7 +313,7 @@ class PushConsumer:
         self._slots.pop(mq, None)
 
     # -- broker locks ----------------------------------------------------------------------------
-    async def _acquire(self, slot: _Slot) -> bool:
+    async def _acquire(self, slot: QueueSlot) -> bool:
         """Wait for the queue's broker lock (its previous owner unlocks it once it committed).
         Concurrent mode gives up waiting after ``handoff_timeout_s`` (a crashed owner)."""
         deadline = None if self.orderly else time.monotonic() + self.handoff_timeout_s
@@ -360,19 +330,17 @@ class PushConsumer:
             await asyncio.sleep(LOCK_RETRY_S)
         return False
 
-    async def _lock_loop(self) -> None:
-        """Renew the locks of the queues being consumed (a queue taken over from a crashed member
-        without its lock gets it here once that lock expired)."""
+    def _locks_renewed(self, lost: set[MessageQueue]) -> None:
+        """After a renewal of the ready queues' locks (``keep_locks``): a queue taken over from a
+        crashed member without its lock has it once that lock expired; an orderly queue whose lock
+        another member took stops consuming."""
         assert self.membership is not None
-        while self._running:
-            await asyncio.sleep(LOCK_RENEW_INTERVAL_S)
-            slots = [s for s in self._slots.values() if not s.pq.dropped and s.next_offset >= 0]
-            lost = await self.membership.renew({s.mq for s in slots})
-            for s in slots:
-                if s.mq in self.membership.held:
-                    s.pq.set_locked(True)
-                elif self.orderly and s.mq in lost:
-                    s.pq.set_locked(False)
+        for mq in self.ready_queues():
+            slot = self._slots[mq]
+            if mq in self.membership.held:
+                slot.pq.set_locked(True)
+            elif self.orderly and mq in lost:
+                slot.pq.set_locked(False)
 
     # -- offsets ---------------------------------------------------------------------------------
     async def _persist_loop(self) -> None:
@@ -384,14 +352,14 @@ class PushConsumer:
             except Exception:
                 log.exception("group %s: persisting offsets failed", self.group)
 
-    def _commit(self, slot: _Slot, offset: int) -> None:
+    def _commit(self, slot: QueueSlot, offset: int) -> None:
         if offset >= 0 and not slot.released:
             assert self.offset_store is not None
             self.offset_store.update(slot.mq, offset, increase_only=True)
 
     # -- pulling ---------------------------------------------------------------------------------
-    async def _run_queue(self, slot: _Slot) -> None:
-        assert self.instance is not None and self.offset_store is not None
+    async def _run_queue(self, slot: QueueSlot) -> None:
+        assert self.instance is not None and self.offset_store is not None and self._consume is not None
         mq, pq = slot.mq, slot.pq
         try:
             if self.clustering and not await self._acquire(slot):
@@ -405,7 +373,7 @@ class PushConsumer:
                     log.warning("group %s: start offset of %s unknown yet: %s", self.group, mq, e)
                     await asyncio.sleep(PULL_ERROR_DELAY_S)
             if self.orderly:
-                slot.orderly_task = asyncio.get_running_loop().create_task(self._consume_orderly(slot),
+                slot.orderly_task = asyncio.get_running_loop().create_task(self._consume.consume_orderly(slot),
                                                                            name=f"orderly-{mq}")
             await self._pull_loop(slot)
         except asyncio.CancelledError:
@@ -413,8 +381,8 @@ class PushConsumer:
         except Exception:
             log.exception("group %s: the pull task of %s failed", self.group, mq)
 
-    async def _pull_loop(self, slot: _Slot) -> None:
-        assert self.instance is not None and self.offset_store is not None
+    async def _pull_loop(self, slot: QueueSlot) -> None:
+        assert self.instance is not None and self.offset_store is not None and self._consume is not None
         mq, pq = slot.mq, slot.pq
         while not pq.dropped:
             if pq.flow_controlled() or (self.orderly and pq.lock_expired()):
@@ -442,7 +410,7 @@ class PushConsumer:
                 slot.next_offset = result.next_begin_offset
                 added = pq.put(restore_retry_topic(m) for m in messages)
                 if added:
-                    self._dispatch(slot, added)
+                    self._consume.dispatch(slot, added)
             elif result.status == PullStatus.OFFSET_ILLEGAL:
                 log.warning("group %s: offset %d of %s is illegal; moving to %d", self.group, slot.next_offset, mq,
                             result.next_begin_offset)
@@ -451,93 +419,6 @@ class PushConsumer:
                 slot.next_offset = result.next_begin_offset
             if not len(pq):  # nothing unfinished: what was skipped (filtered, empty) is done too
                 self._commit(slot, slot.next_offset)
-
-    # -- consuming -------------------------------------------------------------------------------
-    def _call_listener(self, slot: _Slot, messages: list[StoredMessage]) -> bool | None:
-        """On a pool thread: the listener's verdict; None when the queue was dropped before it ran."""
-        if slot.pq.dropped and not self.orderly:
-            return None
-        assert self.listener is not None
-        try:
-            status = self.listener(messages)
-        except Exception:
-            log.exception("group %s: the listener raised on %d messages of %s", self.group, len(messages), slot.mq)
-            return False
-        return status is True or status == ConsumeStatus.CONSUME_SUCCESS
-
-    def _dispatch(self, slot: _Slot, messages: list[StoredMessage]) -> None:
-        if self.orderly:
-            slot.wake.set()
-            return
-        loop = asyncio.get_running_loop()
-        for i in range(0, len(messages), self.consume_batch_size):
-            self._submit(slot, messages[i:i + self.consume_batch_size], loop)
-
-    def _submit(self, slot: _Slot, batch: list[StoredMessage], loop: asyncio.AbstractEventLoop) -> None:
-        task = loop.create_task(self._consume_concurrently(slot, batch))
-        slot.consuming.add(task)
-        task.add_done_callback(slot.consuming.discard)
-
-    async def _consume_concurrently(self, slot: _Slot, batch: list[StoredMessage]) -> None:
-        loop = asyncio.get_running_loop()
-        ok = await loop.run_in_executor(self._executor, self._call_listener, slot, batch)
-        if ok is None:
-            return
-        done = batch
-        if not ok and self.clustering:
-            failed = []
-            for m in batch:
-                if not await self._send_back(slot, m):
-                    failed.append(m)
-            if failed:
-                done = [m for m in batch if m not in failed]
-                if not slot.pq.dropped:
-                    handle = loop.call_later(SEND_BACK_RETRY_DELAY_S, self._submit, slot, failed, loop)
-                    slot.retries.add(handle)
-        elif not ok:
-            log.warning("group %s: broadcasting consumption of %d messages failed; they are not retried",
-                        self.group, len(batch))
-        if slot.released:
-            return
-        self._commit(slot, slot.pq.remove(m.queue_offset for m in done))
-
-    async def _send_back(self, slot: _Slot, m: StoredMessage) -> bool:
-        """CONSUMER_SEND_MSG_BACK to the broker the message came from; False if that failed."""
-        assert self.instance is not None
-        origin = m.properties.get(UNIQ_KEY) or offset_msg_id(m.store_host, m.physical_offset)
-        header = ConsumerSendMsgBackRequestHeader(
-            offset=m.physical_offset, group=self.group, delay_level=self.retry_delay_level, origin_msg_id=origin,
-            origin_topic=m.topic, max_reconsume_times=self.max_reconsume_times)
-        try:
-            addr = await broker_addr_of(self.instance, slot.mq)
-            await self.instance.api.consumer_send_msg_back(addr, header)
-        except (RemotingError, ClientError, MQClientError) as e:
-            log.warning("group %s: send-back of %s failed: %s", self.group, origin, e)
-            return False
-        return True
-
-    async def _consume_orderly(self, slot: _Slot) -> None:
-        loop = asyncio.get_running_loop()
-        pq = slot.pq
-        while not pq.dropped:
-            if pq.lock_expired():
-                await asyncio.sleep(FLOW_CONTROL_DELAY_S)
-                continue
-            batch = pq.take(self.consume_batch_size)
-            if not batch:
-                slot.wake.clear()
-                await slot.wake.wait()
-                continue
-            while not await loop.run_in_executor(self._executor, self._call_listener, slot, batch):
-                if pq.dropped:  # the release commits below this batch; the next owner consumes it
-                    return
-                await asyncio.sleep(ORDERLY_SUSPEND_S)
-                if pq.dropped:
-                    return
-            if slot.released:
-                return
-            self._commit(slot, pq.remove(m.queue_offset for m in batch))
-
 
 def _names(mqs: Any) -> str:
     return ", ".join(f"{mq.topic}:{mq.queue_id}" for mq in sorted(mqs))

@@ -91,60 +91,6 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.end_transaction_confirmed`."""
         return self._run(self._target.end_transaction_confirmed(addr=addr, header=header, timeout=timeout))
 
-    def get_route_info(self, namesrv: str, topic: str, *, timeout: float | None = None) -> TopicRouteData | None:
-        """Blocking :meth:`MQClientAPI.get_route_info`."""
-        return self._run(self._target.get_route_info(namesrv=namesrv, topic=topic, timeout=timeout))
-
-    def get_cluster_info(self, namesrv: str, *, timeout: float | None = None) -> ClusterInfo:
-        """Blocking :meth:`MQClientAPI.get_cluster_info`."""
-        return self._run(self._target.get_cluster_info(namesrv=namesrv, timeout=timeout))
-
-    def get_all_topic_list(self, namesrv: str, *, timeout: float | None = None) -> TopicList:
-        """Blocking :meth:`MQClientAPI.get_all_topic_list`."""
-        return self._run(self._target.get_all_topic_list(namesrv=namesrv, timeout=timeout))
-
-    def get_topics_by_cluster(self, namesrv: str, cluster: str, *, timeout: float | None = None) -> TopicList:
-        """Blocking :meth:`MQClientAPI.get_topics_by_cluster`."""
-        return self._run(self._target.get_topics_by_cluster(namesrv=namesrv, cluster=cluster, timeout=timeout))
-
-    def register_broker(self, namesrv: str, header: RegisterBrokerRequestHeader, body: RegisterBrokerBody, *,
-                        compressed: bool = False, timeout: float | None = None) -> RegisterBrokerResult:
-        """Blocking :meth:`MQClientAPI.register_broker`."""
-        return self._run(self._target.register_broker(namesrv=namesrv, header=header, body=body, compressed=compressed,
-                                                      timeout=timeout))
-
-    def unregister_broker(self, namesrv: str, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, *,
-                          timeout: float | None = None) -> None:
-        """Blocking :meth:`MQClientAPI.unregister_broker`."""
-        return self._run(self._target.unregister_broker(namesrv=namesrv, cluster_name=cluster_name,
-                                                        broker_addr=broker_addr, broker_name=broker_name,
-                                                        broker_id=broker_id, timeout=timeout))
-
-    def put_kv_config(self, namesrv: str, namespace: str, key: str, value: str, *,
-                      timeout: float | None = None) -> None:
-        """Blocking :meth:`MQClientAPI.put_kv_config`."""
-        return self._run(self._target.put_kv_config(namesrv=namesrv, namespace=namespace, key=key, value=value,
-                                                    timeout=timeout))
-
-    def get_kv_config(self, namesrv: str, namespace: str, key: str, *, timeout: float | None = None) -> str | None:
-        """Blocking :meth:`MQClientAPI.get_kv_config`."""
-        return self._run(self._target.get_kv_config(namesrv=namesrv, namespace=namespace, key=key, timeout=timeout))
-
-    def get_kv_list_by_namespace(self, namesrv: str, namespace: str, *,
-                                 timeout: float | None = None) -> dict[str, str] | None:
-        """Blocking :meth:`MQClientAPI.get_kv_list_by_namespace`."""
-        return self._run(self._target.get_kv_list_by_namespace(namesrv=namesrv, namespace=namespace, timeout=timeout))
-
-    def delete_kv_config(self, namesrv: str, namespace: str, key: str, *, timeout: float | None = None) -> None:
-        """Blocking :meth:`MQClientAPI.delete_kv_config`."""
-        return self._run(self._target.delete_kv_config(namesrv=namesrv, namespace=namespace, key=key, timeout=timeout))
-
-    def delete_topic_in_namesrv(self, namesrv: str, topic: str, cluster_name: str | None = None, *,
-                                timeout: float | None = None) -> None:
-        """Blocking :meth:`MQClientAPI.delete_topic_in_namesrv`."""
-        return self._run(self._target.delete_topic_in_namesrv(namesrv=namesrv, topic=topic, cluster_name=cluster_name,
-                                                              timeout=timeout))
-
     def send_message(self, addr: str, header: SendMessageRequestHeader | SendMessageRequestHeaderV2, body: bytes, *,
                      timeout: float | None = None) -> SendResult:
         """Blocking :meth:`MQClientAPI.send_message`."""
@@ -205,6 +151,60 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.unlock_batch_mq`."""
         return self._run(self._target.unlock_batch_mq(addr=addr, consumer_group=consumer_group, client_id=client_id,
                                                       mqs=mqs, oneway=oneway, timeout=timeout))
+
+    def get_route_info(self, namesrv: str, topic: str, *, timeout: float | None = None) -> TopicRouteData | None:
+        """Blocking :meth:`MQClientAPI.get_route_info`."""
+        return self._run(self._target.get_route_info(namesrv=namesrv, topic=topic, timeout=timeout))
+
+    def get_cluster_info(self, namesrv: str, *, timeout: float | None = None) -> ClusterInfo:
+        """Blocking :meth:`MQClientAPI.get_cluster_info`."""
+        return self._run(self._target.get_cluster_info(namesrv=namesrv, timeout=timeout))
+
+    def get_all_topic_list(self, namesrv: str, *, timeout: float | None = None) -> TopicList:
+        """Blocking :meth:`MQClientAPI.get_all_topic_list`."""
+        return self._run(self._target.get_all_topic_list(namesrv=namesrv, timeout=timeout))
+
+    def get_topics_by_cluster(self, namesrv: str, cluster: str, *, timeout: float | None = None) -> TopicList:
+        """Blocking :meth:`MQClientAPI.get_topics_by_cluster`."""
+        return self._run(self._target.get_topics_by_cluster(namesrv=namesrv, cluster=cluster, timeout=timeout))
+
+    def register_broker(self, namesrv: str, header: RegisterBrokerRequestHeader, body: RegisterBrokerBody, *,
+                        compressed: bool = False, timeout: float | None = None) -> RegisterBrokerResult:
+        """Blocking :meth:`MQClientAPI.register_broker`."""
+        return self._run(self._target.register_broker(namesrv=namesrv, header=header, body=body, compressed=compressed,
+                                                      timeout=timeout))
+
+    def unregister_broker(self, namesrv: str, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, *,
+                          timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.unregister_broker`."""
+        return self._run(self._target.unregister_broker(namesrv=namesrv, cluster_name=cluster_name,
+                                                        broker_addr=broker_addr, broker_name=broker_name,
+                                                        broker_id=broker_id, timeout=timeout))
+
+    def put_kv_config(self, namesrv: str, namespace: str, key: str, value: str, *,
+                      timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.put_kv_config`."""
+        return self._run(self._target.put_kv_config(namesrv=namesrv, namespace=namespace, key=key, value=value,
+                                                    timeout=timeout))
+
+    def get_kv_config(self, namesrv: str, namespace: str, key: str, *, timeout: float | None = None) -> str | None:
+        """Blocking :meth:`MQClientAPI.get_kv_config`."""
+        return self._run(self._target.get_kv_config(namesrv=namesrv, namespace=namespace, key=key, timeout=timeout))
+
+    def get_kv_list_by_namespace(self, namesrv: str, namespace: str, *,
+                                 timeout: float | None = None) -> dict[str, str] | None:
+        """Blocking :meth:`MQClientAPI.get_kv_list_by_namespace`."""
+        return self._run(self._target.get_kv_list_by_namespace(namesrv=namesrv, namespace=namespace, timeout=timeout))
+
+    def delete_kv_config(self, namesrv: str, namespace: str, key: str, *, timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.delete_kv_config`."""
+        return self._run(self._target.delete_kv_config(namesrv=namesrv, namespace=namespace, key=key, timeout=timeout))
+
+    def delete_topic_in_namesrv(self, namesrv: str, topic: str, cluster_name: str | None = None, *,
+                                timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.delete_topic_in_namesrv`."""
+        return self._run(self._target.delete_topic_in_namesrv(namesrv=namesrv, topic=topic, cluster_name=cluster_name,
+                                                              timeout=timeout))
 
     def query_consumer_offset(self, addr: str, consumer_group: str, topic: str, queue_id: int, *,
                               zero_if_not_found: bool = True, timeout: float | None = None) -> int | None:

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # messages than --max leaves room for, and those must stay unconsumed for the group
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.admin import SyncAdmin
-    from spark_mq.client.pull_consumer import SyncLitePullConsumer
+    from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
 
     with SyncAdmin(client_config(args)) as admin:  # a clear error before a consumer starts its threads
         if admin.route(args.topic) is None:

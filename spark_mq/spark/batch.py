@@ -25,7 +25,7 @@ from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
 from spark_mq.arrow.schema import COLUMNS, in_columns
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.filter.compose import all_of
-from spark_mq.spark.offsets import offset_source, resolve_ending, resolve_starting
+from spark_mq.spark.offset_reader import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
 from spark_mq.spark.property_column import decoded_columns, with_property_column

@@ -1,7 +1,7 @@
 """Partition planning of the ``spark_mq`` source (as Spark's ``KafkaOffsetRangeCalculator``), and what an
 executor reads for each planned partition.
 
-The driver resolves each queue's [start, end) (:mod:`spark_mq.spark.offsets`) and cuts it into ranges of
+The driver resolves each queue's [start, end) (:mod:`spark_mq.spark.offset_reader`) and cuts it into ranges of
 at most ``maxMessagesPerPartition`` messages: :class:`~spark_mq.tiered.tiers.ArchiveRange`\\ s below the
 broker's min when ``tieredStoreRoot`` is set, then :class:`~spark_mq.arrow.range_reader.QueueRange`\\ s
 (:func:`plan_ranges`, per topic). When the ranges of all topics are fewer than ``minPartitions``,
@@ -26,7 +26,7 @@ from pyspark.sql.datasource import InputPartition
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.arrow.range_reader import QueueRange, read_range
 from spark_mq.arrow.schema import COLUMNS, in_columns
-from spark_mq.spark.offsets import OffsetSource
+from spark_mq.spark.offset_reader import OffsetSource
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.property_column import decoded_columns, with_property_column
 from spark_mq.spark.sql_filter import matching_rows

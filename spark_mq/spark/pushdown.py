@@ -63,7 +63,7 @@ from spark_mq.client.subscription import parse_tags
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError
 from spark_mq.filter.compose import all_of, literal, one_of
-from spark_mq.spark.offsets import OffsetSource
+from spark_mq.spark.offset_reader import OffsetSource
 from spark_mq.spark.property_column import PROPERTY_COLUMN
 from spark_mq.spark.sql_filter import matching_rows
 

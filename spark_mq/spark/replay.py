@@ -30,7 +30,8 @@ from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.properties import KEYS, ORIGIN_MESSAGE_ID, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK
-from spark_mq.spark.offsets import decode_offsets, encode_offsets, offset_source
+from spark_mq.spark.offset_reader import offset_source
+from spark_mq.spark.offsets import decode_offsets, encode_offsets
 from spark_mq.spark.options import SourceOptions
 
 REPLAY_ORIGIN = "REPLAY_ORIGIN"

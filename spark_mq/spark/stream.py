@@ -3,7 +3,7 @@
 As Spark's ``KafkaMicroBatchStream``: offsets are JSON ``{"<topic>": {"<broker>:<queueId>": offset}}``
 (the next offset to read of each queue; a checkpoint of one topic written before several topics,
 ``{"<broker>:<queueId>": offset}``, still loads), :meth:`SparkMQStreamReader.initialOffset` resolves
-``startingOffsets`` (default ``latest``) / ``startingTimestamp`` with :mod:`spark_mq.spark.offsets`,
+``startingOffsets`` (default ``latest``) / ``startingTimestamp`` with :mod:`spark_mq.spark.offset_reader`,
 :meth:`~SparkMQStreamReader.latestOffset` asks the brokers for each queue's max offset and caps the
 batch by the read limit (``maxMessagesPerTrigger``, see :func:`allocate_budget`; ``minMessagesPerTrigger``
 holds a batch back, see :meth:`~SparkMQStreamReader._holds_back`), and
@@ -26,7 +26,7 @@ Queues seen late. The starting rule applies to the queues that existed when the 
 Kafka's ``startingOffsets`` applies to the partitions of that moment — whether or not their broker
 answered then. A queue first seen after the first trigger (a topic expanded, a broker added, or a
 broker that was down at the start and is back) starts by the rule *as of the query's start*
-(:func:`~spark_mq.spark.offsets.resolve_late`): under ``latest`` at the first message stored since
+(:func:`~spark_mq.spark.offset_reader.resolve_late`): under ``latest`` at the first message stored since
 the start (SEARCH_OFFSET_BY_TIMESTAMP with the driver's clock at ``initialOffset``), so a queue created
 later is read from its earliest — as Kafka starts new partitions — and a broker that was down gives
 neither its history nor a gap; under ``startingTimestamp`` at that time; under ``earliest`` / JSON at
@@ -105,17 +105,15 @@ from spark_mq.arrow.schema import COLUMNS
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
-from spark_mq.spark.offsets import (
+from spark_mq.spark.offset_reader import (
     OffsetSource,
-    TopicOffsets,
     check_max,
     check_start,
-    decode_topic_offsets,
     offset_source,
     resolve_late,
     resolve_starting,
-    topic_offsets_obj,
 )
+from spark_mq.spark.offsets import TopicOffsets, decode_topic_offsets, topic_offsets_obj
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
 from spark_mq.spark.sql_filter import check_brokers

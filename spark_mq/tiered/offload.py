@@ -41,7 +41,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues, queue_key_text
-from spark_mq.arrow.range_reader import QueueRange, read_range
+from spark_mq.arrow.range_reader import QueueRange, QueueSpan, read_range
 from spark_mq.arrow.schema import UTC_SCHEMA
 from spark_mq.client.results import TieredOffset
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -90,25 +90,11 @@ class ColdBoundary:
 
 
 @dataclass(frozen=True)
-class QueuePlan:
+class QueuePlan(QueueSpan):
     """One queue's offload: the messages [start, end) to append, and the state it was planned from."""
 
-    topic: str
-    broker_name: str
-    broker_addr: str
-    queue_id: int
-    start: int
-    end: int
     watermark: int  # the broker's archived-up-to offset when planned
     archived_end: int | None  # the table's, when planned
-
-    @property
-    def key(self) -> QueueKey:
-        return (self.broker_name, self.queue_id)
-
-    @property
-    def name(self) -> str:
-        return f"{self.topic}@{queue_key_text(self.key)}"
 
     @property
     def messages(self) -> int:

@@ -12,15 +12,8 @@ from spark_mq.arrow.queues import DataLossError, TopicQueues
 from spark_mq.arrow.range_reader import QueueRange
 from spark_mq.common.errors import ConfigError
 from spark_mq.spark import options as o
-from spark_mq.spark.offsets import (
-    check_start,
-    decode_offsets,
-    decode_topic_offsets,
-    encode_offsets,
-    resolve_ending,
-    resolve_starting,
-    topic_offsets_obj,
-)
+from spark_mq.spark.offset_reader import check_start, resolve_ending, resolve_starting
+from spark_mq.spark.offsets import decode_offsets, decode_topic_offsets, encode_offsets, topic_offsets_obj
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import plan_ranges, split_range, spread, to_partitions
 from spark_mq.tiered.tiers import ArchiveRange, TieredOffsets, split_tiers

@@ -17,7 +17,7 @@ import pytest
 from servers import unique
 
 from spark_mq.client.config import ClientConfig
-from spark_mq.client.pull_consumer import SyncLitePullConsumer
+from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
 from spark_mq.client.push_consumer import SyncPushConsumer
 from spark_mq.client.results import PullStatus
 from spark_mq.common.errors import ConfigError, MQClientError

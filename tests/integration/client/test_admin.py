@@ -10,7 +10,7 @@ from servers import unique
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import uniq_keys
-from spark_mq.client.pull_consumer import pull_header
+from spark_mq.client.queue_pull import pull_header
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ClientError, RemotingError
 from spark_mq.common.message import Message, MessageBatch

@@ -13,8 +13,8 @@ from servers import LONG_SUSPEND_MS, unique, until_held, wait_until
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.lite_pull_consumer import LitePullConsumer
 from spark_mq.client.producer import Producer
-from spark_mq.client.pull_consumer import LitePullConsumer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 

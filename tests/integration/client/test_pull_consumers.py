@@ -16,7 +16,8 @@ from servers import LONG_SUSPEND_MS, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import uniq_keys
-from spark_mq.client.pull_consumer import SyncLitePullConsumer, SyncPullConsumer
+from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
+from spark_mq.client.pull_consumer import SyncPullConsumer
 from spark_mq.client.results import PullStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ClientError

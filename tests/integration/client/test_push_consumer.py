@@ -26,8 +26,9 @@ import pytest
 from servers import Broker, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.consume_service import ConsumeStatus
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.push_consumer import ConsumeStatus, SyncPushConsumer
+from spark_mq.client.push_consumer import SyncPushConsumer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 from spark_mq.remoting.codes import RequestCode, ResponseCode

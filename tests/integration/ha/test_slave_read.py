@@ -18,7 +18,8 @@ from spark_mq.arrow.queues import BrokerOffsets, discover_queues
 from spark_mq.arrow.range_reader import QueueRange, read_range
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
-from spark_mq.client.pull_consumer import SyncLitePullConsumer, SyncPullConsumer
+from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
+from spark_mq.client.pull_consumer import SyncPullConsumer
 from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.remoting.bodies import MessageQueue, SubscriptionGroupConfig
 from spark_mq.remoting.client import SyncRemotingClient
