@@ -30,11 +30,36 @@ MASTER_ID = 0
 GiB = 1024**3
 TIMER_LOG_RECORD_SIZE = 40  # store/timer_log.py RECORD
 MAX_TIMER_SLOTS = 1 << 26  # the timing wheel file: 32 bytes a slot, two slots per timerPrecisionMs of max delay
+# Every key is RocketMQ's own name for it, except these: a different RocketMQ name, or None for a key
+# spark_mq adds. A field's description is its trailing comment, the comment block above a run of fields
+# introduces the run; docs/configuration.md is generated from both (scripts/gen_config_docs.py).
+ROCKETMQ_NAMES: dict[str, str | None] = {
+    "maxFrameSize": "com.rocketmq.remoting.frameMaxLength (a system property)",
+    "serverPartialFrameTimeoutSeconds": None,
+    "serverChannelMaxInFlightRequests": None,
+    "serverChannelMaxHeldRequests": None,
+    "serverMaxConnections": None,
+    "listenAddress": "bindAddress (RocketMQ 5)",
+    "metricsPort": "metricsPromExporterPort (RocketMQ 5)",
+    "totalPhysicalMemorySize": None,
+    "slaveSynchronizeInterval": None,
+    "checkCRCOnRecoverFiles": None,
+    "cleanUnconsumedForcibly": None,
+    "deleteFilesBatchMax": "deleteFileBatchMax",
+    "tieredStoreEnable": None,
+    "tieredStoreRoot": None,
+    "tieredDeleteUnarchivedForcibly": None,
+    "rebalanceLockMaxLiveTime": "rocketmq.broker.rebalance.lockMaxLiveTime (a system property)",
+    "brokerChannelExpiredTime": None,
+    "zookeeperConnectString": None,
+    "zookeeperRootPath": None,
+    "zookeeperSessionTimeoutMills": None,
+}
 
 
 @dataclass(frozen=True)
 class ServerChannelConfig:
-    """What one client connection may cost a server (broker or NameServer); both configs carry these keys.
+    """What one client connection may cost a server (broker, NameServer or controller); each config has these keys.
 
     A connection is closed after ``serverChannelMaxIdleTimeSeconds`` with nothing received from it
     (RocketMQ's key and default), or when a frame stays incomplete for
@@ -50,11 +75,11 @@ class ServerChannelConfig:
     max_frame_size: int = 16 * 1024 * 1024  # largest remoting frame accepted from a peer
     server_channel_max_idle_time_seconds: int = 120  # 0: never close an idle connection
     server_partial_frame_timeout_seconds: int = 30  # 0: no deadline for a frame once it started
-    server_channel_max_in_flight_requests: int = 64
+    server_channel_max_in_flight_requests: int = 64  # requests of a connection served at once; then it is not read
     server_channel_max_held_requests: int = 4096  # past it, a pull finding nothing is answered at once
-    write_buffer_high_water_mark: int = 4 * 1024 * 1024
-    write_buffer_low_water_mark: int = 1024 * 1024
-    server_max_connections: int = 10_000
+    write_buffer_high_water_mark: int = 4 * 1024 * 1024  # unsent answer bytes at which a connection stops being read
+    write_buffer_low_water_mark: int = 1024 * 1024  # ... and the level they must drain to before it is read again
+    server_max_connections: int = 10_000  # client connections a server holds; one more is closed at once
 
     def __post_init__(self) -> None:
         if self.max_frame_size < 1024:
@@ -75,29 +100,29 @@ class ServerChannelConfig:
 class BrokerConfig(ServerChannelConfig):
     """Everything a broker process reads from conf/broker.conf (store settings included)."""
 
-    broker_name: str = "broker-a"
-    broker_cluster_name: str = "DefaultCluster"
-    broker_id: int = 0
-    broker_ip1: str = "127.0.0.1"
-    listen_address: str = "127.0.0.1"
-    listen_port: int = 10911
-    namesrv_addr: str = ""
-    metrics_port: int = 9100
+    broker_name: str = "broker-a"  # the broker set this broker belongs to (master and slaves share it)
+    broker_cluster_name: str = "DefaultCluster"  # the cluster the set is registered in at the NameServers
+    broker_id: int = 0  # 0: the set's master; >0: a slave (controller mode: the replica's id)
+    broker_ip1: str = "127.0.0.1"  # the address registered with the NameServers, which clients connect to
+    listen_address: str = "127.0.0.1"  # the address the broker binds (0.0.0.0: every interface)
+    listen_port: int = 10911  # the remoting port clients and NameServers talk to
+    namesrv_addr: str = ""  # the NameServers to register with, ';'-separated host:port
+    metrics_port: int = 9100  # Prometheus /metrics on this port of listenAddress (0: off)
     # store layout
-    store_path_root_dir: str = "./data/store"
-    maped_file_size_commit_log: int = GiB
-    maped_file_size_consume_queue: int = 300_000 * 20
-    max_hash_slot_num: int = 5_000_000
-    max_index_num: int = 20_000_000
-    message_index_enable: bool = True
-    max_message_size: int = 4 * 1024 * 1024
+    store_path_root_dir: str = "./data/store"  # the store's directory: commitlog/, consumequeue/, index/, config/
+    maped_file_size_commit_log: int = GiB  # bytes per commitlog file
+    maped_file_size_consume_queue: int = 300_000 * 20  # bytes per consume queue file (300,000 entries of 20 bytes)
+    max_hash_slot_num: int = 5_000_000  # hash slots per index file
+    max_index_num: int = 20_000_000  # entries per index file
+    message_index_enable: bool = True  # index keys and UNIQ_KEYs (lookups by key and id, the exactly-once sink)
+    max_message_size: int = 4 * 1024 * 1024  # largest message body accepted, in bytes
     # flush
-    flush_disk_type: str = ASYNC_FLUSH
-    flush_interval_commit_log: int = 500  # ms
-    flush_interval_consume_queue: int = 1000  # ms
+    flush_disk_type: str = ASYNC_FLUSH  # ASYNC_FLUSH (every flushIntervalCommitLog) or SYNC_FLUSH (a put waits)
+    flush_interval_commit_log: int = 500  # ms between commitlog flushes (ASYNC_FLUSH)
+    flush_interval_consume_queue: int = 1000  # ms between flushes of queues and index (and checkpoints)
     sync_flush_timeout: int = 5000  # ms; also how long a SYNC_MASTER put waits for its slave
     # replication (RocketMQ's HA keys): brokerId 0 is the master of its brokerName, >0 a slave
-    broker_role: str = ASYNC_MASTER
+    broker_role: str = ASYNC_MASTER  # ASYNC_MASTER, SYNC_MASTER or SLAVE
     ha_listen_port: int = 0  # where a master serves its slaves; 0: listenPort + 1
     ha_send_heartbeat_interval: int = 5000  # ms: a slave reports its offset (and a master pings) at least this often
     ha_transfer_batch_size: int = 32 * 1024  # bytes of commitlog per transfer to a slave
@@ -105,71 +130,72 @@ class BrokerConfig(ServerChannelConfig):
     # reads from slaves: with slaveReadEnable, a pull reading further behind the commitlog's end than
     # accessMessageInMemoryMaxRatio percent of RAM (totalPhysicalMemorySize; 0: this machine's) is told
     # to pull from the slave (suggestWhichBrokerId 1), and a caught-up reader back to the master (0)
-    slave_read_enable: bool = False
+    slave_read_enable: bool = False  # send slow readers to the slave (suggestWhichBrokerId)
+    access_message_in_memory_max_ratio: int = 40  # percent of RAM a read may be behind and still count as in memory
+    total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
+    # a slave's copy of its master's topics, groups and offsets (RocketMQ's SlaveSynchronize)
+    slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
     # SQL92 subscriptions (expressionType=SQL92 on heartbeats and pulls) are served only with this on,
     # as in RocketMQ; off, they are refused with SYSTEM_ERROR
-    enable_property_filter: bool = False
-    access_message_in_memory_max_ratio: int = 40
-    total_physical_memory_size: int = 0  # bytes; no RocketMQ key (it reads the OS's figure): lets a test set it
-    slave_synchronize_interval: int = 10_000  # ms: a slave copies its master's metadata this often (RocketMQ: 10 s)
+    enable_property_filter: bool = False  # serve SQL92 subscriptions
     # controller mode (RocketMQ 5): register with the replication controllers (controllerAddr, ';'-separated),
     # heartbeat to each every brokerHeartbeatInterval ms (dead after controllerHeartBeatTimeoutMills of
     # silence) and ask for the set's master every syncBrokerMetadataPeriod ms (the fallback for the
     # controller's push of each election, NOTIFY_BROKER_ROLE_CHANGED)
-    enable_controller_mode: bool = False
-    controller_addr: str = ""
-    controller_heart_beat_timeout_mills: int = 10_000
-    broker_heartbeat_interval: int = 1000
-    sync_broker_metadata_period: int = 5000
+    enable_controller_mode: bool = False  # register with the replication controllers and follow their elections
+    controller_addr: str = ""  # the controllers (or a NameServer embedding one), ';'-separated
+    controller_heart_beat_timeout_mills: int = 10_000  # ms of silence before the controller takes this broker for dead
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats to every controller
+    sync_broker_metadata_period: int = 5000  # ms between asks for the set's master (the fallback for a lost notify)
     # the master keeps the SyncStateSet: a slave out of it once its oldest unacknowledged byte is older than
     # haMaxTimeSlaveNotCatchup ms (or it is gone that long), back in once it has everything; with
     # allAckInSyncStateSet a put is acknowledged once every member has it, else once minInSyncReplicas
     # replicas (the master included) have it (RocketMQ 5's keys and defaults)
-    ha_max_time_slave_not_catchup: int = 15_000
-    all_ack_in_sync_state_set: bool = False
-    min_in_sync_replicas: int = 1
+    ha_max_time_slave_not_catchup: int = 15_000  # ms a slave may lag (or be gone) before it leaves the set
+    all_ack_in_sync_state_set: bool = False  # a put waits for every SyncStateSet member
+    min_in_sync_replicas: int = 1  # replicas (the master included) a put waits for, without allAckInSyncStateSet
     # transactional messages (RocketMQ's keys and defaults): a half message unresolved after
     # transactionTimeOut ms is checked back every transactionCheckInterval ms, at most transactionCheckMax
     # times, then discarded; rejectTransactionMessage refuses prepared sends
-    transaction_time_out: int = 6000
-    transaction_check_interval: int = 60_000
-    transaction_check_max: int = 15
-    reject_transaction_message: bool = False
+    transaction_time_out: int = 6000  # ms before an unresolved half message is first checked back
+    transaction_check_interval: int = 60_000  # ms between check-back rounds
+    transaction_check_max: int = 15  # check-backs before a half message is discarded
+    reject_transaction_message: bool = False  # refuse prepared (transactional) sends with NO_PERMISSION
     # recovery
-    check_crc_on_recover: bool = True
+    check_crc_on_recover: bool = True  # check body CRCs when recovering
     check_crc_on_recover_files: int = 3  # start-up checks the units of the last N commitlog files (0: none)
     # retention
-    file_reserved_time: int = 72  # hours
-    delete_when: str = "04"  # hours of day, ';'-separated
+    file_reserved_time: int = 72  # hours a commitlog file is kept after its last write
+    delete_when: str = "04"  # hours of day expired files are deleted at, ';'-separated
     disk_max_used_space_ratio: int = 75  # percent: above it, expired files go at once
     disk_space_clean_forcibly_ratio: float = 0.85  # above it, delete oldest files even if not expired
     disk_space_warning_level_ratio: float = 0.90  # above it, writes are refused
-    clean_resource_interval: int = 10_000  # ms
+    clean_resource_interval: int = 10_000  # ms between retention runs
     # past diskSpaceCleanForciblyRatio, delete messages consumer groups have not consumed (else refuse writes)
-    clean_unconsumed_forcibly: bool = False
-    delete_files_batch_max: int = 10
+    clean_unconsumed_forcibly: bool = False  # under disk pressure, delete messages groups have not consumed
+    delete_files_batch_max: int = 10  # commitlog files deleted per retention run at most
     # tiered storage: with it on, retention keeps every commitlog file holding messages not yet archived
-    tiered_store_enable: bool = False
+    tiered_store_enable: bool = False  # keep commitlog files holding messages not yet archived
     tiered_store_root: str = ""  # archive root (a local path or any filesystem pyarrow opens)
     tiered_delete_unarchived_forcibly: bool = False  # under disk pressure, delete unarchived files anyway
     # topics
-    auto_create_topic_enable: bool = True
-    default_topic_queue_nums: int = 4
+    auto_create_topic_enable: bool = True  # create an unknown topic on its first send (through TBW102)
+    default_topic_queue_nums: int = 4  # queues of a topic created on its first send
     # consumer groups: a queue lock (LOCK_BATCH_MQ) not renewed within this many ms is free to another member
     # (RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime system property)
-    rebalance_lock_max_live_time: int = 60_000
+    rebalance_lock_max_live_time: int = 60_000  # ms a queue lock lives without renewal
     # delay levels of messages sent with the DELAY property (level 1 first), and how often the schedule
     # service's per-level progress (delayOffset.json) is written (ms)
-    message_delay_level: str = DEFAULT_DELAY_LEVELS
-    flush_delay_offset_interval: int = 10_000
+    message_delay_level: str = DEFAULT_DELAY_LEVELS  # the delay of each level, level 1 first
+    flush_delay_offset_interval: int = 10_000  # ms between writes of config/delayOffset.json
     # timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS; RocketMQ 5's keys and defaults): due
     # times are rounded up to timerPrecisionMs, at most timerMaxDelaySec ahead; the timer log's file size, and
     # how often its progress (config/timercheck.json) is written, in ms
-    timer_wheel_enable: bool = True
-    timer_precision_ms: int = 1000
-    timer_max_delay_sec: int = 3 * 24 * 3600
-    mapped_file_size_timer_log: int = 100 * 1024 * 1024
-    timer_flush_interval_ms: int = 1000
+    timer_wheel_enable: bool = True  # accept timer messages (off: refused with MESSAGE_ILLEGAL)
+    timer_precision_ms: int = 1000  # ms per wheel slot: due times are rounded up to it
+    timer_max_delay_sec: int = 3 * 24 * 3600  # seconds ahead a timer may be due at most
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024  # bytes per timer log file
+    timer_flush_interval_ms: int = 1000  # ms between writes of config/timercheck.json
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -294,15 +320,15 @@ class NamesrvConfig(ServerChannelConfig):
     can watch an eviction in seconds.
     """
 
-    listen_address: str = "127.0.0.1"
-    listen_port: int = 9876
+    listen_address: str = "127.0.0.1"  # the address the NameServer binds (0.0.0.0: every interface)
+    listen_port: int = 9876  # the remoting port brokers and clients talk to (0 picks a free port)
     scan_not_active_broker_interval: int = 10_000  # ms between scans of the broker live table
     broker_channel_expired_time: int = 120_000  # ms of silence after which a broker is evicted
     order_message_enable: bool = False  # attach ORDER_TOPIC_CONFIG KV entries to routes, as RocketMQ does
     kv_config_path: str = ""  # kvConfig.json; empty keeps KV config in memory only
     # run the replication controller in this process, on this port (RocketMQ 5's key); the file's
     # controller keys (ControllerConfig's) configure it
-    enable_controller_in_namesrv: bool = False
+    enable_controller_in_namesrv: bool = False  # serve the replication controller too
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -343,22 +369,23 @@ class ControllerConfig(ServerChannelConfig):
     that elect one leader and replace a dead one after ``zookeeperSessionTimeoutMills``.
     """
 
-    listen_address: str = "127.0.0.1"
-    listen_port: int = 9878
-    controller_type: str = CONTROLLER_TYPE_FILE
+    listen_address: str = "127.0.0.1"  # the address the controller binds (0.0.0.0: every interface)
+    listen_port: int = 9878  # the remoting port brokers and admin tools talk to (0 picks a free port)
+    controller_type: str = CONTROLLER_TYPE_FILE  # file (one controller) or zookeeper (controllers that fail over)
     controller_store_path: str = "./data/controller"  # controllerType=file: the state file's directory
     zookeeper_connect_string: str = "127.0.0.1:2181"  # host:port of every ensemble member, comma-separated
     zookeeper_root_path: str = "/spark_mq/controller"  # the znode the controllers' records and election live under
-    # ms: a dead controller leader is replaced after about this long (well under a failover's ~5 s);
-    # ZooKeeper raises it to 2 x its tickTime at least (tickTime=1000 or less keeps 3000)
-    zookeeper_session_timeout_mills: int = 3000
-    scan_not_active_broker_interval: int = 5000  # ms
-    controller_heart_beat_timeout_mills: int = 10_000  # ms
-    elect_master_max_retry_count: int = 3
-    enable_elect_unclean_master: bool = False
+    # zookeeperSessionTimeoutMills stays well under a failover's ~5 s; ZooKeeper raises a session timeout to
+    # 2 x its tickTime at least (tickTime=1000 or less keeps 3000)
+    zookeeper_session_timeout_mills: int = 3000  # ms: a dead leader is replaced after about this long
+    # brokers' liveness and elections
+    scan_not_active_broker_interval: int = 5000  # ms between scans for dead brokers (and masters to elect)
+    controller_heart_beat_timeout_mills: int = 10_000  # ms of heartbeat silence after which a broker is dead
+    elect_master_max_retry_count: int = 3  # tries to elect a master for a set whose master died
+    enable_elect_unclean_master: bool = False  # elect outside the SyncStateSet when no member lives (may lose messages)
     # push each election to the set's live brokers (NOTIFY_BROKER_ROLE_CHANGED) instead of leaving them to
     # learn it at their next syncBrokerMetadataPeriod poll (which stays the fallback)
-    notify_broker_role_changed: bool = True
+    notify_broker_role_changed: bool = True  # push each election to the set's live brokers
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

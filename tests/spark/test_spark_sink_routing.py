@@ -2,7 +2,7 @@
 and broker, read back with the spark_mq batch source.
 
 Key routing is checked against :func:`java_string_hash`, written here from Java's definition, not
-imported: the rule README documents for other producers (``abs(hashCode(first key)) % queues``).
+imported: the rule docs/spark.md documents for other producers (``abs(hashCode(first key)) % queues``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Crash loop against a SYNC_MASTER set (issue 14's acceptance): a producer keeps a ledger of every
 SEND_OK while the master is SIGKILLed at random moments and restarted, and once its store directory
-is deleted and rebuilt from the slave's by the README's procedure (``spark-mq copy-store`` from the
+is deleted and rebuilt from the slave's by docs/operations.md's procedure (``spark-mq copy-store`` from the
 stopped slave). At the end the independent reader of the slave's commitlog files, and a new consumer
 group pulling from the slave, find every acknowledged message; duplicates and unacknowledged extras
 are counted and reported.
@@ -36,7 +36,7 @@ MAX_ACKS_BETWEEN_KILLS = 40
 
 
 def rebuild_master_from_slave(pair) -> None:
-    """The README's procedure for a master whose store is lost (its process is down): stop the slave,
+    """docs/operations.md's procedure for a master whose store is lost (its process is down): stop the slave,
     copy its store to the master's, start the master, then the slave."""
     pair.slave.stop()
     done = run_cli("copy-store", "--from", str(pair.slave.store), "--to", str(pair.master.store))
