@@ -6,7 +6,7 @@ Commits land in memory; the file is rewritten atomically every few seconds and a
 On a slave, what clients commit is also kept aside (``for_master``, persisted beside the table as
 ``offsetsForMaster``) until its master has been offered it: clients commit to a slave only while
 they cannot reach the master, and the master takes each such offset only where it is ahead of its
-own (``advance``; see SlaveSynchronize and README "Master and slave").
+own (``advance``; see SlaveSynchronize and docs/operations.md, "Master and slave (replication)").
 
 Thread-safety: changed from the broker's event loop only; ``committed`` may be called from any
 thread (the store's retention thread).

@@ -14,9 +14,9 @@ class ClientConfig:
     instance_name: str = "DEFAULT"  # part of the client id; two consumers of one group in a process need two
     client_ip: str | None = None  # None: the local address RocketMQ would pick
     poll_name_server_interval_s: float = 30.0  # route refresh
-    heartbeat_broker_interval_s: float = 30.0
-    persist_consumer_offset_interval_s: float = 5.0
-    request_timeout_s: float = 3.0
+    heartbeat_broker_interval_s: float = 30.0  # HEART_BEAT to every broker of the client's topics
+    persist_consumer_offset_interval_s: float = 5.0  # consumer offsets committed to the broker this often
+    request_timeout_s: float = 3.0  # one request's wait for its response
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
