@@ -162,6 +162,8 @@ class BrokerController:
             processor.register_on(self.server)
         await self.server.start_serving()
         self.metrics.track_store(self.store)
+        if self.config.is_slave:
+            self.ha_client, self.slave_sync = self._replicate_master()
         self._tasks = [asyncio.get_running_loop().create_task(duty, name=f"broker-{name}")
                        for name, duty in self._duties().items()]
         self.metrics.track_ha(self.ha_service, self.ha_client)
@@ -240,8 +242,7 @@ class BrokerController:
             "persist": every(PERSIST_INTERVAL_S, self.offsets.persist, "broker duty persist"),
             "clients": every(CLIENT_SCAN_INTERVAL_S, self.clients.expire_silent, "broker duty expire_silent"),
         }
-        if self.config.is_slave:
-            self.ha_client, self.slave_sync = self._replicate_master()
+        if self.ha_client is not None and self.slave_sync is not None:
             duties.update({"ha-client": self.ha_client.run(), "slave-sync": self.slave_sync.run()})
         else:
             duties.update({"retry": self.retry.run(), "schedule": self.schedule.run(),
