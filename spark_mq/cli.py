@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from spark_mq.common.config import ControllerConfig
-from spark_mq.common.errors import SparkMQError
+from spark_mq.common.errors import PortInUseError, SparkMQError
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -91,7 +91,7 @@ def _namesrv(args: argparse.Namespace) -> int:
     return _run_until_signal(
         lambda: serve(config, lambda addr: print(f"spark-mq namesrv listening on {addr}", flush=True),
                       controller_config),
-        f"the NameServer on {config.listen_address}:{config.listen_port}")
+        "the NameServer", f"{config.listen_address}:{config.listen_port}")
 
 
 def _controller(args: argparse.Namespace) -> int:
@@ -111,7 +111,7 @@ def _controller(args: argparse.Namespace) -> int:
     config = load_config(ControllerConfig, args.config, **overrides) if args.config else ControllerConfig(**overrides)
     return _run_until_signal(
         lambda: serve(config, lambda addr: print(f"spark-mq controller listening on {addr}", flush=True)),
-        f"the controller on {config.listen_address}:{config.listen_port}")
+        "the controller", f"{config.listen_address}:{config.listen_port}")
 
 
 def _controller_store_keys() -> str:
@@ -130,15 +130,19 @@ def _controller_store_keys() -> str:
 """
 
 
-def _run_until_signal(main: Callable[[], Awaitable[None]], what: str) -> int:
+def _run_until_signal(main: Callable[[], Awaitable[None]], what: str, where: str = "") -> int:
+    """Run a server command's ``main`` (which stops on SIGTERM/SIGINT) on a new event loop; a port in use
+    or another failure to listen on ``where`` (its address, when known) is one line naming ``what``."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.remoting.loop import new_event_loop
 
     loop = new_event_loop()
     try:
         loop.run_until_complete(main())
+    except PortInUseError as e:
+        raise SparkMQError(f"cannot start {what}: {e}") from e
     except OSError as e:
-        raise SparkMQError(f"cannot start {what}: {e.strerror or e}") from e
+        raise SparkMQError(f"cannot start {what}{f' on {where}' if where else ''}: {e.strerror or e}") from e
     finally:
         loop.close()
     return 0
@@ -199,10 +203,10 @@ def _dev(args: argparse.Namespace) -> int:
     master (replica 1 first) and a new one if it dies. Stops on SIGTERM/SIGINT."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import asyncio
-    import signal
 
     from spark_mq.broker.controller import BrokerController, run
     from spark_mq.common.config import NamesrvConfig
+    from spark_mq.common.serve_until_signal import serve_until_signal
     from spark_mq.namesrv.controller import NamesrvController
 
     if args.replicas < 1:
@@ -211,7 +215,7 @@ def _dev(args: argparse.Namespace) -> int:
         raise SparkMQError("--controller elects a master among replicas: give --replicas 2 or more (3 to survive "
                            "a death with a replica to spare)")
 
-    async def main() -> None:
+    async def main(stop: asyncio.Event) -> None:
         controller = ControllerConfig(controller_store_path=f"{args.store}-controller") if args.controller else None
         namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port), controller_config=controller)
         await namesrv.start()
@@ -220,10 +224,7 @@ def _dev(args: argparse.Namespace) -> int:
             role.update(enable_controller_mode=True, controller_addr=namesrv.address, broker_id=1,
                         all_ack_in_sync_state_set=True)
         master_config = _broker_config(args, namesrv_addr=namesrv.address, **role)
-        stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         brokers: list[BrokerController] = []
         tasks: list[asyncio.Task] = []
         try:
@@ -241,12 +242,10 @@ def _dev(args: argparse.Namespace) -> int:
                 task.result()  # a broker that ended by itself failed (a role switch that could not start): why
         finally:
             stop.set()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(sig)
             await asyncio.gather(*tasks, return_exceptions=True)  # every broker stopped; a failure was raised above
             await namesrv.stop()
 
-    return _run_until_signal(main, "the dev servers")
+    return _run_until_signal(lambda: serve_until_signal(main), "the dev servers")
 
 
 def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: ControllerConfig | None) -> None:

@@ -2,19 +2,23 @@
 
 A consumer group's member list is what rebalancing runs on, so every change (a new client, an
 unregister, a dropped connection, a heartbeat older than the expiry) is reported to the
-caller, which tells the group's members (NOTIFY_CONSUMER_IDS_CHANGED), as RocketMQ's
-ConsumerManager does.
+caller, which has the group's members told (``notify_group_changes``: NOTIFY_CONSUMER_IDS_CHANGED),
+as RocketMQ's ConsumerManager does.
 
 Thread-safety: used from the broker's event loop only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import ConsumerData, SubscriptionData
+from spark_mq.remoting.codes import RequestCode
+from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 
 CHANNEL_EXPIRED_S = 120.0
@@ -104,6 +108,21 @@ class ClientRegistry:
             if stale:
                 changed.append(info.group)
         return changed
+
+    def expire_silent(self) -> None:
+        """Drop the channels silent past the expiry and tell their groups (the broker's periodic scan)."""
+        self.notify_group_changes(self.expire())
+
+    def notify_group_changes(self, groups: Iterable[str]) -> None:
+        """Tell every member of each group that the member list changed (they rebalance)."""
+        for group in groups:
+            info = self.consumers.get(group)
+            if info is None:
+                continue
+            for conn in list(info.channels):
+                with contextlib.suppress(RemotingError):
+                    conn.send_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                             {"consumerGroup": group}))
 
     def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumers.get(group)

@@ -1,16 +1,16 @@
-"""The broker process: a ``MessageStore`` behind a RemotingServer, plus the background duties
-(registration with every NameServer every 30 s and on topic changes, offset persistence,
-expiry of silent clients, metrics).
+"""The broker process, wired in one place: a ``MessageStore`` behind a RemotingServer, the tables
+and services around it, and the background duties (registration with the NameServers, offset
+persistence, expiry of silent clients, metrics). ``BrokerController.start`` reads as the list of
+the parts it starts, in order; each part is given the collaborators it uses.
 
 Replication (``brokerRole``): a master serves its slaves on haListenPort (``HAService``); a slave
-registers its id and HA address, learns its master's addresses from the registration answer (it
-asks again every ``MASTER_LOOKUP_INTERVAL_S`` until it has them), copies the master's commitlog
-(``HAClient``) and its metadata (``SlaveSynchronize``), and refuses sends, naming the master.
+learns its master's addresses from its registration (``registration.py``), copies the master's
+commitlog (``HAClient``) and its metadata (``SlaveSynchronize``), and refuses sends, naming the master.
 
 With ``enableControllerMode`` it also registers and heartbeats with the replication controllers
-(``ReplicasManager``), and takes the role they decide (``role_switch``): ``serve`` then replaces the
-running ``BrokerController`` with one of the new role. A slave in controller mode replicates only
-from the master the controller names.
+(``ReplicasManager``), and takes the role they decide (``replication/role_change.py``: ``run``
+replaces the running ``BrokerController`` with one of the new role). A slave in controller mode
+replicates only from the master the controller names.
 
 ``serve`` runs one until SIGTERM/SIGINT and shuts down cleanly: unregister from the
 NameServers, release held pulls, persist offsets and topics, flush and checkpoint the store,
@@ -23,10 +23,9 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import signal
 import time
-from collections.abc import Callable, Iterable
-from typing import Protocol
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
@@ -42,9 +41,17 @@ from spark_mq.broker.processors.send import SendProcessor
 from spark_mq.broker.processors.tiered import TieredOffsetProcessor
 from spark_mq.broker.processors.unserved_features import UnservedFeatures
 from spark_mq.broker.queue_locks import QueueLockManager
+from spark_mq.broker.registration import NameServerRegistration
 from spark_mq.broker.replication.master_commitlog import MasterCommitLog
 from spark_mq.broker.replication.replicas_manager import ReplicasManager
-from spark_mq.broker.replication.role_switch import ControllerSeat, RoleChange, controller_start, next_role
+from spark_mq.broker.replication.role_change import (
+    ControllerSeat,
+    RoleChange,
+    RoleWatch,
+    controller_start,
+    epochs_for_role,
+    run_roles,
+)
 from spark_mq.broker.replication.slave_synchronize import SlaveSynchronize
 from spark_mq.broker.replication.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.scheduled.delay_service import ScheduleService
@@ -55,14 +62,12 @@ from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction.service import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
-from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
-from spark_mq.common.errors import RemotingError
+from spark_mq.common.config import SYNC_MASTER, BrokerConfig
 from spark_mq.common.json_file import JsonSectionsFile
-from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
+from spark_mq.common.port_in_use import naming_the_port
+from spark_mq.common.serve_until_signal import serve_until_signal
 from spark_mq.remoting.client import RemotingClient
-from spark_mq.remoting.codes import RequestCode, ResponseCode
-from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.loop import stop_tasks, wait_event
+from spark_mq.remoting.loop import every, stop_tasks
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.config_file import (
     CONSUMER_OFFSETS,
@@ -76,7 +81,6 @@ from spark_mq.store.config_file import (
 from spark_mq.store.ha.epoch_file import EpochFile
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
-from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.retention import no_floor
 from spark_mq.store.store_paths import TIMER_LOG_DIR, TIMER_WHEEL_FILE, store_path
@@ -85,11 +89,8 @@ from spark_mq.store.timer_wheel import TimerWheel, wheel_slots
 
 log = logging.getLogger(__name__)
 
-REGISTER_INTERVAL_S = 30.0
 PERSIST_INTERVAL_S = 5.0
 CLIENT_SCAN_INTERVAL_S = 10.0
-NAMESRV_TIMEOUT_S = 6.0
-MASTER_LOOKUP_INTERVAL_S = 2.0  # a slave that does not know its master yet registers again this often
 
 
 class Processor(Protocol):
@@ -113,12 +114,12 @@ class BrokerController:
         self.metrics = metrics or BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
         self.sql92_filters = Sql92Filters(config.enable_property_filter, self.unserved)
-        self.namesrv_client = RemotingClient()
         self.store: MessageStore
         self.topics: TopicConfigManager
         self.groups: SubscriptionGroupManager
         self.offsets: ConsumerOffsetManager
         self.tiered: TieredOffsetManager
+        self.registration: NameServerRegistration
         self.retry: RetryScheduler
         self.schedule: ScheduleService
         self.transactions: TransactionalMessageService
@@ -127,25 +128,15 @@ class BrokerController:
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
         self.master_client = RemotingClient()  # a slave's requests to its master
-        self.replicas: ReplicasManager | None = None
+        self.replicas: ReplicasManager | None = None  # controller mode
+        self.role_watch: RoleWatch | None = None  # controller mode: the controller's elections, acted on
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
-        self.controller_master = ""  # controller mode, a slave: the master the controller names
-        self.role_change: RoleChange | None = None  # controller mode: set (with ``role_changed``) to switch role
-        self.role_changed = asyncio.Event()
         self.ha_port = config.ha_port  # a master's, once it listens
-        self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServer
-        self.master_ha_addr = ""
-        self._register_now = asyncio.Event()
-        self._stopping = False
         self._tasks: list[asyncio.Task] = []
 
     @property
     def address(self) -> str:
         return f"{self.config.broker_ip1}:{self.server.port}"
-
-    @property
-    def namesrv_addrs(self) -> list[str]:
-        return split_addresses(self.config.namesrv_addr)
 
     async def start(self) -> int:
         """Bind, open (and recover) the store, serve, register with the NameServers; returns the port.
@@ -157,43 +148,68 @@ class BrokerController:
         listen_port_given = self.config.listen_port != 0
         # message ids carry the store host, so the store learns the port actually bound
         self.config = dataclasses.replace(self.config, listen_port=port)
-        try:
-            # loaded before the store starts: its retention must never run without the watermarks
-            # and the consumer offsets (it keeps what groups have not consumed)
-            self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
-            self.tiered.load()
-            self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS),
-                                                 slave=self.config.is_slave)
-            self.offsets.load()
-            self.store = MessageStore(self.config, archived_offset=self.tiered.get,
-                                      consumed_offsets=self.offsets.committed,
-                                      replica_floor=self._replica_floor if self.config.is_slave else no_floor)
-            await asyncio.get_running_loop().run_in_executor(None, self.store.start)
-        except BaseException:
-            await self.server.stop()
-            raise
+        async with contextlib.AsyncExitStack() as undo:  # a step that fails stops what the earlier ones started
+            undo.push_async_callback(self.server.stop)
+            await self._open_store()
+            undo.callback(self.store.shutdown)
+            await self._open_replication(listen_port_given)
+            undo.pop_all()
+        self._open_metadata()
+        await self._open_delivery()
+        if self.seat is not None:  # before serving: it answers the controller's notifies
+            self._join_controller(self.seat)
+        for processor in self._processors():
+            processor.register_on(self.server)
+        await self.server.start_serving()
+        self.metrics.track_store(self.store)
+        if self.config.is_slave:
+            self.ha_client, self.slave_sync = self._replicate_master()
+        self._tasks = [asyncio.get_running_loop().create_task(duty, name=f"broker-{name}")
+                       for name, duty in self._duties().items()]
+        self.metrics.track_ha(self.ha_service, self.ha_client)
+        # register as soon as requests can be served: clients find the broker through the route
+        await self.registration.register_all()
+        await self._serve_metrics()
+        log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
+                 self.address)
+        return port
+
+    async def _open_store(self) -> None:
+        """The store (opened and recovered on a worker thread), after the tables its retention reads:
+        it must never run without the watermarks and the consumer offsets (it keeps what groups have
+        not consumed)."""
+        self.tiered = TieredOffsetManager(config_file(self.config.root, TIERED_OFFSETS))
+        self.tiered.load()
+        self.offsets = ConsumerOffsetManager(config_file(self.config.root, CONSUMER_OFFSETS),
+                                             slave=self.config.is_slave)
+        self.offsets.load()
+        self.store = MessageStore(self.config, archived_offset=self.tiered.get,
+                                  consumed_offsets=self.offsets.committed,
+                                  replica_floor=self._replica_floor if self.config.is_slave else no_floor)
+        await asyncio.get_running_loop().run_in_executor(None, self.store.start)
+
+    async def _open_replication(self, listen_port_given: bool) -> None:
+        """Controller mode: the epoch file (a master's epoch recorded); a master: the HA service."""
         if self.seat is not None:
-            try:
-                self._open_epochs(self.seat)
-            except BaseException:
-                await self.server.stop()
-                self.store.shutdown()
-                raise
+            self.epochs = epochs_for_role(self.store, self.config, self.seat)
         if not self.config.is_slave:
-            try:
-                await self._start_ha_service(listen_port_given)
-            except BaseException:
-                await self.server.stop()
-                self.store.shutdown()
-                raise
+            await self._start_ha_service(listen_port_given)
+
+    def _open_metadata(self) -> None:
+        """Topics and subscription groups, and the registration that publishes the topics."""
         self.topics = TopicConfigManager(self.config, self.store.config_file(TOPICS))
         self.topics.load()
         self.groups = SubscriptionGroupManager(self.store.config_file(SUBSCRIPTION_GROUPS))
         self.groups.load()
+        self.registration = NameServerRegistration(self.config, self.address, self.ha_port, self.topics,
+                                                   self._master_found, controller_mode=self.seat is not None)
+
+    async def _open_delivery(self) -> None:
+        """Retries, delay levels, transactions and (a master's, with timerWheelEnable) timer messages."""
         delay_offsets = JsonSectionsFile(self.store.config_file(DELAY_OFFSETS).path)  # shared: see schedule.py
         self.retry = RetryScheduler(self.store, self.topics, delay_offsets,
                                     delay_levels=self.config.message_delay_level, on_stored=self.hold.notify,
-                                    on_topic_created=self.request_registration)
+                                    on_topic_created=self.registration.request)
         self.retry.load()
         self.schedule = ScheduleService(self.store, delay_offsets, self.config.flush_delay_offset_interval / 1000,
                                         on_stored=self.hold.notify)
@@ -210,61 +226,63 @@ class BrokerController:
                 self.timer = self._open_timer()
                 await asyncio.get_running_loop().run_in_executor(None, self.timer.load)
         self.metrics.track_timer(self.timer)
-        if self.seat is not None:  # before serving: it answers the controller's notifies
-            self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
-                                            self.store.commitlog.max_offset, self.seat.first_election,
-                                            self._controller_names_master, self._sync_state_set_learned,
-                                            self.seat.known_epoch)
-        for processor in self._processors():
-            processor.register_on(self.server)
-        await self.server.start_serving()
-        self.metrics.track_store(self.store)
-        loop = asyncio.get_running_loop()
-        self._tasks = [
-            loop.create_task(self._register_loop(), name="broker-register"),
-            loop.create_task(self._every(PERSIST_INTERVAL_S, self.offsets.persist), name="broker-persist"),
-            loop.create_task(self._every(CLIENT_SCAN_INTERVAL_S, self._expire_clients), name="broker-clients"),
-        ]
-        if self.config.is_slave:  # delayed messages are delivered by the master (and replicated)
-            self.ha_client = HAClient(self.store, lambda: self.master_ha_addr,
-                                      self.config.ha_send_heartbeat_interval / 1000, self.request_registration,
-                                      lambda: self.hold.recheck(self.store.get_max_offset),
-                                      MasterCommitLog(self.master_client, lambda: self.master_addr), self._master_found,
-                                      epochs=self.epochs,
-                                      replica_id=None if self.seat is None else self.config.broker_id)
-            self._tasks.append(loop.create_task(self.ha_client.run(), name="broker-ha-client"))
-            self.slave_sync = SlaveSynchronize(self.master_client, lambda: self.master_addr, self.topics, self.groups,
-                                               self.offsets, self.retry, self.schedule, self.tiered,
-                                               self.config.slave_synchronize_interval / 1000, self.request_registration,
-                                               timer_file=self.store.config_file(TIMER_CHECKPOINT))
-            self._tasks.append(loop.create_task(self.slave_sync.run(), name="broker-slave-sync"))
+
+    def _join_controller(self, seat: ControllerSeat) -> None:
+        """Controller mode: the replicas manager, its elections acted on by the role watch."""
+        self.role_watch = RoleWatch(self.config, seat, self.registration.follow)
+        self.replicas = ReplicasManager(self.config, seat.client, lambda: self.address,
+                                        self.store.commitlog.max_offset, seat.first_election,
+                                        self.role_watch.on_master, self._sync_state_set_learned, seat.known_epoch)
+
+    def _duties(self) -> dict[str, Coroutine[Any, Any, None]]:
+        """The background duties, by task name: a slave copies its master's commitlog and metadata (delayed
+        messages are delivered by the master, and replicated); a master delivers what waits."""
+        duties: dict[str, Coroutine[Any, Any, None]] = {
+            "register": self.registration.run(),
+            "persist": every(PERSIST_INTERVAL_S, self.offsets.persist, "broker duty persist"),
+            "clients": every(CLIENT_SCAN_INTERVAL_S, self.clients.expire_silent, "broker duty expire_silent"),
+        }
+        if self.ha_client is not None and self.slave_sync is not None:
+            duties.update({"ha-client": self.ha_client.run(), "slave-sync": self.slave_sync.run()})
         else:
-            self._tasks.append(loop.create_task(self.retry.run(), name="broker-retry"))
-            self._tasks.append(loop.create_task(self.schedule.run(), name="broker-schedule"))
-            self._tasks.append(loop.create_task(self.transactions.run(), name="broker-transaction-check"))
+            duties.update({"retry": self.retry.run(), "schedule": self.schedule.run(),
+                           "transaction-check": self.transactions.run()})
             if self.timer is not None:
-                self._tasks.append(loop.create_task(self.timer.run(), name="broker-timer"))
-        self.metrics.track_ha(self.ha_service, self.ha_client)
+                duties["timer"] = self.timer.run()
         if self.replicas is not None:
-            self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
+            duties["replicas"] = self.replicas.run()
             if self.ha_service is not None:
                 keeper = SyncStateKeeper(self.ha_service, self.replicas,
                                          self.config.ha_max_time_slave_not_catchup / 1000, self.config.broker_id)
-                self._tasks.append(loop.create_task(keeper.run(), name="broker-sync-state-set"))
-        # register as soon as requests can be served: clients find the broker through the route
-        await self.register_all()
-        # then the metrics endpoint (it imports prometheus_client), on a worker thread so that the
-        # first requests are served meanwhile
-        if self.config.metrics_port > 0 and self.metrics.registry is None:  # not yet served by a broker replaced
-            try:
-                await loop.run_in_executor(None, self.metrics.serve, self.config.listen_address,
-                                           self.config.metrics_port)
-            except BaseException:
-                await self.stop()
-                raise
-        log.info("broker %s (%s) serving at %s", self.config.broker_name, self.config.broker_cluster_name,
-                 self.address)
-        return port
+                duties["sync-state-set"] = keeper.run()
+        return duties
+
+    def _replicate_master(self) -> tuple[HAClient, SlaveSynchronize]:
+        """A slave's copy of its master's commitlog and of its metadata, from the master it registered to."""
+        master = self.registration
+        ha_client = HAClient(self.store, lambda: master.master_ha_addr, self.config.ha_send_heartbeat_interval / 1000,
+                             master.request, lambda: self.hold.recheck(self.store.get_max_offset),
+                             MasterCommitLog(self.master_client, lambda: master.master_addr), self._master_found,
+                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id)
+        slave_sync = SlaveSynchronize(self.master_client, lambda: master.master_addr, self.topics, self.groups,
+                                      self.offsets, self.retry, self.schedule, self.tiered,
+                                      self.config.slave_synchronize_interval / 1000, master.request,
+                                      timer_file=self.store.config_file(TIMER_CHECKPOINT))
+        return ha_client, slave_sync
+
+    async def _serve_metrics(self) -> None:
+        """The metrics endpoint (it imports prometheus_client), on a worker thread so that the first requests
+        are served meanwhile; not again by a broker that replaced one that served it."""
+        c = self.config
+        if c.metrics_port <= 0 or self.metrics.registry is not None:
+            return
+        try:
+            with naming_the_port("metricsPort", c.listen_address, c.metrics_port):
+                await asyncio.get_running_loop().run_in_executor(None, self.metrics.serve, c.listen_address,
+                                                                 c.metrics_port)
+        except BaseException:
+            await self.stop()
+            raise
 
     def _open_timer(self) -> TimerMessageService:
         """The timer wheel and log under the store root, and the service that runs them (a master's)."""
@@ -274,31 +292,6 @@ class BrokerController:
         timer_log = TimerLog(store_path(c.root, TIMER_LOG_DIR), c.mapped_file_size_timer_log)
         return TimerMessageService(self.store, timer_log, wheel, self.store.config_file(TIMER_CHECKPOINT),
                                    c.timer_flush_interval_ms / 1000, on_stored=self.hold.notify)
-
-    def _open_epochs(self, seat: ControllerSeat) -> None:
-        """Controller mode: read the epoch file; a master records its epoch before it takes a send (its
-        writes start at the commitlog's end)."""
-        self.epochs = open_epochs(self.store)
-        if not self.config.is_slave and seat.master_epoch > self.epochs.last_epoch:
-            begin_epoch(self.store, self.epochs, seat.master_epoch)
-            log.info("master of %s in epoch %d from commitlog offset %d", self.config.broker_name, seat.master_epoch,
-                     self.store.commitlog.max_offset())
-
-    def _controller_names_master(self, master_id: int | None, master_address: str | None, epoch: int) -> None:
-        """The controller's view of this broker's set changed: switch role if it asks for it, else (a slave)
-        follow the master it names, whose HA address the NameServers give once it registered there."""
-        assert self.seat is not None
-        change = next_role(self.config, self.seat, master_id, epoch)
-        if change is not None:
-            log.warning("controller: %s is master of %s in epoch %d: this broker (id %d) becomes %s",
-                        master_id, self.config.broker_name, epoch, self.config.broker_id,
-                        "its master" if not change.config.is_slave else "a slave")
-            self.role_change = change
-            self.role_changed.set()
-        elif self.config.is_slave and (master_address or "") != self.controller_master:
-            self.controller_master = master_address or ""
-            self.master_addr = self.master_ha_addr = ""
-            self.request_registration()
 
     def _sync_state_set_learned(self, members: frozenset[int]) -> None:
         if self.ha_service is not None:
@@ -312,7 +305,8 @@ class BrokerController:
                                     master_id=None if self.seat is None else self.config.broker_id,
                                     on_confirmed=lambda: self.hold.recheck(self.store.get_max_offset))
         if self.config.ha_listen_port or not listen_port_given:
-            self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
+            with naming_the_port("haListenPort", self.config.listen_address, self.config.ha_listen_port):
+                self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
             return
         try:
             self.ha_port = await self.ha_service.start(self.config.ha_port)
@@ -339,9 +333,9 @@ class BrokerController:
         read there and dropped by the new history would move a consumer's offset past acknowledged ones."""
         if not self.config.is_slave or not self._confirmed_reads():
             return None
-        master = self.master_addr or "not known yet (its NameServer has no master registered)"
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}) "
-                f"of a set whose puts wait for replicas (controller mode): pull from its master, {master}")
+                f"of a set whose puts wait for replicas (controller mode): pull from its master, "
+                f"{self.registration.master}")
 
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
@@ -358,7 +352,7 @@ class BrokerController:
         return (
             *controller_mode,
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
-                          self.request_registration, self.ha_service, self._waits_for_replicas(),
+                          self.registration.request, self.ha_service, self._waits_for_replicas(),
                           self.slave_refusal, reject_transaction_message=c.reject_transaction_message,
                           timer=TimerLimits.of(c)),
             EndTransactionProcessor(self.transactions, self.slave_refusal),
@@ -367,9 +361,9 @@ class BrokerController:
                           in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
                           read_refusal=self._read_refusal),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
-                            self.request_registration, self.notify_group_changes),
+                            self.registration.request, self.clients.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
-                           self.metrics, self.request_registration, self.replication_info),
+                           self.metrics, self.registration.request, self.replication_info),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
             MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule, self.timer),
@@ -377,16 +371,13 @@ class BrokerController:
         )
 
     async def stop(self) -> None:
-        # a registration answered just as it is cancelled swallows the cancellation (wait_for before
-        # Python 3.12): its loop then ends at the flag, and the wait is bounded anyway
-        self._stopping = True
+        self.registration.stop()
         await stop_tasks(self._tasks)
-        await self._unregister_all()
+        await self.registration.unregister_all()
         if self.ha_service is not None:
             await self.ha_service.stop()
         self.hold.wake_all()
         await self.server.stop()
-        await self.namesrv_client.close()
         await self.master_client.close()
         for table in (self.offsets, self.topics, self.schedule, *([self.timer] if self.timer else [])):
             try:
@@ -399,13 +390,9 @@ class BrokerController:
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     # -- duties -----------------------------------------------------------------------------
-    def request_registration(self) -> None:
-        """Re-register soon (a topic was created or changed)."""
-        self._register_now.set()
-
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):
-            self.request_registration()
+            self.registration.request()
 
     def replication_info(self) -> dict[str, str]:
         """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""
@@ -436,133 +423,35 @@ class BrokerController:
         holds more of the commitlog than it does (see ``HAService``), else None."""
         if not self.config.is_slave:
             return self.ha_service.write_refusal if self.ha_service is not None else None
-        master = self.master_addr or "not known yet (its NameServer has no master registered)"
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
-                f"send to its master, {master}")
+                f"send to its master, {self.registration.master}")
 
-    async def _register_loop(self) -> None:
-        while not self._stopping:
-            lookup = self.config.is_slave and not self.master_ha_addr
-            await wait_event(self._register_now, MASTER_LOOKUP_INTERVAL_S if lookup else REGISTER_INTERVAL_S)
-            self._register_now.clear()
-            await self.register_all()
-
-    async def register_all(self) -> None:
-        """REGISTER_BROKER with every NameServer; a failing one is logged and retried later."""
-        body = RegisterBrokerBody(self.topics.wrapper()).to_json()
-        fields = {
-            "brokerName": self.config.broker_name, "brokerAddr": self.address,
-            "clusterName": self.config.broker_cluster_name, "haServerAddr": f"{self.config.broker_ip1}:{self.ha_port}",
-            "brokerId": self.config.registered_id, "compressed": "false", "bodyCrc32": body_crc32(body),
-        }
-        for addr in self.namesrv_addrs:
-            try:
-                resp = await self.namesrv_client.invoke(
-                    addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body), NAMESRV_TIMEOUT_S)
-                if resp.code != ResponseCode.SUCCESS:
-                    log.warning("namesrv %s refused registration: %s %s", addr, resp.code, resp.remark)
-                elif self.config.is_slave:
-                    self._learn_master(resp.ext_fields.get("masterAddr", ""), resp.ext_fields.get("haServerAddr", ""))
-            except RemotingError as e:
-                log.warning("cannot register with namesrv %s (retrying in %.0f s): %s", addr, REGISTER_INTERVAL_S, e)
-
-    def _learn_master(self, master_addr: str, master_ha_addr: str) -> None:
-        """A slave's master, as a registration answer names it (kept while an answer names none; in controller
-        mode, only the master the controller names: the NameServers may still list a dead one)."""
-        if self.seat is not None and master_addr != self.controller_master:
-            return
-        if master_addr and (master_addr, master_ha_addr) != (self.master_addr, self.master_ha_addr):
-            log.info("HA: master of %s is %s (HA address %s)", self.config.broker_name, master_addr, master_ha_addr)
-            self.master_addr, self.master_ha_addr = master_addr, master_ha_addr
-            if self.slave_sync is not None:
-                self.slave_sync.master_learned()
-
-    async def _unregister_all(self) -> None:
-        fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,
-                  "clusterName": self.config.broker_cluster_name, "brokerId": self.config.registered_id}
-        for addr in self.namesrv_addrs:
-            with contextlib.suppress(RemotingError):
-                await self.namesrv_client.invoke(
-                    addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, fields), NAMESRV_TIMEOUT_S)
-
-    @staticmethod
-    async def _every(interval: float, duty: Callable[[], object]) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                duty()
-            except Exception:  # a failing duty is retried next interval; the broker keeps serving
-                log.exception("broker duty %s failed", getattr(duty, "__name__", duty))
-
-    def _expire_clients(self) -> None:
-        self.notify_group_changes(self.clients.expire())
-
-    def notify_group_changes(self, groups: Iterable[str]) -> None:
-        """Tell every member of each group that the member list changed (they rebalance)."""
-        for group in groups:
-            info = self.clients.consumer_group(group)
-            if info is None:
-                continue
-            for conn in list(info.channels):
-                with contextlib.suppress(RemotingError):
-                    conn.send_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                                             {"consumerGroup": group}))
 
 
 async def run(config: BrokerConfig, stop: asyncio.Event,
               on_ready: Callable[[BrokerController], None] | None = None) -> None:
     """Run a broker until ``stop`` is set; in controller mode, replaced by one of the new role at each role
-    change the controller decides. ``on_ready`` gets the first broker once it serves."""
+    change the controller decides (``run_roles``). ``on_ready`` gets the first broker once it serves."""
     controller_client = RemotingClient() if config.enable_controller_mode else None
-    broker: BrokerController | None
     try:
         if controller_client is not None:
-            start = controller_start(config, controller_client)
-            broker = BrokerController(start.config, seat=start.seat)
+            first = controller_start(config, controller_client)
+            broker = BrokerController(first.config, seat=first.seat)
         else:
             broker = BrokerController(config)
-        await broker.start()
-        try:
-            if on_ready is not None:
-                on_ready(broker)
-            while not await _stop_or_role_change(stop, broker.role_changed):
-                change = broker.role_change
-                assert change is not None
-                old, broker = broker, None
-                await old.stop()
-                new = BrokerController(change.config, metrics=old.metrics, seat=change.seat)
-                await new.start()  # one that fails to start has stopped what it started
-                broker = new
-                log.info("broker %s now %s (id %d at the NameServers)", change.config.broker_name,
-                         change.config.broker_role, change.config.registered_id)
-        finally:
-            if broker is not None:
-                await broker.stop()
+        await run_roles(broker, _of_new_role, stop, on_ready)
     finally:
         if controller_client is not None:
             await controller_client.close()
 
 
+def _of_new_role(old: BrokerController, change: RoleChange) -> BrokerController:
+    """The broker that replaces ``old`` on a role change: it keeps the metrics (served once per process)."""
+    return BrokerController(change.config, metrics=old.metrics, seat=change.seat)
+
+
 async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:
     """Run a broker (see ``run``) until SIGTERM or SIGINT."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await run(config, stop, None if on_ready is None else lambda broker: on_ready(broker.address))
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+    await serve_until_signal(lambda stop: run(config, stop, None if on_ready is None else
+                                              lambda broker: on_ready(broker.address)))
     log.info("broker stopped on signal")
-
-
-async def _stop_or_role_change(stop: asyncio.Event, role_changed: asyncio.Event) -> bool:
-    """Wait for either; True when asked to stop."""
-    waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(role_changed.wait())]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-    return stop.is_set()

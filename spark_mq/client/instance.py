@@ -23,6 +23,7 @@ from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, TopicRouteData
 from spark_mq.remoting.headers import PullMessageRequestHeader
+from spark_mq.remoting.loop import every
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +52,10 @@ class ClientInstance:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._tasks = [
-            loop.create_task(self._every(self.config.poll_name_server_interval_s, self.refresh_routes),
-                             name="client-routes"),
-            loop.create_task(self._every(self.config.heartbeat_broker_interval_s, self.heartbeat_all),
-                             name="client-heartbeat"),
+            loop.create_task(every(self.config.poll_name_server_interval_s, self.refresh_routes,
+                                   "client duty refresh_routes"), name="client-routes"),
+            loop.create_task(every(self.config.heartbeat_broker_interval_s, self.heartbeat_all,
+                                   "client duty heartbeat_all"), name="client-heartbeat"),
         ]
 
     async def close(self) -> None:
@@ -65,15 +66,6 @@ class ClientInstance:
                 await task
         self._tasks = []
         await self.api.close()
-
-    @staticmethod
-    async def _every(interval: float, duty: Callable[[], Awaitable[object]]) -> None:
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await duty()
-            except Exception:  # retried next interval
-                log.exception("client duty %s failed", getattr(duty, "__name__", duty))
 
     # -- routes ------------------------------------------------------------------------------
     async def route(self, topic: str, refresh: bool = False) -> TopicRouteData | None:

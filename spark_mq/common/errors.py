@@ -71,6 +71,11 @@ class CorruptFileError(StoreError):
         self.offset = offset
 
 
+class PortInUseError(SparkMQError):
+    """A port a process must listen on is taken; names the address and the config key that set it
+    (see ``common/port_in_use.py``)."""
+
+
 class RemotingError(SparkMQError):
     """The remoting layer (frames, connections, request/response) failed."""
 

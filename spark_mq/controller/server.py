@@ -7,13 +7,12 @@ and for the controller embedded in the NameServer (which config loading keeps to
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import signal
 from collections.abc import Callable
 from pathlib import Path
 
 from spark_mq.common.config import CONTROLLER_TYPE_ZOOKEEPER, ControllerConfig
+from spark_mq.common.serve_until_signal import run_server, serve_until_signal
 from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.state_store import ControllerStateStore
@@ -57,17 +56,5 @@ class ControllerServer:
 async def serve(config: ControllerConfig, on_ready: Callable[[str], None] | None = None) -> None:
     """Run a controller until SIGTERM or SIGINT."""
     controller = ControllerServer(config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await controller.start()
-    try:
-        if on_ready is not None:
-            on_ready(controller.address)
-        await stop.wait()
-        log.info("controller stopping on signal")
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await controller.stop()
+    await serve_until_signal(lambda stop: run_server(controller, stop, on_ready))
+    log.info("controller stopped on signal")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +17,14 @@ from pathlib import Path
 from spark_mq.common.config import ControllerConfig, NamesrvConfig
 from spark_mq.common.errors import RemotingConnectError
 from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.common.serve_until_signal import run_server, serve_until_signal
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.server import open_state_store
 from spark_mq.namesrv.kv_config import KVConfigManager
 from spark_mq.namesrv.processor import NamesrvProcessor
 from spark_mq.namesrv.route_info import RouteInfoManager
 from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.loop import every
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,9 @@ class NamesrvController:
     async def start(self) -> int:
         """Listen and start the eviction scan; returns the bound port."""
         port = await self.server.start()
-        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan")
+        self._scan_task = asyncio.get_running_loop().create_task(
+            every(self.config.scan_not_active_broker_interval / 1000, self.routes.scan_not_active_brokers,
+                  "scan of inactive brokers"), name="namesrv-scan")
         if self.replication is not None:
             await self.replication.start(self.address)
         return port
@@ -67,15 +70,6 @@ class NamesrvController:
                 await self._scan_task
         await self.server.stop()
 
-    async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.routes.scan_not_active_brokers()
-            except Exception:  # a bug in one scan must not stop the next
-                log.exception("scan of inactive brokers failed")
-
     @staticmethod
     def _close_evicted(addr: str, conn: object | None) -> None:
         if isinstance(conn, Connection):
@@ -86,17 +80,5 @@ async def serve(config: NamesrvConfig, on_ready: Callable[[str], None] | None = 
                 controller_config: ControllerConfig | None = None) -> None:
     """Run a NameServer (with an embedded controller if ``controller_config``) until SIGTERM or SIGINT."""
     controller = NamesrvController(config, controller_config=controller_config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await controller.start()
-    try:
-        if on_ready is not None:
-            on_ready(controller.address)
-        await stop.wait()
-        log.info("namesrv stopping on signal")
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
-        await controller.stop()
+    await serve_until_signal(lambda stop: run_server(controller, stop, on_ready))
+    log.info("namesrv stopped on signal")

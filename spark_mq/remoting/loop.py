@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -93,3 +94,16 @@ async def stop_tasks(tasks: list[asyncio.Task], timeout: float = 5.0) -> None:
         _, pending = await asyncio.wait(tasks, timeout=timeout)
         for task in pending:
             log.warning("task %s did not stop within %.0f s", task.get_name(), timeout)
+
+
+async def every(interval_s: float, duty: Callable[[], object], what: str) -> None:
+    """Run ``duty`` (a function, or one returning an awaitable to await) every ``interval_s`` until
+    cancelled; one that fails is logged as ``what`` and run again next interval."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            result = duty()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # a failing duty must not stop the next: the process keeps serving
+            log.exception("%s failed", what)

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from spark_mq.common.config import ServerChannelConfig
+from spark_mq.common.port_in_use import naming_the_port
 from spark_mq.remoting.connection import Connection, Handler, client_faults
 from spark_mq.remoting.loop import stop_tasks
 
@@ -33,9 +34,11 @@ class RemotingServer:
     """Listens on ``host:port`` (port 0 picks a free one); all methods run on one event loop."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, channel: ServerChannelConfig = DEFAULT_CHANNEL,
-                 name: str = "remoting") -> None:
+                 name: str = "remoting", port_key: str = "listenPort") -> None:
+        """``port_key``: the config key that set ``port``, named when the port is already in use."""
         self.host = host
         self.port = port
+        self.port_key = port_key
         self.channel = channel
         self.name = name
         self._handlers: dict[int, Handler] = {}
@@ -63,8 +66,9 @@ class RemotingServer:
         until ``start_serving``, so that a process whose handlers are not registered yet never
         answers a request REQUEST_CODE_NOT_SUPPORTED.
         """
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True,
-                                                  start_serving=serve)
+        with naming_the_port(self.port_key, self.host, self.port):
+            self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True,
+                                                      start_serving=serve)
         self.port = self._server.sockets[0].getsockname()[1]
         self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name=f"{self.name}-watch")
         if serve:

@@ -1,4 +1,4 @@
 """The broker's replication roles: controller-mode registration and heartbeats (``replicas_manager``),
-role switches (``role_switch``), the master's SyncStateSet keeping (``sync_state_keeper``), a slave's
+role changes (``role_change``), the master's SyncStateSet keeping (``sync_state_keeper``), a slave's
 copy of its master's metadata (``slave_synchronize``) and what a slave asks its master
 (``master_commitlog``). The byte stream itself is the store's (``spark_mq/store/ha``)."""

@@ -16,7 +16,7 @@ notify overtaken by a newer election) is ignored, as RocketMQ's ``changeBrokerRo
 epoch outlives a role switch (``known_epoch``).
 
 Every change of the set's master or epoch it learns goes to ``on_master`` (the broker changes role
-on it: see ``role_switch``), every change of its SyncStateSet to ``on_sync_state_set``; a master
+on it: see ``role_change``), every change of its SyncStateSet to ``on_sync_state_set``; a master
 changes the set with ``alter_sync_state_set`` (see ``SyncStateKeeper``). The broker's id here is
 its configured ``brokerId`` whatever its role (the NameServers see 0 while it is master).
 """

@@ -1,10 +1,10 @@
-"""Which role a controller-mode broker takes from the controller's view (``role_switch``)."""
+"""Which role a controller-mode broker takes from the controller's view (``role_change``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_mq.broker.replication.role_switch import controller_start, next_role
+from spark_mq.broker.replication.role_change import controller_start, next_role
 from spark_mq.common.config import ASYNC_MASTER, SLAVE, SYNC_MASTER, BrokerConfig
 from spark_mq.common.errors import ConfigError
 from spark_mq.remoting.client import RemotingClient
