@@ -356,8 +356,8 @@ def _sql_filter(given: dict[str, str]) -> str | None:
     try:
         parse(text)
     except FilterParseError as e:
-        raise ConfigError(f"option {SQL_FILTER!r}: {text!r} is not a SQL92 filter RocketMQ accepts: {e} (see docs/clients.md, "
-                          f"\"SQL92 filters\", for the grammar)") from None
+        raise ConfigError(f"option {SQL_FILTER!r}: {text!r} is not a SQL92 filter RocketMQ accepts: {e} "
+                          f"(see docs/clients.md, \"SQL92 filters\", for the grammar)") from None
     return text
 
 
