@@ -47,7 +47,6 @@ from spark_mq.client.results import (
 from spark_mq.common.errors import HeaderError, MQClientError
 from spark_mq.common.message import MessageBatch, unpack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import StoredMessage, decode_message
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.properties import (
@@ -57,6 +56,7 @@ from spark_mq.common.properties import (
     decode_properties,
     scan_properties,
 )
+from spark_mq.common.unit.decode import StoredMessage, decode_message
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     CheckClientRequestBody,

@@ -22,15 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spark_mq.common.buffers import ranges_equal
 from spark_mq.common.java_hash import java_hashes
-from spark_mq.common.message_unit import (
-    MESSAGE_MAGIC,
-    MIN_UNIT_SIZE,
-    SIZE_MAGIC,
-    follow_chain,
-    ranges_equal,
-    unit_faults,
-)
+from spark_mq.common.unit.chain import follow_chain
+from spark_mq.common.unit.check import unit_faults
+from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.dispatch import AppendRecord
 from spark_mq.store.mapped_file import MappedFile
