@@ -62,7 +62,7 @@ def back_to_back_units(data: np.ndarray) -> np.ndarray | None:
     starts = chained_unit_starts(data)
     if starts is None:
         return None
-    _, _, consistent = lengths_fit(data, starts, np.append(starts[1:], data.size))
+    _, consistent = lengths_fit(data, starts, np.append(starts[1:], data.size))
     return starts if consistent.all() else None
 
 
@@ -89,12 +89,13 @@ def walk_units(
     if not starts.size:
         return chain
     buf = np.frombuffer(mv, dtype=np.uint8)
-    body_start, body_end, consistent = lengths_fit(buf, starts, np.append(starts[1:], chain.end))
+    ranges, consistent = lengths_fit(buf, starts, np.append(starts[1:], chain.end))
     bad = np.flatnonzero(~consistent)
     first_bad = int(bad[0]) if bad.size else starts.size
     why = f"unit at {int(starts[first_bad])} has inconsistent lengths" if bad.size else chain.reason
     if check_crc and first_bad:
-        wrong = np.flatnonzero(crc_mismatch(mv, starts[:first_bad], body_start[:first_bad], body_end[:first_bad]))
+        ok = slice(first_bad)
+        wrong = np.flatnonzero(crc_mismatch(mv, starts[ok], ranges.body_start[ok], ranges.body_end[ok]))
         if wrong.size:
             first_bad = int(wrong[0])
             why = f"unit at {int(starts[first_bad])} fails its body CRC"

@@ -19,6 +19,7 @@ from spark_mq.common.unit.layout import (
     CRC_MASK,
     HEADER,
     MESSAGE_MAGIC,
+    UnitRanges,
     header_field,
     unit_ranges,
 )
@@ -26,16 +27,20 @@ from spark_mq.common.unit.layout import (
 
 def lengths_fit(
     buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, body_length: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Body ranges of units ``[starts, ends)`` of ``buf`` (uint8) and whether body, topic and
-    properties lengths add up to each unit's size (whatever the bytes say, nothing is read outside
-    ``buf``; a unit that does not fit gets an empty body range). ``body_length``: the units' BODY
-    length fields (int64), when the caller has gathered them already."""
+) -> tuple[UnitRanges, np.ndarray]:
+    """Where the parts of units ``[starts, ends)`` of ``buf`` (uint8) lie, and whether body, topic
+    and properties lengths add up to each unit's size (whatever the bytes say, nothing is read
+    outside ``buf``). ``body_length``: the units' BODY length fields (int64), when the caller has
+    gathered them already."""
     if body_length is None:
         body_length = header_field(buf, starts, "body_length")
     ranges = unit_ranges(buf, starts, body_length)
-    ok = ranges.fit(ends)
-    return ranges.body_start, np.where(ok, ranges.body_end, ranges.body_start), ok
+    return ranges, ranges.fit(ends)
+
+
+def _body_ends(ranges: UnitRanges, fit: np.ndarray) -> np.ndarray:
+    """Where each body ends, or an empty body where the lengths do not fit (a CRC over it stays cheap)."""
+    return np.where(fit, ranges.body_end, ranges.body_start)
 
 
 def crc_mismatch(mv: memoryview, starts: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
@@ -63,6 +68,7 @@ class UnitFaults:
     readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be located
     header: np.ndarray  # HEADER records
     body_end: np.ndarray  # where each readable unit's topic length byte is
+    ranges: UnitRanges  # where each unit's parts lie (meaningful where readable)
 
 
 def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_crc: bool) -> UnitFaults:
@@ -73,14 +79,14 @@ def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_c
     wrong body CRC. All vectorised but the crc32 calls; the headers are gathered once."""
     buf = np.frombuffer(mv, dtype=np.uint8)
     head = gather_records(buf, starts, HEADER)
-    body_start, body_end, readable = lengths_fit(buf, starts, np.append(starts[1:], end),
-                                                 head["body_length"].astype(np.int64))
+    ranges, readable = lengths_fit(buf, starts, np.append(starts[1:], end), head["body_length"].astype(np.int64))
+    body_end = _body_ends(ranges, readable)
     damaged = ~readable
     damaged |= head["physical_offset"] != starts + base
     damaged |= head["queue_id"] < 0
     if check_crc:
-        damaged |= body_crc_mismatch(mv, head["body_crc"], body_start, body_end)
-    return UnitFaults(damaged, readable, head, body_end)
+        damaged |= body_crc_mismatch(mv, head["body_crc"], ranges.body_start, body_end)
+    return UnitFaults(damaged, readable, head, body_end, ranges)
 
 
 def served_faults(
@@ -95,5 +101,6 @@ def served_faults(
     head = gather_records(buf, starts, HEADER)
     bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
            | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
-    body_start, body_end, readable = lengths_fit(buf, starts, starts + sizes, head["body_length"].astype(np.int64))
-    return bad | ~readable | body_crc_mismatch(memoryview(data), head["body_crc"], body_start, body_end)
+    ranges, readable = lengths_fit(buf, starts, starts + sizes, head["body_length"].astype(np.int64))
+    crc_wrong = body_crc_mismatch(memoryview(data), head["body_crc"], ranges.body_start, _body_ends(ranges, readable))
+    return bad | ~readable | crc_wrong

@@ -83,10 +83,8 @@ def field_offset(name: str) -> int:
 
 
 STORE_TIMESTAMP_OFFSET = field_offset("store_timestamp")
-QUEUE_OFFSET_OFFSET = field_offset("queue_offset")
 PHYSICAL_OFFSET_OFFSET = field_offset("physical_offset")
 MAGIC_OFFSET = field_offset("magic")
-BODY_CRC_OFFSET = field_offset("body_crc")
 SIZE_MAGIC_RECORD = np.dtype(list(HEADER_FIELDS[:2]))  # how every unit (and the blank tail) begins
 
 
