@@ -17,9 +17,7 @@ from itertools import repeat
 import numpy as np
 
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, header_struct, unit_ranges_at
-
-_HEADER = header_struct()
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER_STRUCT, unit_ranges_at
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ def decode_messages(buf: bytes, starts: list[int]) -> list[StoredMessage]:
 def _unpacked_units(buf: bytes, starts: list[int]) -> Iterator[tuple]:
     """Each unit's values in ``_DECODED_FIELDS`` order: the header by its struct, the rest sliced
     where ``unit_ranges_at`` says."""
-    unpack, ranges_at = _HEADER.unpack_from, unit_ranges_at
+    unpack, ranges_at = HEADER_STRUCT.unpack_from, unit_ranges_at
     topics: dict[bytes, str] = {}
     for start in starts:
         (_total, _magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp,

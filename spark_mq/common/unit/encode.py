@@ -22,6 +22,7 @@ from spark_mq.common.unit.layout import (
     CRC_MASK,
     HEADER,
     HEADER_SIZE,
+    HEADER_STRUCT,
     MESSAGE_MAGIC,
     MIN_UNIT_SIZE,
     PROPS_LENGTH_STRUCT,
@@ -32,7 +33,6 @@ from spark_mq.common.unit.layout import (
     tail_record,
 )
 
-_HEADER = header_struct()
 # HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
 _HEADER_TEMPLATE = header_struct(("magic", "queue_id", "born_host", "store_timestamp", "store_host"))
 _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG  # cleared: hosts are written as IPv4
@@ -111,7 +111,7 @@ def _encode_one(
     store_timestamp: int, store_host: bytes,
 ) -> EncodedBatch:
     body, props = batch.bodies[0], batch.properties[0]
-    head = _HEADER.pack(
+    head = HEADER_STRUCT.pack(
         size, MESSAGE_MAGIC, zlib.crc32(body) & CRC_MASK, batch.queue_id, int(batch.flags[0]), queue_offset,
         physical_offset, int(batch.sys_flags[0]) & ~_HOSTS_V6,
         int(batch.born_timestamps[0]), batch.born_host, store_timestamp, store_host, int(batch.reconsume_times[0]),

@@ -68,7 +68,6 @@ MIN_UNIT_SIZE = HEADER_SIZE + TOPIC_LENGTH.itemsize + PROPS_LENGTH.itemsize  # e
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7 as Java's signed int
 BLANK_MAGIC = -875286124  # 0xCBD43194
-END_FILE_MIN_BLANK_LENGTH = 8  # a file always keeps room for a blank unit's size + magic
 CRC_MASK = 0x7FFFFFFF  # BODYCRC is RocketMQ's UtilAll.crc32: zlib CRC-32 masked to a non-negative int
 
 # sys flags (MessageSysFlag)
@@ -86,6 +85,7 @@ STORE_TIMESTAMP_OFFSET = field_offset("store_timestamp")
 PHYSICAL_OFFSET_OFFSET = field_offset("physical_offset")
 MAGIC_OFFSET = field_offset("magic")
 SIZE_MAGIC_RECORD = np.dtype(list(HEADER_FIELDS[:2]))  # how every unit (and the blank tail) begins
+END_FILE_MIN_BLANK_LENGTH = SIZE_MAGIC_RECORD.itemsize  # a file always keeps room for a blank unit's size + magic
 
 
 def _struct_code(dtype: np.dtype) -> str:
@@ -110,6 +110,7 @@ def header_struct(only: tuple[str, ...] | None = None) -> struct.Struct:
     return struct_of(HEADER, only)
 
 
+HEADER_STRUCT = header_struct()
 SIZE_MAGIC = struct_of(SIZE_MAGIC_RECORD)
 INT64 = struct_of(HEADER["physical_offset"])  # QUEUEOFFSET, PHYSICALOFFSET and the timestamps
 TOPIC_LENGTH_STRUCT = struct_of(TOPIC_LENGTH)
