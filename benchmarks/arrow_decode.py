@@ -46,7 +46,8 @@ def build_pull_body(messages: int, pool: int = 1024, queues: int = 4, body_size:
     """``messages`` units as a pull body: ``pool`` distinct messages encoded once, tiled, and
     every unit's commitlog offset (its position) and queue offset patched to be its own."""
     from spark_mq.common.message import MessageBatch, pack_host
-    from spark_mq.common.message_unit import HEADER, encode_batch
+    from spark_mq.common.unit.encode import encode_batch
+    from spark_mq.common.unit.layout import HEADER
     from spark_mq.remoting.message_batch_codec import split_pull_body
 
     pool = max(queues, min(pool, messages))

@@ -128,7 +128,7 @@ def recover_once(root: Path, check_files: int | None) -> None:
 
 
 def _index_finds_last(store) -> bool:
-    from spark_mq.common.message_unit import decode_message
+    from spark_mq.common.unit.decode import decode_message
 
     q = store.queue_ids(TOPIC)[0]
     last = store.get_messages(TOPIC, q, store.get_max_offset(TOPIC, q) - 1, 1)

@@ -27,8 +27,8 @@ def _demo(args: argparse.Namespace) -> int:
 
     from spark_mq.common.config import BrokerConfig
     from spark_mq.common.message import MessageBatch
-    from spark_mq.common.message_unit import decode_message
     from spark_mq.common.properties import encode_properties
+    from spark_mq.common.unit.decode import decode_message
     from spark_mq.store.message_store import MessageStore
 
     console = Console()

@@ -11,11 +11,12 @@ them a pruned read asks for (only those are built). Nothing here runs Python cod
   a byte-strided view of the buffer, then viewed as the header record (``HEADER``) and converted
   column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
-  of the buffer. Ranges that are disjoint and in buffer order are compacted by Arrow itself: the
-  buffer is viewed, zero-copy, as a binary array whose rows are the ranges *and the gaps between
-  them* (offsets ``s0, e0, s1, e1, ...``), and ``take`` of the even rows copies just the wanted
-  bytes into a fresh contiguous array (a C++ memcpy per row). Absent values are null indices. A
-  topic shared by every unit (a pull is of one queue) is one string repeated;
+  of the buffer, located by :func:`~spark_mq.common.unit.layout.unit_ranges`. Ranges that are
+  disjoint and in buffer order are compacted by Arrow itself: the buffer is viewed, zero-copy, as
+  a binary array whose rows are the ranges *and the gaps between them* (offsets ``s0, e0, s1,
+  e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous
+  array (a C++ memcpy per row). Absent values are null indices. A topic shared by every unit (a
+  pull is of one queue) is one string repeated;
 * property strings, compacted, are split at their separators found in one pass; the common
   ``name\x01value\x02`` shape needs no more than that, odd ones take a general path;
 * hosts become ``"ip:port"`` strings through digit lookup tables written into a fixed-width byte
@@ -43,20 +44,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_mq.arrow.schema import COLUMNS, SCHEMA
+from spark_mq.common.buffers import at_every_byte, byte_positions, gather_records
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_ids
-from spark_mq.common.message_unit import (
-    COMPRESSED_FLAG,
-    HEADER,
-    HEADER_SIZE,
-    MIN_UNIT_SIZE,
-    at_every_byte,
-    byte_positions,
-    chained_unit_starts,
-    gather_records,
-)
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
+from spark_mq.common.unit.chain import chained_unit_starts
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MIN_UNIT_SIZE, unit_ranges
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 _INT32_OFFSETS_LIMIT = 1 << 31
@@ -85,27 +79,20 @@ def decode_units_to_arrow(
     if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
         raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
     head = gather_records(data, starts, HEADER)
-    body_length = head["body_length"].astype(np.int64)
-    body_start = starts + HEADER_SIZE
-    body_end = body_start + body_length
-    last = data.size - 1  # reads are clamped into the buffer; a clamped read always fails the check below
-    topic_start = body_end + 1
-    topic_end = topic_start + data[np.clip(body_end, 0, last)]
-    props_start = topic_end + 2
-    props_end = props_start + at_every_byte(data, ">u2")[np.clip(topic_end, 0, last - 1)]
+    ranges = unit_ranges(data, starts, head["body_length"].astype(np.int64))  # reads clamped into the buffer
     unit_bound = np.append(starts[1:], data.size)  # no unit runs past the next one or the buffer
     if walked:  # a pull body's units are back to back: each must end exactly where the next begins
-        bad = np.flatnonzero((body_length < 0) | (props_end != unit_bound))
+        bad = np.flatnonzero(~ranges.fit(unit_bound))
         if bad.size:
             raise BatchBodyError(int(starts[bad[0]]), f"unit at {int(starts[bad[0]])} has inconsistent lengths")
-    elif np.any(body_length < 0) or np.any(props_end > unit_bound):
+    elif np.any(ranges.body_end < ranges.body_start) or np.any(ranges.props_end > unit_bound):
         raise ValueError("unit lengths run past the next unit or the buffer")
 
     pybuf = pa.py_buffer(data)
 
     @functools.cache
     def pairs() -> tuple[np.ndarray, pa.Array, pa.Array, np.ndarray]:  # shared by the four property columns
-        return _property_pairs(_take_ranges(data, pybuf, props_start, props_end, pa.binary()))
+        return _property_pairs(_take_ranges(data, pybuf, ranges.props_start, ranges.props_end, pa.binary()))
 
     def pick(name: str) -> pa.Array:
         rows, names, values, _ = pairs()
@@ -119,7 +106,7 @@ def decode_units_to_arrow(
         return pa.array(head[field].astype(dtype))
 
     build: dict[str, Callable[[], pa.Array]] = {
-        "topic": lambda: _topics(data, pybuf, topic_start, topic_end),
+        "topic": lambda: _topics(data, pybuf, ranges.topic_start, ranges.topic_end),
         "broker_name": lambda: _repeat_string(broker_name, n),
         "queue_id": lambda: numbers("queue_id", np.int32),
         "queue_offset": lambda: numbers("queue_offset", np.int64),
@@ -129,7 +116,7 @@ def decode_units_to_arrow(
         "keys": lambda: pick(KEYS),
         "tags": lambda: pick(TAGS),
         "properties": properties,
-        "body": lambda: _bodies(data, pybuf, body_start, body_end, head["sys_flag"].astype(np.int32)),
+        "body": lambda: _bodies(data, pybuf, ranges.body_start, ranges.body_end, head["sys_flag"].astype(np.int32)),
         "born_timestamp": lambda: _timestamps(head["born_timestamp"]),
         "store_timestamp": lambda: _timestamps(head["store_timestamp"]),
         "born_host": lambda: _hosts(head["born_host"]),

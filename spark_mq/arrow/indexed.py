@@ -17,8 +17,8 @@ import pyarrow as pa
 from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.properties import KEY_SEPARATOR, KEYS, TAGS, UNIQ_KEY
+from spark_mq.common.unit.decode import StoredMessage
 
 DEFAULT_MAX_HOT = 1000  # QUERY_MESSAGE max_num per broker: hits beyond it are dropped (with a warning)
 NO_END_MS = (1 << 63) - 1  # QUERY_MESSAGE's end bound for an open window (a Java long)

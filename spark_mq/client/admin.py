@@ -24,8 +24,8 @@ from spark_mq.client.results import TieredOffset
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, ReplicasInfo, TopicRouteData
 from spark_mq.remoting.codes import ResponseCode

@@ -14,9 +14,9 @@ from spark_mq.client.requester import Requester
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.perm import PERM_READ_WRITE
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     ConsumeStats,

@@ -46,9 +46,9 @@ from spark_mq.client.offset_requests import OffsetRequests
 from spark_mq.client.results import PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult, SendResult
 from spark_mq.common.errors import HeaderError
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import StoredMessage, decode_message
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.properties import PRODUCER_GROUP, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
+from spark_mq.common.unit.decode import StoredMessage, decode_message
 from spark_mq.remoting.bodies import (
     CheckClientRequestBody,
     GetConsumerListByGroupResponseBody,

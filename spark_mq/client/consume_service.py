@@ -28,8 +28,8 @@ from spark_mq.client.offset_store import broker_addr_of
 from spark_mq.client.process_queue import ProcessQueue
 from spark_mq.common.errors import ClientError, MQClientError, RemotingError
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.properties import UNIQ_KEY
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import MessageQueue
 from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 

@@ -41,7 +41,7 @@ from spark_mq.client.subscription import (
     subscription_data,
 )
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import EXPRESSION_TAG, SUB_ALL, ConsumerData, MessageQueue
 from spark_mq.remoting.loop import stop_tasks, wait_event

@@ -22,7 +22,6 @@ import numpy as np
 from spark_mq.client.ids import uniq_key, uniq_keys
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import COMPRESSED_FLAG
 from spark_mq.common.names import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.properties import (
     MAX_PROPERTIES_LENGTH,
@@ -30,6 +29,7 @@ from spark_mq.common.properties import (
     WAIT_STORE_MSG_OK,
     encode_properties_checked,
 )
+from spark_mq.common.unit.layout import COMPRESSED_FLAG
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 
 COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default

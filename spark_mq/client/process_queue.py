@@ -24,7 +24,7 @@ import bisect
 import time
 from collections.abc import Callable, Iterable
 
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
 
 MiB = 1024 * 1024
 DEFAULT_THRESHOLD_COUNT = 1000  # pullThresholdForQueue

@@ -7,7 +7,7 @@
 - Every message gets a UNIQ_KEY (kept if it has one), ``WAIT=true``, its TAGS and KEYS; a body of
   at least ``compress_threshold`` bytes is zlib-deflated (level 5) and sent with sysFlag
   COMPRESSED_FLAG, as RocketMQ's producer does (never in a batch: RocketMQ does not compress
-  batches). Consumers get the original body back (``message_unit.decompress_bodies``).
+  batches). Consumers get the original body back (``unit.decode.decompress_bodies``).
 - Queue selection is round robin over the topic's writable queues; a failed attempt is retried
   (``retry_times`` more) on another broker, and brokers that failed or were slow are avoided for
   a while (:mod:`spark_mq.client.latency_fault`). Every failure refreshes the topic's route from

@@ -66,9 +66,9 @@ from spark_mq.client.subscription import (
     subscription_data,
 )
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
 from spark_mq.common.properties import RETRY_TOPIC
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import EXPRESSION_TAG, MESSAGE_MODELS, ConsumerData, MessageQueue, SubscriptionData
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag

@@ -15,7 +15,8 @@ from spark_mq.client.offset_store import broker_addr_of
 from spark_mq.client.results import PullResult, PullStatus
 from spark_mq.client.subscription import filter_by_tags, parse_tags, subscription_data
 from spark_mq.common.errors import ConfigError
-from spark_mq.common.message_unit import StoredBatch, StoredMessage
+from spark_mq.common.unit.batch import StoredBatch
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import EXPRESSION_TAG, SUB_ALL, MessageQueue
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
 

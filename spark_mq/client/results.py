@@ -15,7 +15,9 @@ from enum import Enum
 
 import numpy as np
 
-from spark_mq.common.message_unit import StoredBatch, StoredMessage, back_to_back_units, decode_messages
+from spark_mq.common.unit.batch import StoredBatch
+from spark_mq.common.unit.chain import back_to_back_units
+from spark_mq.common.unit.decode import StoredMessage, decode_messages
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.message_batch_codec import split_pull_body
 

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Literal
 from spark_mq.client.offset_store import OffsetStore, broker_addr_of
 from spark_mq.common.errors import ClientError, ConfigError
 from spark_mq.common.java_hash import java_hash
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import (
     EXPRESSION_SQL92,
     EXPRESSION_TAG,

@@ -20,9 +20,9 @@ from spark_mq.client.api import (
 )
 from spark_mq.client.results import PullResult, RegisterBrokerResult, SendResult, TieredOffset
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.perm import PERM_READ_WRITE
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,

@@ -29,8 +29,8 @@ from spark_mq.client.results import SendResult, SendStatus
 from spark_mq.common.errors import ConfigError, MessageValidationError, RemotingError
 from spark_mq.common.message import Message
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.properties import DELAY, PRODUCER_GROUP, TRANSACTION_PREPARED
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import MessageQueue
 from spark_mq.remoting.codes import RequestCode

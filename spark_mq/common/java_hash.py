@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from spark_mq.common.message_unit import at_every_byte
+from spark_mq.common.buffers import at_every_byte
 
 _MASK = 0xFFFFFFFF
 

@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_mq.common.message_unit import decode_units
 from spark_mq.common.properties import PackedProperties
+from spark_mq.common.unit.batch import decode_units
 from spark_mq.filter.sql92 import (
     INT_MAX,
     INT_MIN,

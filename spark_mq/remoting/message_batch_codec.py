@@ -15,7 +15,7 @@ Everything else of a stored message (topic, queue, born timestamp, sys flag, rec
 comes from the request header and is the same for the whole batch.
 
 PULL_MESSAGE response body: whole commitlog units back to back, exactly as stored (layout in
-:mod:`spark_mq.common.message_unit`), no padding, no blank units. The C++ client decodes it in
+:mod:`spark_mq.common.unit.layout`), no padding, no blank units. The C++ client decodes it in
 a loop "while bytes remain" assuming IPv4 hosts (``src/message/MQDecoder.cpp``), so a body
 must end exactly at a unit boundary and hold no IPv6-flagged units.
 
@@ -33,8 +33,9 @@ import numpy as np
 
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host
-from spark_mq.common.message_unit import MIN_UNIT_SIZE, walk_units
 from spark_mq.common.properties import MAX_PROPERTIES_LENGTH
+from spark_mq.common.unit.chain import walk_units
+from spark_mq.common.unit.layout import MIN_UNIT_SIZE
 
 RECORD_HEAD = struct.Struct(">iiiii")  # total size, magic, body crc, flag, body length
 RECORD_HEAD_SIZE = RECORD_HEAD.size  # 20

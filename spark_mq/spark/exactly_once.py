@@ -50,7 +50,6 @@ from spark_mq.client.transaction_producer import LocalTransactionState, SyncTran
 from spark_mq.common.errors import MQClientError, SparkMQError
 from spark_mq.common.message import Message
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import StoredMessage
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.properties import (
     KEYS,
@@ -61,6 +60,7 @@ from spark_mq.common.properties import (
     WAIT_STORE_MSG_OK,
     encode_properties,
 )
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.headers import (
     TRANSACTION_COMMIT_TYPE,

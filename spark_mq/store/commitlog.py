@@ -20,17 +20,10 @@ import numpy as np
 
 from spark_mq.common.errors import DiskFullError, MessageValidationError, ReplicationError
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import (
-    END_FILE_MIN_BLANK_LENGTH,
-    MESSAGE_MAGIC,
-    MIN_UNIT_SIZE,
-    SIZE_MAGIC,
-    blank_unit,
-    encode_batch,
-    follow_chain,
-    unit_faults,
-    unit_sizes,
-)
+from spark_mq.common.unit.chain import follow_chain
+from spark_mq.common.unit.check import unit_faults
+from spark_mq.common.unit.encode import blank_unit, encode_batch, unit_sizes
+from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
 

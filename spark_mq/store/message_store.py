@@ -41,15 +41,15 @@ from spark_mq.common.delay_levels import parse_delay_levels
 from spark_mq.common.errors import DiskFullError, ReplicationError, StoreError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
-from spark_mq.common.message_unit import (
+from spark_mq.common.unit.check import served_faults
+from spark_mq.common.unit.decode import decode_message
+from spark_mq.common.unit.layout import (
     BLANK_MAGIC,
     INT64,
     MESSAGE_MAGIC,
     PHYSICAL_OFFSET_OFFSET,
     SIZE_MAGIC,
     STORE_TIMESTAMP_OFFSET,
-    decode_message,
-    served_faults,
 )
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP

@@ -40,19 +40,15 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from spark_mq.common.buffers import ranges_equal
+from spark_mq.common.columns import Columns
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import CorruptFileError, DiskFullError
 from spark_mq.common.java_hash import java_hash, java_hashes
-from spark_mq.common.message_unit import (
-    HEADER_SIZE,
-    SIZE_MAGIC,
-    UnitFaults,
-    body_crc_mismatch,
-    decode_units,
-    follow_chain,
-    ranges_equal,
-    unit_faults,
-)
+from spark_mq.common.unit.batch import decode_units
+from spark_mq.common.unit.chain import follow_chain
+from spark_mq.common.unit.check import UnitFaults, body_crc_mismatch, unit_faults
+from spark_mq.common.unit.layout import HEADER_SIZE, SIZE_MAGIC
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
@@ -84,7 +80,7 @@ class RecoveryReport:
 
 
 @dataclass(frozen=True)
-class _Units:
+class _Units(Columns):
     """Readable units of the region (all, or one queue's), commitlog order."""
 
     chunk_of: np.ndarray  # which _Chunk
@@ -94,9 +90,6 @@ class _Units:
     damaged: np.ndarray
     qid: np.ndarray
     body_end: np.ndarray  # in the chunk's file: where the topic length byte is
-
-    def take(self, rows: np.ndarray) -> _Units:
-        return _Units(*(getattr(self, f.name)[rows] for f in fields(self)))
 
 
 @dataclass

@@ -22,15 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spark_mq.common.buffers import ranges_equal
 from spark_mq.common.java_hash import java_hashes
-from spark_mq.common.message_unit import (
-    MESSAGE_MAGIC,
-    MIN_UNIT_SIZE,
-    SIZE_MAGIC,
-    follow_chain,
-    ranges_equal,
-    unit_faults,
-)
+from spark_mq.common.unit.chain import follow_chain
+from spark_mq.common.unit.check import unit_faults
+from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC, UnitRanges
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.dispatch import AppendRecord
 from spark_mq.store.mapped_file import MappedFile
@@ -62,7 +58,7 @@ def read_replicated(commitlog: CommitLog, start: int, end: int, next_offset: Map
             if faults.damaged.any():
                 out.trouble = f"damaged units in the replicated bytes from commitlog offset {out.end}"
                 break
-            runs = _runs(mf, chain.starts, faults.header, faults.body_end, expected)
+            runs = _runs(mf, chain.starts, faults.header, faults.ranges, expected)
             if runs is None:
                 out.trouble = f"queue offsets out of line in the replicated bytes from commitlog offset {out.end}"
                 break
@@ -76,7 +72,7 @@ def read_replicated(commitlog: CommitLog, start: int, end: int, next_offset: Map
     return out
 
 
-def _runs(mf: MappedFile, starts: np.ndarray, head: np.ndarray, body_end: np.ndarray,
+def _runs(mf: MappedFile, starts: np.ndarray, head: np.ndarray, ranges: UnitRanges,
           expected: dict[tuple[str, int], int]) -> list[AppendRecord] | None:
     """One record per run of units of one queue, consecutive queue offsets and one store time
     (intact units of one file, in commitlog order); None when a run does not continue its queue."""
@@ -85,9 +81,8 @@ def _runs(mf: MappedFile, starts: np.ndarray, head: np.ndarray, body_end: np.nda
     qid = head["queue_id"].astype(np.int64)
     qoff = head["queue_offset"].astype(np.int64)
     ts = head["store_timestamp"].astype(np.int64)
-    topic_start = body_end + 1
-    topic_end = topic_start + buf[body_end]
-    props_len = starts + size - (topic_end + 2)
+    topic_start, topic_end = ranges.topic_start, ranges.topic_end
+    props_len = ranges.props_end - ranges.props_start
     key = (java_hashes(buf, topic_start, topic_end).astype(np.int64) << 32) | qid
     topics = _topics(buf, key, topic_start, topic_end)
     if topics is None:

@@ -48,8 +48,9 @@ from spark_mq.arrow.schema import SCHEMA, UTC_SCHEMA, UTC_TIMESTAMP, to_message_
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.message import pack_host
-from spark_mq.common.message_unit import CRC_MASK, StoredMessage
 from spark_mq.common.properties import KEY_SEPARATOR
+from spark_mq.common.unit.decode import StoredMessage
+from spark_mq.common.unit.layout import CRC_MASK
 from spark_mq.tiered.archive import (
     BROKER_COLUMN,
     FORMAT_DELTA,

@@ -27,7 +27,7 @@ from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.message import Message, MessageBatch, pack_host
-from spark_mq.common.message_unit import encode_batch
+from spark_mq.common.unit.encode import encode_batch
 from spark_mq.filter.evaluate import Sql92Filter
 from spark_mq.filter.sql92 import parse
 from spark_mq.spark.options import SourceOptions

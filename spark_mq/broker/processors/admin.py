@@ -17,7 +17,7 @@ from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig
-from spark_mq.common.message_unit import STORE_TIMESTAMP_OFFSET
+from spark_mq.common.unit.layout import STORE_TIMESTAMP_OFFSET
 from spark_mq.remoting.bodies import (
     ConsumeStats,
     KVTable,

@@ -39,10 +39,10 @@ from spark_mq.common.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_level
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import decode_message
 from spark_mq.common.names import dlq_topic, retry_topic
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.common.properties import DELAY, ORIGIN_MESSAGE_ID, RETRY_TOPIC, UNIQ_KEY, encode_properties
+from spark_mq.common.unit.decode import decode_message
 from spark_mq.remoting.bodies import TopicConfig
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand

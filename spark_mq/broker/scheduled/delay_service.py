@@ -37,8 +37,8 @@ from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import StoredBatch
 from spark_mq.common.properties import DELAY, REAL_QUEUE_ID, REAL_TOPIC, scan_properties
+from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutResult
 

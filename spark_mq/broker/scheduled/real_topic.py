@@ -19,8 +19,8 @@ import numpy as np
 
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import StoredBatch
 from spark_mq.common.properties import REAL_QUEUE_ID, REAL_TOPIC, scan_properties
+from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)

@@ -42,9 +42,9 @@ from spark_mq.broker.metrics import LATENESS_BUCKETS_MS
 from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.errors import StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
-from spark_mq.common.message_unit import StoredBatch
 from spark_mq.common.names import TIMER_TOPIC
 from spark_mq.common.properties import REAL_QUEUE_ID, REAL_TOPIC, TIMER_OUT_MS, scan_properties
+from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus
 from spark_mq.store.timer_log import TimerLog, records

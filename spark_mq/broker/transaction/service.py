@@ -43,7 +43,6 @@ from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.common.errors import BatchBodyError, HeaderError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import StoredMessage, decode_message, decode_messages, encode_batch
 from spark_mq.common.properties import (
     CHECK_IMMUNITY_TIME,
     NAME_VALUE_SEPARATOR,
@@ -60,6 +59,8 @@ from spark_mq.common.properties import (
     decode_properties,
     encode_properties,
 )
+from spark_mq.common.unit.decode import StoredMessage, decode_message, decode_messages
+from spark_mq.common.unit.encode import encode_batch
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection

@@ -15,7 +15,7 @@ from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
 
 from ._support import pull_header
 

@@ -23,7 +23,9 @@ from servers import Broker, unique, wait_until
 
 from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import HEADER, HEADER_SIZE, decode_message, walk_units
+from spark_mq.common.unit.chain import walk_units
+from spark_mq.common.unit.decode import decode_message
+from spark_mq.common.unit.layout import HEADER, HEADER_SIZE
 from spark_mq.store.consume_queue import ENTRY_SIZE
 from spark_mq.store.mapped_file import file_name
 

@@ -7,7 +7,7 @@ from servers import Broker, wait_until
 
 from spark_mq.client.results import PullStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
 
 

@@ -22,8 +22,9 @@ from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ClientError, MessageValidationError, SendFailedError
 from spark_mq.common.message import Message
-from spark_mq.common.message_unit import COMPRESSED_FLAG, decode_units
 from spark_mq.common.properties import UNIQ_KEY
+from spark_mq.common.unit.batch import decode_units
+from spark_mq.common.unit.layout import COMPRESSED_FLAG
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
 
 from ._producer_support import create_topic, pull_all, pull_header

@@ -38,7 +38,7 @@ from spark_mq.client.push_consumer import SyncPushConsumer
 from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import SparkMQError
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import ResponseCode
 

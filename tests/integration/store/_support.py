@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from spark_mq.common.config import BrokerConfig
-from spark_mq.common.message_unit import decode_units
+from spark_mq.common.unit.batch import decode_units
 from spark_mq.store.results import GetStatus
 
 HERE = Path(__file__).resolve().parent

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import decode_message
+from spark_mq.common.unit.decode import decode_message
 from spark_mq.store.mapped_file import file_name
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus, PutStatus

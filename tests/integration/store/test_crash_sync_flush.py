@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from spark_mq.common.config import SYNC_FLUSH
-from spark_mq.common.message_unit import decode_message
+from spark_mq.common.unit.decode import decode_message
 from spark_mq.store.message_store import MessageStore
 
 from ._support import (

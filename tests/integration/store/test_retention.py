@@ -18,7 +18,7 @@ import pytest
 
 from spark_mq.common.errors import StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import decode_message
+from spark_mq.common.unit.decode import decode_message
 from spark_mq.store.consume_queue import ENTRY
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus, PutStatus

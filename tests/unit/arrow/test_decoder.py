@@ -20,8 +20,10 @@ from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC, decode_message, encode_batch
 from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
+from spark_mq.common.unit.decode import decode_message
+from spark_mq.common.unit.encode import encode_batch
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 BROKER = "broker-a"

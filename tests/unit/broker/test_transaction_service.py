@@ -18,8 +18,8 @@ from spark_mq.broker.transaction.service import (
 )
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import decode_message
 from spark_mq.common.properties import encode_properties
+from spark_mq.common.unit.decode import decode_message
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     TRANSACTION_COMMIT_TYPE,

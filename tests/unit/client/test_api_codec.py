@@ -19,8 +19,8 @@ from spark_mq.common.config import NamesrvConfig
 from spark_mq.common.errors import MQClientError, RemotingConnectError
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import offset_msg_id
-from spark_mq.common.message_unit import encode_batch
 from spark_mq.common.properties import encode_properties
+from spark_mq.common.unit.encode import encode_batch
 from spark_mq.namesrv.controller import NamesrvController
 from spark_mq.remoting.bodies import (
     ConsumerData,

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from spark_mq.client.process_queue import ProcessQueue
-from spark_mq.common.message_unit import StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
 
 
 def msg(offset: int, size: int = 10) -> StoredMessage:

@@ -19,17 +19,12 @@ from spark_mq.client.results import VECTOR_SPLIT_MIN_BYTES, PullResult, PullStat
 from spark_mq.client.subscription import filter_by_tags
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host
-from spark_mq.common.message_unit import (
-    COMPRESSED_FLAG,
-    HEADER,
-    MESSAGE_MAGIC,
-    StoredBatch,
-    StoredMessage,
-    back_to_back_units,
-    decode_messages,
-    encode_batch,
-)
 from spark_mq.common.properties import KEYS, TAGS, decode_properties, encode_properties
+from spark_mq.common.unit.batch import StoredBatch
+from spark_mq.common.unit.chain import back_to_back_units
+from spark_mq.common.unit.decode import StoredMessage, decode_messages
+from spark_mq.common.unit.encode import encode_batch
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 COLUMNS = {  # StoredBatch column -> StoredMessage field

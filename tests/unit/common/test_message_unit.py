@@ -19,8 +19,11 @@ from hypothesis import strategies as st
 from unit_helpers import reference_java_hash
 
 from spark_mq.common.message import Message, MessageBatch, pack_host
-from spark_mq.common.message_unit import decode_message, decode_units, encode_batch, follow_chain, walk_units
 from spark_mq.common.properties import decode_properties, encode_properties
+from spark_mq.common.unit.batch import decode_units
+from spark_mq.common.unit.chain import follow_chain, walk_units
+from spark_mq.common.unit.decode import decode_message
+from spark_mq.common.unit.encode import encode_batch
 
 # -- the test's own parser ---------------------------------------------------------------------
 # TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET, SYSFLAG,

@@ -14,7 +14,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from spark_mq.common.message import Message, MessageBatch, pack_host
-from spark_mq.common.message_unit import encode_batch
+from spark_mq.common.unit.encode import encode_batch
 from spark_mq.filter.evaluate import Sql92Filter
 from spark_mq.filter.sql92 import (
     And,

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from spark_mq.common.errors import BatchBodyError, BodyError
 from spark_mq.common.message import MessageBatch, pack_host
-from spark_mq.common.message_unit import encode_batch
 from spark_mq.common.properties import encode_properties
+from spark_mq.common.unit.encode import encode_batch
 from spark_mq.remoting.message_batch_codec import decode_batch_body, encode_batch_body, split_pull_body
 
 STORE_HOST = pack_host("127.0.0.1", 10911)

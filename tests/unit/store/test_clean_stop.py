@@ -11,7 +11,7 @@ from servers import wait_until
 from unit_helpers import tiny_config
 
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import HEADER_SIZE
+from spark_mq.common.unit.layout import HEADER_SIZE
 from spark_mq.store.clean_stop import FILE_NAME
 from spark_mq.store.consume_queue import ENTRY, ENTRY_SIZE, QUARANTINED_TAG
 from spark_mq.store.mapped_file import file_name

@@ -4,7 +4,7 @@ key, other topics are untouched, and none of it comes back after a crash."""
 from __future__ import annotations
 
 from spark_mq.common.message import Message
-from spark_mq.common.message_unit import decode_message
+from spark_mq.common.unit.decode import decode_message
 
 
 def _put(store, topic: str, n: int, key_prefix: str) -> None:

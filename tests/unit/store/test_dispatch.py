@@ -10,7 +10,7 @@ import numpy as np
 from unit_helpers import crash, reference_java_hash
 
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import decode_message
+from spark_mq.common.unit.decode import decode_message
 from spark_mq.store.dispatch import SCALAR_PASS_MESSAGES, AppendRecord, dispatch_info, scalar_dispatch_info
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus

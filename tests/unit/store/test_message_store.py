@@ -14,7 +14,7 @@ from spark_mq.common.config import SYNC_FLUSH
 from spark_mq.common.errors import MessageValidationError, StoreLockedError, StoreNotWritableError
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import StoredMessage, decode_message
+from spark_mq.common.unit.decode import StoredMessage, decode_message
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetResult, GetStatus, PutStatus
 

@@ -11,8 +11,8 @@ from unit_helpers import crash, tiny_config
 
 from spark_mq.common.errors import ReplicationError, StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import INT64, PHYSICAL_OFFSET_OFFSET
 from spark_mq.common.properties import encode_properties
+from spark_mq.common.unit.layout import INT64, PHYSICAL_OFFSET_OFFSET
 from spark_mq.store.message_store import MessageStore
 
 TOPIC = "TopicHa"

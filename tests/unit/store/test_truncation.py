@@ -16,16 +16,16 @@ from unit_helpers import tiny_config
 from spark_mq.common.config import SYNC_FLUSH
 from spark_mq.common.errors import StoreError
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_unit import (
+from spark_mq.common.properties import encode_properties
+from spark_mq.common.unit.decode import decode_message
+from spark_mq.common.unit.layout import (
     BLANK_MAGIC,
     HEADER_SIZE,
     INT64,
     MESSAGE_MAGIC,
     PHYSICAL_OFFSET_OFFSET,
     SIZE_MAGIC,
-    decode_message,
 )
-from spark_mq.common.properties import encode_properties
 from spark_mq.store.index_file import INVALID_INDEX
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus

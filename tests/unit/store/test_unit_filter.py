@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from spark_mq.common.message import Message, MessageBatch
-from spark_mq.common.message_unit import StoredBatch, back_to_back_units
+from spark_mq.common.unit.batch import StoredBatch
+from spark_mq.common.unit.chain import back_to_back_units
 from spark_mq.filter.evaluate import Sql92Filter
 from spark_mq.store import message_store
 from spark_mq.store.results import GetStatus

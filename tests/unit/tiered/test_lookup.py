@@ -15,7 +15,8 @@ from test_tiered_archive import T0, TOPIC, rows
 from spark_mq.arrow.schema import SCHEMA
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.message import pack_host
-from spark_mq.common.message_unit import CRC_MASK, StoredMessage
+from spark_mq.common.unit.decode import StoredMessage
+from spark_mq.common.unit.layout import CRC_MASK
 from spark_mq.tiered.archive import FORMATS, open_archive
 from spark_mq.tiered.lookup import (
     COLD,

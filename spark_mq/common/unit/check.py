@@ -1,0 +1,106 @@
+"""Whether units are whole and intact: inner lengths, header fields and body CRCs, all vectorised
+but the crc32 calls (one C-level call a unit).
+
+Used where bytes come from a disk or a peer and must be trusted before they are served: the chain
+walker, the store's recovery and replication, and the store's check of what a read returns.
+
+Thread-safety: pure functions of their arguments (the buffers must not change meanwhile).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from spark_mq.common.buffers import gather_records
+from spark_mq.common.unit.layout import (
+    CRC_MASK,
+    HEADER,
+    MESSAGE_MAGIC,
+    UnitRanges,
+    header_field,
+    unit_ranges,
+)
+
+
+def lengths_fit(
+    buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, body_length: np.ndarray | None = None
+) -> tuple[UnitRanges, np.ndarray]:
+    """Where the parts of units ``[starts, ends)`` of ``buf`` (uint8) lie, and whether body, topic
+    and properties lengths add up to each unit's size (whatever the bytes say, nothing is read
+    outside ``buf``). ``body_length``: the units' BODY length fields (int64), when the caller has
+    gathered them already."""
+    if body_length is None:
+        body_length = header_field(buf, starts, "body_length")
+    ranges = unit_ranges(buf, starts, body_length)
+    return ranges, ranges.fit(ends)
+
+
+def _body_ends(ranges: UnitRanges, fit: np.ndarray) -> np.ndarray:
+    """Where each body ends, or an empty body where the lengths do not fit (a CRC over it stays cheap)."""
+    return np.where(fit, ranges.body_end, ranges.body_start)
+
+
+def crc_mismatch(mv: memoryview, starts: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
+    """Whether each unit's stored BODYCRC differs from its body's CRC (one C-level crc32 a unit)."""
+    stored = header_field(np.frombuffer(mv, dtype=np.uint8), starts, "body_crc")
+    return body_crc_mismatch(mv, stored, body_start, body_end)
+
+
+def body_crc_mismatch(mv: memoryview, stored: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
+    """``crc_mismatch`` with the units' BODYCRC fields (``stored``) gathered already."""
+    crcs = np.fromiter(
+        map(zlib.crc32, map(mv.__getitem__, map(slice, body_start.tolist(), body_end.tolist()))),
+        dtype=np.int64,
+        count=body_start.size,
+    ) & CRC_MASK
+    return crcs != stored
+
+
+@dataclass(frozen=True)
+class UnitFaults:
+    """What ``unit_faults`` found, with the fixed headers it read (callers take their columns
+    from them instead of gathering the fields again)."""
+
+    damaged: np.ndarray  # bool per unit
+    readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be located
+    header: np.ndarray  # HEADER records
+    body_end: np.ndarray  # where each readable unit's topic length byte is
+    ranges: UnitRanges  # where each unit's parts lie (meaningful where readable)
+
+
+def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_crc: bool) -> UnitFaults:
+    """The faults of every unit of a chain (``follow_chain``: ``starts`` and its ``end``) of a
+    buffer whose byte 0 is commitlog offset ``base``. Damaged although the chain holds: inner
+    lengths that do not add up (then not readable either: its topic cannot be located), a
+    PHYSICALOFFSET other than the unit's position, a negative QUEUEID, or (with ``check_crc``) a
+    wrong body CRC. All vectorised but the crc32 calls; the headers are gathered once."""
+    buf = np.frombuffer(mv, dtype=np.uint8)
+    head = gather_records(buf, starts, HEADER)
+    ranges, readable = lengths_fit(buf, starts, np.append(starts[1:], end), head["body_length"].astype(np.int64))
+    body_end = _body_ends(ranges, readable)
+    damaged = ~readable
+    damaged |= head["physical_offset"] != starts + base
+    damaged |= head["queue_id"] < 0
+    if check_crc:
+        damaged |= body_crc_mismatch(mv, head["body_crc"], ranges.body_start, body_end)
+    return UnitFaults(damaged, readable, head, body_end, ranges)
+
+
+def served_faults(
+    data: bytes, sizes: np.ndarray, queue_id: int, queue_offsets: np.ndarray, phys: np.ndarray
+) -> np.ndarray:
+    """Which of the units back to back in ``data`` (a read's result) are damaged: a header other
+    than their consume queue entries promise (MAGICCODE, TOTALSIZE, QUEUEID, QUEUEOFFSET,
+    PHYSICALOFFSET), inner lengths that do not add up, or a wrong body CRC."""
+    starts = np.zeros(sizes.size, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    buf = np.frombuffer(data, dtype=np.uint8)
+    head = gather_records(buf, starts, HEADER)
+    bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
+           | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
+    ranges, readable = lengths_fit(buf, starts, starts + sizes, head["body_length"].astype(np.int64))
+    crc_wrong = body_crc_mismatch(memoryview(data), head["body_crc"], ranges.body_start, _body_ends(ranges, readable))
+    return bad | ~readable | crc_wrong

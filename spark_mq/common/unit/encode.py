@@ -1,0 +1,122 @@
+"""Messages to commitlog units: a batch encoded without a Python step per message.
+
+Encoding builds all fixed headers as one numpy structured array and joins header, body and
+tail pieces with ``bytes.join`` over C iterators: no Python bytecode runs per message. A lone
+message (most network sends) is one ``struct.pack`` instead.
+
+Thread-safety: pure functions of their arguments.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+
+from spark_mq.common.message import MessageBatch
+from spark_mq.common.unit.layout import (
+    BLANK_MAGIC,
+    BORNHOST_V6_FLAG,
+    CRC_MASK,
+    HEADER,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    MESSAGE_MAGIC,
+    MIN_UNIT_SIZE,
+    PROPS_LENGTH_STRUCT,
+    SIZE_MAGIC,
+    STOREHOST_V6_FLAG,
+    TOPIC_LENGTH_STRUCT,
+    header_struct,
+    tail_record,
+)
+
+# HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
+_HEADER_TEMPLATE = header_struct(("magic", "queue_id", "born_host", "store_timestamp", "store_host"))
+_HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG  # cleared: hosts are written as IPv4
+
+
+def blank_unit(remaining: int) -> bytes:
+    """The 8 bytes that mark the unused tail of a commitlog file."""
+    return SIZE_MAGIC.pack(remaining, BLANK_MAGIC)
+
+
+def unit_sizes(batch: MessageBatch) -> np.ndarray:
+    """Encoded size of every message of ``batch``."""
+    return MIN_UNIT_SIZE + len(batch.topic.encode()) + batch.body_lengths + batch.property_lengths
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    data: bytes
+    sizes: np.ndarray  # int64, one per unit
+    physical_offsets: np.ndarray  # int64, one per unit
+
+
+def encode_batch(
+    batch: MessageBatch,
+    physical_offset: int,
+    queue_offset: int,
+    store_timestamp: int,
+    store_host: bytes,
+    sizes: np.ndarray | None = None,
+) -> EncodedBatch:
+    """Encode every message of ``batch`` as consecutive units starting at ``physical_offset``."""
+    n = len(batch)
+    topic = batch.topic.encode()
+    if sizes is None:
+        sizes = unit_sizes(batch)
+    if n == 1:  # a lone message (most network sends): one struct.pack beats ~25 numpy calls
+        return _encode_one(batch, topic, int(sizes[0]), physical_offset, queue_offset, store_timestamp, store_host)
+    phys = np.empty(n, dtype=np.int64)
+    phys[0] = physical_offset
+    np.cumsum(sizes[:-1], out=phys[1:])
+    phys[1:] += physical_offset
+
+    props_len = batch.property_lengths
+    # fields shared by the whole batch are packed once and repeated; the rest are columns
+    template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
+    head = np.frombuffer(bytearray(template * n), dtype=HEADER)
+    head["total_size"] = sizes
+    head["body_crc"] = np.fromiter(map(zlib.crc32, batch.bodies), dtype=np.int64, count=n) & CRC_MASK
+    head["flag"] = batch.flags
+    head["queue_offset"] = np.arange(queue_offset, queue_offset + n, dtype=np.int64)
+    head["physical_offset"] = phys
+    head["sys_flag"] = batch.sys_flags & ~_HOSTS_V6
+    head["born_timestamp"] = batch.born_timestamps
+    head["reconsume_times"] = batch.reconsume_times
+    head["body_length"] = sizes - (MIN_UNIT_SIZE + len(topic)) - props_len
+
+    tail_type = tail_record(len(topic))
+    tail_template = np.zeros(1, dtype=tail_type)
+    tail_template["topic_length"] = len(topic)
+    tail_template["topic"] = np.frombuffer(topic, dtype=f"V{len(topic)}")[0]
+    tail = np.repeat(tail_template, n)
+    tail["props_length"] = props_len
+
+    pieces = zip(
+        head.view(f"V{HEADER_SIZE}").tolist(),
+        batch.bodies,
+        tail.view(f"V{tail_type.itemsize}").tolist(),
+        batch.properties,
+        strict=True,
+    )
+    return EncodedBatch(b"".join(chain.from_iterable(pieces)), sizes, phys)
+
+
+def _encode_one(
+    batch: MessageBatch, topic: bytes, size: int, physical_offset: int, queue_offset: int,
+    store_timestamp: int, store_host: bytes,
+) -> EncodedBatch:
+    body, props = batch.bodies[0], batch.properties[0]
+    head = HEADER_STRUCT.pack(
+        size, MESSAGE_MAGIC, zlib.crc32(body) & CRC_MASK, batch.queue_id, int(batch.flags[0]), queue_offset,
+        physical_offset, int(batch.sys_flags[0]) & ~_HOSTS_V6,
+        int(batch.born_timestamps[0]), batch.born_host, store_timestamp, store_host, int(batch.reconsume_times[0]),
+        0, len(body),
+    )
+    data = b"".join((head, body, TOPIC_LENGTH_STRUCT.pack(len(topic)), topic, PROPS_LENGTH_STRUCT.pack(len(props)),
+                     props))
+    return EncodedBatch(data, np.array([size], dtype=np.int64), np.array([physical_offset], dtype=np.int64))
