@@ -48,6 +48,12 @@ class ConsumeQueueStore(Mapping[QueueKey, ConsumeQueue]):
     def __len__(self) -> int:
         return len(self._table)
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._table
+
+    def get(self, key: QueueKey, default: ConsumeQueue | None = None) -> ConsumeQueue | None:  # type: ignore[override]
+        return self._table.get(key, default)  # every read looks its queue up: no exception for a missing one
+
     def values(self) -> ValuesView[ConsumeQueue]:
         return self._table.values()
 
