@@ -83,7 +83,7 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import Producer
 from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
-from spark_mq.store.message_store import STARTUP_CHECK_DELAY_S
+from spark_mq.store.unit_checks import STARTUP_CHECK_DELAY_S
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER_CONF = ROOT / "conf" / "broker.conf"

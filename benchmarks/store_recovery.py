@@ -83,7 +83,7 @@ def writer(root: Path, size_bytes: int, pool: int, body_size: int) -> None:
         "seconds": t.seconds,
         "commitlog_max": store.commitlog.max_offset(),
         "queues": {str(q): store.get_max_offset(TOPIC, q) for q in store.queue_ids(TOPIC)},
-        "checkpoint_safe": store._checkpoint.safe_offset if store._checkpoint else None,
+        "checkpoint_safe": store._checkpointer.file.safe_offset if store._checkpointer.file else None,
     }
     print(json.dumps(report), flush=True)
     sys.stdin.read()  # no more puts; the parent SIGKILLs us here

@@ -7,10 +7,10 @@ fsynced: a crash leaves either the old or the new content, never a torn file.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from spark_mq.common.atomic_file import replace_file
 from spark_mq.common.errors import CorruptFileError
 
 
@@ -31,20 +31,7 @@ class JsonConfigFile:
 
     def persist(self, value: Any) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        data = json.dumps(value, indent=2, sort_keys=True).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        replace_file(self.path, json.dumps(value, indent=2, sort_keys=True).encode())
 
 
 class JsonSectionsFile(JsonConfigFile):

@@ -10,7 +10,12 @@ uses offsets, not timestamps, and keeps them at byte 64 behind a magic::
      72  safe offset (8)          commitlog offset up to which units, consume queue entries
                                   and index entries are all on disk; recovery starts here
 
-Thread-safety: written by the flush thread only.
+``Checkpointer`` takes one: dispatch caught up, commitlog, consume queues and index flushed,
+then the dispatched offset recorded as safe (every ``flushConsumeQueueInterval`` ms, and when a
+topic is deleted, a truncation is done, the store stops).
+
+Thread-safety: ``Checkpoint`` is written under ``Checkpointer.lock`` only (the flush thread,
+truncation, a topic deletion, shutdown).
 """
 
 from __future__ import annotations
@@ -18,9 +23,14 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
 from pathlib import Path
 
+from spark_mq.store.commitlog import CommitLog
+from spark_mq.store.consume_queue_store import ConsumeQueueStore
 from spark_mq.store.disk_space import allocate
+from spark_mq.store.dispatch import Dispatcher
+from spark_mq.store.index_service import IndexService
 
 FILE_SIZE = 4096
 _RMQ = struct.Struct(">qqq")
@@ -67,3 +77,57 @@ class Checkpoint:
     def close(self) -> None:
         self._mm.close()
         os.close(self._fd)
+
+
+class Checkpointer:
+    """Takes checkpoints of the store.
+
+    Thread-safety: ``take`` may run on any thread (the flush-logic thread, a topic deletion,
+    shutdown) and holds ``lock`` while it does; a truncation holds ``lock`` for all its steps
+    (``lower``, then ``take_locked``). ``open`` and ``close`` run at start and stop."""
+
+    def __init__(self, path: Path, dispatcher: Dispatcher, commitlog: CommitLog, queues: ConsumeQueueStore,
+                 index: IndexService | None) -> None:
+        self.path = path
+        self.dispatcher = dispatcher
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.lock = threading.Lock()
+        self.file: Checkpoint | None = None  # open while the store runs
+
+    def open(self) -> Checkpoint:
+        self.file = Checkpoint(self.path)
+        return self.file
+
+    def says(self, safe_offset: int) -> bool:
+        """Whether the checkpoint already records ``safe_offset`` (a clean restart: a checkpoint taken
+        now would say the same, and its fdatasyncs, which a busy disk can make slow, are skipped)."""
+        return self.file is not None and self.file.valid and self.file.safe_offset == safe_offset
+
+    def take(self) -> None:
+        """Flush commitlog, queues and index, then record the dispatched offset as safe."""
+        with self.lock:
+            self.take_locked()
+
+    def take_locked(self) -> None:
+        """``take`` with ``lock`` held by the caller."""
+        safe = self.dispatcher.catch_up()
+        ts = self.dispatcher.last_store_timestamp
+        self.commitlog.flush()
+        self.queues.flush()
+        if self.index is not None:
+            self.index.flush()
+        if self.file is not None:
+            self.file.update(safe, ts)
+
+    def lower(self, offset: int, last_store_timestamp: int) -> None:
+        """A truncation's first step (``lock`` held): recovery after a crash from now on starts at
+        or below ``offset``."""
+        assert self.file is not None
+        self.file.update(min(self.file.safe_offset, offset), last_store_timestamp)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None

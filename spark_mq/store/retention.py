@@ -176,12 +176,14 @@ class RetentionService:
         commitlog: CommitLog,
         queues: Callable[[], Iterable[ConsumeQueue]],
         after_delete: Callable[[int], None],
-        disk_ratio: Callable[[Path], float] = disk_used_ratio,
-        clock: Callable[[], float] = time.time,
-        archived_offset: ArchivedOffset = nothing_archived,
-        consumed_offsets: ConsumedOffsets = no_consumers,
-        replica_floor: ReplicaFloor = no_floor,
+        disk_ratio: Callable[[Path], float],
+        clock: Callable[[], float],
+        archived_offset: ArchivedOffset,
+        consumed_offsets: ConsumedOffsets,
+        replica_floor: ReplicaFloor,
     ) -> None:
+        """The store's parts it deletes from, and what it asks outside the store (the defaults and
+        meanings are ``MessageStore``'s)."""
         self.config = config
         self.commitlog = commitlog
         self.queues = queues

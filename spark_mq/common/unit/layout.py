@@ -159,11 +159,17 @@ def unit_ranges(buf: np.ndarray, starts: np.ndarray, body_length: np.ndarray) ->
     whose lengths do not add up gets ranges that do not end at its end (:meth:`UnitRanges.fit`)."""
     body_start = starts + HEADER_SIZE
     body_end = body_start + body_length
-    topic_start = body_end + TOPIC_LENGTH.itemsize
-    topic_end = topic_start + _prefix(buf, body_end, TOPIC_LENGTH)
+    topic_start, topic_end = topic_ranges(buf, body_end)
     props_start = topic_end + PROPS_LENGTH.itemsize
     props_end = props_start + _prefix(buf, topic_end, PROPS_LENGTH)
     return UnitRanges(starts, body_start, body_end, topic_start, topic_end, props_start, props_end)
+
+
+def topic_ranges(buf: np.ndarray, body_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[start, end)`` of the TOPIC bytes of units whose BODY ends at ``body_end`` (where the
+    TOPIC length prefix is), the prefix read clamped into ``buf``."""
+    topic_start = body_end + TOPIC_LENGTH.itemsize
+    return topic_start, topic_start + _prefix(buf, body_end, TOPIC_LENGTH)
 
 
 def _prefix(buf: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:

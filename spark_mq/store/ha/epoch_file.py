@@ -13,7 +13,7 @@ The file is RocketMQ's ``CheckpointFile`` text (its tools read ours)::
     7-7000          epoch-startOffset, one per line
     8-8000
 
-It is replaced whole on every change (written to a temporary file, fsynced, renamed over the
+It is replaced whole on every change (``atomic_file``: written to a temporary file, fsynced, renamed over the
 old one, the directory fsynced), so a crash leaves the old history or the new one, never a mix.
 A file that does not parse raises ``EpochFileError`` saying what to do: the history decides
 what a slave truncates, so a guess would risk acknowledged messages.
@@ -25,18 +25,17 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from spark_mq.common.atomic_file import replace_file
 from spark_mq.common.errors import EpochFileError
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "epochFileCheckpoint"  # RocketMQ's name, under the store root
-TMP_SUFFIX = ".tmp"
 CRC_MASK = 0x7FFFFFFF  # RocketMQ UtilAll.crc32 keeps 31 bits
 UNCHECKED_CRC = 0
 
@@ -154,19 +153,5 @@ class EpochFile:
 
     def _write(self, entries: tuple[EpochEntry, ...]) -> None:
         """Replace the file atomically, then the in-memory history."""
-        tmp = self.path.with_name(self.path.name + TMP_SUFFIX)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            data = memoryview(encode(entries).encode("ascii"))
-            while data:
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        replace_file(self.path, encode(entries).encode("ascii"))
         self._entries = entries

@@ -89,8 +89,8 @@ def test_deferred_index_entries_survive_a_checkpoint_and_a_crash(make_store, tmp
     for i in range(3):
         store.put_message(_keyed(i), 1)
         assert store.get_messages(TOPIC, 1, i, 32).count == 1
-    store._checkpoint_now()  # what the flush thread does every second: writes the index first
-    assert store._checkpoint is not None and store._checkpoint.safe_offset == store.commitlog.max_offset()
+    store._checkpointer.take()  # what the flush thread does every second: writes the index first
+    assert store._checkpointer.file is not None and store._checkpointer.file.safe_offset == store.commitlog.max_offset()
     for i in range(3, 6):  # dispatched to the consume queue only, then the crash
         store.put_message(_keyed(i), 1)
         assert store.get_messages(TOPIC, 1, i, 32).count == 1

@@ -8,8 +8,9 @@ import zlib
 
 import pytest
 
+from spark_mq.common.atomic_file import TMP_SUFFIX
 from spark_mq.common.errors import EpochFileError
-from spark_mq.store.ha.epoch_file import FILE_NAME, TMP_SUFFIX, EpochEntry, EpochFile
+from spark_mq.store.ha.epoch_file import FILE_NAME, EpochEntry, EpochFile
 
 
 def test_missing_file_is_an_empty_history_and_creates_nothing(tmp_path):

@@ -218,7 +218,7 @@ def test_a_crashed_slave_recovers_the_entries_it_had_not_built(pair):
     fill_master(master, rng, 30)
     copy(master, slave, rng, 4000)
     slave.get_messages(TOPIC, 0, 0, 1)  # entries built up to here
-    slave._checkpoint_now()
+    slave._checkpointer.take()
     fill_master(master, rng, 30)
     copy(master, slave, rng, 4000)
     slave.get_messages(TOPIC, 1, 0, 1)  # built, not checkpointed

@@ -11,7 +11,7 @@ from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.common.unit.chain import back_to_back_units
 from spark_mq.filter.evaluate import Sql92Filter
-from spark_mq.store import message_store
+from spark_mq.store import queue_reader
 from spark_mq.store.results import GetStatus
 
 TOPIC = "UnitFilterT"
@@ -33,10 +33,10 @@ def read_all(store, f: Sql92Filter, max_count: int) -> tuple[list[bytes], list[G
 
 # (bytes read per get, whether a window before the first match is answered on its own): 2,000 bytes
 # hold ~20 units, so the first windows end before message 101
-@pytest.mark.parametrize("scan_bytes,empty_window", [(message_store.UNIT_FILTER_SCAN_BYTES, False), (2_000, True)])
+@pytest.mark.parametrize("scan_bytes,empty_window", [(queue_reader.UNIT_FILTER_SCAN_BYTES, False), (2_000, True)])
 @pytest.mark.parametrize("max_count", [1, 7, 32])
 def test_every_match_once_in_order(make_store, monkeypatch, scan_bytes, empty_window, max_count):
-    monkeypatch.setattr(message_store, "UNIT_FILTER_SCAN_BYTES", scan_bytes)
+    monkeypatch.setattr(queue_reader, "UNIT_FILTER_SCAN_BYTES", scan_bytes)
     store = make_store()
     msgs = [Message(TOPIC, b"m%d" % i, tags="t", properties={"n": str(i)}) for i in range(600)]
     store.put_messages(MessageBatch.from_messages(msgs, 0))
@@ -63,4 +63,4 @@ def test_a_pull_judges_about_what_it_returns(make_store):
     res = store.get_messages(TOPIC, 0, 0, 32, unit_filter=counting)
     assert res.queue_offsets.tolist() == list(range(0, 320, 10))
     assert res.next_begin_offset == 311
-    assert sum(judged) <= 4 * message_store.MIN_JUDGED_UNITS < 2000
+    assert sum(judged) <= 4 * queue_reader.MIN_JUDGED_UNITS < 2000
