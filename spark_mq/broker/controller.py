@@ -54,7 +54,8 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.transaction.service import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
+from spark_mq.broker.transaction.end_transaction import EndTransactionProcessor
+from spark_mq.broker.transaction.service import TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
 from spark_mq.common.json_file import JsonSectionsFile
