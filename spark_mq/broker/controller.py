@@ -78,6 +78,7 @@ from spark_mq.store.ha.epoch_file import EpochFile
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
+from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.retention import no_floor
 from spark_mq.store.store_paths import TIMER_LOG_DIR, TIMER_WHEEL_FILE, store_path
@@ -129,6 +130,10 @@ class BrokerController:
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
         self.master_client = RemotingClient()  # a slave's requests to its master
         self.replicas: ReplicasManager | None = None
+        # controller mode: this broker's SyncStateSet and the confirmed offset, learned by ``replicas``,
+        # kept by a master's ``SyncStateKeeper``, acknowledged through ``ha_service``
+        self.sync_state_set = None if seat is None else BrokerSyncStateSet(
+            config.broker_id, config.all_ack_in_sync_state_set, config.min_in_sync_replicas)
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
         self.controller_master = ""  # controller mode, a slave: the master the controller names
         self.role_change: RoleChange | None = None  # controller mode: set (with ``role_changed``) to switch role
@@ -214,7 +219,7 @@ class BrokerController:
         if self.seat is not None:  # before serving: it answers the controller's notifies
             self.replicas = ReplicasManager(self.config, self.seat.client, lambda: self.address,
                                             self.store.commitlog.max_offset, self.seat.first_election,
-                                            self._controller_names_master, self._sync_state_set_learned,
+                                            self._controller_names_master, self.sync_state_set,
                                             self.seat.known_epoch)
         for processor in self._processors():
             processor.register_on(self.server)
@@ -248,9 +253,9 @@ class BrokerController:
         self.metrics.track_ha(self.ha_service, self.ha_client)
         if self.replicas is not None:
             self._tasks.append(loop.create_task(self.replicas.run(), name="broker-replicas"))
-            if self.ha_service is not None:
-                keeper = SyncStateKeeper(self.ha_service, self.replicas,
-                                         self.config.ha_max_time_slave_not_catchup / 1000, self.config.broker_id)
+            if self.ha_service is not None and self.sync_state_set is not None:
+                keeper = SyncStateKeeper(self.ha_service, self.sync_state_set, self.replicas,
+                                         self.config.ha_max_time_slave_not_catchup / 1000)
                 self._tasks.append(loop.create_task(keeper.run(), name="broker-sync-state-set"))
         # register as soon as requests can be served: clients find the broker through the route
         await self.register_all()
@@ -301,16 +306,11 @@ class BrokerController:
             self.master_addr = self.master_ha_addr = ""
             self.request_registration()
 
-    def _sync_state_set_learned(self, members: frozenset[int]) -> None:
-        if self.ha_service is not None:
-            self.ha_service.set_sync_state_set(members)
-
     async def _start_ha_service(self, listen_port_given: bool) -> None:
         """Serve slaves on haListenPort; when that is 0, on listenPort + 1 (RocketMQ's 10912), or on any
         free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
         the NameServer, so it need not be known in advance."""
-        self.ha_service = HAService(self.config, self.store.commitlog,
-                                    master_id=None if self.seat is None else self.config.broker_id,
+        self.ha_service = HAService(self.config, self.store.commitlog, self.sync_state_set,
                                     on_confirmed=lambda: self.hold.recheck(self.store.get_max_offset))
         if self.config.ha_listen_port or not listen_port_given:
             self.ha_port = await self.ha_service.start(self.config.ha_listen_port)
@@ -329,10 +329,10 @@ class BrokerController:
 
     def _readable_end(self) -> int | None:
         """What consumers may read: with confirmed reads, on the master, up to what the replicas a put
-        waits for all have (``HAService.confirmed_offset``); else everything."""
-        if self.ha_service is None or not self._confirmed_reads():
+        waits for all have (``BrokerSyncStateSet.confirmed_offset``); else everything."""
+        if self.ha_service is None or self.sync_state_set is None or not self._confirmed_reads():
             return None
-        return self.ha_service.confirmed_offset()
+        return self.sync_state_set.confirmed_offset()
 
     def _read_refusal(self) -> str | None:
         """Why a controller-mode slave of a set whose puts wait for replicas serves no pulls: its log may

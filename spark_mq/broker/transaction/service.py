@@ -289,7 +289,7 @@ class TransactionalMessageService:
         return ResponseCode.SUCCESS, ""
 
     def _commit(self, order: list[StoredMessage]) -> None:
-        """Store the committed copies of ``order`` (a :func:`_commit_order` or its suffix) in their real
+        """Store the committed copies of ``order`` (a ``commit_order`` or its suffix) in their real
         queues, in that order: one put per run of a queue, at most SCAN_BATCH messages each."""
         for put in commit_puts(order, SCAN_BATCH):
             topic, queue_id = real_queue(put[0])
