@@ -88,6 +88,7 @@ class SendProcessor:
         self.sync_master = sync_master
         self.slave_refusal = slave_refusal
         self.timer = timer or TimerLimits(False, 1, 0)
+        self.max_delay_level = int(store.delays_ms.size)
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
@@ -136,8 +137,7 @@ class SendProcessor:
             if prepared:
                 batch = self.transactions.half_batch(batch, h.producer_group)
             started = time.perf_counter()
-            parts = [batch] if prepared else stored_runs(batch, int(self.store.delays_ms.size), self.timer,
-                                                         props=props)
+            parts = [batch] if prepared else stored_runs(batch, self.max_delay_level, self.timer, props=props)
             result = put_all(self.store, parts)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))

@@ -28,7 +28,9 @@ from spark_mq.common.properties import JoinedProperties
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import PutResult
 
-NORMAL, DELAY_LEVEL, TIMER = 0, 1, 2  # the runs of a send that is not a prepared transaction
+# the run a message of a send that is not a prepared transaction goes to: a delay level's is its
+# schedule queue (>= 0, as ``park_delayed`` gives them)
+NORMAL, TIMER = -1, -2
 
 
 def stored_runs(batch: MessageBatch, max_level: int, timer: TimerLimits, now_ms: int | None = None,
@@ -41,40 +43,35 @@ def stored_runs(batch: MessageBatch, max_level: int, timer: TimerLimits, now_ms:
     props = JoinedProperties(batch.properties) if props is None else props
     if DELAY_NEEDLE not in props.joined and TIMER_NEEDLE not in props.joined:  # the common case: two C-level searches
         return [batch]
-    kind = np.full(len(batch), NORMAL, dtype=np.int8)
-    queue = np.zeros(len(batch), dtype=np.int64)
-    properties = batch.properties
     delayed = park_delayed(batch, props, max_level)
-    if delayed is not None:
-        queues, properties = delayed
-        kind[queues >= 0] = DELAY_LEVEL
-        queue = np.maximum(queues, 0)
+    run, properties = (np.full(len(batch), NORMAL, dtype=np.int64), batch.properties) if delayed is None else delayed
     if batch.topic not in (SCHEDULE_TOPIC, TIMER_TOPIC) and props.mentions(TIMER_NEEDLE):
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         properties = list(properties) if delayed is None else properties  # park_timed appends in place
-        for start, stop in _runs_of(kind, NORMAL):  # each as a send of its own, errors included
-            kind[start:stop][park_timed(batch, props, start, stop, timer, now_ms, properties)] = TIMER
-    if (kind == NORMAL).all():
+        for start, stop in _runs_of(run == NORMAL):  # each as a send of its own, errors included
+            run[start:stop][park_timed(batch, props, start, stop, timer, now_ms, properties)] = TIMER
+    if delayed is None and (run == NORMAL).all():
         return [batch]
-    return _cut(batch, properties, kind, queue)
+    return _cut(batch, properties, run)
 
 
-def _runs_of(kind: np.ndarray, which: int) -> list[tuple[int, int]]:
-    """The ``[start, stop)`` runs of ``kind == which``."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], (kind == which).view(np.int8), [0]))))
+def _runs_of(mask: np.ndarray) -> list[tuple[int, int]]:
+    """The ``[start, stop)`` runs where ``mask`` holds."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
     return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
-def _cut(batch: MessageBatch, properties: list[bytes], kind: np.ndarray, queue: np.ndarray) -> list[MessageBatch]:
-    """``batch`` with ``properties`` cut where the kind or queue of its messages changes."""
-    cuts = (np.flatnonzero((np.diff(kind) != 0) | (np.diff(queue) != 0)) + 1).tolist()
+def _cut(batch: MessageBatch, properties: list[bytes], run: np.ndarray) -> list[MessageBatch]:
+    """``batch`` with ``properties`` cut where the run of its messages changes, each part in its run's
+    topic and queue."""
+    cuts = (np.flatnonzero(np.diff(run)) + 1).tolist()
     out = []
     for start, stop in zip([0, *cuts], [*cuts, len(batch)], strict=True):
         part = batch.slice(start, stop)
         part.properties = properties[start:stop]
-        if kind[start] == DELAY_LEVEL:
-            part.topic, part.queue_id = SCHEDULE_TOPIC, int(queue[start])
-        elif kind[start] == TIMER:
+        if run[start] >= 0:
+            part.topic, part.queue_id = SCHEDULE_TOPIC, int(run[start])
+        elif run[start] == TIMER:
             part.topic, part.queue_id = TIMER_TOPIC, 0
         out.append(part)
     return out

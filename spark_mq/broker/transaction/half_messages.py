@@ -49,7 +49,7 @@ def is_prepared_transaction(sys_flag: int, props: JoinedProperties) -> bool:
     """
     if transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE:
         return True
-    if not props.mentions(_PREPARED_NEEDLE):
+    if _PREPARED_NEEDLE not in props.joined:
         return False
     prepared = sum(1 for value in props.values(TRANSACTION_PREPARED)[1] if value.lower() == b"true")
     if 0 < prepared < len(props):
