@@ -61,7 +61,8 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.transaction.service import EndTransactionProcessor, TransactionalMessageService, TransactionConfig
+from spark_mq.broker.transaction.end_transaction import EndTransactionProcessor
+from spark_mq.broker.transaction.service import TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig
 from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.common.port_in_use import naming_the_port
@@ -81,6 +82,7 @@ from spark_mq.store.config_file import (
 from spark_mq.store.ha.epoch_file import EpochFile
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
+from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.retention import no_floor
 from spark_mq.store.store_paths import TIMER_LOG_DIR, TIMER_WHEEL_FILE, store_path
@@ -129,6 +131,10 @@ class BrokerController:
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
         self.master_client = RemotingClient()  # a slave's requests to its master
         self.replicas: ReplicasManager | None = None  # controller mode
+        # controller mode: this broker's SyncStateSet and the confirmed offset, learned by ``replicas``,
+        # kept by a master's ``SyncStateKeeper``, acknowledged through ``ha_service``
+        self.sync_state_set = None if seat is None else BrokerSyncStateSet(
+            config.broker_id, config.all_ack_in_sync_state_set, config.min_in_sync_replicas)
         self.role_watch: RoleWatch | None = None  # controller mode: the controller's elections, acted on
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
         self.ha_port = config.ha_port  # a master's, once it listens
@@ -232,7 +238,7 @@ class BrokerController:
         self.role_watch = RoleWatch(self.config, seat, self.registration.follow)
         self.replicas = ReplicasManager(self.config, seat.client, lambda: self.address,
                                         self.store.commitlog.max_offset, seat.first_election,
-                                        self.role_watch.on_master, self._sync_state_set_learned, seat.known_epoch)
+                                        self.role_watch.on_master, self.sync_state_set, seat.known_epoch)
 
     def _duties(self) -> dict[str, Coroutine[Any, Any, None]]:
         """The background duties, by task name: a slave copies its master's commitlog and metadata (delayed
@@ -251,9 +257,9 @@ class BrokerController:
                 duties["timer"] = self.timer.run()
         if self.replicas is not None:
             duties["replicas"] = self.replicas.run()
-            if self.ha_service is not None:
-                keeper = SyncStateKeeper(self.ha_service, self.replicas,
-                                         self.config.ha_max_time_slave_not_catchup / 1000, self.config.broker_id)
+            if self.ha_service is not None and self.sync_state_set is not None:
+                keeper = SyncStateKeeper(self.ha_service, self.sync_state_set, self.replicas,
+                                         self.config.ha_max_time_slave_not_catchup / 1000)
                 duties["sync-state-set"] = keeper.run()
         return duties
 
@@ -293,16 +299,11 @@ class BrokerController:
         return TimerMessageService(self.store, timer_log, wheel, self.store.config_file(TIMER_CHECKPOINT),
                                    c.timer_flush_interval_ms / 1000, on_stored=self.hold.notify)
 
-    def _sync_state_set_learned(self, members: frozenset[int]) -> None:
-        if self.ha_service is not None:
-            self.ha_service.set_sync_state_set(members)
-
     async def _start_ha_service(self, listen_port_given: bool) -> None:
         """Serve slaves on haListenPort; when that is 0, on listenPort + 1 (RocketMQ's 10912), or on any
         free port when listenPort was 0 too or listenPort + 1 is taken: slaves learn the HA address from
         the NameServer, so it need not be known in advance."""
-        self.ha_service = HAService(self.config, self.store.commitlog,
-                                    master_id=None if self.seat is None else self.config.broker_id,
+        self.ha_service = HAService(self.config, self.store.commitlog, self.sync_state_set,
                                     on_confirmed=lambda: self.hold.recheck(self.store.get_max_offset))
         if self.config.ha_listen_port or not listen_port_given:
             with naming_the_port("haListenPort", self.config.listen_address, self.config.ha_listen_port):
@@ -322,10 +323,10 @@ class BrokerController:
 
     def _readable_end(self) -> int | None:
         """What consumers may read: with confirmed reads, on the master, up to what the replicas a put
-        waits for all have (``HAService.confirmed_offset``); else everything."""
-        if self.ha_service is None or not self._confirmed_reads():
+        waits for all have (``BrokerSyncStateSet.confirmed_offset``); else everything."""
+        if self.ha_service is None or self.sync_state_set is None or not self._confirmed_reads():
             return None
-        return self.ha_service.confirmed_offset()
+        return self.sync_state_set.confirmed_offset()
 
     def _read_refusal(self) -> str | None:
         """Why a controller-mode slave of a set whose puts wait for replicas serves no pulls: its log may

@@ -2,8 +2,9 @@
 
 Scalar encode/decode for the API edge, and a vectorised scanner that finds one named
 property (TAGS, KEYS, UNIQ_KEY) in every message of a batch at once, for dispatch, recovery
-and the Arrow decoder; and :class:`PackedProperties`, which finds a few named properties in many
-messages by searching their property bytes only (the SQL92 filter's hot path).
+and the Arrow decoder; :class:`PackedProperties`, which finds a few named properties in many
+messages by searching their property bytes only (the SQL92 filter's hot path); and
+:class:`JoinedProperties`, a send's property strings read once for every feature that looks at them.
 """
 
 from __future__ import annotations
@@ -194,3 +195,42 @@ class PackedProperties:
         begins[self.separator_rows[at]] = self.separators[at] + key.size  # ascending: a later duplicate wins
         ends[self.separator_rows[at]] = following[at + 1]
         return begins, ends
+
+
+class JoinedProperties:
+    """A batch's property strings joined once, for every property the send path looks for.
+
+    Why: transactions, delay levels and timers each ask whether a send carries their messages.
+    Joined, "does any message name X" is one C-level substring search, so a batch of plain messages
+    (the common case) costs the join and a few searches; the values of X per message come from one
+    vectorised scan of every pair (:func:`scan_properties`), made the first time a value is asked
+    for and shared by every later question. Not thread-safe (the scan is cached).
+    """
+
+    def __init__(self, strings: list[bytes]) -> None:
+        self.strings = strings
+        self.joined = b"".join(strings)
+        self._scan: PropertyScan | None = None
+
+    def __len__(self) -> int:
+        return len(self.strings)
+
+    def mentions(self, needle: bytes) -> bool:
+        """Whether ``needle`` (e.g. ``b"DELAY\\x01"``) occurs anywhere in the strings."""
+        return needle in self.joined
+
+    def scan(self) -> PropertyScan:
+        """Every pair of every string, found once."""
+        if self._scan is None:
+            lengths = np.fromiter(map(len, self.strings), dtype=np.int64, count=len(self.strings))
+            ends = np.cumsum(lengths)
+            self._scan = scan_properties(np.frombuffer(self.joined, dtype=np.uint8), ends - lengths, ends)
+        return self._scan
+
+    def values(self, name: str, start: int = 0, stop: int | None = None) -> tuple[np.ndarray, list[bytes]]:
+        """(the messages in ``[start, stop)`` that name ``name``, ascending; their raw values): a later
+        duplicate wins, as in Java's HashMap."""
+        begins, ends = self.scan().find(name)
+        rows = np.flatnonzero(begins[start:stop] >= 0) + start
+        raw = self.joined
+        return rows, [raw[a:b] for a, b in zip(begins[rows].tolist(), ends[rows].tolist(), strict=True)]

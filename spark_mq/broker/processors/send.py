@@ -8,12 +8,11 @@ the group commit without blocking the event loop. A stored message wakes the pul
 queue at once, and they answer before the send does. On a master every put wakes the transfers to
 its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
 past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
-refuses every send with SERVICE_NOT_AVAILABLE naming its master. A message with a delay level (alone or
-in a batch) is stored in the schedule topic instead (``schedule.py``). A prepared (transactional)
-message is stored as a half message instead (``transaction.py``, never delayed: RocketMQ delays
-only plain and committed messages); so is a batch of them (all or none of a batch's messages).
-A message with a timer property due later (alone or in a batch) is stored in the timer topic
-(``timer.py``).
+refuses every send with SERVICE_NOT_AVAILABLE naming its master. The batch's properties are read
+once and the batch sorted into runs (``send_runs.py``): a prepared (transactional) send is stored as
+half messages (``transaction/half_messages.py``), messages with a delay level in the schedule topic
+(``scheduled/delay_service.py``), messages with a timer property due later in the timer topic
+(``scheduled/timer.py``), the others where they were sent.
 """
 
 from __future__ import annotations
@@ -25,15 +24,17 @@ from collections.abc import Callable
 
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.processors.long_polling import PullHoldService
-from spark_mq.broker.scheduled.delay_service import DELAY_NEEDLE, put_all, to_schedule
-from spark_mq.broker.scheduled.timer import TIMER_NEEDLE, TimerLimits, to_timer
+from spark_mq.broker.processors.send_runs import put_all, stored_runs
+from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.topic_config import TopicConfigManager
-from spark_mq.broker.transaction.service import TransactionalMessageService, is_prepared_transaction
+from spark_mq.broker.transaction.half_messages import is_prepared_transaction
+from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
 from spark_mq.common.perm import PERM_WRITE
+from spark_mq.common.properties import JoinedProperties
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, client_faults
@@ -87,6 +88,7 @@ class SendProcessor:
         self.sync_master = sync_master
         self.slave_refusal = slave_refusal
         self.timer = timer or TimerLimits(False, 1, 0)
+        self.max_delay_level = int(store.delays_ms.size)
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
@@ -107,8 +109,8 @@ class SendProcessor:
                 return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         try:
             batch = self._batch(cmd, h, max(h.queue_id, 0), conn)  # its queue is chosen below
-            joined = b"".join(batch.properties)  # once, for each property the checks below look for
-            prepared = is_prepared_transaction(h.sys_flag, batch, joined)
+            props = JoinedProperties(batch.properties)  # read once, for every feature that looks at them
+            prepared = is_prepared_transaction(h.sys_flag, props)
         except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         if prepared:  # refused before anything (a topic) is created
@@ -135,12 +137,7 @@ class SendProcessor:
             if prepared:
                 batch = self.transactions.half_batch(batch, h.producer_group)
             started = time.perf_counter()
-            if prepared or (DELAY_NEEDLE not in joined and TIMER_NEEDLE not in joined):
-                parts = [batch]
-            else:
-                now_ms = int(time.time() * 1000)
-                parts = [timed for part in to_schedule(batch, int(self.store.delays_ms.size))
-                         for timed in to_timer(part, self.timer, now_ms)]
+            parts = [batch] if prepared else stored_runs(batch, self.max_delay_level, self.timer, props=props)
             result = put_all(self.store, parts)
         except MessageValidationError as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
@@ -148,7 +145,7 @@ class SendProcessor:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
         if prepared:
-            self.transactions.stored_half(result.queue_offset, batch)
+            self.transactions.stored_half(result.queue_offset, batch, props)
         if self.ha is not None:
             self.ha.appended()
         if self.hold.notify(h.topic, queue_id, self._queue_end(h, queue_id, parts, result)):

@@ -16,7 +16,8 @@ notify overtaken by a newer election) is ignored, as RocketMQ's ``changeBrokerRo
 epoch outlives a role switch (``known_epoch``).
 
 Every change of the set's master or epoch it learns goes to ``on_master`` (the broker changes role
-on it: see ``role_change``), every change of its SyncStateSet to ``on_sync_state_set``; a master
+on it: see ``role_change``), every SyncStateSet it learns to the broker's ``BrokerSyncStateSet``
+(``store/ha/sync_state_set.py``, which owns it; its epoch goes with ALTER_SYNC_STATE_SET); a master
 changes the set with ``alter_sync_state_set`` (see ``SyncStateKeeper``). The broker's id here is
 its configured ``brokerId`` whatever its role (the NameServers see 0 while it is master).
 """
@@ -46,6 +47,7 @@ from spark_mq.remoting.headers import (
     RegisterBrokerToControllerRequestHeader,
 )
 from spark_mq.remoting.server import RemotingServer
+from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +60,13 @@ class ReplicasManager:
     def __init__(self, config: BrokerConfig, client: RemotingClient, address: Callable[[], str],
                  max_offset: Callable[[], int], first_election: bool,
                  on_master: Callable[[int | None, str | None, int], None],
-                 on_sync_state_set: Callable[[frozenset[int]], None], known_epoch: int = 0) -> None:
+                 sync_state_set: BrokerSyncStateSet, known_epoch: int = 0) -> None:
         """``first_election``: this broker was configured master, so it asks for its set's first election;
         ``known_epoch``: the newest master epoch this process learned (before a role switch)."""
         self.config = config
         self.first_election = first_election
         self.on_master = on_master
-        self.on_sync_state_set = on_sync_state_set
+        self.sync_state_set = sync_state_set  # written here with what the controller has
         self.client = client
         self.controllers = split_addresses(config.controller_addr)
         self._address = address
@@ -74,7 +76,6 @@ class ReplicasManager:
         self.master_id: int | None = None  # the controller's view of this broker's set
         self.master_address: str | None = None
         self.master_epoch = known_epoch
-        self.sync_state_set = SyncStateSet()
 
     async def run(self) -> None:
         await asyncio.gather(self._sync_loop(), *(self._heartbeat_loop(addr) for addr in self.controllers))
@@ -138,9 +139,7 @@ class ReplicasManager:
             self._learn_sync_state_set(SyncStateSet.from_json(info.body or b"{}"))
 
     def _learn_sync_state_set(self, known: SyncStateSet) -> None:
-        if known != self.sync_state_set and known.sync_state_set_epoch >= self.sync_state_set.sync_state_set_epoch:
-            self.sync_state_set = known
-            self.on_sync_state_set(known.sync_state_set)
+        self.sync_state_set.learn(known.sync_state_set, known.sync_state_set_epoch)
 
     async def alter_sync_state_set(self, members: frozenset[int]) -> int:
         """As this set's master, ask the controller for a new SyncStateSet; returns the answer's code
@@ -150,7 +149,7 @@ class ReplicasManager:
         c = self.config
         header = AlterSyncStateSetRequestHeader(broker_name=c.broker_name, master_broker_id=c.broker_id,
                                                 master_epoch=self.master_epoch)
-        body = SyncStateSet(members, self.sync_state_set.sync_state_set_epoch).to_json()
+        body = SyncStateSet(members, self.sync_state_set.epoch).to_json()
         answer = await self._to_leader(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, header, body)
         if answer.code != ResponseCode.SUCCESS:
             log.warning("controller refused SyncStateSet %s: %s %s", sorted(members), answer.code, answer.remark)

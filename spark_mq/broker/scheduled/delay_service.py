@@ -1,10 +1,11 @@
 """Delay levels (RocketMQ's ``ScheduleMessageService``): messages sent with the ``DELAY`` property
 are parked in ``SCHEDULE_TOPIC_XXXX`` and delivered to their real topic when due.
 
-On the way in (:func:`to_schedule`) a message with ``DELAY`` = level > 0 goes to queue
-``level - 1`` of the schedule topic, its real topic and queue kept in the properties ``REAL_TOPIC``
-and ``REAL_QID`` (a level above the last is clamped to the last, and ``DELAY`` rewritten to it), as
-RocketMQ's ``CommitLog.asyncPutMessage`` does, so the files stay compatible. The store writes each
+On the way in (:func:`park_delayed`, asked by the send path's ``send_runs``) a message with ``DELAY``
+= level > 0 goes to queue ``level - 1`` of the schedule topic, its real topic and queue kept in the
+properties ``REAL_TOPIC`` and ``REAL_QID`` (a level above the last is clamped to the last, and
+``DELAY`` rewritten to it), as RocketMQ's ``CommitLog.asyncPutMessage`` does, so the files stay
+compatible. The store writes each
 entry's due time as its consume-queue tag code (``common/delay_levels.py``).
 
 On the way out (:class:`ScheduleService`, master only) each level's queue is read from its
@@ -32,15 +33,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from spark_mq.broker.scheduled.real_topic import Stored, joined_properties, parked_runs, store_in_real_topics
+from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.properties import DELAY, REAL_QUEUE_ID, REAL_TOPIC, scan_properties
+from spark_mq.common.properties import DELAY, REAL_QUEUE_ID, REAL_TOPIC, JoinedProperties
 from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.store.message_store import MessageStore
-from spark_mq.store.results import PutResult
 
 log = logging.getLogger(__name__)
 
@@ -49,47 +49,34 @@ POLL_S = 0.1  # how late a due message may be delivered
 MAX_PER_PASS = 4096  # entries of one level read per pass (bounds one pass's memory)
 
 
-def _levels(properties: list[bytes]) -> np.ndarray:
+def delay_levels(props: JoinedProperties) -> np.ndarray:
     """The delay level of each message (0: none). Raises MessageValidationError for a DELAY value
     that is not a number (RocketMQ's ``Integer.parseInt`` refuses it too)."""
-    buf, starts, ends = joined_properties(properties)
-    s, e = scan_properties(buf, starts, ends).find(DELAY)
-    levels = np.zeros(len(properties), dtype=np.int64)
-    rows = np.flatnonzero(s >= 0)
-    raw = buf.tobytes()
-    for r, a, b in zip(rows.tolist(), s[rows].tolist(), e[rows].tolist(), strict=True):
+    levels = np.zeros(len(props), dtype=np.int64)
+    rows, values = props.values(DELAY)
+    for row, value in zip(rows.tolist(), values, strict=True):
         try:
-            levels[r] = int(raw[a:b])
+            levels[row] = int(value)
         except ValueError:
-            raise MessageValidationError(f"DELAY property {raw[a:b]!r} is not a delay level number") from None
+            raise MessageValidationError(f"DELAY property {value!r} is not a delay level number") from None
     return levels
 
 
-def to_schedule(batch: MessageBatch, max_level: int) -> list[MessageBatch]:
-    """``batch`` as the batches to store, in order: runs of delayed messages moved to their level's
-    schedule queue (real topic/queue in the properties), runs of the others unchanged. ``[batch]``
-    when nothing is delayed (one C-level scan)."""
-    if batch.topic == SCHEDULE_TOPIC or DELAY_NEEDLE not in b"".join(batch.properties):
-        return [batch]
-    levels = _levels(batch.properties)
+def park_delayed(batch: MessageBatch, props: JoinedProperties, max_level: int) -> tuple[np.ndarray, list[bytes]] | None:
+    """What the send path does with the delay-level runs of a send: each message's schedule queue (-1:
+    not delayed), and the property strings with the real topic/queue appended to the delayed ones (a
+    level past the last clamped to it). None when nothing is delayed (one C-level search of the
+    properties, when none names DELAY)."""
+    if batch.topic == SCHEDULE_TOPIC or not props.mentions(DELAY_NEEDLE):
+        return None
+    levels = delay_levels(props)
     if not (levels > 0).any():
-        return [batch]
-    target = np.where(levels > 0, np.minimum(levels, max_level) - 1, -1)
+        return None
     real = f"{REAL_TOPIC}\x01{batch.topic}\x02{REAL_QUEUE_ID}\x01{batch.queue_id}\x02".encode()
     clamped = real + f"{DELAY}\x01{max_level}\x02".encode()  # a later duplicate wins, as in Java's HashMap
-    props = [p if lv <= 0 else p + (clamped if lv > max_level else real)
-             for p, lv in zip(batch.properties, levels.tolist(), strict=True)]
-    return parked_runs(batch, props, target, SCHEDULE_TOPIC)
-
-
-def put_all(store: MessageStore, batches: list[MessageBatch]) -> PutResult:
-    """Store ``batches`` in order; one result for them all (its queue offset is the first batch's)."""
-    results = [store.put_messages(b, wait_flush=False) for b in batches]
-    if len(results) == 1:
-        return results[0]
-    first = results[0]
-    return PutResult(first.status, first.queue_offset, np.concatenate([r.physical_offsets for r in results]),
-                     np.concatenate([r.sizes for r in results]), results[-1].store_timestamp, first.store_host)
+    properties = [p if lv <= 0 else p + (clamped if lv > max_level else real)
+                  for p, lv in zip(batch.properties, levels.tolist(), strict=True)]
+    return np.where(levels > 0, np.minimum(levels, max_level) - 1, -1), properties
 
 
 class ScheduleService:

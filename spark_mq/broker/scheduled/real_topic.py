@@ -1,5 +1,5 @@
-"""Parked messages: split off a send (:func:`parked_runs`), and back to their real topic once due, for
-the delay-level schedule (``schedule.py``) and the timer wheel (``timer_service.py``).
+"""Parked messages back to their real topic once due, for the delay-level schedule (``delay_service.py``)
+and the timer wheel (``timer_service.py``); the send path parks them (``processors/send_runs.py``).
 
 A parked unit keeps its real topic and queue in the properties ``REAL_TOPIC``/``REAL_QID``. Delivery
 stores a copy in that topic in runs of equal (topic, queue, born host) -- a few puts per pass, not one
@@ -32,27 +32,6 @@ Stored = Callable[[str, int, int], None]  # (topic, queue id, next queue offset)
 def slices(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
     """``raw[starts[i]:ends[i]]`` for every i, by C-level maps (empty where a start is -1)."""
     return list(map(raw.__getitem__, map(slice, np.maximum(starts, 0).tolist(), np.maximum(ends, 0).tolist())))
-
-
-def joined_properties(properties: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Property strings back to back: (buffer, starts, ends)."""
-    lengths = np.fromiter(map(len, properties), dtype=np.int64, count=len(properties))
-    ends = np.cumsum(lengths)
-    return np.frombuffer(b"".join(properties), dtype=np.uint8), ends - lengths, ends
-
-
-def parked_runs(batch: MessageBatch, properties: list[bytes], target: np.ndarray, topic: str) -> list[MessageBatch]:
-    """``batch`` with ``properties`` as the batches to store, in order: runs of the messages whose
-    ``target`` queue is >= 0 moved to that queue of ``topic``, runs of the others unchanged."""
-    cuts = np.flatnonzero(np.diff(target)) + 1
-    out = []
-    for start, stop in zip([0, *cuts.tolist()], [*cuts.tolist(), len(batch)], strict=True):
-        part = batch.slice(start, stop)
-        part.properties = properties[start:stop]
-        if target[start] >= 0:
-            part.topic, part.queue_id = topic, int(target[start])
-        out.append(part)
-    return out
 
 
 def without_properties(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, names: tuple[str, ...]

@@ -1,23 +1,16 @@
-"""Transactional messages (RocketMQ's ``broker/transaction``): half messages, END_TRANSACTION and
-the check-back of unresolved ones.
+"""Transactional messages (RocketMQ's ``TransactionalMessageServiceImpl``): which half messages
+are live, their resolution, and the rounds of check-backs.
 
-A prepared send (``TRAN_MSG=true``) is stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, its real
-topic and queue in the properties ``REAL_TOPIC``/``REAL_QID``: consumers of the real topic never
-see it. A transaction is the half messages with the same ``__transactionId__`` (else each message
-is its own, by UNIQ_KEY): a prepared batch (every message ``TRAN_MSG=true``, e.g. the Spark sink's)
-whose messages share one is decided as a whole. END_TRANSACTION about any of its messages commits
-(copies go to the real topics without the transaction properties, one batch put per queue, a
-message stored twice by a retried send committed once) or rolls back; either way an op record, the
-half message's queue offset as its body and tag ``d``, goes to ``RMQ_SYS_TRANS_OP_HALF_TOPIC``.
-The op queue is the durable state: at start it is read back in bulk, so a restart knows every
-resolved half message.
+The send path stores half messages (``half_messages.py``) and tells :meth:`stored_half`.
+END_TRANSACTION (``end_transaction.py``) about any message of a transaction commits (copies go to
+the real topics without the transaction properties, ``commit.py``) or rolls back; either way an op
+record, the half message's queue offset as its body and tag ``d``, goes to
+``RMQ_SYS_TRANS_OP_HALF_TOPIC``. The op queue is the durable state: at start it is read back in
+bulk, so a restart knows every resolved half message.
 
 Every ``transactionCheckInterval`` the half queue is scanned in bulk from the first unresolved
-message. One older than ``transactionTimeOut`` (or its own ``CHECK_IMMUNITY_TIME_IN_SECONDS``)
-is renewed, as RocketMQ does: a copy with ``TRANSACTION_CHECK_TIMES`` + 1 is appended to the half
-queue, the old one gets an op record, and CHECK_TRANSACTION_STATE about the copy goes to a live
-producer of the group (known from heartbeats). Past ``transactionCheckMax`` checks a half message
-is discarded: logged, counted, kept in ``TRANS_CHECK_MAX_TIME_TOPIC`` for inspection.
+message; those past their timeout are renewed and checked, or discarded past
+``transactionCheckMax`` (``check_back.py``).
 
 Exactly one outcome per transaction: END_TRANSACTION about a renewed (or, after a restart, any
 resolved) copy goes to the live copies of its transaction, and a decision marks every live copy of
@@ -40,36 +33,40 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.common.errors import BatchBodyError, HeaderError, MessageValidationError, StoreNotWritableError
+from spark_mq.broker.transaction.check_back import (
+    CHECK_MAX_TIME_TOPIC,
+    check_request,
+    check_times,
+    renewal,
+    renewed_copy,
+    timed_out,
+)
+from spark_mq.broker.transaction.commit import commit_order, commit_puts, real_batch, real_queue
+from spark_mq.broker.transaction.half_messages import (
+    HALF_QUEUE_ID,
+    HALF_TOPIC,
+    half_batch,
+    transaction_key,
+    transaction_keys,
+)
+from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch
-from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.properties import (
-    CHECK_IMMUNITY_TIME,
-    NAME_VALUE_SEPARATOR,
     PRODUCER_GROUP,
-    PROPERTY_SEPARATOR,
-    REAL_QUEUE_ID,
     REAL_TOPIC,
     TAGS,
-    TRANSACTION_CHECK_TIMES,
-    TRANSACTION_ID,
-    TRANSACTION_PREPARED,
     TRANSACTION_PREPARED_QUEUE_OFFSET,
     UNIQ_KEY,
-    decode_properties,
+    JoinedProperties,
     encode_properties,
 )
 from spark_mq.common.unit.decode import StoredMessage, decode_message, decode_messages
-from spark_mq.common.unit.encode import encode_batch
-from spark_mq.remoting.codes import RequestCode, ResponseCode
-from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
-    CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     transaction_type,
 )
@@ -78,71 +75,17 @@ from spark_mq.store.results import GetStatus
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-HALF_QUEUE_ID = 0
 REMOVE_TAG = "d"  # RocketMQ's TransactionalMessageUtil.REMOVETAG
 ALREADY_RESOLVED = "already resolved"  # END_TRANSACTION's remark when its transaction was decided before
 SCAN_BATCH = 1024  # units read per bulk read of the half or op queue
 MAX_ROUND_UNITS = 64 * SCAN_BATCH  # half messages one check round looks at (the rest wait for the next)
 _REMOVE_PROPS = encode_properties({TAGS: REMOVE_TAG})
-_PREPARED_NAME = f"{TRANSACTION_PREPARED}\x01"
-_PREPARED_NEEDLE = _PREPARED_NAME.encode()
-_GROUP_NAME = f"{PRODUCER_GROUP}{NAME_VALUE_SEPARATOR}".encode()
-# the properties a committed (or discarded) copy drops: it is an ordinary message again
-_HALF_ONLY = (TRANSACTION_PREPARED, REAL_TOPIC, REAL_QUEUE_ID, TRANSACTION_CHECK_TIMES)
 
 # group -> the connections of its live producers (the broker's ClientRegistry)
 Producers = Callable[[str], list[Connection]]
 # (topic, queue id, next queue offset) of a stored message: the broker wakes held pulls with it
 Stored = Callable[[str, int, int], None]
-
-
-def _prepared_property(properties: bytes) -> bool:
-    """Whether an encoded property string says TRAN_MSG=true (Java's ``Boolean.parseBoolean``)."""
-    return (_PREPARED_NEEDLE in properties
-            and decode_properties(properties).get(TRANSACTION_PREPARED, "").lower() == "true")
-
-
-def is_prepared_transaction(sys_flag: int, batch: MessageBatch, joined_properties: bytes) -> bool:
-    """Whether a send carries prepared transactional messages (in its sysFlag, or as TRAN_MSG=true in
-    the properties of the message or of every message of a batch). ``joined_properties`` is the
-    batch's property strings back to back: the send path joins them once for every property it
-    looks for, and an ordinary send costs one C-level scan of them here. Raises
-    MessageValidationError for a batch that mixes prepared and ordinary messages.
-    """
-    if transaction_type(sys_flag) == TRANSACTION_PREPARED_TYPE:
-        return True
-    if _PREPARED_NEEDLE not in joined_properties:
-        return False
-    prepared = sum(1 for p in batch.properties if _PREPARED_NEEDLE in p and _prepared_property(p))
-    if 0 < prepared < len(batch):
-        raise MessageValidationError(f"a batch mixes {prepared} transactional (TRAN_MSG=true) message(s) with "
-                                     f"{len(batch) - prepared} ordinary one(s): send them in separate batches")
-    return prepared > 0
-
-
-def transaction_key(properties: dict[str, str], queue_offset: int) -> str:
-    """The transaction of a half message: its ``__transactionId__`` (shared by a prepared batch's
-    messages), else its UNIQ_KEY (a message of its own)."""
-    return properties.get(TRANSACTION_ID) or properties.get(UNIQ_KEY) or f"half:{queue_offset}"
-
-
-def _appended(properties: bytes, tail: bytes) -> bytes:
-    """An encoded property string with ``tail`` (encoded pairs) after it; later pairs win on decode."""
-    if properties and not properties.endswith(PROPERTY_SEPARATOR.encode()):
-        properties += PROPERTY_SEPARATOR.encode()
-    return properties + tail
-
-
-def _names_group(properties: bytes) -> bool:
-    return properties.startswith(_GROUP_NAME) or PROPERTY_SEPARATOR.encode() + _GROUP_NAME in properties
-
-
-def _check_times(m: StoredMessage) -> int:
-    times = m.properties.get(TRANSACTION_CHECK_TIMES, "")
-    return int(times) if times.isdigit() else 0
 
 
 @dataclass(frozen=True)
@@ -198,7 +141,7 @@ class TransactionalMessageService:
                     live.setdefault(key, []).append(m)
         committed = 0
         for key, msgs in live.items():
-            order = _commit_order(msgs)
+            order = commit_order(msgs)
             done = self._committed_prefix(order)
             if done:  # the decision was commit: the rest of it too
                 self._commit(order[done:])
@@ -304,24 +247,16 @@ class TransactionalMessageService:
 
     # -- the send path ---------------------------------------------------------------------------
     def half_batch(self, batch: MessageBatch, producer_group: str) -> MessageBatch:
-        """The half messages of a prepared batch (RocketMQ's ``parseHalfMessageInner`` for each): the
-        real topic and queue, and the producer group unless a message names its own, appended to the
-        encoded properties (no decoding)."""
+        """The half messages of a prepared batch (``half_messages.half_batch``), in a half topic that exists."""
         self.ensure_topic(HALF_TOPIC)  # as RocketMQ, the system topics have configs (tools list them)
-        real = encode_properties({REAL_TOPIC: batch.topic, REAL_QUEUE_ID: str(batch.queue_id)})
-        with_group = real + encode_properties({PRODUCER_GROUP: producer_group})
-        props = [_appended(p, real if _names_group(p) else with_group) for p in batch.properties]
-        half = MessageBatch.of(HALF_TOPIC, HALF_QUEUE_ID, batch.bodies, props, born_host=batch.born_host)
-        half.born_timestamps[:] = batch.born_timestamps
-        half.flags[:] = batch.flags
-        half.sys_flags[:] = (batch.sys_flags & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_NOT_TYPE
-        half.reconsume_times[:] = batch.reconsume_times
-        return half
+        return half_batch(batch, producer_group)
 
-    def stored_half(self, queue_offset: int, batch: MessageBatch) -> None:
-        """The half messages of ``batch`` were stored from ``queue_offset`` on."""
-        for i, props in enumerate(batch.properties):
-            self._track(queue_offset + i, transaction_key(decode_properties(props), queue_offset + i))
+    def stored_half(self, queue_offset: int, batch: MessageBatch, props: JoinedProperties | None = None) -> None:
+        """The half messages of ``batch`` were stored from ``queue_offset`` on: live from now. ``props``:
+        the joined properties of the send (read for the transaction keys; default: the batch's)."""
+        keys = transaction_keys(props if props is not None else JoinedProperties(batch.properties), queue_offset)
+        for i, key in enumerate(keys):
+            self._track(queue_offset + i, key)
         self.metrics.transaction("half", len(batch))
 
     # -- END_TRANSACTION -------------------------------------------------------------------------
@@ -348,17 +283,17 @@ class TransactionalMessageService:
         if state == TRANSACTION_COMMIT_TYPE:
             named = msg.properties.get(UNIQ_KEY)  # its committed copy names the offset END named, as RocketMQ's
             self._commit([msg if named and m.properties.get(UNIQ_KEY) == named else m
-                          for m in _commit_order(self._messages_at(offsets))])
+                          for m in commit_order(self._messages_at(offsets))])
         self._resolved(offsets)
         self.metrics.transaction("commit" if state == TRANSACTION_COMMIT_TYPE else "rollback")
         return ResponseCode.SUCCESS, ""
 
     def _commit(self, order: list[StoredMessage]) -> None:
-        """Store the committed copies of ``order`` (a :func:`_commit_order` or its suffix) in their real
+        """Store the committed copies of ``order`` (a ``commit_order`` or its suffix) in their real
         queues, in that order: one put per run of a queue, at most SCAN_BATCH messages each."""
-        for put in _puts(order):
-            topic, queue_id = _real_queue(put[0])
-            result = self.store.put_messages(_real_batch(put, topic, queue_id), wait_flush=False)
+        for put in commit_puts(order, SCAN_BATCH):
+            topic, queue_id = real_queue(put[0])
+            result = self.store.put_messages(real_batch(put, topic, queue_id), wait_flush=False)
             self.on_stored(topic, queue_id, result.queue_offset + len(put))
 
     # -- check-back ------------------------------------------------------------------------------
@@ -375,7 +310,7 @@ class TransactionalMessageService:
             if not msgs:
                 break
             due = [m for m in msgs if m.queue_offset < end and m.queue_offset in self.live]
-            stop = next((i for i, m in enumerate(due) if not self._timed_out(m, now)), len(due))
+            stop = next((i for i, m in enumerate(due) if not timed_out(m, now, self.config.time_out_ms)), len(due))
             sent += self._check_due(due[:stop], now)
             if stop < len(due) or nxt <= offset:
                 break
@@ -398,11 +333,6 @@ class TransactionalMessageService:
         self.progress = low
         self._advance()
 
-    def _timed_out(self, m: StoredMessage, now: int) -> bool:
-        immunity = m.properties.get(CHECK_IMMUNITY_TIME, "")
-        timeout = int(immunity) * 1000 if immunity.isdigit() else self.config.time_out_ms
-        return now - m.born_timestamp >= timeout
-
     def _check_due(self, due: list[StoredMessage], now: int) -> int:
         """Renew ``due`` in one half-queue append (discarding those past ``check_max``), resolve the
         originals in one op batch, then send the checks."""
@@ -410,13 +340,13 @@ class TransactionalMessageService:
             return 0
         renew: list[StoredMessage] = []
         for m in due:
-            if _check_times(m) < self.config.check_max:
+            if check_times(m) < self.config.check_max:
                 renew.append(m)
             else:
                 self._discard(m)
         copies: list[StoredMessage] = []  # one per transaction: a batch's is asked about once
         if renew:
-            batch = self._renewal(renew)
+            batch = renewal(renew)
             result = self.store.put_messages(batch, wait_flush=False)
             asked: set[str] = set()
             for i, m in enumerate(renew):
@@ -426,24 +356,11 @@ class TransactionalMessageService:
                 if key in asked:
                     continue
                 asked.add(key)
-                props = {**m.properties, TRANSACTION_CHECK_TIMES: str(_check_times(m) + 1)}
-                copies.append(StoredMessage(HALF_TOPIC, HALF_QUEUE_ID, new_offset, int(result.physical_offsets[i]),
-                                            m.body, props, m.flag, m.sys_flag, m.body_crc, m.born_timestamp,
-                                            m.born_host, result.store_timestamp, result.store_host,
-                                            m.reconsume_times))
+                copies.append(renewed_copy(m, result, i))
         self._resolved([m.queue_offset for m in due])
         for copy in copies:
             self._send_check(copy)
         return len(copies)
-
-    def _renewal(self, msgs: list[StoredMessage]) -> MessageBatch:
-        props = [encode_properties({**m.properties, TRANSACTION_CHECK_TIMES: str(_check_times(m) + 1)}) for m in msgs]
-        batch = MessageBatch.of(HALF_TOPIC, HALF_QUEUE_ID, [m.body for m in msgs], props, born_host=msgs[0].born_host)
-        batch.born_timestamps[:] = [m.born_timestamp for m in msgs]
-        batch.flags[:] = [m.flag for m in msgs]
-        batch.sys_flags[:] = [m.sys_flag for m in msgs]
-        batch.reconsume_times[:] = [m.reconsume_times for m in msgs]
-        return batch
 
     def _discard(self, m: StoredMessage) -> None:
         """Past ``check_max``: kept in TRANS_CHECK_MAX_TIME_TOPIC for an operator, counted, logged."""
@@ -453,7 +370,7 @@ class TransactionalMessageService:
                     self.config.check_max)
         self.ensure_topic(CHECK_MAX_TIME_TOPIC)
         try:
-            self.store.put_messages(_real_batch([m], CHECK_MAX_TIME_TOPIC, 0), wait_flush=False)
+            self.store.put_messages(real_batch([m], CHECK_MAX_TIME_TOPIC, 0), wait_flush=False)
         except MessageValidationError as e:
             log.error("discarded transaction %s not kept: %s", m.properties.get(UNIQ_KEY), e)
         self.metrics.transaction("discarded")
@@ -466,22 +383,10 @@ class TransactionalMessageService:
             log.warning("transaction check of %s (group %s) not sent: no producer of the group is connected",
                         m.properties.get(UNIQ_KEY), group)
             return
-        topic = m.properties.get(REAL_TOPIC, "")
-        queue_id = int(m.properties.get(REAL_QUEUE_ID, "0") or 0)
-        real = MessageBatch.of(topic, queue_id, [m.body], [encode_properties(m.properties)],
-                               born_timestamp=m.born_timestamp, born_host=m.born_host)
-        real.flags[:] = m.flag
-        real.sys_flags[:] = m.sys_flag
-        body = encode_batch(real, m.physical_offset, m.queue_offset, m.store_timestamp, m.store_host).data
         key = m.properties.get(UNIQ_KEY)
-        header = CheckTransactionStateRequestHeader(
-            tran_state_table_offset=m.queue_offset, commit_log_offset=m.physical_offset, msg_id=key,
-            transaction_id=key, offset_msg_id=offset_msg_id(m.store_host, m.physical_offset), topic=topic,
-            broker_name=self.broker_name)
         conn = random.choice(conns)
         try:
-            conn.send_oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(),
-                                                     body))
+            conn.send_oneway(check_request(m, self.broker_name))
         except Exception as e:  # the connection closed under us: the next round asks again
             log.info("transaction check of %s to %s failed: %s", key, conn.peer, e)
 
@@ -497,77 +402,3 @@ class TransactionalMessageService:
                 log.warning("transaction check round postponed: %s", e)
             except Exception:  # retried next round; the broker keeps serving
                 log.exception("transaction check round failed")
-
-
-def _real_queue(m: StoredMessage) -> tuple[str, int]:
-    return m.properties.get(REAL_TOPIC, ""), int(m.properties.get(REAL_QUEUE_ID, "0") or 0)
-
-
-def _commit_order(msgs: list[StoredMessage]) -> list[StoredMessage]:
-    """The order a transaction's half messages are committed in: one message per UNIQ_KEY (a send
-    retried after a lost answer stored it twice), grouped by real queue in order of first appearance.
-    A function of the set of live half messages, so a restart recomputes it."""
-    seen: set[str] = set()
-    by_queue: dict[tuple[str, int], list[StoredMessage]] = {}
-    for m in sorted(msgs, key=lambda m: m.queue_offset):
-        uniq = m.properties.get(UNIQ_KEY) or f"half:{m.queue_offset}"
-        if uniq not in seen:
-            seen.add(uniq)
-            by_queue.setdefault(_real_queue(m), []).append(m)
-    return [m for queue in by_queue.values() for m in queue]
-
-
-def _puts(order: list[StoredMessage]) -> list[list[StoredMessage]]:
-    """``order`` cut into runs of one real queue, at most SCAN_BATCH messages each."""
-    puts: list[list[StoredMessage]] = []
-    for m in order:
-        if not puts or len(puts[-1]) == SCAN_BATCH or _real_queue(puts[-1][0]) != _real_queue(m):
-            puts.append([])
-        puts[-1].append(m)
-    return puts
-
-
-def _real_batch(msgs: list[StoredMessage], topic: str, queue_id: int) -> MessageBatch:
-    """The committed (or discarded) copies of ``msgs``: ordinary messages of ``topic`` again."""
-    # the stored names and values are valid: joined without encode_properties' per-character checks
-    props = ["".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in m.properties.items()
-                     if k not in _HALF_ONLY).encode()
-             + f"{TRANSACTION_PREPARED_QUEUE_OFFSET}{NAME_VALUE_SEPARATOR}{m.queue_offset}{PROPERTY_SEPARATOR}".encode()
-             for m in msgs]
-    batch = MessageBatch.of(topic, queue_id, [m.body for m in msgs], props, born_host=msgs[0].born_host)
-    batch.born_timestamps[:] = [m.born_timestamp for m in msgs]
-    batch.flags[:] = [m.flag for m in msgs]
-    batch.sys_flags[:] = [(m.sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | TRANSACTION_COMMIT_TYPE for m in msgs]
-    batch.reconsume_times[:] = [m.reconsume_times for m in msgs]
-    return batch
-
-
-class EndTransactionProcessor:
-    """Serves END_TRANSACTION (sent oneway by producers; answered when asked)."""
-
-    def __init__(self, service: TransactionalMessageService, refusal: Callable[[], str | None]) -> None:
-        self.service = service
-        self.refusal = refusal
-
-    def register_on(self, server) -> None:
-        server.register(RequestCode.END_TRANSACTION, self.end_transaction)
-
-    async def end_transaction(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        refusal = self.refusal()
-        if refusal is not None:
-            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
-        try:
-            h = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
-        except HeaderError as e:
-            log.warning("END_TRANSACTION from %s refused: %s", conn.peer, e)
-            return cmd.make_response(ResponseCode.SYSTEM_ERROR, str(e))
-        try:
-            code, remark = self.service.end(h)
-        except StoreNotWritableError as e:
-            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
-        except (MessageValidationError, BatchBodyError) as e:
-            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        if code != ResponseCode.SUCCESS:
-            log.warning("END_TRANSACTION from %s (group %s) refused: %s", conn.peer, h.producer_group, remark)
-        return cmd.make_response(code, remark or None)
-

@@ -11,18 +11,12 @@ A slave that reports an end past this master's (its store was lost and it starte
 makes ``write_refusal`` say why sends are refused, until a slave connects at an offset this master
 has: what the master would write next lies at offsets the slave holds other bytes at.
 
-Controller mode (``master_id`` given): slaves name themselves on connecting (``ha_protocol``'s
-hello) and a put waits for the SyncStateSet (``sync_state_set``, kept by the broker's
-``SyncStateKeeper``): with allAckInSyncStateSet until every member has it, else until
-minInSyncReplicas replicas (the master included) have it; with fewer members than
-minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the same). While a new set
-is asked of the controller (``proposed``) and its answer is not known, puts wait for the members of
-both (RocketMQ's synchronizing SyncStateSet): the controller may have taken the new set already, and
-from then on may elect any of its members, which must hold every acknowledged put.
-When puts wait for replicas, consumers read only up to ``confirmed_offset`` (RocketMQ's confirmOffset):
-what the replicas waited for all have, or the commitlog's end when this master took over (everything
-it had then is its history's). A unit read past it could be lost with this master, and a consumer's
-offset would then point past the messages the next master stores at those queue offsets.
+Controller mode (a ``BrokerSyncStateSet`` given): slaves name themselves on connecting
+(``ha_protocol``'s hello) and a put waits for members of the SyncStateSet (``sync_state_set.py``,
+which owns the set and the confirmed offset consumers may read up to); with
+fewer members than minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the
+same). This service tells the set of every acknowledgement, and the set releases the puts it
+completes.
 
 Thread-safety: none; every method runs on the broker's event loop.
 """
@@ -38,22 +32,20 @@ from spark_mq.common.config import BrokerConfig
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.ha.group_transfer import GroupTransfer
 from spark_mq.store.ha.ha_connection import HAConnection
+from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 from spark_mq.store.results import PutStatus
 
 log = logging.getLogger(__name__)
 
 
 class HAService:
-    def __init__(self, config: BrokerConfig, commitlog: CommitLog, master_id: int | None = None,
+    def __init__(self, config: BrokerConfig, commitlog: CommitLog, sync_state_set: BrokerSyncStateSet | None = None,
                  on_confirmed: Callable[[], None] = lambda: None) -> None:
-        """``on_confirmed()``: ``confirmed_offset`` grew (held pulls may be answered now)."""
+        """``sync_state_set``: controller mode's set, whose members puts wait for; ``on_confirmed()``: its
+        confirmed offset grew (held pulls may be answered now)."""
         self.config = config
         self.commitlog = commitlog
-        self.on_confirmed = on_confirmed
-        self._confirmed = commitlog.max_offset()
-        self.master_id = master_id  # controller mode: this master's broker id
-        self.sync_state_set: frozenset[int] = frozenset() if master_id is None else frozenset({master_id})
-        self.proposed: frozenset[int] = frozenset()  # asked of the controller, not known taken or refused
+        self.sync_state_set = sync_state_set
         self.transfer = GroupTransfer()
         # replaced, never changed in place: a metrics scrape thread iterates it
         self.connections: frozenset[HAConnection] = frozenset()
@@ -62,6 +54,9 @@ class HAService:
         self._tasks: set[asyncio.Task] = set()
         self._bytes_sent_closed = 0  # by connections that ended (the total survives reconnects)
         self.write_refusal: str | None = None  # why sends are refused (a slave ahead of this master)
+        if sync_state_set is not None:
+            sync_state_set.attach(commitlog.max_offset, lambda: ((c.slave_id, c.acked) for c in self.connections),
+                                  self.transfer.ack, on_confirmed)
 
     async def start(self, port: int) -> int:
         """Listen on ``port`` (0: a free one); returns the port bound."""
@@ -84,7 +79,7 @@ class HAService:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(reader, writer, self.commitlog, self.config.ha_transfer_batch_size,
                             self.config.ha_send_heartbeat_interval / 1000, self._wake, self._acked,
-                            self._first_report, hello=self.master_id is not None)
+                            self._first_report, hello=self.sync_state_set is not None)
         task = asyncio.current_task()
         assert task is not None
         self.connections = self.connections | {conn}
@@ -100,68 +95,11 @@ class HAService:
             self._bytes_sent_closed += conn.bytes_sent
 
     def _acked(self, offset: int) -> None:
-        """A slave's report: release the puts it completes."""
-        if self.master_id is None:
+        """A slave's report: release the puts it completes (in controller mode, the set works out which)."""
+        if self.sync_state_set is None:
             self.transfer.ack(offset)
         else:
-            self._release()
-
-    def _release(self) -> None:
-        """Controller mode: release the puts the replicas waited for all have; tell of a confirmed offset
-        that grew."""
-        acked = self._set_acked()
-        self.transfer.ack(acked)
-        if acked > self._confirmed:
-            self._confirmed = acked
-            self.on_confirmed()
-
-    def confirmed_offset(self) -> int:
-        """Controller mode: the commitlog offset below which every replica a put waits for has every byte
-        (never decreasing): what consumers may read."""
-        self._release()
-        return self._confirmed
-
-    def _waited_for(self) -> frozenset[int]:
-        """Controller mode: the replicas a put may wait for: the agreed set's and a proposed one's."""
-        return self.sync_state_set | self.proposed
-
-    def _members_needed(self) -> int:
-        """Controller mode: how many slaves of the SyncStateSet a put waits for."""
-        others = len(self._waited_for() - {self.master_id})
-        return others if self.config.all_ack_in_sync_state_set else min(others, self.config.min_in_sync_replicas - 1)
-
-    def _set_acked(self) -> int:
-        """Controller mode: the offset enough SyncStateSet members have (-1: not enough connected)."""
-        needed = self._members_needed()
-        if needed <= 0:
-            return self.commitlog.max_offset()
-        acked: dict[int, int] = {}
-        members = self._waited_for()
-        for c in self.connections:
-            if c.slave_id in members and c.slave_id != self.master_id:
-                acked[c.slave_id] = max(acked.get(c.slave_id, -1), c.acked)
-        best = sorted(acked.values(), reverse=True)
-        return best[needed - 1] if len(best) >= needed else -1
-
-    def set_sync_state_set(self, members: frozenset[int]) -> None:
-        """Controller mode: the SyncStateSet as the controller last agreed it (any proposal is settled by
-        it: taken, or fenced by the change); puts wait for it from now on."""
-        self.proposed = frozenset()
-        if members != self.sync_state_set:
-            log.info("HA: SyncStateSet %s (was %s)", sorted(members), sorted(self.sync_state_set))
-            self.sync_state_set = members
-        self._release()
-
-    def propose(self, members: frozenset[int]) -> None:
-        """Controller mode: ``members`` are being asked of the controller: puts wait for them too until
-        ``set_sync_state_set`` or ``withdraw``."""
-        self.proposed = members
-
-    def withdraw(self) -> None:
-        """Controller mode: the controller refused the proposed set at the agreed set's epoch: it never
-        took it."""
-        self.proposed = frozenset()
-        self._release()
+            self.sync_state_set.update()
 
     def _first_report(self, refusal: str | None) -> None:
         self.write_refusal = refusal
@@ -197,10 +135,10 @@ class HAService:
     async def replicated(self, offset: int, timeout_s: float) -> PutStatus:
         """Wait until a slave has every byte below ``offset`` (a SYNC_MASTER put's end)."""
         self._wake.set()
-        if self.master_id is not None:
-            if len(self.sync_state_set) < self.config.min_in_sync_replicas:
+        if self.sync_state_set is not None:
+            if len(self.sync_state_set.members) < self.config.min_in_sync_replicas:
                 return PutStatus.SLAVE_NOT_AVAILABLE
-            if self._members_needed() <= 0:
+            if self.sync_state_set.members_needed() <= 0:
                 return PutStatus.PUT_OK
         elif not self.is_slave_ok(offset):
             return PutStatus.SLAVE_NOT_AVAILABLE

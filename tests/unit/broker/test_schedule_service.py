@@ -1,4 +1,4 @@
-"""ScheduleService and ``to_schedule`` on a real MessageStore, with an injected clock (nothing
+"""ScheduleService and ``stored_runs`` on a real MessageStore, with an injected clock (nothing
 sleeps): a delayed message parks in SCHEDULE_TOPIC_XXXX queue level-1 with REAL_TOPIC/REAL_QID,
 its consume-queue tag code is its due time, and it is delivered to its real topic when due (not a
 millisecond before), without DELAY, everything else kept; progress is kept in delayOffset.json."""
@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from unit_helpers import FakeClock
 
-from spark_mq.broker.scheduled.delay_service import ScheduleService, put_all, to_schedule
+from spark_mq.broker.processors.send_runs import put_all, stored_runs
+from spark_mq.broker.scheduled.delay_service import ScheduleService
+from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.json_file import JsonSectionsFile
@@ -17,6 +19,7 @@ from spark_mq.common.properties import REAL_TOPIC, encode_properties
 from spark_mq.store.config_file import DELAY_OFFSETS
 
 LEVELS = "1s 5s 10s"
+NO_TIMERS = TimerLimits(False, 1, 0)  # the batches here name no timer property
 
 
 def read_all(store, topic, queue_id=0):
@@ -33,7 +36,8 @@ def test_delayed_messages_park_with_their_due_time_and_arrive_when_due(make_stor
     clock = FakeClock()
     store = make_store(clock=clock, message_delay_level=LEVELS)
     now = int(clock() * 1000)
-    parts = to_schedule(_batch([{"DELAY": "1", "KEYS": "a"}, {"DELAY": "1"}, {}, {"DELAY": "9"}]), 3)
+    parts = stored_runs(_batch([{"DELAY": "1", "KEYS": "a"}, {"DELAY": "1"}, {}, {"DELAY": "9"}]), 3,
+                        NO_TIMERS)
     assert [(p.topic, p.queue_id, len(p)) for p in parts] == [(SCHEDULE_TOPIC, 0, 2), ("orders", 3, 1),
                                                               (SCHEDULE_TOPIC, 2, 1)]
     result = put_all(store, parts)
@@ -71,7 +75,7 @@ def test_delay_pairs_are_cut_from_many_messages_at_once(make_store, tmp_path):
     store = make_store(clock=clock, message_delay_level=LEVELS)
     n = 5000
     props = [{"A": str(i), "DELAY": "2", "Z": "z"} if i % 2 else {"DELAY": "2"} for i in range(n)]
-    put_all(store, to_schedule(_batch(props), 3))
+    put_all(store, stored_runs(_batch(props), 3, NO_TIMERS))
     service = ScheduleService(store, JsonSectionsFile(tmp_path / "d.json"), 10.0, clock=clock)
     assert service.deliver_due(int(clock() * 1000) + 5000) == n
     assert store.get_max_offset("orders", 3) == n

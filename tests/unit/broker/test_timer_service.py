@@ -1,4 +1,4 @@
-"""Timer messages on a real MessageStore with an injected clock (nothing sleeps): ``to_timer`` parks a
+"""Timer messages on a real MessageStore with an injected clock (nothing sleeps): ``stored_runs`` parks a
 message due later in rmq_sys_wheel_timer with REAL_TOPIC/REAL_QID/TIMER_OUT_MS (the three properties in
 RocketMQ's precedence; bad and too-far values refused); the TimerMessageService delivers each one in the
 first pass at or after its slot, never before its due time, and a reopened service (timer log cut back to
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from unit_helpers import FakeClock
 
-from spark_mq.broker.scheduled.delay_service import put_all
-from spark_mq.broker.scheduled.timer import TimerLimits, to_timer
+from spark_mq.broker.processors.send_runs import put_all, stored_runs
+from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.scheduled.timer_service import TimerMessageService
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.errors import MessageValidationError
@@ -24,6 +24,7 @@ from spark_mq.store.timer_wheel import TimerWheel, wheel_slots
 
 PRECISION = 1000
 LIMITS = TimerLimits(True, PRECISION, 3600_000)
+NO_DELAY_LEVELS = 18  # the batches here name no DELAY
 
 
 def read_all(store, topic, queue_id=0):
@@ -48,19 +49,20 @@ def test_the_three_properties_park_in_their_precedence_and_bad_values_are_refuse
     now = 1_700_000_000_000
     props = [{"TIMER_DELIVER_MS": str(now + 5000)}, {"TIMER_DELAY_MS": "2500"}, {"TIMER_DELAY_SEC": "7"},
              {"TIMER_DELAY_SEC": "1", "TIMER_DELIVER_MS": str(now + 9000)}, {}, {"TIMER_DELIVER_MS": str(now - 1)}]
-    parts = to_timer(_batch(props), LIMITS, now)
+    parts = stored_runs(_batch(props), NO_DELAY_LEVELS, LIMITS, now)
     assert [(p.topic, p.queue_id, len(p)) for p in parts] == [(TIMER_TOPIC, 0, 4), ("orders", 3, 2)]
     out = [dict(kv.split("\x01") for kv in p.decode().split("\x02") if kv) for p in parts[0].properties]
     assert [int(o["TIMER_OUT_MS"]) - now for o in out] == [5000, 2500, 7000, 1000]  # DELAY_SEC wins
     assert {(o["REAL_TOPIC"], o["REAL_QID"]) for o in out} == {("orders", "3")}
-    assert to_timer(_batch([{"KEYS": "k"}]), LIMITS, now)[0].topic == "orders"
+    assert stored_runs(_batch([{"KEYS": "k"}]), NO_DELAY_LEVELS, LIMITS, now)[0].topic == "orders"
 
     with pytest.raises(MessageValidationError, match="max delay 3600000ms"):
-        to_timer(_batch([{}, {"TIMER_DELAY_SEC": "3601"}]), LIMITS, now)
+        stored_runs(_batch([{}, {"TIMER_DELAY_SEC": "3601"}]), NO_DELAY_LEVELS, LIMITS, now)
     with pytest.raises(MessageValidationError, match=r"TIMER_DELAY_MS='soon' is not an integer"):
-        to_timer(_batch([{"TIMER_DELAY_MS": "soon"}]), LIMITS, now)
+        stored_runs(_batch([{"TIMER_DELAY_MS": "soon"}]), NO_DELAY_LEVELS, LIMITS, now)
     with pytest.raises(MessageValidationError, match="timerWheelEnable is false"):
-        to_timer(_batch([{"TIMER_DELAY_SEC": "1"}]), TimerLimits(False, PRECISION, 3600_000), now)
+        stored_runs(_batch([{"TIMER_DELAY_SEC": "1"}]), NO_DELAY_LEVELS, TimerLimits(False, PRECISION, 3600_000),
+                    now)
 
 
 def test_timers_are_delivered_at_their_slot_never_before_their_due_time(make_store, tmp_path):
@@ -68,8 +70,8 @@ def test_timers_are_delivered_at_their_slot_never_before_their_due_time(make_sto
     store = make_store(clock=clock)
     now = int(clock() * 1000)
     delays = [300, 1000, 1700, 1700, 4200]  # ms
-    put_all(store, to_timer(_batch([{"TIMER_DELAY_MS": str(d), "KEYS": f"k{i}"} for i, d in enumerate(delays)]),
-                            LIMITS, now))
+    put_all(store, stored_runs(_batch([{"TIMER_DELAY_MS": str(d), "KEYS": f"k{i}"} for i, d in enumerate(delays)]),
+                               NO_DELAY_LEVELS, LIMITS, now))
     service = _service(store, tmp_path, clock)
     assert service.run_once(now) == 0 and service.pending == 5
     delivered_at: dict[bytes, int] = {}
@@ -93,7 +95,8 @@ def test_a_reopened_service_delivers_each_pending_timer_once(make_store, tmp_pat
     now = int(clock() * 1000)
     n = 1000  # over several timer-log files of 64 records
     delays = np.arange(n) * 7 % 5000 + 1
-    put_all(store, to_timer(_batch([{"TIMER_DELAY_MS": str(int(d))} for d in delays]), LIMITS, now))
+    put_all(store, stored_runs(_batch([{"TIMER_DELAY_MS": str(int(d))} for d in delays]), NO_DELAY_LEVELS, LIMITS,
+                               now))
     service = _service(store, tmp_path, clock)
     service.run_once(now)
     service.run_once(now + 2500)
@@ -102,7 +105,8 @@ def test_a_reopened_service_delivers_each_pending_timer_once(make_store, tmp_pat
     service.persist()
     service.close()
     # enqueued after the checkpoint: the reopened service reads them from the consume queue
-    put_all(store, to_timer(_batch([{"TIMER_DELAY_MS": "3000"}], queue_id=2), LIMITS, now + 2500))
+    put_all(store, stored_runs(_batch([{"TIMER_DELAY_MS": "3000"}], queue_id=2), NO_DELAY_LEVELS, LIMITS,
+                               now + 2500))
 
     again = _service(store, tmp_path, clock)
     assert again.pending == n - len(first)

@@ -8,14 +8,10 @@ from __future__ import annotations
 from unit_helpers import FakeClock
 
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.transaction.service import (
-    CHECK_MAX_TIME_TOPIC,
-    HALF_TOPIC,
-    OP_HALF_TOPIC,
-    TransactionalMessageService,
-    TransactionConfig,
-    _real_batch,
-)
+from spark_mq.broker.transaction.check_back import CHECK_MAX_TIME_TOPIC
+from spark_mq.broker.transaction.commit import real_batch
+from spark_mq.broker.transaction.half_messages import HALF_TOPIC
+from spark_mq.broker.transaction.service import OP_HALF_TOPIC, TransactionalMessageService, TransactionConfig
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import encode_properties
@@ -183,7 +179,7 @@ def test_a_batch_commit_cut_short_by_a_crash_is_finished_at_start(make_store, tm
     half_batch(store, svc, clock, [b"a", b"b", b"c"], "W", 1, ["ka", "kb", "kc"])
     half_batch(store, svc, clock, [b"d", b"e"], "W", 2, ["kd", "ke"])
     live = decode_units_list(store.get_messages(HALF_TOPIC, 0, 0, 10).data)
-    store.put_messages(_real_batch(live[:3], "orders", 1))  # the first put of the commit, then the crash
+    store.put_messages(real_batch(live[:3], "orders", 1))  # the first put of the commit, then the crash
     store.shutdown()
 
     for _ in range(2):

@@ -1,5 +1,6 @@
-"""The property string (``name\\x01value\\x02`` pairs): scalar codec and the vectorised scanner
-dispatch uses to find TAGS, KEYS and UNIQ_KEY in a whole batch at once."""
+"""The property string (``name\\x01value\\x02`` pairs): scalar codec, the vectorised scanner
+dispatch uses to find TAGS, KEYS and UNIQ_KEY in a whole batch at once, and the send path's
+joined properties."""
 
 from __future__ import annotations
 
@@ -8,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_mq.common.properties import PackedProperties, decode_properties, encode_properties, scan_properties
+from spark_mq.common.properties import (
+    JoinedProperties,
+    PackedProperties,
+    decode_properties,
+    encode_properties,
+    scan_properties,
+)
 
 SEPARATORS = "\x01\x02"
 no_sep_text = st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters=SEPARATORS), max_size=20)
@@ -131,3 +138,18 @@ def test_scan_rejects_ranges_out_of_buffer_order():
     buf = np.frombuffer(b"a\x011\x02b\x012\x02", dtype=np.uint8)
     with pytest.raises(ValueError, match="buffer order"):
         scan_properties(buf, np.array([4, 0]), np.array([8, 4]))
+
+
+@given(rows=st.lists(st.tuples(prop_dicts, st.booleans()), min_size=1, max_size=12), probe=names,
+       window=st.tuples(st.integers(0, 12), st.integers(0, 12)))
+@settings(max_examples=200)
+def test_joined_properties_values_agree_with_decode(rows, probe, window):
+    raws = [raw[:-1] if drop and raw else raw for raw, drop in ((encode_properties(p), d) for p, d in rows)]
+    joined = JoinedProperties(raws)
+    start, stop = min(window), min(max(window), len(raws))
+    for name in {probe, *(n for p, _ in rows for n in p)}:
+        got_rows, values = joined.values(name, start, stop)
+        expected = {i: decode_properties(raws[i])[name] for i in range(start, stop)
+                    if name in decode_properties(raws[i])}
+        assert dict(zip(got_rows.tolist(), (v.decode() for v in values), strict=True)) == expected
+        assert joined.mentions(f"{name}\x01".encode()) == any(f"{name}\x01".encode() in r for r in raws)
