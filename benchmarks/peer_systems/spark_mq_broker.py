@@ -188,7 +188,7 @@ class SparkMQClient(Client):
         """``LitePullConsumer.poll``: long-polling pulls (the broker holds each until a message
         arrives) handed to the application on the event loop. It measured lower latency than
         ``PushConsumer``, whose listener runs on a thread pool (one thread hop per batch)."""
-        from spark_mq.client.pull_consumer import LitePullConsumer
+        from spark_mq.client.lite_pull_consumer import LitePullConsumer
 
         consumer = LitePullConsumer(self._unique("bench_latency"), self.config, consume_from="first")
         await consumer.subscribe(stream)
