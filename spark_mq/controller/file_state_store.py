@@ -2,9 +2,9 @@
 
 For the controller embedded in the NameServer (``enableControllerInNamesrv``, development): there is
 one controller, so there is no election, and the file is all that must survive. Every write is
-durable before it is acknowledged: the whole file is rewritten to a temp file, fsynced, renamed over
-the old one and the directory fsynced, so a crash at any point leaves the old or the new file, never
-a torn one. An exclusive ``flock`` on ``<file>.lock`` keeps a second process from opening the same
+durable before it is acknowledged: the whole file is replaced atomically (``common/atomic_file``:
+temp file, fsync, rename, directory fsync), so a crash at any point leaves the old or the new file,
+never a torn one. An exclusive ``flock`` on ``<file>.lock`` keeps a second process from opening the same
 file (two "always leader" stores on one file would each decide alone).
 """
 
@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from spark_mq.common.atomic_file import replace_file
 from spark_mq.controller.state_store import NO_RECORD, StaleStateError, StateStoreError
 
 _FORMAT = 1  # the file's "format" field, checked on load
@@ -29,7 +30,6 @@ class FileStateStore:
 
     def __init__(self, path: str | Path) -> None:
         self._path = Path(path)
-        self._tmp = self._path.with_name(self._path.name + ".tmp")
         self._mutex = threading.Lock()
         self._address: str | None = None
         try:
@@ -71,18 +71,7 @@ class FileStateStore:
                            for key, (value, version) in records.items()}}
         data = json.dumps(doc, indent=1, sort_keys=True).encode()
         try:
-            fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(self._tmp, self._path)
-            dir_fd = os.open(self._path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            replace_file(self._path, data)
         except OSError as e:
             raise StateStoreError(f"cannot write the controller state file {self._path}: {e.strerror}") from e
 
