@@ -57,7 +57,7 @@ def delay_levels(props: JoinedProperties) -> np.ndarray:
     for row, value in zip(rows.tolist(), values, strict=True):
         try:
             levels[row] = int(value)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or past int64 (Java's parseInt refuses both)
             raise MessageValidationError(f"DELAY property {value!r} is not a delay level number") from None
     return levels
 

@@ -47,3 +47,11 @@ def test_a_prepared_batch_is_all_or_nothing_and_keyed_by_its_transaction():
     assert transaction_keys(props, 7) == ["t", "u1"]
     with pytest.raises(MessageValidationError, match="mixes 1 transactional"):
         is_prepared_transaction(0, JoinedProperties([encode_properties({"TRAN_MSG": "true"}), b""]))
+
+
+@pytest.mark.parametrize("value", ["1e3", "99999999999999999999"])
+def test_a_delay_that_is_no_level_number_is_refused_with_its_value(value):
+    """A DELAY past int64 was an uncaught OverflowError (SYSTEM_ERROR to the client), not the refusal
+    every other bad DELAY gets."""
+    with pytest.raises(MessageValidationError, match=f"DELAY property b'{value}' is not a delay level number"):
+        stored_runs(_batch([{"DELAY": value}]), 18, LIMITS, NOW)
