@@ -1,5 +1,5 @@
 """Copying a stopped broker's whole store directory to an empty one: how a master whose store was
-lost is rebuilt from its slave (README, "Master and slave (replication)").
+lost is rebuilt from its slave (docs/operations.md, "Master and slave (replication)").
 
 A slave's commitlog is byte-identical to its master's up to where it stands, and its consume queues,
 index and config (topics, subscription groups, offsets: copied from the master) are its own, so its
