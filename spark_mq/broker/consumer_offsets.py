@@ -106,10 +106,6 @@ class ConsumerOffsetManager:
                     out[key[len(prefix):]] = offset
         return out
 
-    def groups_of(self, topic: str) -> list[str]:
-        prefix = topic + TOPIC_GROUP_SEPARATOR
-        return sorted(k[len(prefix):] for k in self.table if k.startswith(prefix))
-
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(self.key(topic, group), {}))
 

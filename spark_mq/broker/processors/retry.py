@@ -178,9 +178,6 @@ class RetryScheduler:
             self.on_topic_created()
 
     # -- delivery ------------------------------------------------------------------------------
-    def next_due_ms(self) -> int | None:
-        return min((e.due_ms for e in self.pending.values()), default=None)
-
     def deliver_due(self, now_ms: int | None = None) -> int:
         """Store every entry due at ``now_ms``; returns how many were stored. An entry whose unit
         is gone (retention deleted it) is dropped with a warning; one the store refuses stays."""
