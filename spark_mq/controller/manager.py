@@ -67,7 +67,7 @@ from spark_mq.remoting.headers import (
     RegisterBrokerToControllerRequestHeader,
     RegisterBrokerToControllerResponseHeader,
 )
-from spark_mq.remoting.loop import stop_tasks
+from spark_mq.remoting.loop import every, stop_tasks
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -205,14 +205,11 @@ class ControllerManager:
     # --- liveness -------------------------------------------------------------------------------
 
     async def _scan_loop(self) -> None:
-        interval = self.config.scan_not_active_broker_interval / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                self.live.expire()
-                await self._reelect_dead_masters()
-            except Exception:  # a bug in one scan must not stop the next
-                log.exception("controller scan failed")
+        await every(self.config.scan_not_active_broker_interval / 1000, self._scan, "controller scan")
+
+    async def _scan(self) -> None:
+        self.live.expire()
+        await self._reelect_dead_masters()
 
     def _on_channel_closed(self, conn: Connection) -> None:
         if self.live.on_channel_closed(conn):
