@@ -33,8 +33,9 @@ from spark_mq.common.config import (  # noqa: E402
     BrokerConfig,
     ControllerConfig,
     NamesrvConfig,
+    SecurityConfig,
     ServerChannelConfig,
-    snake_to_camel,
+    config_key,
 )
 
 OUTPUT = ROOT / "docs" / "configuration.md"
@@ -76,6 +77,8 @@ SECTIONS = (
             "of namesrv.conf with `enableControllerInNamesrv=true`."),
     Section(ServerChannelConfig, "Connections (every server)", "Keys of broker.conf, namesrv.conf and "
             "controller.conf alike."),
+    Section(SecurityConfig, "Security (every server)", "Keys of broker.conf, namesrv.conf and controller.conf "
+            "alike: ACL, this process's own account, TLS (see docs/security.md)."),
     Section(ClientConfig, "Client (`ClientConfig`)", "Keyword arguments of `spark_mq.client.config.ClientConfig`, "
             "which every producer, consumer and admin takes (not a file).", camel=False),
 )
@@ -129,7 +132,7 @@ def runs(section: Section) -> list[Run]:
         while line >= 1 and lines[line - 1].strip().startswith("#"):
             block.insert(0, notes[line])
             line -= 1
-        key = snake_to_camel(name) if section.camel else name
+        key = config_key(name) if section.camel else name
         rocketmq = ROCKETMQ_NAMES.get(key, key) if section.camel else "-"
         row = Row(key, _type(hints[name]), _default(fields[name]),
                   "none (spark_mq's own)" if rocketmq is None else rocketmq, notes.get(stmt.end_lineno or 0, ""))

@@ -54,7 +54,83 @@ ROCKETMQ_NAMES: dict[str, str | None] = {
     "zookeeperConnectString": None,
     "zookeeperRootPath": None,
     "zookeeperSessionTimeoutMills": None,
+    "accessKey": None,
+    "secretKey": None,
+    "allowInsecureRemote": None,
 }
+
+
+TLS_MODES = ("disabled", "permissive", "enforcing")  # RocketMQ's TlsMode
+TLS_CLIENT_AUTH = ("none", "optional", "require")  # RocketMQ's tls.server.need.client.auth
+# keys with dots (RocketMQ's TLS system properties, read from the config file here): field -> key
+DOTTED_KEYS = {
+    "tls_enable": "tls.enable",
+    "tls_server_mode": "tls.server.mode",
+    "tls_server_cert_path": "tls.server.certPath",
+    "tls_server_key_path": "tls.server.keyPath",
+    "tls_server_trust_cert_path": "tls.server.trustCertPath",
+    "tls_server_need_client_auth": "tls.server.need.client.auth",
+    "tls_client_cert_path": "tls.client.certPath",
+    "tls_client_key_path": "tls.client.keyPath",
+    "tls_client_trust_cert_path": "tls.client.trustCertPath",
+    "tls_client_auth_server": "tls.client.authServer",
+}
+DOTTED_FIELDS = {key: name for name, key in DOTTED_KEYS.items()}
+LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
+PLAIN_ACL_FILE = "plain_acl.yml"  # the accounts file's default name, beside the config file
+
+
+def is_loopback(address: str) -> bool:
+    """Whether binding ``address`` serves this machine only (127.0.0.0/8, ::1, localhost)."""
+    return address in LOOPBACK_ADDRESSES or address.startswith("127.")
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """Who may talk to a server and how (broker, NameServer and controller each have these keys).
+
+    ``aclEnable`` checks every request against the accounts of ``aclFile`` (RocketMQ's plain_acl.yml
+    format; default: plain_acl.yml beside the config file), reloaded when it changes. ``accessKey`` and
+    ``secretKey`` are this process's own account, which signs what it sends to its peers (registration,
+    controller heartbeats, replication): an admin account of the cluster. TLS keys are RocketMQ's
+    ``tls.*`` names. A server bound beyond loopback without ``aclEnable`` refuses to start unless
+    ``allowInsecureRemote=true``.
+    """
+
+    acl_enable: bool = False  # check every request's signature and permissions against aclFile
+    acl_file: str = ""  # the accounts (plain_acl.yml format); empty: plain_acl.yml beside the config file
+    access_key: str = ""  # this process's own account, signing its requests to peers (an admin account)
+    secret_key: str = field(default="", repr=False)  # ... and its secret (never logged)
+    allow_insecure_remote: bool = False  # let a server bound beyond loopback run without aclEnable
+    # TLS on the ports this process serves (remoting, HA, metrics)
+    tls_server_mode: str = "disabled"  # disabled, permissive (TLS and plaintext) or enforcing (TLS only)
+    tls_server_cert_path: str = ""  # PEM certificate the server presents
+    tls_server_key_path: str = ""  # PEM private key of that certificate
+    tls_server_trust_cert_path: str = ""  # PEM CA certificates client certificates are checked against
+    tls_server_need_client_auth: str = "none"  # none, optional or require a client certificate
+    # TLS on the connections this process opens (to NameServers, controllers, its master)
+    tls_enable: bool = False  # dial peers over TLS
+    tls_client_cert_path: str = ""  # PEM certificate presented to peers asking for one
+    tls_client_key_path: str = ""  # PEM private key of that certificate
+    tls_client_trust_cert_path: str = ""  # PEM CA certificates a peer's certificate is checked against
+    tls_client_auth_server: bool = True  # check the peer's certificate (false: encryption only)
+
+    def check_security(self, listen_address: str) -> None:
+        """Raise ``ConfigError`` naming the key for an inconsistent security setting."""
+        if self.tls_server_mode not in TLS_MODES:
+            raise ConfigError(f"tls.server.mode={self.tls_server_mode}: use one of {', '.join(TLS_MODES)}")
+        if self.tls_server_need_client_auth not in TLS_CLIENT_AUTH:
+            raise ConfigError(f"tls.server.need.client.auth={self.tls_server_need_client_auth}: use one of "
+                              f"{', '.join(TLS_CLIENT_AUTH)}")
+        if self.tls_server_mode != "disabled" and not (self.tls_server_cert_path and self.tls_server_key_path):
+            raise ConfigError(f"tls.server.mode={self.tls_server_mode} needs tls.server.certPath and "
+                              "tls.server.keyPath (PEM files; scripts/make_certs.py makes a throwaway set)")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("accessKey and secretKey go together: give both or neither")
+        if not (is_loopback(listen_address) or self.acl_enable or self.allow_insecure_remote):
+            raise ConfigError(f"listenAddress={listen_address} serves other machines but aclEnable is off: anyone "
+                              "reaching the port could read, write and administer; set aclEnable=true (with a "
+                              "plain_acl.yml) or, on a trusted network, allowInsecureRemote=true")
 
 
 @dataclass(frozen=True)
@@ -97,7 +173,7 @@ class ServerChannelConfig:
 
 
 @dataclass(frozen=True)
-class BrokerConfig(ServerChannelConfig):
+class BrokerConfig(ServerChannelConfig, SecurityConfig):
     """Everything a broker process reads from conf/broker.conf (store settings included)."""
 
     broker_name: str = "broker-a"  # the broker set this broker belongs to (master and slaves share it)
@@ -200,6 +276,7 @@ class BrokerConfig(ServerChannelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_security(self.listen_address)
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
             raise ConfigError(f"flushDiskType={self.flush_disk_type}: use {ASYNC_FLUSH} or {SYNC_FLUSH}")
         if self.maped_file_size_commit_log < 4096:
@@ -313,7 +390,7 @@ class BrokerConfig(ServerChannelConfig):
 
 
 @dataclass(frozen=True)
-class NamesrvConfig(ServerChannelConfig):
+class NamesrvConfig(ServerChannelConfig, SecurityConfig):
     """What a NameServer process reads from conf/namesrv.conf.
 
     RocketMQ 4.x hard-codes the scan (10 s) and the expiry (120 s); they are keys here so tests
@@ -333,6 +410,7 @@ class NamesrvConfig(ServerChannelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_security(self.listen_address)
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
         if self.scan_not_active_broker_interval <= 0 or self.broker_channel_expired_time <= 0:
@@ -352,7 +430,7 @@ def _zookeeper_member(text: str) -> bool:
 
 
 @dataclass(frozen=True)
-class ControllerConfig(ServerChannelConfig):
+class ControllerConfig(ServerChannelConfig, SecurityConfig):
     """What a replication controller reads (``spark-mq controller -c controller.conf``, or the controller
     keys of namesrv.conf with ``enableControllerInNamesrv``); RocketMQ 5's ControllerConfig keys.
 
@@ -390,6 +468,7 @@ class ControllerConfig(ServerChannelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.check_security(self.listen_address)
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort={self.listen_port}: give 0-65535 (0 picks a free port)")
         if self.scan_not_active_broker_interval <= 0 or self.controller_heart_beat_timeout_mills <= 0:
@@ -424,6 +503,17 @@ def camel_to_snake(name: str) -> str:
     """``checkCRCOnRecover`` → ``check_crc_on_recover``, ``brokerIP1`` → ``broker_ip1``."""
     name = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1_\2", name)
     return re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+
+
+def field_name(key: str) -> str:
+    """The field a properties key sets (``flushDiskType`` → ``flush_disk_type``, ``tls.server.mode`` →
+    ``tls_server_mode``)."""
+    return DOTTED_FIELDS.get(key) or camel_to_snake(key)
+
+
+def config_key(name: str) -> str:
+    """The properties key of field ``name``: its camelCase name, or RocketMQ's dotted TLS key."""
+    return DOTTED_KEYS.get(name) or snake_to_camel(name)
 
 
 def snake_to_camel(name: str) -> str:
@@ -472,12 +562,12 @@ def config_from_properties(cls: type[C], props: dict[str, str], **overrides: Any
     fields = {f.name for f in dataclasses.fields(cls)} - {"extra"}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for key, value in props.items():
-        name = camel_to_snake(key)
+        name = field_name(key)
         if name not in fields:
             # lazy import: only for this message, not on every start's import path
             import difflib
 
-            known = sorted(snake_to_camel(f) for f in fields)
+            known = sorted(config_key(f) for f in fields)
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
             raise ConfigError(f"unknown config key {key!r}: {hint}")
@@ -490,9 +580,17 @@ def load_config(cls: type[C], path: str | Path, **overrides: Any) -> C:
     """Read a properties file into ``cls``; overrides (snake_case) win over the file."""
     p = Path(path)
     try:
-        return config_from_properties(cls, _read_properties(p), **overrides)
+        return acl_file_beside(config_from_properties(cls, _read_properties(p), **overrides), p)
     except ConfigError as e:
         raise ConfigError(f"{p}: {e}") from None
+
+
+def acl_file_beside(config: C, path: Path) -> C:
+    """``config`` with ACL on and no ``aclFile`` reads plain_acl.yml beside its config file ``path`` (as
+    RocketMQ reads $ROCKETMQ_HOME/conf/plain_acl.yml)."""
+    if isinstance(config, SecurityConfig) and config.acl_enable and not config.acl_file:
+        return dataclasses.replace(config, acl_file=str(path.resolve().parent / PLAIN_ACL_FILE))  # type: ignore[type-var]
+    return config
 
 
 def _read_properties(p: Path) -> dict[str, str]:
@@ -510,14 +608,17 @@ def load_namesrv_config(path: str | Path | None, **overrides: Any) -> tuple[Name
     error naming it."""
     props = _read_properties(Path(path)) if path else {}
     namesrv_fields = {f.name for f in dataclasses.fields(NamesrvConfig)}
-    own = {k: v for k, v in props.items() if camel_to_snake(k) in namesrv_fields}
+    own = {k: v for k, v in props.items() if field_name(k) in namesrv_fields}
     try:
         namesrv = config_from_properties(NamesrvConfig, own, **overrides)
+        if path:
+            namesrv = acl_file_beside(namesrv, Path(path))
         rest = {k: v for k, v in props.items() if k not in own}
         if not namesrv.enable_controller_in_namesrv:
             config_from_properties(NamesrvConfig, rest)  # names the first unknown key
             return namesrv, None
         shared = {f: getattr(namesrv, f) for f in (*(f.name for f in dataclasses.fields(ServerChannelConfig)),
+                                                    *(f.name for f in dataclasses.fields(SecurityConfig)),
                                                     "listen_address", "listen_port")}
         if "scanNotActiveBrokerInterval" in own:  # one key, both scans
             shared["scan_not_active_broker_interval"] = namesrv.scan_not_active_broker_interval

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_mq.common.config import ROCKETMQ_NAMES, snake_to_camel
+from spark_mq.common.config import ROCKETMQ_NAMES, config_key
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -114,8 +114,8 @@ def test_configuration_reference_is_current():
 @pytest.mark.parametrize("section", [s for s in gen["SECTIONS"] if s.camel], ids=lambda s: s.cls.__name__)
 def test_every_key_has_a_described_row(section):
     rows = {row.key: row for run in gen["runs"](section) for row in run.rows}
-    own = {snake_to_camel(f.name) for f in dataclasses.fields(section.cls)} - {"extra"}
-    inherited = {snake_to_camel(f.name) for base in section.cls.__mro__[1:] if dataclasses.is_dataclass(base)
+    own = {config_key(f.name) for f in dataclasses.fields(section.cls)} - {"extra"}
+    inherited = {config_key(f.name) for base in section.cls.__mro__[1:] if dataclasses.is_dataclass(base)
                  for f in dataclasses.fields(base)}
     assert set(rows) == own - inherited
     assert all(row.what for row in rows.values()), [k for k, row in rows.items() if not row.what]
@@ -124,5 +124,5 @@ def test_every_key_has_a_described_row(section):
 
 
 def test_rocketmq_names_are_of_real_keys():
-    keys = {snake_to_camel(f.name) for s in gen["SECTIONS"] if s.camel for f in dataclasses.fields(s.cls)}
+    keys = {config_key(f.name) for s in gen["SECTIONS"] if s.camel for f in dataclasses.fields(s.cls)}
     assert set(ROCKETMQ_NAMES) <= keys, sorted(set(ROCKETMQ_NAMES) - keys)

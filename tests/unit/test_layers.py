@@ -29,10 +29,11 @@ LAYERS: dict[str, set[str]] = {
     "store": {"common"},
     "store.ha": {"store"},  # replication of the commitlog: the store never imports it
     "remoting": {"common"},
-    "controller": {"remoting"},
+    "acl": {"remoting"},  # plain_acl.yml accounts and the request check (signing itself is remoting's)
+    "controller": {"remoting", "acl"},
     "namesrv": {"remoting", "controller"},
     "filter": {"common"},  # SQL92 selectors: no network, no store (the Spark source uses it too)
-    "broker": {"store.ha", "remoting", "filter"},
+    "broker": {"store.ha", "remoting", "filter", "acl"},
     "client": {"remoting"},
     "arrow": {"client"},  # never pyspark
     "tiered": {"arrow"},  # never pyspark: `spark-mq offload` and `query --archive` run without Spark
