@@ -101,9 +101,13 @@ class Network:
         ip(*ns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         ip(*ns, "link", "set", "eth0", "up")
 
+    def launcher(self, role: str) -> list[str]:
+        """The prefix that runs a command on host ``role`` (it execs in the namespace: same PID)."""
+        return ["ip", "netns", "exec", self.hosts[role].netns]
+
     def command(self, role: str, args: list[str]) -> list[str]:
-        """``args`` as run on host ``role`` (the command execs in its namespace: same PID)."""
-        return ["ip", "netns", "exec", self.hosts[role].netns, *args]
+        """``args`` as run on host ``role``."""
+        return [*self.launcher(role), *args]
 
     def popen(self, role: str, args: list[str], **kwargs) -> subprocess.Popen:
         """Start ``args`` on host ``role``; ``close()`` kills it by PID if it still runs."""
