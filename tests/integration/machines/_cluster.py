@@ -116,6 +116,10 @@ class Security:
                            tls_client_trust_cert_path=str(certs / "ca.pem"))
         return options
 
+    def spark_options(self, account: tuple[str, str] = APP) -> dict[str, str]:
+        """The spark_mq source's and sink's options for ``account`` (with ACL on)."""
+        return {"accessKey": account[0], "secretKey": account[1]} if self.acl else {}
+
     def client_config(self, namesrv: str, account: tuple[str, str] = APP) -> ClientConfig:
         return ClientConfig(namesrv, request_timeout_s=CLIENT_TIMEOUT_S, **self.client_options(account))
 
