@@ -37,6 +37,7 @@ CONTROLLER_PORT = 9878
 HA_PORT = 10912  # every broker on its own host: RocketMQ's default HA port
 ADMIN = ("rocketmq2", "12345678-admin")  # the cluster's own account: brokers sign with it, topics are made with it
 APP = ("app", "app-secret-d2a5")  # the application's: publish and subscribe, nothing else
+CREDENTIAL_VARIABLES = ("SPARK_MQ_ACCESS_KEY", "SPARK_MQ_SECRET_KEY")  # where jobs/ read an account from
 PULL_BATCH = 256
 CLIENT_TIMEOUT_S = 10.0
 
@@ -66,8 +67,8 @@ def missing_for(acl: bool, tls: bool) -> str | None:
         missing.append("the server-side ACL (spark_mq/acl is empty)")
     if acl and "access_key" not in client_keys:
         missing.append("client credentials (ClientConfig.access_key)")
-    if tls and not (REPO / "scripts" / "make_certs.py").exists():
-        missing.append("TLS (scripts/make_certs.py)")
+    if tls and not ((REPO / "scripts" / "make_certs.py").exists() and "tls_enable" in client_keys):
+        missing.append("TLS (scripts/make_certs.py, ClientConfig.tls_enable)")
     return f"needs {' and '.join(missing)}" if missing else None
 
 
@@ -85,7 +86,7 @@ class Security:
         (self.root / "plain_acl.yml").write_text(PLAIN_ACL)
         if self.tls:
             subprocess.run([sys.executable, str(REPO / "scripts" / "make_certs.py"), str(self.root / "certs"),
-                            *(f"--san={a}" for a in addresses)], check=True, capture_output=True, timeout=60)
+                            *(f"--ip={a}" for a in addresses)], check=True, capture_output=True, timeout=60)
 
     def server_conf(self) -> str:
         """The keys every server's conf gets."""
@@ -111,23 +112,24 @@ class Security:
             options.update(access_key=account[0], secret_key=account[1])
         if self.tls:
             certs = self.root / "certs"
-            options.update(tls_enable=True, tls_client_cert_path=str(certs / "client.pem"),
-                           tls_client_key_path=str(certs / "client.key"),
-                           tls_client_trust_cert_path=str(certs / "ca.pem"))
+            options.update(tls_enable=True, tls_cert_path=str(certs / "client.pem"),
+                           tls_key_path=str(certs / "client.key"), tls_trust_cert_path=str(certs / "ca.pem"))
         return options
 
-    def spark_options(self, account: tuple[str, str] = APP) -> dict[str, str]:
-        """The spark_mq source's and sink's options for ``account`` (with ACL on)."""
-        return {"accessKey": account[0], "secretKey": account[1]} if self.acl else {}
+    def job_env(self, account: tuple[str, str] = APP) -> dict[str, str]:
+        """The environment a Spark job takes ``account`` from (with ACL on), as the jobs/ scripts do: not
+        their command line, which Spark shows (``sun.java.command``)."""
+        return dict(zip(CREDENTIAL_VARIABLES, account, strict=True)) if self.acl else {}
 
     def client_config(self, namesrv: str, account: tuple[str, str] = APP) -> ClientConfig:
         return ClientConfig(namesrv, request_timeout_s=CLIENT_TIMEOUT_S, **self.client_options(account))
 
     def api(self, namesrv: str) -> SyncMQClientAPI:
         """Requests as the admin account (topic creation, routes)."""
-        if not (self.acl or self.tls):
-            return SyncMQClientAPI(timeout=CLIENT_TIMEOUT_S)
-        return SyncMQClientAPI(timeout=CLIENT_TIMEOUT_S, config=self.client_config(namesrv, ADMIN))
+        config = self.client_config(namesrv, ADMIN)
+        signed = {"credentials": config.credentials} if self.acl else {}
+        dialled = {"ssl_context": config.ssl_context()} if self.tls else {}
+        return SyncMQClientAPI(timeout=CLIENT_TIMEOUT_S, **signed, **dialled)
 
 
 def start_namesrv_on(net: Network, role: str, root: Path, security: Security, extra_conf: str = "") -> ServerProcess:

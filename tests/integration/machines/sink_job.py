@@ -1,6 +1,7 @@
 """The Spark side of the standalone-cluster test, run with ``spark-submit``: writes ``--rows`` rows to
-``--topic`` with the spark_mq sink, reads them back with the batch source (both with ``--option``s,
-the credentials among them), prints the read's ``explain`` output, then prints its UI's address and
+``--topic`` with the spark_mq sink, reads them back with the batch source (both with the options
+``accessKey``/``secretKey`` from $SPARK_MQ_ACCESS_KEY/$SPARK_MQ_SECRET_KEY when set, as the jobs/ scripts
+take an account), prints the read's ``explain`` output, then prints its UI's address and
 keeps the application (and so its UI) up until the file ``--hold-until`` exists, for the test to fetch
 the pages (spark-submit does not pass its stdin on to a Python application).
 
@@ -11,6 +12,7 @@ lines and ``[sink_job] ui URL``.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -25,9 +27,9 @@ def main() -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--hold-until", type=Path, required=True)
-    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
     args = p.parse_args()
-    options = dict(item.split("=", 1) for item in args.option)
+    account = os.environ.get("SPARK_MQ_ACCESS_KEY"), os.environ.get("SPARK_MQ_SECRET_KEY")
+    options = {"accessKey": account[0], "secretKey": account[1]} if all(account) else {}
     spark = build_session("spark_mq-sink-job")
     rows = spark.range(args.rows).selectExpr("CAST(id AS STRING) AS keys", "CAST(CONCAT('row-', id) AS BINARY) AS body")
     rows.write.format("spark_mq").mode("append").option("namesrv", args.namesrv).option("topic", args.topic) \

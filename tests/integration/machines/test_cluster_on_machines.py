@@ -65,6 +65,7 @@ def stranger_tries(net, namesrv: str, master: str, topic: str, impostor: str) ->
 
 
 @pytest.mark.parametrize(("acl", "tls"), [pytest.param(False, False, id="insecure"),
+                                          pytest.param(True, False, id="acl"),
                                           pytest.param(True, True, id="acl+tls")])
 def test_cluster_on_machines_fails_over_losing_nothing_and_a_stranger_gets_nothing(network, tmp_path, acl, tls):
     if reason := missing_for(acl, tls):

@@ -90,7 +90,6 @@ def test_spark_standalone_cluster_reads_and_writes_keeping_the_secret(network, t
     security.prepare([])
     address = {role: host.address for role, host in net.hosts.items()}
     master_url, master_ui = f"spark://{address['master']}:{MASTER_PORT}", f"http://{address['master']}:{MASTER_UI_PORT}"
-    option_args = [f"--option={k}={v}" for k, v in security.spark_options().items()]
     with ExitStack() as stack:
         namesrv = start_namesrv_on(net, "namesrv", tmp_path / "namesrv", security)
         stack.callback(namesrv.stop_cleanly)
@@ -121,11 +120,11 @@ def test_spark_standalone_cluster_reads_and_writes_keeping_the_secret(network, t
         events = tmp_path / "events"
         events.mkdir()
         submit = submit_args(master_url, net.gateway, events)
-        env = dict(os.environ, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable)
+        env = dict(os.environ, PYTHONPATH=str(REPO), PYSPARK_PYTHON=sys.executable, **security.job_env())
         release = tmp_path / "ui-fetched"
         with open(logs / "sink_job.log", "wb") as log:
             sink = subprocess.Popen([*submit, str(Path(__file__).with_name("sink_job.py")), f"--namesrv={namesrv.addr}",
-                                     f"--topic={topic}", f"--rows={ROWS}", f"--hold-until={release}", *option_args],
+                                     f"--topic={topic}", f"--rows={ROWS}", f"--hold-until={release}"],
                                     env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=log, text=True)
         stack.callback(lambda: sink.poll() is None and sink.kill())
         printed = []
@@ -144,7 +143,7 @@ def test_spark_standalone_cluster_reads_and_writes_keeping_the_secret(network, t
         consume = subprocess.run([*submit, str(REPO / "jobs" / "consume.py"), f"--namesrv={namesrv.addr}",
                                   f"--topic={topic}", f"--group={unique('spark_cg')}", "--sink=parquet",
                                   f"--path={tmp_path / 'out'}", f"--checkpoint={tmp_path / 'ckpt'}",
-                                  "--starting-offsets=earliest", *option_args], env=env, cwd=tmp_path,
+                                  "--starting-offsets=earliest"], env=env, cwd=tmp_path,
                                  capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
         assert consume.returncode == 0, consume.stderr[-4000:]
         assert pq.read_table(tmp_path / "out").num_rows == ROWS
