@@ -22,6 +22,7 @@ from integration.broker._support import host_port, pull_header, send_header
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError
 from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.headers import RegisterBrokerRequestHeader
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
 
@@ -34,7 +35,7 @@ def outcome(attempt: Callable[[], object]) -> str:
     try:
         attempt()
     except MQClientError as e:
-        return getattr(e.code, "name", str(e.code))
+        return ResponseCode(e.code).name if e.code in ResponseCode._value2member_map_ else str(e.code)
     except Exception as e:  # a refused connection or handshake is a refusal too
         return f"{type(e).__name__}: {e}"
     return "ok"
