@@ -6,8 +6,9 @@ elects another; the producer goes on; everything acknowledged is read back (none
 reported). Then a process on a fourth host with no credentials tries to read, write, register an
 impostor broker at the NameServer and stream the master's commitlog from its HA port.
 
-``acl`` and ``tls`` are one switch each (``_cluster.Security``): with ACL on the stranger is refused
-everything; without it (``allowInsecureRemote=true``) it gets all of it, which is what the ACL is for.
+``acl`` and ``tls`` are one switch each (``_cluster.Security``): with either on the stranger gets
+nothing (with the ACL alone, every request answered NO_PERMISSION); with neither
+(``allowInsecureRemote=true``) it gets all of it, which is what they are for.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ def stranger_tries(net, namesrv: str, master: str, topic: str, impostor: str) ->
 
 @pytest.mark.parametrize(("acl", "tls"), [pytest.param(False, False, id="insecure"),
                                           pytest.param(True, False, id="acl"),
+                                          pytest.param(False, True, id="tls"),
                                           pytest.param(True, True, id="acl+tls")])
 def test_cluster_on_machines_fails_over_losing_nothing_and_a_stranger_gets_nothing(network, tmp_path, acl, tls):
     if reason := missing_for(acl, tls):
@@ -120,14 +122,14 @@ def test_cluster_on_machines_fails_over_losing_nothing_and_a_stranger_gets_nothi
         tried = stranger_tries(net, namesrv.addr, new_master, topic, impostor)
         print(f"a stranger without credentials: {tried}")
         routed = {b.broker_name for b in api.get_route_info(namesrv.addr, topic).broker_datas}
-        if acl:
-            no = ResponseCode.NO_PERMISSION.name
+        if acl or tls:
             assert tried["read"] != "ok" and tried["write"] != "ok" and tried["register"] != "ok", tried
-            if not tls:  # through TLS a plaintext stranger is not even answered
+            if not tls:  # through TLS a plaintext stranger is not even served
+                no = ResponseCode.NO_PERMISSION.name
                 assert (tried["read"], tried["write"], tried["register"]) == (no, no, no), tried
             assert tried["ha_bytes"] == 0, "a stranger streamed the master's commitlog"
             assert impostor not in routed
-        else:  # what the ACL is for: without it, the stranger gets all of it
+        else:  # what ACL and TLS are for: without them, the stranger gets all of it
             assert (tried["read"], tried["write"], tried["register"]) == ("ok", "ok", "ok"), tried
             assert tried["ha_bytes"] > 0
             assert impostor in routed
