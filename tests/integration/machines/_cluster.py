@@ -132,12 +132,11 @@ class Security:
         return SyncMQClientAPI(timeout=CLIENT_TIMEOUT_S, **signed, **dialled)
 
 
-def start_namesrv_on(net: Network, role: str, root: Path, security: Security, extra_conf: str = "") -> ServerProcess:
+def start_namesrv_on(net: Network, role: str, root: Path, security: Security) -> ServerProcess:
     """A NameServer on host ``role`` at NAMESRV_PORT of its address."""
     root.mkdir(parents=True, exist_ok=True)
     conf = root / "namesrv.conf"
-    conf.write_text(f"listenAddress={net.hosts[role].address}\nlistenPort={NAMESRV_PORT}\n{extra_conf}"
-                    f"{security.server_conf()}")
+    conf.write_text(f"listenAddress={net.hosts[role].address}\nlistenPort={NAMESRV_PORT}\n{security.server_conf()}")
     return ServerProcess(["namesrv", "-c", str(conf)], root / "namesrv.log", NAMESRV_READY, verbose=False,
                          launcher=net.launcher(role))
 
