@@ -118,7 +118,8 @@ def _ranged(text: str) -> Alternative:
     version, raw = (6, _v6_parts(text)) if ":" in text else (4, text.split("."))
     count, top, base = (V6_PARTS, _V6_MAX, 16) if version == 6 else (V4_PARTS, _V4_MAX, 10)
     if len(raw) != count:
-        raise ConfigError(f"{text!r}: an IPv{version} pattern has {count} parts, this one has {len(raw)}")
+        raise ConfigError(f"{text!r}: an IPv{version} pattern has {count} parts, this one has {len(raw)} "
+                          f"(examples: {'fe80::*, 2001:db8::1-ff' if version == 6 else '192.168.0.*, 192.168.1.1-5'})")
     parts: list[Part] = []
     ranged = False
     for part in (p.strip() for p in raw):
