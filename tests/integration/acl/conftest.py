@@ -5,9 +5,8 @@ branch acl-client), a NameServer and a controller with aclEnable=true."""
 from __future__ import annotations
 
 import pytest
-from servers import Broker, start_namesrv
-
 from integration.controller._support import start_controller
+from servers import Broker, start_namesrv
 
 from ._support import acl_conf, start_acl_namesrv, write_acl
 
