@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.metrics import BrokerMetrics
@@ -105,15 +106,17 @@ class BrokerController:
     """Owns the broker's parts; ``start``/``stop`` and every handler run on one event loop."""
 
     def __init__(self, config: BrokerConfig, *, metrics: BrokerMetrics | None = None,
-                 seat: ControllerSeat | None = None) -> None:
-        """``metrics`` and ``seat`` (controller mode) come from the broker this one replaces on a role change."""
+                 seat: ControllerSeat | None = None, gate: AclGate | None = None) -> None:
+        """``metrics``, ``seat`` (controller mode) and ``gate`` (aclEnable) come from the broker this one replaces
+        on a role change."""
         self.config = config
         self.seat = seat
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker")
+        self.metrics = metrics or BrokerMetrics(config.root)
+        self.gate = gate or AclGate.of(config, self.metrics.acl_refused, self.metrics.acl_admin)
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker", gate=self.gate)
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
-        self.metrics = metrics or BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
         self.sql92_filters = Sql92Filters(config.enable_property_filter, self.unserved)
         self.store: MessageStore
@@ -248,6 +251,8 @@ class BrokerController:
             "persist": every(PERSIST_INTERVAL_S, self.offsets.persist, "broker duty persist"),
             "clients": every(CLIENT_SCAN_INTERVAL_S, self.clients.expire_silent, "broker duty expire_silent"),
         }
+        if self.gate is not None:
+            duties["acl"] = self.gate.run()
         if self.ha_client is not None and self.slave_sync is not None:
             duties.update({"ha-client": self.ha_client.run(), "slave-sync": self.slave_sync.run()})
         else:
@@ -447,8 +452,9 @@ async def run(config: BrokerConfig, stop: asyncio.Event,
 
 
 def _of_new_role(old: BrokerController, change: RoleChange) -> BrokerController:
-    """The broker that replaces ``old`` on a role change: it keeps the metrics (served once per process)."""
-    return BrokerController(change.config, metrics=old.metrics, seat=change.seat)
+    """The broker that replaces ``old`` on a role change: it keeps the metrics (served once per process) and the
+    ACL gate (its rules as reloaded)."""
+    return BrokerController(change.config, metrics=old.metrics, seat=change.seat, gate=old.gate)
 
 
 async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:

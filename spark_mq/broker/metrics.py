@@ -84,6 +84,8 @@ class BrokerMetrics:
         self._pulled: deque[tuple[float, str, int]] = deque()
         self._refused: dict[str, int] = {}
         self._transactions: dict[str, int] = {}
+        self._acl_refused: dict[str, int] = {}
+        self._acl_admin: dict[str, int] = {}
 
     @staticmethod
     def _add(table: dict[str, list[int]], topic: str, count: int, nbytes: int) -> dict[str, list[int]]:
@@ -111,6 +113,14 @@ class BrokerMetrics:
     def refused(self, feature: str) -> None:
         """One request refused because the broker does not serve ``feature`` yet."""
         self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
+
+    def acl_refused(self, reason: str) -> None:
+        """One request the ACL refused, for ``reason`` (``acl/validator.py`` REASONS)."""
+        self._acl_refused = {**self._acl_refused, reason: self._acl_refused.get(reason, 0) + 1}
+
+    def acl_admin(self, request: str) -> None:
+        """One admin request the ACL let through (``request``: the code's name)."""
+        self._acl_admin = {**self._acl_admin, request: self._acl_admin.get(request, 0) + 1}
 
     def transaction(self, event: str, count: int = 1) -> None:
         """``count`` transactional events: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
@@ -186,6 +196,10 @@ class BrokerMetrics:
         yield labelled("spark_mq_unserved_feature_refusals",
                        "Requests refused because they need a feature this broker does not serve yet", ["feature"],
                        self._refused)
+        yield labelled("spark_mq_acl_refusals", "Requests the ACL refused (aclEnable), by reason", ["reason"],
+                       self._acl_refused)
+        yield labelled("spark_mq_acl_admin_requests", "Admin requests the ACL let through (aclEnable), by request",
+                       ["request"], self._acl_admin)
         for event in TRANSACTION_EVENTS:
             yield CounterMetricFamily(f"spark_mq_transaction_{event}", TRANSACTION_EVENTS[event],
                                       value=self._transactions.get(event, 0))

@@ -62,6 +62,9 @@ client_faults = LogLimiter(log)  # the lines a peer's bad input causes, rate-lim
 CLIENT_ERRORS = (RemotingCommandError, MessageValidationError)
 
 Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand | None"]]
+# a server's check of every request before its handler is looked up: None lets it through, else the answer
+# (the ACL's; see spark_mq/acl/gate.py). Synchronous, so a server without one pays a None test per request.
+Gate = Callable[[RemotingCommand, "Connection"], "RemotingCommand | None"]
 CloseCallback = Callable[["Connection"], None]
 READ_CHUNK = 256 * 1024
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing socket may take to send what is left before it is aborted
@@ -88,10 +91,11 @@ class Connection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handlers: dict[int, Handler],
                  max_frame: int = DEFAULT_MAX_FRAME, role: str = "remoting",
-                 channel: ServerChannelConfig | None = None) -> None:
+                 channel: ServerChannelConfig | None = None, gate: Gate | None = None) -> None:
         self._reader = reader
         self._writer = writer
         self._handlers = handlers  # shared with the owning server/client: registrations apply at once
+        self._gate = gate
         self._decoder = FrameDecoder(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -331,10 +335,13 @@ class Connection:
 
     async def _serve(self, cmd: RemotingCommand) -> None:
         try:
+            refusal = None if self._gate is None else self._gate(cmd, self)
             handler = self._handlers.get(cmd.code)
-            if handler is None:
+            if refusal is not None:
+                response: RemotingCommand | None = refusal
+            elif handler is None:
                 # RocketMQ's NettyRemotingAbstract remark, word for word
-                response: RemotingCommand | None = cmd.make_response(
+                response = cmd.make_response(
                     ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
                 log.debug("%s: %s not supported", self.peer, cmd.describe())
             else:

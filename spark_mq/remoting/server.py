@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from spark_mq.common.config import ServerChannelConfig
 from spark_mq.common.port_in_use import naming_the_port
-from spark_mq.remoting.connection import Connection, Handler, client_faults
+from spark_mq.remoting.connection import Connection, Gate, Handler, client_faults
 from spark_mq.remoting.loop import stop_tasks
 
 log = logging.getLogger(__name__)
@@ -34,13 +34,15 @@ class RemotingServer:
     """Listens on ``host:port`` (port 0 picks a free one); all methods run on one event loop."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, channel: ServerChannelConfig = DEFAULT_CHANNEL,
-                 name: str = "remoting", port_key: str = "listenPort") -> None:
-        """``port_key``: the config key that set ``port``, named when the port is already in use."""
+                 name: str = "remoting", port_key: str = "listenPort", gate: Gate | None = None) -> None:
+        """``port_key``: the config key that set ``port``, named when the port is already in use. ``gate``
+        checks every request before its handler is looked up (the ACL): None serves it, else its answer."""
         self.host = host
         self.port = port
         self.port_key = port_key
         self.channel = channel
         self.name = name
+        self.gate = gate
         self._handlers: dict[int, Handler] = {}
         self._connections: set[Connection] = set()
         self._connect_callbacks: list[ConnectCallback] = []
@@ -106,7 +108,7 @@ class RemotingServer:
             writer.close()
             return
         conn = Connection(reader, writer, self._handlers, self.channel.max_frame_size, role=self.name,
-                          channel=self.channel)
+                          channel=self.channel, gate=self.gate)
         self._connections.add(conn)
         conn.on_close(self._connections.discard)
         log.debug("%s: connection from %s", self.name, conn.peer)

@@ -7,6 +7,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
+from spark_mq.remoting.client import SyncRemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+
 LEDGER_BODY_PREFIX = "cppfo:"
 
 
@@ -39,3 +44,14 @@ def run_until_sigterm(worker: Callable[[threading.Event], None]) -> None:
     while thread.is_alive():
         thread.join(0.1)
     print("DONE", flush=True)
+
+
+def register_fake_broker(client: SyncRemotingClient, namesrv: str, broker_addr: str, topic: str) -> None:
+    """Register ``broker-cpp`` at ``broker_addr`` serving ``topic`` (4 queues) at ``namesrv``; keep ``client``'s
+    connection open while the registration should last (closing it evicts the broker)."""
+    body = RegisterBrokerBody(
+        TopicConfigSerializeWrapper({topic: TopicConfig(topic, 4, 4, 6)}, DataVersion(1, 1))).to_json()
+    header = {"brokerName": "broker-cpp", "brokerAddr": broker_addr, "clusterName": "CppCluster",
+              "haServerAddr": "", "brokerId": 0}
+    resp = client.invoke(namesrv, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body))
+    assert resp.code == ResponseCode.SUCCESS

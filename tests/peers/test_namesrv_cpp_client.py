@@ -15,10 +15,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from peer_helpers import cpp_log
+from peer_helpers import cpp_log, register_fake_broker
 from servers import free_addr
 
-from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codec import FrameDecoder, encode
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -50,15 +49,6 @@ def run_producer(tmp: Path, namesrv: str, topic: str) -> str:
     out = subprocess.run([sys.executable, "-c", PRODUCER, namesrv, topic], env=env, capture_output=True, text=True,
                          timeout=60)
     return out.stdout + out.stderr
-
-
-def register_fake_broker(client: SyncRemotingClient, namesrv: str, broker_addr: str, topic: str) -> None:
-    body = RegisterBrokerBody(
-        TopicConfigSerializeWrapper({topic: TopicConfig(topic, 4, 4, 6)}, DataVersion(1, 1))).to_json()
-    header = {"brokerName": "broker-cpp", "brokerAddr": broker_addr, "clusterName": "CppCluster",
-              "haServerAddr": "", "brokerId": 0}
-    resp = client.invoke(namesrv, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body))
-    assert resp.code == ResponseCode.SUCCESS
 
 
 def test_cpp_producer_fetches_and_parses_our_route(tmp_path, namesrv):
