@@ -67,6 +67,7 @@ from spark_mq.common.config import SYNC_MASTER, BrokerConfig
 from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.common.port_in_use import naming_the_port
 from spark_mq.common.serve_until_signal import serve_until_signal
+from spark_mq.common.tls import peer_context, server_context
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.loop import every, stop_tasks
 from spark_mq.remoting.server import RemotingServer
@@ -109,7 +110,8 @@ class BrokerController:
         """``metrics`` and ``seat`` (controller mode) come from the broker this one replaces on a role change."""
         self.config = config
         self.seat = seat
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker")
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker",
+                                     ssl_context=server_context(config), tls_mode=config.tls_server_mode)
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
@@ -129,7 +131,7 @@ class BrokerController:
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
-        self.master_client = RemotingClient()  # a slave's requests to its master
+        self.master_client = RemotingClient(ssl_context=peer_context(config))  # a slave's requests to its master
         self.replicas: ReplicasManager | None = None  # controller mode
         # controller mode: this broker's SyncStateSet and the confirmed offset, learned by ``replicas``,
         # kept by a master's ``SyncStateKeeper``, acknowledged through ``ha_service``
@@ -433,7 +435,7 @@ async def run(config: BrokerConfig, stop: asyncio.Event,
               on_ready: Callable[[BrokerController], None] | None = None) -> None:
     """Run a broker until ``stop`` is set; in controller mode, replaced by one of the new role at each role
     change the controller decides (``run_roles``). ``on_ready`` gets the first broker once it serves."""
-    controller_client = RemotingClient() if config.enable_controller_mode else None
+    controller_client = RemotingClient(ssl_context=peer_context(config)) if config.enable_controller_mode else None
     try:
         if controller_client is not None:
             first = controller_start(config, controller_client)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from spark_mq.common.config import CONTROLLER_TYPE_ZOOKEEPER, ControllerConfig
 from spark_mq.common.serve_until_signal import run_server, serve_until_signal
+from spark_mq.common.tls import server_context
 from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.state_store import ControllerStateStore
@@ -36,7 +37,8 @@ def open_state_store(config: ControllerConfig) -> ControllerStateStore:
 class ControllerServer:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="controller")
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="controller",
+                                     ssl_context=server_context(config), tls_mode=config.tls_server_mode)
         self.manager = ControllerManager(config, open_state_store(config))
         self.manager.register_on(self.server)
 
