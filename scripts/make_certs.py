@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spark_mq.commands.certs import main  # noqa: E402 (the repository's package, from its root)
+from spark_mq.commands.certs import main  # the repository's package, from its root
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -81,6 +81,7 @@ from spark_mq.store.config_file import (
     config_file,
 )
 from spark_mq.store.ha.epoch_file import EpochFile
+from spark_mq.store.ha.ha_auth import cluster_account
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
@@ -271,7 +272,8 @@ class BrokerController:
         ha_client = HAClient(self.store, lambda: master.master_ha_addr, self.config.ha_send_heartbeat_interval / 1000,
                              master.request, lambda: self.hold.recheck(self.store.get_max_offset),
                              MasterCommitLog(self.master_client, lambda: master.master_addr), self._master_found,
-                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id)
+                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id,
+                             ssl_context=peer_context(self.config), account=cluster_account(self.config))
         slave_sync = SlaveSynchronize(self.master_client, lambda: master.master_addr, self.topics, self.groups,
                                       self.offsets, self.retry, self.schedule, self.tiered,
                                       self.config.slave_synchronize_interval / 1000, master.request,
@@ -287,7 +289,7 @@ class BrokerController:
         try:
             with naming_the_port("metricsPort", c.listen_address, c.metrics_port):
                 await asyncio.get_running_loop().run_in_executor(None, self.metrics.serve, c.listen_address,
-                                                                 c.metrics_port)
+                                                                 c.metrics_port, c)
         except BaseException:
             await self.stop()
             raise
