@@ -37,6 +37,8 @@ MIN_VERSION = ssl.TLSVersion.TLSv1_2
 CLIENT_AUTH_MODES = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
 SERVER_KEYS = tuple(DOTTED_KEYS[f"tls_server_{k}"] for k in ("trust_cert_path", "cert_path", "key_path"))
 CLIENT_KEYS = tuple(DOTTED_KEYS[f"tls_client_{k}"] for k in ("trust_cert_path", "cert_path", "key_path"))
+CLIENT_CERT_REFUSED = ("a TLS server does that when it refuses our client certificate or its absence (does it "
+                       "require one? tls.client.certPath and keyPath, --tls-cert and --tls-key)")
 # what an OpenSSL reason seen while dialing usually means, for the error a user reads
 HANDSHAKE_HINTS = {
     "WRONG_VERSION_NUMBER": "the server does not speak TLS on this port (its tls.server.mode is disabled?)",
@@ -47,6 +49,13 @@ HANDSHAKE_HINTS = {
     "TLSV1_ALERT_UNKNOWN_CA": "the server does not trust our client certificate's CA",
     "SSLV3_ALERT_BAD_CERTIFICATE": "the server refused our client certificate",
     "SSLV3_ALERT_CERTIFICATE_EXPIRED": "the server says our client certificate has expired",
+}
+# what a refused server certificate usually means, by OpenSSL's verify message
+VERIFY_HINTS = {
+    "unable to get local issuer certificate": "its CA is not among the trusted ones (tls.client.trustCertPath, "
+                                              "--tls-ca)",
+    "self-signed certificate": "it signed itself and is not among the trusted ones (tls.client.trustCertPath, "
+                               "--tls-ca)",
 }
 
 
@@ -135,7 +144,8 @@ def peer_context(config: SecurityConfig) -> ssl.SSLContext | None:
 def handshake_failure(e: BaseException) -> str:
     """Why a TLS handshake failed, in words (``certificate has expired``, ``Hostname mismatch...``)."""
     if isinstance(e, ssl.SSLCertVerificationError):
-        return f"the server's certificate is refused: {e.verify_message}"
+        hint = VERIFY_HINTS.get(e.verify_message)
+        return f"the server's certificate is refused: {e.verify_message}" + (f": {hint}" if hint else "")
     if isinstance(e, ssl.SSLError):
         reason = e.reason or str(e)
         return f"TLS handshake failed ({reason}): {HANDSHAKE_HINTS[reason]}" if reason in HANDSHAKE_HINTS else \

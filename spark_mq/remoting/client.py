@@ -20,7 +20,7 @@ import ssl
 from dataclasses import dataclass, field
 
 from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
-from spark_mq.common.tls import handshake_failure
+from spark_mq.common.tls import CLIENT_CERT_REFUSED, handshake_failure
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
 from spark_mq.remoting.command import RemotingCommand
@@ -116,6 +116,8 @@ class RemotingClient:
             raise RemotingConnectError(f"cannot connect to {addr}: {handshake_failure(e)}") from e
         except OSError as e:
             raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
+        if writer.is_closing():  # closed as soon as the handshake ended: see ``common.tls.CLIENT_CERT_REFUSED``
+            raise RemotingConnectError(f"cannot connect to {addr}: closed at once: {CLIENT_CERT_REFUSED}")
         conn = Connection(reader, writer, self._handlers, self.max_frame, role="client")
         conn.on_close(lambda c, a=addr: self._conns.pop(a, None) if self._conns.get(a) is c else None)
         self._conns[addr] = conn
