@@ -112,10 +112,11 @@ class HAService:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        admitted, first = False, None
-        with contextlib.suppress(asyncio.CancelledError):  # ``stop``: as below
+        try:
             admitted, first = await self._admit(reader, writer)
-        if not admitted or task.cancelling():
+        except asyncio.CancelledError:  # ``stop``: not raised, as below
+            admitted, first = False, None
+        if not admitted:
             self._tasks.discard(task)
             writer.close()
             return
