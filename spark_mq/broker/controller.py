@@ -68,6 +68,7 @@ from spark_mq.common.config import SYNC_MASTER, BrokerConfig
 from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.common.port_in_use import naming_the_port
 from spark_mq.common.serve_until_signal import serve_until_signal
+from spark_mq.common.tls import peer_context, server_context
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.loop import every, stop_tasks
 from spark_mq.remoting.server import RemotingServer
@@ -81,6 +82,7 @@ from spark_mq.store.config_file import (
     config_file,
 )
 from spark_mq.store.ha.epoch_file import EpochFile
+from spark_mq.store.ha.ha_auth import cluster_account
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
@@ -113,7 +115,8 @@ class BrokerController:
         self.seat = seat
         self.metrics = metrics or BrokerMetrics(config.root)
         self.gate = gate or AclGate.of(config, self.metrics.acl_refused, self.metrics.acl_admin)
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker", gate=self.gate)
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker", gate=self.gate,
+                                     ssl_context=server_context(config), tls_mode=config.tls_server_mode)
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
@@ -132,7 +135,7 @@ class BrokerController:
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
-        self.master_client = RemotingClient()  # a slave's requests to its master
+        self.master_client = RemotingClient(ssl_context=peer_context(config))  # a slave's requests to its master
         self.replicas: ReplicasManager | None = None  # controller mode
         # controller mode: this broker's SyncStateSet and the confirmed offset, learned by ``replicas``,
         # kept by a master's ``SyncStateKeeper``, acknowledged through ``ha_service``
@@ -274,7 +277,8 @@ class BrokerController:
         ha_client = HAClient(self.store, lambda: master.master_ha_addr, self.config.ha_send_heartbeat_interval / 1000,
                              master.request, lambda: self.hold.recheck(self.store.get_max_offset),
                              MasterCommitLog(self.master_client, lambda: master.master_addr), self._master_found,
-                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id)
+                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id,
+                             ssl_context=peer_context(self.config), account=cluster_account(self.config))
         slave_sync = SlaveSynchronize(self.master_client, lambda: master.master_addr, self.topics, self.groups,
                                       self.offsets, self.retry, self.schedule, self.tiered,
                                       self.config.slave_synchronize_interval / 1000, master.request,
@@ -290,7 +294,7 @@ class BrokerController:
         try:
             with naming_the_port("metricsPort", c.listen_address, c.metrics_port):
                 await asyncio.get_running_loop().run_in_executor(None, self.metrics.serve, c.listen_address,
-                                                                 c.metrics_port)
+                                                                 c.metrics_port, c)
         except BaseException:
             await self.stop()
             raise
@@ -438,7 +442,7 @@ async def run(config: BrokerConfig, stop: asyncio.Event,
               on_ready: Callable[[BrokerController], None] | None = None) -> None:
     """Run a broker until ``stop`` is set; in controller mode, replaced by one of the new role at each role
     change the controller decides (``run_roles``). ``on_ready`` gets the first broker once it serves."""
-    controller_client = RemotingClient() if config.enable_controller_mode else None
+    controller_client = RemotingClient(ssl_context=peer_context(config)) if config.enable_controller_mode else None
     try:
         if controller_client is not None:
             first = controller_start(config, controller_client)

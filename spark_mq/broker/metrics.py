@@ -18,10 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spark_mq.common.tls import MIN_VERSION
+
 if TYPE_CHECKING:
     import numpy as np
 
     from spark_mq.broker.scheduled.delay_service import ScheduleService
+    from spark_mq.common.config import SecurityConfig
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore
@@ -152,8 +155,11 @@ class BrokerMetrics:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
         self._ha_service, self._ha_client = service, client
 
-    def serve(self, address: str, port: int) -> None:
-        """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
+    def serve(self, address: str, port: int, tls: SecurityConfig | None = None) -> None:
+        """Serve ``/metrics`` on ``port`` (nothing if 0); HTTPS when ``tls.server.mode`` is permissive or
+        enforcing (HTTPS only either way: one HTTP port cannot tell the two apart as cheaply as remoting's
+        first byte, and a scraper is configured once), with client certificates per
+        ``tls.server.need.client.auth``. May run on a worker thread."""
         if port <= 0:
             return
         # lazy import: prometheus_client (and the http.server it pulls in) only when metrics are served
@@ -161,8 +167,15 @@ class BrokerMetrics:
 
         self.registry = CollectorRegistry()
         self.registry.register(_BrokerCollector(self))
-        start_http_server(port, addr=address, registry=self.registry)
-        log.info("metrics on http://%s:%d/metrics", address, port)
+        if tls is None or tls.tls_server_mode == "disabled":
+            start_http_server(port, addr=address, registry=self.registry)
+            log.info("metrics on http://%s:%d/metrics", address, port)
+            return
+        start_http_server(port, addr=address, registry=self.registry, certfile=tls.tls_server_cert_path,
+                          keyfile=tls.tls_server_key_path, client_cafile=tls.tls_server_trust_cert_path or None,
+                          client_auth_required=tls.tls_server_need_client_auth == "require",
+                          tls_min_version=MIN_VERSION)
+        log.info("metrics on https://%s:%d/metrics", address, port)
 
     def collect(self) -> Iterator[Any]:
         """The metric families, as ``prometheus_client`` collectors yield them."""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
+from spark_mq.common.tls import peer_context
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -47,7 +48,7 @@ class NameServerRegistration:
         self.ha_address = f"{config.broker_ip1}:{ha_port}"
         self.topics = topics
         self.on_master_learned = on_master_learned
-        self.client = RemotingClient()
+        self.client = RemotingClient(ssl_context=peer_context(config))
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServers
         self.master_ha_addr = ""
         self.controller_master: str | None = "" if controller_mode else None  # the master the controller names

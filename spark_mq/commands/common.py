@@ -1,4 +1,4 @@
-"""What the client commands share: the --namesrv option, time parsing, console and JSON output."""
+"""What the client commands share: the --namesrv and --tls options, time parsing, console and JSON output."""
 
 from __future__ import annotations
 
@@ -13,11 +13,26 @@ from spark_mq.common.errors import ConfigError
 
 NAMESRV_ENV = "SPARK_MQ_NAMESRV"
 DEFAULT_NAMESRV = "127.0.0.1:9876"
+TLS_ENV = "SPARK_MQ_TLS"  # 1: --tls
+TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV = "SPARK_MQ_TLS_CA", "SPARK_MQ_TLS_CERT", "SPARK_MQ_TLS_KEY"
 
 
 def add_namesrv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namesrv", default=os.environ.get(NAMESRV_ENV, DEFAULT_NAMESRV),
                         help=f"NameServer address(es), ';'-separated (default: ${NAMESRV_ENV} or {DEFAULT_NAMESRV})")
+
+
+def add_tls(parser: argparse.ArgumentParser) -> None:
+    """--tls and the certificates (or their environment variables): any certificate given implies --tls."""
+    parser.add_argument("--tls", action="store_true", default=os.environ.get(TLS_ENV, "") in ("1", "true"),
+                        help=f"connect over TLS (default: ${TLS_ENV}=1; implied by --tls-ca/--tls-cert)")
+    parser.add_argument("--tls-ca", default=os.environ.get(TLS_CA_ENV, ""),
+                        help=f"PEM CA certificate(s) the servers' certificates are checked against (default: "
+                             f"${TLS_CA_ENV}, else the system's CAs)")
+    parser.add_argument("--tls-cert", default=os.environ.get(TLS_CERT_ENV, ""),
+                        help=f"PEM client certificate, for servers requiring one (default: ${TLS_CERT_ENV})")
+    parser.add_argument("--tls-key", default=os.environ.get(TLS_KEY_ENV, ""),
+                        help=f"PEM private key of --tls-cert (default: ${TLS_KEY_ENV})")
 
 
 def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
@@ -26,6 +41,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
     carried out by ``run(args)``; the caller adds its own options."""
     parser = sub.add_parser(name, help=help, description=description)
     add_namesrv(parser)
+    add_tls(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -34,7 +50,9 @@ def client_config(args: argparse.Namespace, **overrides: object):
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.config import ClientConfig
 
-    return ClientConfig(namesrv_addr=args.namesrv, **overrides)
+    return ClientConfig(namesrv_addr=args.namesrv, tls_enable=bool(args.tls or args.tls_ca or args.tls_cert),
+                        tls_trust_cert_path=args.tls_ca, tls_cert_path=args.tls_cert, tls_key_path=args.tls_key,
+                        **overrides)
 
 
 def parse_time_ms(text: str, what: str = "time") -> int:

@@ -90,6 +90,6 @@ def _commit(args: argparse.Namespace, next_offsets: dict[tuple[bytes, str, int],
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.message import unpack_host
 
-    with SyncMQClientAPI() as api:
+    with SyncMQClientAPI(ssl_context=client_config(args).ssl_context()) as api:
         for (host, topic, queue_id), offset in sorted(next_offsets.items()):
             api.update_consumer_offset(unpack_host(host), args.group, topic, queue_id, offset)

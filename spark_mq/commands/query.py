@@ -82,7 +82,8 @@ def _across_tiers(args: argparse.Namespace, begin: int, end: int | None):
     from spark_mq.tiered.lookup import TIER_COLUMN, TimeWindow, find_by_key, row_to_message
 
     window = TimeWindow(begin, end + 1 if end is not None else None)  # --end is inclusive, the window is not
-    with SyncMQClientAPI(timeout=client_config(args).request_timeout_s) as api:
+    config = client_config(args)
+    with SyncMQClientAPI(timeout=config.request_timeout_s, ssl_context=config.ssl_context()) as api:
         table = find_by_key(api, split_addresses(args.namesrv), args.topic, args.key, window, root=args.archive,
                             max_hot=args.max)
     rows = table.to_pylist()[::-1][: args.max]  # the lookup orders by store time; show the newest first

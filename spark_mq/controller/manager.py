@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from spark_mq.common.config import ControllerConfig
+from spark_mq.common.tls import peer_context
 from spark_mq.controller.elect_policy import ElectPolicy
 from spark_mq.controller.heartbeats import BrokerLiveTable
 from spark_mq.controller.replicas_info import (
@@ -86,7 +87,7 @@ class ControllerManager:
         self.store = store
         self.live = BrokerLiveTable(config.controller_heart_beat_timeout_mills, clock)
         self.policy = ElectPolicy(self.live.is_alive, self.live.progress)
-        self.notifier = RoleChangeNotifier(self.live.is_alive)
+        self.notifier = RoleChangeNotifier(self.live.is_alive, peer_context(config))
         self._states: dict[str, tuple[BrokerSetState, int]] = {}  # broker name -> (state, store version)
         self._leading = False  # leadership held and every record loaded
         self._term = 0  # counts the store's leadership callbacks: a take-over outlived by a loss is void

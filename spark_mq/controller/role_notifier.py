@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 
 from spark_mq.common.errors import RemotingError
@@ -32,9 +33,10 @@ NOTIFY_TIMEOUT_S = 3.0  # to dial a broker (RocketMQ's 3000 ms); a broker that d
 class RoleChangeNotifier:
     """Runs on the controller's event loop; ``alive(broker name, broker id)`` picks the brokers to tell."""
 
-    def __init__(self, alive: Callable[[str, int], bool]) -> None:
+    def __init__(self, alive: Callable[[str, int], bool], ssl_context: ssl.SSLContext | None = None) -> None:
+        """``ssl_context``: dial the brokers over TLS (the controller's ``tls.enable``)."""
         self._alive = alive
-        self._client = RemotingClient(connect_timeout=NOTIFY_TIMEOUT_S)
+        self._client = RemotingClient(connect_timeout=NOTIFY_TIMEOUT_S, ssl_context=ssl_context)
         self._tasks: set[asyncio.Task] = set()
 
     def notify(self, state: BrokerSetState) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from spark_mq.acl.gate import AclGate
 from spark_mq.common.config import CONTROLLER_TYPE_ZOOKEEPER, ControllerConfig
 from spark_mq.common.serve_until_signal import run_server, serve_until_signal
+from spark_mq.common.tls import server_context
 from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.state_store import ControllerStateStore
@@ -41,7 +42,8 @@ class ControllerServer:
         self.config = config
         self.gate = AclGate.of(config)
         self.server = RemotingServer(config.listen_address, config.listen_port, config, name="controller",
-                                     gate=self.gate)
+                                     gate=self.gate, ssl_context=server_context(config),
+                                     tls_mode=config.tls_server_mode)
         self.manager = ControllerManager(config, open_state_store(config))
         self.manager.register_on(self.server)
         self._tasks: list[asyncio.Task] = []

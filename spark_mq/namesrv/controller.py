@@ -18,6 +18,7 @@ from spark_mq.common.config import ControllerConfig, NamesrvConfig
 from spark_mq.common.errors import RemotingConnectError
 from spark_mq.common.json_file import JsonConfigFile
 from spark_mq.common.serve_until_signal import run_server, serve_until_signal
+from spark_mq.common.tls import server_context
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.server import open_state_store
 from spark_mq.namesrv.kv_config import KVConfigManager
@@ -39,7 +40,8 @@ class NamesrvController:
         self.routes = RouteInfoManager(clock, config.broker_channel_expired_time / 1000, on_evict=self._close_evicted)
         self.kv = KVConfigManager(JsonConfigFile(Path(config.kv_config_path)) if config.kv_config_path else None)
         self.gate = AclGate.of(config)
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="namesrv", gate=self.gate)
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="namesrv", gate=self.gate,
+                                     ssl_context=server_context(config), tls_mode=config.tls_server_mode)
         NamesrvProcessor(self.routes, self.kv, config).register_on(self.server)
         self.server.on_connect(lambda conn: conn.on_close(self.routes.on_connection_closed))
         self.replication: ControllerManager | None = None

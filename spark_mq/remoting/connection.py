@@ -51,6 +51,7 @@ from spark_mq.common.errors import (
     RemotingTimeoutError,
 )
 from spark_mq.common.log_limit import LogLimiter
+from spark_mq.common.tls import CLIENT_CERT_REFUSED
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, encode
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
@@ -118,7 +119,15 @@ class Connection:
                                                      channel.write_buffer_low_water_mark)
         self.closed = False
         self.close_cause: BaseException | None = None
+        self._answered = False  # the peer sent something (a TLS server refusing our certificate never does)
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{role}-read-{self.peer}")
+
+    def _tls_hint(self) -> str:
+        """Why a TLS server may close a client's connection before any answer: TLS 1.3 checks the client's
+        certificate after the client's side of the handshake is done, and the refusal arrives as a close."""
+        if self._channel is not None or self._answered or self._writer.get_extra_info("sslcontext") is None:
+            return ""
+        return f" before answering anything over TLS: {CLIENT_CERT_REFUSED}"
 
     def on_close(self, callback: CloseCallback) -> None:
         """Call ``callback(conn)`` once when the connection closes (at once if already closed)."""
@@ -255,7 +264,7 @@ class Connection:
 
     def _write(self, cmd: RemotingCommand) -> None:
         if self._writer.is_closing():
-            self.close(ConnectionResetError("socket is closing"))
+            self.close(ConnectionResetError("socket is closing" + self._tls_hint()))
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
         self._writer.write(encode(cmd))
 
@@ -299,8 +308,9 @@ class Connection:
                     await self._writer.drain()
                 data = await self._reader.read(READ_CHUNK)
                 if not data:
-                    cause = ConnectionResetError(f"{self.peer} closed the connection")
+                    cause = ConnectionResetError(f"{self.peer} closed the connection" + self._tls_hint())
                     break
+                self._answered = True
                 self._last_read = time.monotonic()
                 for cmd in self._decoder.feed(data):
                     # a request needs a slot
