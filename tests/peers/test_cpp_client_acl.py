@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -137,8 +138,9 @@ def test_refused_consumers_get_nothing(tmp_path, acl_cluster, case, key, secret,
 
 @contextlib.contextmanager
 def consuming(home: Path, namesrv: str, key: str, secret: str) -> Iterator[list[str]]:
-    """A C++ push consumer of TOPIC in GROUP with these credentials; yields the bodies it prints as they arrive
-    (``MSG <body>``), shut down on leaving. Its stdout is read as bytes: the library may write there too."""
+    """A C++ push consumer of TOPIC in GROUP with these credentials; yields the ``MSG <body>`` lines it prints, as
+    they arrive; shut down on leaving. Its output is read as bytes and searched (the library may write there too),
+    and kept in ``home/consumer.out`` for a failure's diagnosis."""
     home.mkdir(parents=True)
     with open(home / "consumer.err", "wb") as err:
         consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, key, secret, namesrv, TOPIC, GROUP],
@@ -147,10 +149,11 @@ def consuming(home: Path, namesrv: str, key: str, secret: str) -> Iterator[list[
     got: list[str] = []
 
     def read() -> None:
-        for line in consumer.stdout:
-            text = line.decode(errors="replace").strip()
-            if text.startswith("MSG "):
-                got.append(text)
+        with open(home / "consumer.out", "wb") as out:
+            for line in consumer.stdout:
+                out.write(line)
+                out.flush()
+                got.extend(f"MSG {body}" for body in re.findall(r"MSG (acl-\d+)", line.decode(errors="replace")))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
