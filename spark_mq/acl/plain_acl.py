@@ -26,13 +26,10 @@ Thread-safety: the parsed rules are immutable; a reload replaces them whole (``a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any
-
-import yaml
 
 from spark_mq.acl.remote_address import AddressPattern, parse_address_pattern
 from spark_mq.common.errors import ConfigError
@@ -109,10 +106,7 @@ class PlainAcl:
 
 def parse_plain_acl(text: str, source: str) -> PlainAcl:
     """The rules of a plain_acl.yml's ``text``; ``ConfigError`` naming ``source``, the line and the account."""
-    try:
-        doc = yaml.load(text, Loader=_TextLoader)  # a BaseLoader: builds no objects, every scalar is text
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+    doc = _load_yaml(text, source)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -132,24 +126,32 @@ def parse_plain_acl(text: str, source: str) -> PlainAcl:
     return PlainAcl(source, white, accounts)
 
 
-class _TextLoader(yaml.BaseLoader):
-    """YAML with every scalar as text, and each mapping remembering its line (for error messages)."""
+def _load_yaml(text: str, source: str) -> Any:
+    """The document, every scalar as text and each mapping remembering its line (for error messages)."""
+    # lazy import: PyYAML only where an ACL file is read (aclEnable), not on every server's start path
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
-        mapping = super().construct_mapping(node, deep=True)
-        mapping[_LINE] = node.start_mark.line + 1
-        return mapping
+    class TextLoader(yaml.BaseLoader):  # a BaseLoader builds no objects: every scalar is text
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+            mapping = super().construct_mapping(node, deep=True)
+            mapping[_LINE] = node.start_mark.line + 1
+            return mapping
 
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e)
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
+    try:
+        return yaml.load(text, Loader=TextLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"{source}: not valid YAML: {where}{problem}") from None
 
 
 def _reject_unknown(mapping: dict[Any, Any], known: tuple[str, ...], where: str) -> None:
     for key in mapping:
         if key is not _LINE and key not in known:
+            # lazy import: only for this message
+            import difflib
+
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
             raise ConfigError(f"{where}: unknown key {key!r}: {hint}")
