@@ -39,6 +39,7 @@ ACCOUNTS = "accounts"
 IGNORED_TOP_LEVEL = frozenset(("dataVersion",))  # RocketMQ's updateAclConfig writes it; it names no rule
 KEY_MIN_LENGTH = 7  # RocketMQ's AclConstants: accessKey and secretKey longer than 6 characters
 _TRUE, _FALSE = frozenset(("true", "yes", "on")), frozenset(("false", "no", "off"))  # YAML 1.1 booleans
+_NOT_IN_KEY = frozenset(" \t\"'=")  # an accessKey lands in key=value audit lines as it is
 _LINE = object()  # the key under which a mapping keeps the line it starts on
 
 
@@ -188,6 +189,8 @@ def _account(entry: Any, where: str) -> Account:
     for name, value in (("accessKey", access_key), ("secretKey", secret_key)):
         if len(value) < KEY_MIN_LENGTH:
             raise ConfigError(f"{where}: {name} must be at least {KEY_MIN_LENGTH} characters (RocketMQ's minimum)")
+    if any(c in _NOT_IN_KEY or not c.isprintable() for c in access_key):
+        raise ConfigError(f"{where}: accessKey may not hold spaces, quotes or '=' (it is written in audit lines)")
     white = entry.get("whiteRemoteAddress")
     if white is not None and not isinstance(white, str):
         raise ConfigError(f"{where}: whiteRemoteAddress must be one address pattern, not a {_kind(white)}")
