@@ -52,12 +52,14 @@ class Perm(IntFlag):
     SUB = 1 << 3
 
     def allows(self, owned: Perm) -> bool:
-        """Whether ``owned`` grants this need (RocketMQ's ``checkPermission``)."""
-        if owned & Perm.DENY:
+        """Whether ``owned`` grants this need (RocketMQ's ``checkPermission``). On plain ints: run for every
+        checked request, and the flag operators build enum members."""
+        need, own = int(self), int(owned)
+        if own & _DENY:
             return False
-        if self & Perm.ANY:
-            return bool(owned & (Perm.PUB | Perm.SUB))
-        return bool(self & owned)
+        if need & _ANY:
+            return bool(own & _PUB_OR_SUB)
+        return bool(need & own)
 
     @property
     def label(self) -> str:
@@ -67,6 +69,7 @@ class Perm(IntFlag):
         return "|".join(p.name for p in (Perm.DENY, Perm.PUB, Perm.SUB) if self & p and p.name)
 
 
+_DENY, _ANY, _PUB_OR_SUB = int(Perm.DENY), int(Perm.ANY), int(Perm.PUB | Perm.SUB)
 PERMS = {"DENY": Perm.DENY, "PUB": Perm.PUB, "SUB": Perm.SUB, "PUB|SUB": Perm.PUB | Perm.SUB,
          "SUB|PUB": Perm.PUB | Perm.SUB}
 

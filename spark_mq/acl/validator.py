@@ -100,7 +100,7 @@ def _refusal(reason: str, who: str, text: str, cmd: RemotingCommand) -> Refusal:
 
 def is_global_white(acl: PlainAcl, peer_host: str) -> bool:
     """Whether ``peer_host`` is one of the global white addresses (its requests are not checked)."""
-    return any(p.matches(peer_host) for p in acl.global_white)
+    return bool(acl.global_white) and any(p.matches(peer_host) for p in acl.global_white)
 
 
 def _signature_problem(account: Account, cmd: RemotingCommand) -> str | None:
