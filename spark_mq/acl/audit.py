@@ -52,8 +52,8 @@ class AclAudit:
 
     def refused(self, cmd: RemotingCommand, peer: str, peer_host: str, refusal: Refusal) -> None:
         self._on_refused(refusal.reason)
-        self._limited.warning(peer_host, f"acl {refusal.reason}", "%s", _line("refused", refusal.reason,
-                                                                               refusal.who, peer, cmd))
+        self._limited.warning(peer_host, f"acl {refusal.reason}", "%s",
+                              AuditLine("refused", refusal.reason, refusal.who, peer, cmd))
 
     def admin_allowed(self, cmd: RemotingCommand, peer: str, global_white: bool) -> None:
         """An admin request passed: for its account's ``admin: true``, or (``global_white``) for its address."""
@@ -61,19 +61,28 @@ class AclAudit:
         level = logging.DEBUG if rule_for(cmd.code).routine else logging.INFO
         if log.isEnabledFor(level):
             who = cmd.ext_fields.get(ACCESS_KEY)
-            log.log(level, "%s", _line("allowed", "global_white" if global_white else "admin",
-                                       "-" if global_white or not who else shown(who), peer, cmd))
+            log.log(level, "%s", AuditLine("allowed", "global_white" if global_white else "admin",
+                                           "-" if global_white or not who else shown(who), peer, cmd))
 
     def flush(self) -> None:
         """Write the summaries of the rate-limit windows that ended (call it now and then)."""
         self._limited.flush()
 
 
-def _line(result: str, reason: str, who: str, peer: str, cmd: RemotingCommand) -> str:
-    parts = [f"result={result}", f"reason={reason}", f"who={who}", f"from={peer}",
-             f"what={code_name(cmd.code)}({cmd.code})"]
-    for key, fields in NAMED_FIELDS.items():
-        value = next((cmd.ext_fields[f] for f in fields if cmd.ext_fields.get(f)), None)
-        if value is not None:
-            parts.append(f"{key}={shown(value)}")
-    return " ".join(parts)
+class AuditLine:
+    """One audit line, written out only when a handler formats it (a rate-limited flood builds no text)."""
+
+    __slots__ = ("cmd", "peer", "reason", "result", "who")
+
+    def __init__(self, result: str, reason: str, who: str, peer: str, cmd: RemotingCommand) -> None:
+        self.result, self.reason, self.who, self.peer, self.cmd = result, reason, who, peer, cmd
+
+    def __str__(self) -> str:
+        cmd = self.cmd
+        parts = [f"result={self.result}", f"reason={self.reason}", f"who={self.who}", f"from={self.peer}",
+                 f"what={code_name(cmd.code)}({cmd.code})"]
+        for key, fields in NAMED_FIELDS.items():
+            value = next((cmd.ext_fields[f] for f in fields if cmd.ext_fields.get(f)), None)
+            if value is not None:
+                parts.append(f"{key}={shown(value)}")
+        return " ".join(parts)

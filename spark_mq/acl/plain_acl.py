@@ -26,13 +26,10 @@ Thread-safety: the parsed rules are immutable; a reload replaces them whole (``a
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Any
-
-import yaml
 
 from spark_mq.acl.remote_address import AddressPattern, parse_address_pattern
 from spark_mq.common.errors import ConfigError
@@ -42,6 +39,7 @@ ACCOUNTS = "accounts"
 IGNORED_TOP_LEVEL = frozenset(("dataVersion",))  # RocketMQ's updateAclConfig writes it; it names no rule
 KEY_MIN_LENGTH = 7  # RocketMQ's AclConstants: accessKey and secretKey longer than 6 characters
 _TRUE, _FALSE = frozenset(("true", "yes", "on")), frozenset(("false", "no", "off"))  # YAML 1.1 booleans
+_NOT_IN_KEY = frozenset(" \t\"'=")  # an accessKey lands in key=value audit lines as it is
 _LINE = object()  # the key under which a mapping keeps the line it starts on
 
 
@@ -54,12 +52,14 @@ class Perm(IntFlag):
     SUB = 1 << 3
 
     def allows(self, owned: Perm) -> bool:
-        """Whether ``owned`` grants this need (RocketMQ's ``checkPermission``)."""
-        if owned & Perm.DENY:
+        """Whether ``owned`` grants this need (RocketMQ's ``checkPermission``). On plain ints: run for every
+        checked request, and the flag operators build enum members."""
+        need, own = int(self), int(owned)
+        if own & _DENY:
             return False
-        if self & Perm.ANY:
-            return bool(owned & (Perm.PUB | Perm.SUB))
-        return bool(self & owned)
+        if need & _ANY:
+            return bool(own & _PUB_OR_SUB)
+        return bool(need & own)
 
     @property
     def label(self) -> str:
@@ -69,6 +69,7 @@ class Perm(IntFlag):
         return "|".join(p.name for p in (Perm.DENY, Perm.PUB, Perm.SUB) if self & p and p.name)
 
 
+_DENY, _ANY, _PUB_OR_SUB = int(Perm.DENY), int(Perm.ANY), int(Perm.PUB | Perm.SUB)
 PERMS = {"DENY": Perm.DENY, "PUB": Perm.PUB, "SUB": Perm.SUB, "PUB|SUB": Perm.PUB | Perm.SUB,
          "SUB|PUB": Perm.PUB | Perm.SUB}
 
@@ -109,10 +110,7 @@ class PlainAcl:
 
 def parse_plain_acl(text: str, source: str) -> PlainAcl:
     """The rules of a plain_acl.yml's ``text``; ``ConfigError`` naming ``source``, the line and the account."""
-    try:
-        doc = yaml.load(text, Loader=_TextLoader)  # a BaseLoader: builds no objects, every scalar is text
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+    doc = _load_yaml(text, source)
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
@@ -132,24 +130,32 @@ def parse_plain_acl(text: str, source: str) -> PlainAcl:
     return PlainAcl(source, white, accounts)
 
 
-class _TextLoader(yaml.BaseLoader):
-    """YAML with every scalar as text, and each mapping remembering its line (for error messages)."""
+def _load_yaml(text: str, source: str) -> Any:
+    """The document, every scalar as text and each mapping remembering its line (for error messages)."""
+    # lazy import: PyYAML only where an ACL file is read (aclEnable), not on every server's start path
+    import yaml
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
-        mapping = super().construct_mapping(node, deep=True)
-        mapping[_LINE] = node.start_mark.line + 1
-        return mapping
+    class TextLoader(yaml.BaseLoader):  # a BaseLoader builds no objects: every scalar is text
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+            mapping = super().construct_mapping(node, deep=True)
+            mapping[_LINE] = node.start_mark.line + 1
+            return mapping
 
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e)
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
+    try:
+        return yaml.load(text, Loader=TextLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise ConfigError(f"{source}: not valid YAML: {where}{problem}") from None
 
 
 def _reject_unknown(mapping: dict[Any, Any], known: tuple[str, ...], where: str) -> None:
     for key in mapping:
         if key is not _LINE and key not in known:
+            # lazy import: only for this message
+            import difflib
+
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
             raise ConfigError(f"{where}: unknown key {key!r}: {hint}")
@@ -186,6 +192,8 @@ def _account(entry: Any, where: str) -> Account:
     for name, value in (("accessKey", access_key), ("secretKey", secret_key)):
         if len(value) < KEY_MIN_LENGTH:
             raise ConfigError(f"{where}: {name} must be at least {KEY_MIN_LENGTH} characters (RocketMQ's minimum)")
+    if any(c in _NOT_IN_KEY or not c.isprintable() for c in access_key):
+        raise ConfigError(f"{where}: accessKey may not hold spaces, quotes or '=' (it is written in audit lines)")
     white = entry.get("whiteRemoteAddress")
     if white is not None and not isinstance(white, str):
         raise ConfigError(f"{where}: whiteRemoteAddress must be one address pattern, not a {_kind(white)}")

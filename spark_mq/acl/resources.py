@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from spark_mq.acl.plain_acl import Perm
 from spark_mq.common.errors import BodyError
@@ -46,16 +47,12 @@ class Access(Enum):
     ANY_ACCOUNT = "any account"
 
 
-@dataclass(frozen=True)
-class Need:
-    """A permission the request needs on one topic or group."""
+class Need(NamedTuple):
+    """A permission the request needs on one topic or group (a tuple: made for every checked request)."""
 
     kind: str  # TOPIC or GROUP
     name: str
     perm: Perm
-
-    def describe(self) -> str:
-        return f"{self.perm.label} on {self.kind} {self.name}"
 
 
 class MalformedRequest(ValueError):

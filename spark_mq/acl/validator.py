@@ -58,45 +58,49 @@ class Refusal:
 
 
 def check(acl: PlainAcl, cmd: RemotingCommand, peer_host: str) -> Refusal | None:
-    """None if ``cmd`` from ``peer_host`` may be served, else why not."""
+    """None if ``cmd`` from ``peer_host`` may be served, else why not (the texts are built only for a refusal)."""
     if is_global_white(acl, peer_host):
         return None
-    ext = cmd.ext_fields
-    access_key = ext.get(ACCESS_KEY)
-    request = f"(request {cmd.code} {code_name(cmd.code)})"
+    access_key = cmd.ext_fields.get(ACCESS_KEY)
     if not access_key:
-        return Refusal(NO_ACCESS_KEY, "-", f"no AccessKey: this server checks ACL, sign requests with an account of "
-                                           f"its plain_acl.yml {request}")
+        return _refusal(NO_ACCESS_KEY, "-", "no AccessKey: this server checks ACL, sign requests with an account of "
+                                            "its plain_acl.yml", cmd)
     account = acl.accounts.get(access_key) if len(access_key) <= MAX_ACCESS_KEY else None
-    who = shown(access_key)
     if account is None:
-        return Refusal(UNKNOWN_ACCOUNT, who, f"accessKey={who} is not an account of this server {request}")
+        who = shown(access_key)
+        return _refusal(UNKNOWN_ACCOUNT, who, f"accessKey={who} is not an account of this server", cmd)
     if account.white_remote_address is not None and not account.white_remote_address.matches(peer_host):
-        return Refusal(REMOTE_ADDRESS, who, f"accessKey={who} may not be used from {peer_host} (its "
-                                            f"whiteRemoteAddress) {request}")
+        return _refusal(REMOTE_ADDRESS, access_key, f"accessKey={access_key} may not be used from {peer_host} (its "
+                                                    f"whiteRemoteAddress)", cmd)
     problem = _signature_problem(account, cmd)
     if problem is not None:
-        return Refusal(SIGNATURE_REASON, who, f"accessKey={who}: {problem} {request}")
+        return _refusal(SIGNATURE_REASON, access_key, f"accessKey={access_key}: {problem}", cmd)
     rule = rule_for(cmd.code)
     if rule.access is Access.ADMIN:
-        return None if account.admin else Refusal(ADMIN_REASON, who, f"accessKey={who} needs admin {request}")
+        return None if account.admin else _refusal(ADMIN_REASON, access_key, f"accessKey={access_key} needs admin",
+                                                   cmd)
     if rule.access is Access.ANY_ACCOUNT or account.has_every_resource:
         return None
     try:
         needs = needs_of(rule, cmd)
     except MalformedRequest as e:
-        return Refusal(MALFORMED, who, f"accessKey={who}: cannot tell what the request needs: {e} {request}")
+        return _refusal(MALFORMED, access_key, f"accessKey={access_key}: cannot tell what the request needs: {e}", cmd)
     for need in needs:
         owned = account.group_perm(need.name) if need.kind == GROUP else account.topic_perm(need.name)
         if not need.perm.allows(owned):
-            return Refusal(PERMISSION, who, f"accessKey={who} needs {need.perm.label} on {need.kind} "
-                                            f"{shown(need.name)} {request}")
+            return _refusal(PERMISSION, access_key, f"accessKey={access_key} needs {need.perm.label} on {need.kind} "
+                                                    f"{shown(need.name)}", cmd)
     return None
+
+
+def _refusal(reason: str, who: str, text: str, cmd: RemotingCommand) -> Refusal:
+    """A refusal whose remark is ``text`` and the request (an account's own key, from the file, is shown as is)."""
+    return Refusal(reason, who, f"{text} (request {cmd.code} {code_name(cmd.code)})")
 
 
 def is_global_white(acl: PlainAcl, peer_host: str) -> bool:
     """Whether ``peer_host`` is one of the global white addresses (its requests are not checked)."""
-    return any(p.matches(peer_host) for p in acl.global_white)
+    return bool(acl.global_white) and any(p.matches(peer_host) for p in acl.global_white)
 
 
 def _signature_problem(account: Account, cmd: RemotingCommand) -> str | None:

@@ -26,6 +26,10 @@ memory, whatever its client does:
 A client connection never stops reading (both ends waiting for the other to read would be a
 deadlock) and is never closed for idleness or a slow frame.
 
+A server may give its connections a ``gate`` (the ACL, ``spark_mq/acl/gate.py``): every request is
+checked by it before its handler is looked up, so an unknown code is refused too; without one a
+request pays a single ``None`` test.
+
 Log lines a peer's bad input causes go through ``client_faults``, rate-limited per peer host and
 reason: a flood of bad frames or requests writes a bounded amount of log.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
+import re
 import subprocess
 import sys
 import threading
@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 from integration.acl._support import ADMIN, GROUP, PUBLISHER, SUBSCRIBER, TOPIC, acl_conf, request, write_acl
-from peer_helpers import cpp_log, register_fake_broker
+from peer_helpers import cpp_log, recording_broker, register_fake_broker
 from servers import Broker, start_namesrv, wait_until
 
 from spark_mq.remoting.client import SyncRemotingClient
-from spark_mq.remoting.codec import FrameDecoder, encode
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.signature import ACCESS_KEY, signature_matches
@@ -137,8 +136,9 @@ def test_refused_consumers_get_nothing(tmp_path, acl_cluster, case, key, secret,
 
 @contextlib.contextmanager
 def consuming(home: Path, namesrv: str, key: str, secret: str) -> Iterator[list[str]]:
-    """A C++ push consumer of TOPIC in GROUP with these credentials; yields the bodies it prints as they arrive
-    (``MSG <body>``), shut down on leaving. Its stdout is read as bytes: the library may write there too."""
+    """A C++ push consumer of TOPIC in GROUP with these credentials; yields the ``MSG <body>`` lines it prints, as
+    they arrive; shut down on leaving. Its output is read as bytes and searched (the library may write there too),
+    and kept in ``home/consumer.out`` for a failure's diagnosis."""
     home.mkdir(parents=True)
     with open(home / "consumer.err", "wb") as err:
         consumer = subprocess.Popen([sys.executable, "-c", CONSUMER, key, secret, namesrv, TOPIC, GROUP],
@@ -147,10 +147,11 @@ def consuming(home: Path, namesrv: str, key: str, secret: str) -> Iterator[list[
     got: list[str] = []
 
     def read() -> None:
-        for line in consumer.stdout:
-            text = line.decode(errors="replace").strip()
-            if text.startswith("MSG "):
-                got.append(text)
+        with open(home / "consumer.out", "wb") as out:
+            for line in consumer.stdout:
+                out.write(line)
+                out.flush()
+                got.extend(f"MSG {body}" for body in re.findall(r"MSG (acl-\d+)", line.decode(errors="replace")))
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -183,33 +184,10 @@ def test_the_librarys_signature_checks_against_the_secret(tmp_path, acl_cluster)
     """What the library sends (a SEND_MESSAGE with a body, recorded by a fake broker the NameServer routes to)
     carries the AccessKey and a Signature that ``signature_matches`` accepts with the secret, and with no other."""
     namesrv, _ = acl_cluster
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    listener.settimeout(30)
-    fake = f"127.0.0.1:{listener.getsockname()[1]}"
-    got: list[RemotingCommand] = []
-
-    def record() -> None:
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        with conn:
-            decoder = FrameDecoder()
-            while data := conn.recv(65536):
-                for cmd in decoder.feed(data):
-                    got.append(cmd)
-                    if not cmd.is_oneway:
-                        conn.sendall(encode(cmd.make_response(ResponseCode.SYSTEM_ERROR, "recorder")))
-
-    recorder = threading.Thread(target=record, daemon=True)
-    recorder.start()
-    with SyncRemotingClient() as client:  # the registering connection stays open: closing it evicts the broker
+    # the registering connection stays open while the producer runs: closing it evicts the broker
+    with recording_broker() as (fake, got), SyncRemotingClient() as client:
         register_fake_broker(client, namesrv, fake, "AclCppRecorded")
         run_producer(tmp_path, namesrv, "AclCppRecorded", 1, PUBLISHER.access_key, PUBLISHER.secret_key)
-    listener.close()
-    recorder.join(5)
     send = next(cmd for cmd in got if cmd.code == RequestCode.SEND_MESSAGE)
     assert send.language == "CPP" and send.body == b"acl-0"
     assert send.ext_fields[ACCESS_KEY] == PUBLISHER.access_key and "OnsChannel" in send.ext_fields

@@ -87,6 +87,7 @@ def test_permission_bits(need, owned, allowed):
     ("accounts:\n  - accessKey: abcdefg\n    secretKey: abcdefgh\n    admin: maybe\n", "admin must be true or false"),
     ("accounts:\n  - accessKey: abcdefg\n    secretKey: short\n", "secretKey must be at least 7 characters"),
     ("accounts:\n  - accessKey: abcdefg\n", "(accessKey 'abcdefg'): secretKey is missing or empty"),
+    ("accounts:\n  - {accessKey: 'who=admin', secretKey: abcdefgh}\n", "accessKey may not hold spaces, quotes or '='"),
     ("accounts:\n  - {accessKey: abcdefg, secretKey: abcdefgh}\n  - {accessKey: abcdefg, secretKey: 12345678}\n",
      "line 3, accounts[1]: accessKey 'abcdefg' is given twice"),
     ("globalWhiteRemoteAddresses: [10.0.*]\n", "globalWhiteRemoteAddresses[0]: '10.0.*': an IPv4 pattern has 4"),
