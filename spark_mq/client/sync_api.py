@@ -34,6 +34,7 @@ from spark_mq.remoting.bodies import (
     HeartbeatData,
     MessageQueue,
     RegisterBrokerBody,
+    ResetOffsetBody,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
@@ -292,6 +293,12 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.get_consume_stats`."""
         return self._run(self._target.get_consume_stats(addr=addr, consumer_group=consumer_group, topic=topic,
                                                         timeout=timeout))
+
+    def reset_offset_by_time(self, addr: str, group: str, topic: str, timestamp_ms: int, *, force: bool = True,
+                             timeout: float | None = None) -> ResetOffsetBody:
+        """Blocking :meth:`MQClientAPI.reset_offset_by_time`."""
+        return self._run(self._target.reset_offset_by_time(addr=addr, group=group, topic=topic,
+                                                           timestamp_ms=timestamp_ms, force=force, timeout=timeout))
 
     def create_topic(self, addr: str, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
                      perm: int = PERM_READ_WRITE, *, default_topic: str = AUTO_CREATE_TOPIC,
