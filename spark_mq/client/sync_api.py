@@ -19,6 +19,7 @@ from spark_mq.client.api import (
     CheckTransactionCallback,
     ConsumerIdsChangedCallback,
     MQClientAPI,
+    ResetOffsetCallback,
 )
 from spark_mq.client.results import PullResult, RegisterBrokerResult, SendResult, TieredOffset
 from spark_mq.common.message import MessageBatch
@@ -82,6 +83,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def on_consumer_ids_changed(self, callback: ConsumerIdsChangedCallback) -> ConsumerIdsChangedCallback:
         """Blocking :meth:`MQClientAPI.on_consumer_ids_changed`."""
         return self._call(self._target.on_consumer_ids_changed, callback=callback)
+
+    def on_reset_offset(self, callback: ResetOffsetCallback) -> None:
+        """Blocking :meth:`MQClientAPI.on_reset_offset`."""
+        return self._call(self._target.on_reset_offset, callback=callback)
 
     def on_check_transaction_state(self, group: str, callback: CheckTransactionCallback | None) -> None:
         """Blocking :meth:`MQClientAPI.on_check_transaction_state`."""
