@@ -37,8 +37,11 @@ def admin(namesrv):
         yield a
 
 
-def old_cut_new(namesrv: str, topic: str) -> int:
-    """Send old-0..old-3, then new-0..new-3 after the returned cut time (ms), spread over the queues."""
+def old_cut_new(namesrv: str, broker, api, name: str) -> tuple[str, str, int]:
+    """A new topic of two queues and a group name; old-0..old-3 sent, then new-0..new-3 after the returned
+    cut time (ms), spread over the queues."""
+    topic, group = unique(f"Reset{name}"), unique(f"reset_{name}")
+    create_topic(api, namesrv, [broker], topic, queues=2)
     with SyncProducer(unique("reset_producer"), ClientConfig(namesrv, instance_name=unique("producer"))) as p:
         for i in range(4):
             p.send(Message(topic, b"x", keys=f"old-{i}"))
@@ -47,7 +50,7 @@ def old_cut_new(namesrv: str, topic: str) -> int:
         time.sleep(0.05)
         for i in range(4):
             p.send(Message(topic, b"x", keys=f"new-{i}"))
-    return cut
+    return topic, group, cut
 
 
 def committed_total(api, broker: str, group: str, topic: str) -> int:
@@ -55,9 +58,7 @@ def committed_total(api, broker: str, group: str, topic: str) -> int:
 
 
 def test_an_online_push_consumer_consumes_again_from_the_reset(namesrv, broker, api, admin):
-    topic, group = unique("ResetPush"), unique("reset_push")
-    create_topic(api, namesrv, [broker], topic, queues=2)
-    cut = old_cut_new(namesrv, topic)
+    topic, group, cut = old_cut_new(namesrv, broker, api, "Push")
     seen: list[str] = []
     lock = threading.Lock()
 
@@ -84,9 +85,7 @@ def test_an_online_push_consumer_consumes_again_from_the_reset(namesrv, broker, 
 
 
 def test_an_online_lite_pull_consumer_polls_again_from_the_reset(namesrv, broker, api, admin):
-    topic, group = unique("ResetLite"), unique("reset_lite")
-    create_topic(api, namesrv, [broker], topic, queues=2)
-    cut = old_cut_new(namesrv, topic)
+    topic, group, cut = old_cut_new(namesrv, broker, api, "Lite")
     c = SyncLitePullConsumer(group, ClientConfig(namesrv, instance_name=unique("lite")), consume_from="first",
                              poll_timeout_s=0.3)
     try:
@@ -107,9 +106,7 @@ def test_an_online_lite_pull_consumer_polls_again_from_the_reset(namesrv, broker
 
 
 def test_a_reset_with_no_consumer_online_and_the_errors(namesrv, broker, api, admin):
-    topic, group = unique("ResetOffline"), unique("reset_offline")
-    create_topic(api, namesrv, [broker], topic, queues=2)
-    cut = old_cut_new(namesrv, topic)
+    topic, group, cut = old_cut_new(namesrv, broker, api, "Offline")
     for q in range(2):
         api.update_consumer_offset(broker.addr, group, topic, q, 4)
     assert sum(admin.reset_offsets_by_time(group, topic, cut).values()) == 4
