@@ -112,6 +112,9 @@ def test_a_reset_with_no_consumer_online_and_the_errors(namesrv, broker, api, ad
     assert sum(admin.reset_offsets_by_time(group, topic, cut).values()) == 4
     assert sum(admin.reset_offsets_by_time(group, topic, 0).values()) == 0
     assert committed_total(api, broker.addr, group, topic) == 0
+    # not forced (RocketMQ's isForce=false): an offset only moves backwards, so these stay at 0
+    assert sum(api.reset_offset_by_time(broker.addr, group, topic, cut, force=False).offset_table.values()) == 0
+    assert committed_total(api, broker.addr, group, topic) == 0
     with pytest.raises(MQClientError) as e:
         admin.reset_offsets_by_time(unique("never_consumed"), topic, cut)
     assert e.value.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST and "no offsets" in str(e.value)
