@@ -435,8 +435,8 @@ class Admin:
         or backward: INVOKE_BROKER_TO_RESET_OFFSET to each master of the topic (an admin request when
         the brokers check ACLs). Returns the new offsets.
 
-        Online consumers of the group (spark_mq's push and lite-pull consumers, Java clients) are told
-        by the brokers and go on from the new offsets; C++ clients are not told and must be restarted.
+        Online consumers of the group (spark_mq's push and lite-pull consumers, Java and C++ clients) are
+        told by the brokers and go on from the new offsets: no need to stop them first.
         """
         route = await self._route_or_raise(topic)
         out: dict[MessageQueue, int] = {}

@@ -87,7 +87,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         offset_actions, "reset", _offsets_reset, help="move a group's offsets to the first message at or after a time",
         description="Move the group's committed offset of every queue of --topic to the first message stored at "
                     "or after --to-time (the brokers do it: with ACLs on, an admin account). The group's online "
-                    "consumers go on from the new offsets; C++ clients must be restarted to.")
+                    "consumers go on from the new offsets.")
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True)
     reset.add_argument("--to-time", required=True, help="ISO 8601 time (local unless it has an offset) or ms")

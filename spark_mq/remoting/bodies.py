@@ -870,6 +870,11 @@ class ResetOffsetBody(Body):
         table = _map(_obj(o, name), "offsetTable")
         return cls({_mq_key(k, "offsetTable"): _as_int(v, "offsetTable value") for k, v in table.items()})
 
+    def to_json_for_cpp(self) -> bytes:
+        """RocketMQ's ResetOffsetBodyForC, what the C++ client reads: ``offsetTable`` a list of
+        MessageQueueForC (the queue's fields and its ``offset``), since jsoncpp cannot read object keys."""
+        return dumps(Bean(offsetTable=[Bean(mq.to_obj(), offset=o) for mq, o in sorted(self.offset_table.items())]))
+
 
 # --- broker metadata a slave copies from its master (SlaveSynchronize) ---------------------
 

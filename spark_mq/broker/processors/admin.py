@@ -157,18 +157,15 @@ class AdminProcessor:
         return cmd.make_response(ResponseCode.SUCCESS, body=body.to_json())
 
     def _tell_members(self, h: ResetOffsetRequestHeader, body: ResetOffsetBody) -> None:
-        """RESET_CONSUMER_CLIENT_OFFSET to the group's online members. C++ clients are left out: they
-        read another body (RocketMQ's ResetOffsetBodyForC), which we do not send."""
+        """RESET_CONSUMER_CLIENT_OFFSET to the group's online members; C++ clients get the body they read
+        (RocketMQ's ResetOffsetBodyForC)."""
         members = self.clients.consumer_group(h.group)
-        request = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, h.to_ext_fields(),
-                                          body=body.to_json())
+        requests = {cpp: RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, h.to_ext_fields(),
+                                                 body=body.to_json_for_cpp() if cpp else body.to_json())
+                    for cpp in (False, True)}
         for conn, channel in list(members.channels.items()) if members else ():
-            if channel.language == LanguageCode.CPP.name:
-                log.warning("group %s: C++ member %s is not told of the offset reset; restart it to adopt it",
-                            h.group, channel.client_id)
-                continue
             with contextlib.suppress(RemotingError):
-                conn.send_oneway(request)
+                conn.send_oneway(requests[channel.language == LanguageCode.CPP.name])
 
     async def query_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
