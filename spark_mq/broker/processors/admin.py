@@ -1,7 +1,7 @@
 """Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
-GET_EARLIEST_MSG_STORETIME, INVOKE_BROKER_TO_RESET_OFFSET, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, UPDATE_AND_CREATE_TOPIC,
-DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and
-GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
+GET_EARLIEST_MSG_STORETIME, INVOKE_BROKER_TO_RESET_OFFSET, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID,
+UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO,
+GET_CONSUME_STATS and GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
 
 A reset (RocketMQ's Broker2Client.resetOffset) moves the group's committed offsets here, then tells the
 group's online members (RESET_CONSUMER_CLIENT_OFFSET, oneway) so they adopt the new offsets instead of
