@@ -204,6 +204,7 @@ RULES: dict[int, Rule] = {
     # sent by servers to clients: no server serves them
     C.CHECK_TRANSACTION_STATE: ANY_ACCOUNT,
     C.NOTIFY_CONSUMER_IDS_CHANGED: ANY_ACCOUNT,
+    C.RESET_CONSUMER_CLIENT_OFFSET: ANY_ACCOUNT,
     C.GET_CONSUMER_RUNNING_INFO: ANY_ACCOUNT,
     # administration
     C.UPDATE_AND_CREATE_TOPIC: ADMIN,
@@ -217,6 +218,7 @@ RULES: dict[int, Rule] = {
     C.WIPE_WRITE_PERM_OF_BROKER: ADMIN,
     C.PUT_KV_CONFIG: ADMIN,
     C.DELETE_KV_CONFIG: ADMIN,
+    C.INVOKE_BROKER_TO_RESET_OFFSET: ADMIN,  # moves a group's offsets, and its online members with them
     C.UPDATE_TIERED_OFFSET: ADMIN,  # moves the archived-up-to watermark retention deletes behind
     # brokers at the NameServer
     C.REGISTER_BROKER: ADMIN,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import ConsumerData, SubscriptionData
 from spark_mq.remoting.codes import RequestCode
-from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.command import LanguageCode, RemotingCommand
 from spark_mq.remoting.connection import Connection
 
 CHANNEL_EXPIRED_S = 120.0
@@ -29,6 +29,7 @@ class ClientChannel:
     client_id: str
     conn: Connection
     last_update: float
+    language: str = LanguageCode.JAVA.name  # the client's, from its heartbeat (what it can read)
 
 
 @dataclass
@@ -57,7 +58,8 @@ class ClientRegistry:
         """The connections of the group's producers (a transaction check goes to one of them)."""
         return list(self.producers.get(group, {}))
 
-    def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection) -> bool:
+    def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection,
+                          language: str = LanguageCode.JAVA.name) -> bool:
         """Record a consumer heartbeat; True if the group's membership changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))
         info.consume_type = data.consume_type
@@ -65,7 +67,7 @@ class ClientRegistry:
         info.consume_from_where = data.consume_from_where
         info.subscriptions = {s.topic: s for s in data.subscription_data_set}
         before = info.client_ids()
-        info.channels[conn] = ClientChannel(client_id, conn, self.clock())
+        info.channels[conn] = ClientChannel(client_id, conn, self.clock(), language)
         return info.client_ids() != before
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:

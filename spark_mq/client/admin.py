@@ -431,23 +431,17 @@ class Admin:
 
     async def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move ``group``'s committed offset of every readable queue of ``topic`` to the first message
-        stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP, then UPDATE_CONSUMER_OFFSET,
-        per queue; a queue with nothing that late gets its max offset). Returns the new offsets.
+        stored at or after ``timestamp_ms`` (a queue with nothing that late gets its max offset), forward
+        or backward: INVOKE_BROKER_TO_RESET_OFFSET to each master of the topic (an admin request when
+        the brokers check ACLs). Returns the new offsets.
 
-        Stop the group's consumers first: an online consumer keeps its own offsets in memory and
-        overwrites these with its next commit. They resume from the new offsets when restarted.
+        Online consumers of the group (spark_mq's push and lite-pull consumers, Java and C++ clients) are
+        told by the brokers and go on from the new offsets: no need to stop them first.
         """
         route = await self._route_or_raise(topic)
-        masters = self._masters(route)
         out: dict[MessageQueue, int] = {}
-        for q in route.queue_datas:
-            addr = masters.get(q.broker_name)
-            if addr is None or not q.perm & PERM_READ:
-                continue
-            for queue_id in range(q.read_queue_nums):
-                offset = await self.api.search_offset_by_timestamp(addr, topic, queue_id, timestamp_ms) or 0
-                await self.api.update_consumer_offset(addr, group, topic, queue_id, offset)
-                out[MessageQueue(topic, q.broker_name, queue_id)] = offset
+        for addr in sorted(set(self._masters(route).values())):
+            out.update((await self.api.reset_offset_by_time(addr, group, topic, timestamp_ms)).offset_table)
         return out
 
     # -- lookups ----------------------------------------------------------------------------------

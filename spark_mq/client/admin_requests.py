@@ -21,6 +21,7 @@ from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     ConsumeStats,
     KVTable,
+    ResetOffsetBody,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
 )
@@ -32,6 +33,7 @@ from spark_mq.remoting.headers import (
     GetMetaDataResponseHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 
@@ -105,6 +107,15 @@ class AdminRequests(Requester):
         header = GetConsumeStatsRequestHeader(consumer_group=consumer_group, topic=topic)
         response = await self._invoke(addr, RequestCode.GET_CONSUME_STATS, header, timeout=timeout)
         return ConsumeStats.from_json(response.body)
+
+    async def reset_offset_by_time(self, addr: str, group: str, topic: str, timestamp_ms: int, *, force: bool = True,
+                                   timeout: float | None = None) -> ResetOffsetBody:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the broker moves ``group``'s offsets of its queues of ``topic``
+        to the first message stored at or after ``timestamp_ms`` (-1: the end), tells the group's online
+        members, and answers the new offsets. Without ``force`` an offset only moves backwards."""
+        header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
+        response = await self._invoke(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header, timeout=timeout)
+        return ResetOffsetBody.from_json(response.body)
 
     async def create_topic(self, addr: str, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
                            perm: int = PERM_READ_WRITE, *, default_topic: str = AUTO_CREATE_TOPIC,

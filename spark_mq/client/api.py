@@ -16,9 +16,9 @@ Any other non-success code raises :class:`~spark_mq.common.errors.MQClientError`
 request, the server, the code and its remark; connection failures and timeouts raise the
 remoting errors. Timeouts are in seconds (``timeout=None``: the API's default).
 
-Requests the broker sends us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) go to the
-callbacks registered with :meth:`MQClientAPI.on_consumer_ids_changed` and
-:meth:`~MQClientAPI.on_check_transaction_state`.
+Requests the broker sends us (NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET,
+CHECK_TRANSACTION_STATE) go to the callbacks registered with :meth:`MQClientAPI.on_consumer_ids_changed`,
+:meth:`~MQClientAPI.on_reset_offset` and :meth:`~MQClientAPI.on_check_transaction_state`.
 
 The requests are grouped by job, one module each, and this class joins them (so callers keep one
 object): the message path — send, pull, consumer groups, transactions — is here;
@@ -45,7 +45,7 @@ from spark_mq.client.admin_requests import AdminRequests
 from spark_mq.client.namesrv_requests import NamesrvRequests
 from spark_mq.client.offset_requests import OffsetRequests
 from spark_mq.client.results import PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult, SendResult
-from spark_mq.common.errors import HeaderError
+from spark_mq.common.errors import BodyError, HeaderError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import AUTO_CREATE_TOPIC
 from spark_mq.common.properties import PRODUCER_GROUP, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties, scan_properties
@@ -57,6 +57,7 @@ from spark_mq.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     MessageQueue,
+    ResetOffsetBody,
     UnlockBatchRequestBody,
 )
 from spark_mq.remoting.client import RemotingClient
@@ -71,6 +72,7 @@ from spark_mq.remoting.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
+    ResetOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
@@ -84,6 +86,8 @@ DEFAULT_TOPIC_QUEUE_NUMS = 4
 MSG_REGION = "MSG_REGION"  # MessageConst.PROPERTY_MSG_REGION, in a send response's extFields
 
 ConsumerIdsChangedCallback = Callable[[str, str], "Awaitable[None] | None"]
+# (group, topic, the new offsets of the queues of one broker)
+ResetOffsetCallback = Callable[[str, str, dict[MessageQueue, int]], "Awaitable[None] | None"]
 # (the check's header, the half message with its real topic, the connection it came on)
 CheckTransactionCallback = Callable[[CheckTransactionStateRequestHeader, StoredMessage, Connection],
                                     "Awaitable[None] | None"]
@@ -105,7 +109,9 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests):
         self.timeout = timeout
         self._ids_changed: list[ConsumerIdsChangedCallback] = []
         self._transaction_checkers: dict[str, CheckTransactionCallback] = {}
+        self._reset_offset: ResetOffsetCallback | None = None
         self.remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._serve_notify_consumer_ids_changed)
+        self.remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._serve_reset_offset)
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._serve_check_transaction_state)
 
     async def __aenter__(self) -> MQClientAPI:
@@ -144,6 +150,28 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests):
             except Exception:
                 log.exception("consumer-ids-changed callback %r failed for group %s", callback, group)
         # RocketMQ's broker sends it oneway; answer anyone who asked for a response
+        return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
+
+    def on_reset_offset(self, callback: ResetOffsetCallback) -> None:
+        """Call ``callback(group, topic, offsets)`` (plain or async) on every RESET_CONSUMER_CLIENT_OFFSET
+        a broker sends (an admin reset the group's offsets there); it runs on the event loop."""
+        self._reset_offset = callback
+
+    async def _serve_reset_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        try:
+            header = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+            offsets = ResetOffsetBody.from_json(cmd.body).offset_table
+        except (HeaderError, BodyError) as e:
+            log.warning("ignoring RESET_CONSUMER_CLIENT_OFFSET from %s: %s", conn.peer, e)
+            return None
+        log.info("broker %s reset the offsets of group %s on topic %s", conn.peer, header.group, header.topic)
+        if self._reset_offset is not None:
+            try:
+                outcome = self._reset_offset(header.group, header.topic, offsets)
+                if inspect.isawaitable(outcome):
+                    await outcome
+            except Exception:
+                log.exception("offset reset of group %s on topic %s failed", header.group, header.topic)
         return None if cmd.is_oneway else cmd.make_response(ResponseCode.SUCCESS)
 
     def on_check_transaction_state(self, group: str, callback: CheckTransactionCallback | None) -> None:

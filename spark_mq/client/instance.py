@@ -4,7 +4,8 @@ NameServers refreshed every 30 s and on demand, broker addresses, and heartbeats
 broker the routes name, carrying all registered producer and consumer groups.
 
 Consumers register a callback that the broker's NOTIFY_CONSUMER_IDS_CHANGED triggers (they
-rebalance at once). Everything runs on one event loop.
+rebalance at once), and may register one for RESET_CONSUMER_CLIENT_OFFSET (they adopt the offsets an
+admin reset). Everything runs on one event loop.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MASTER_ID = 0
 
 ConsumerDataProvider = Callable[[], ConsumerData]
 IdsChanged = Callable[[], Awaitable[None] | None]
+OffsetsReset = Callable[[str, dict[MessageQueue, int]], Awaitable[None] | None]  # (topic, new offsets)
 
 
 class ClientInstance:
@@ -46,8 +48,10 @@ class ClientInstance:
         self.producer_groups: set[str] = set()
         self.consumers: dict[str, ConsumerDataProvider] = {}
         self._ids_changed: dict[str, IdsChanged] = {}
+        self._offsets_reset: dict[str, OffsetsReset] = {}
         self._tasks: list[asyncio.Task] = []
         self.api.on_consumer_ids_changed(self._on_ids_changed)
+        self.api.on_reset_offset(self._on_offsets_reset)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -158,16 +162,21 @@ class ClientInstance:
     def unregister_producer(self, group: str) -> None:
         self.producer_groups.discard(group)
 
-    def register_consumer(self, group: str, data: ConsumerDataProvider, on_ids_changed: IdsChanged) -> None:
+    def register_consumer(self, group: str, data: ConsumerDataProvider, on_ids_changed: IdsChanged,
+                          on_offsets_reset: OffsetsReset | None = None) -> None:
+        """``on_offsets_reset``: how the consumer adopts offsets an admin reset (none: it ignores resets)."""
         if group in self.consumers:
             raise ClientError(f"consumer group {group} already has a consumer in client instance "
                               f"{self.config.instance_name}: give the second consumer another instance_name")
         self.consumers[group] = data
         self._ids_changed[group] = on_ids_changed
+        if on_offsets_reset is not None:
+            self._offsets_reset[group] = on_offsets_reset
 
     def unregister_consumer(self, group: str) -> None:
         self.consumers.pop(group, None)
         self._ids_changed.pop(group, None)
+        self._offsets_reset.pop(group, None)
 
     async def heartbeat_all(self) -> None:
         """HEART_BEAT to every known broker with every registered group."""
@@ -213,3 +222,13 @@ class ClientInstance:
             outcome = callback()
             if outcome is not None:
                 await outcome
+
+    async def _on_offsets_reset(self, group: str, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        callback = self._offsets_reset.get(group)
+        if callback is None:
+            log.warning("offsets of group %s on topic %s were reset, but its consumer here cannot adopt them",
+                        group, topic)
+            return
+        outcome = callback(topic, offsets)
+        if outcome is not None:
+            await outcome

@@ -10,6 +10,10 @@ that moves between two members that both stay reads from the offset its old owne
 (the new owner may read it before the old one gives it up): what was polled since then is
 delivered again — at least once, as RocketMQ.
 
+An admin's offset reset (RESET_CONSUMER_CLIENT_OFFSET from the brokers) moves each owned queue of the
+topic to its new offset as ``seek`` does and makes it the offset persisted next; what was buffered but
+not polled is dropped.
+
 ``SyncLitePullConsumer`` is its blocking twin on a private loop thread.
 
 Thread-safety: ``LitePullConsumer`` runs on one event loop (not thread-safe); its coroutines may
@@ -164,7 +168,7 @@ class LitePullConsumer:
             if self._own_instance:
                 await self.instance.close()
             raise
-        self.instance.register_consumer(self.group, self._consumer_data, self._wake.set)
+        self.instance.register_consumer(self.group, self._consumer_data, self._wake.set, self._reset_offsets)
         self._started = True
         await self.instance.heartbeat_all()
         await self.rebalance()
@@ -368,13 +372,27 @@ class LitePullConsumer:
         high = await self.instance.api.get_max_offset(addr, mq.topic, mq.queue_id)
         if low is not None and high is not None and not low <= offset <= high:
             raise ClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
+        await self._move(state, offset)
+
+    async def _move(self, state: _QueueState, offset: int) -> None:
+        """Pull ``state``'s queue from ``offset`` on; batches pulled before are ignored."""
         if state.task is not None:
             await stop_tasks([state.task])
         state.version += 1
         state.next_offset = offset
-        self._polled.pop(mq, None)
+        self._polled.pop(state.mq, None)
         if not state.dropped:
-            state.task = asyncio.get_running_loop().create_task(self._pull_loop(state), name=f"pull-{mq}")
+            state.task = asyncio.get_running_loop().create_task(self._pull_loop(state), name=f"pull-{state.mq}")
+
+    async def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Adopt an admin's reset: each owned queue of ``offsets`` goes on from, and next persists, its new offset."""
+        for mq, offset in offsets.items():
+            state = self._states.get(mq)
+            if state is None or mq.topic != topic:
+                continue
+            self.offset_store.update(mq, offset)
+            await self._move(state, offset)
+            log.info("group %s: offset of %s reset to %d by an admin", self.group, mq, offset)
 
     async def _persist_loop(self) -> None:
         while True:

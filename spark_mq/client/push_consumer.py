@@ -24,6 +24,10 @@ Clustering mode subscribes ``%RETRY%<group>`` too and gives its messages back th
 topic (property RETRY_TOPIC). Offsets live at the broker (clustering, persisted every 5 s and
 whenever a queue is released) or in a local file (broadcasting).
 
+An admin's offset reset (RESET_CONSUMER_CLIENT_OFFSET from the brokers) releases the topic's queues as a
+rebalance does but commits the reset offsets instead of the consumed ones, then takes them up again from
+there (RocketMQ's MQClientInstance.resetOffset); messages in flight finish, their commits are dropped.
+
 Rebalance runs every 20 s and at once on NOTIFY_CONSUMER_IDS_CHANGED. A queue changes hands
 through the broker's queue lock, in both modes: its owner locks it before pulling; a member
 giving it up stops pulling, lets in-flight consumption finish (up to ``release_wait_s``),
@@ -198,7 +202,7 @@ class PushConsumer:
                                        orderly=self.orderly, clustering=self.clustering,
                                        max_reconsume_times=self.max_reconsume_times,
                                        retry_delay_level=self.retry_delay_level)
-        self.instance.register_consumer(self.group, self.consumer_data, self._rebalance_now.set)
+        self.instance.register_consumer(self.group, self.consumer_data, self._rebalance_now.set, self._reset_offsets)
         self._running = True
         await self._heartbeat()
         loop = asyncio.get_running_loop()
@@ -277,8 +281,19 @@ class PushConsumer:
         self._slots[mq] = slot
         slot.task = asyncio.get_running_loop().create_task(self._run_queue(slot), name=f"pull-{mq}")
 
-    async def _release(self, mq: MessageQueue) -> None:
-        """Stop the queue, let in-flight consumption finish, commit, persist, unlock."""
+    async def _reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Adopt an admin's reset: release each reset queue held here with its new offset committed;
+        the rebalance that follows opens it again from there."""
+        async with self._rebalance_lock:
+            mine = [mq for mq in self._slots if mq.topic == topic and mq in offsets]
+            await asyncio.gather(*(self._release(mq, offsets[mq]) for mq in mine))
+        if mine:
+            log.info("group %s: offsets of %s reset by an admin", self.group, _names(mine))
+            self._rebalance_now.set()
+
+    async def _release(self, mq: MessageQueue, reset_to: int | None = None) -> None:
+        """Stop the queue, let in-flight consumption finish, commit (``reset_to``, an admin's reset,
+        instead of what was consumed), persist, unlock."""
         slot = self._slots.get(mq)
         if slot is None:
             return
@@ -301,7 +316,7 @@ class PushConsumer:
                 log.warning("group %s: %s released with consumption still running; its messages will be "
                             "delivered again", self.group, mq)
         slot.released = True
-        commit = pq.commit_offset()
+        commit = pq.commit_offset() if reset_to is None else reset_to
         if commit >= 0:
             self.offset_store.update(mq, commit)
         # an orderly queue whose consumption is still running keeps its lock (to expire), so no

@@ -19,6 +19,7 @@ from spark_mq.client.api import (
     CheckTransactionCallback,
     ConsumerIdsChangedCallback,
     MQClientAPI,
+    ResetOffsetCallback,
 )
 from spark_mq.client.results import PullResult, RegisterBrokerResult, SendResult, TieredOffset
 from spark_mq.common.message import MessageBatch
@@ -34,6 +35,7 @@ from spark_mq.remoting.bodies import (
     HeartbeatData,
     MessageQueue,
     RegisterBrokerBody,
+    ResetOffsetBody,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
@@ -81,6 +83,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def on_consumer_ids_changed(self, callback: ConsumerIdsChangedCallback) -> ConsumerIdsChangedCallback:
         """Blocking :meth:`MQClientAPI.on_consumer_ids_changed`."""
         return self._call(self._target.on_consumer_ids_changed, callback=callback)
+
+    def on_reset_offset(self, callback: ResetOffsetCallback) -> None:
+        """Blocking :meth:`MQClientAPI.on_reset_offset`."""
+        return self._call(self._target.on_reset_offset, callback=callback)
 
     def on_check_transaction_state(self, group: str, callback: CheckTransactionCallback | None) -> None:
         """Blocking :meth:`MQClientAPI.on_check_transaction_state`."""
@@ -292,6 +298,12 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.get_consume_stats`."""
         return self._run(self._target.get_consume_stats(addr=addr, consumer_group=consumer_group, topic=topic,
                                                         timeout=timeout))
+
+    def reset_offset_by_time(self, addr: str, group: str, topic: str, timestamp_ms: int, *, force: bool = True,
+                             timeout: float | None = None) -> ResetOffsetBody:
+        """Blocking :meth:`MQClientAPI.reset_offset_by_time`."""
+        return self._run(self._target.reset_offset_by_time(addr=addr, group=group, topic=topic,
+                                                           timestamp_ms=timestamp_ms, force=force, timeout=timeout))
 
     def create_topic(self, addr: str, topic: str, read_queue_nums: int = 8, write_queue_nums: int = 8,
                      perm: int = PERM_READ_WRITE, *, default_topic: str = AUTO_CREATE_TOPIC,

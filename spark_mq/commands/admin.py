@@ -86,8 +86,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     reset = add_command(
         offset_actions, "reset", _offsets_reset, help="move a group's offsets to the first message at or after a time",
         description="Move the group's committed offset of every queue of --topic to the first message stored at "
-                    "or after --to-time. Stop the group's consumers first: an online consumer overwrites the "
-                    "offsets with its next commit.")
+                    "or after --to-time (the brokers do it: with ACLs on, an admin account). The group's online "
+                    "consumers go on from the new offsets.")
     reset.add_argument("--group", required=True)
     reset.add_argument("--topic", required=True)
     reset.add_argument("--to-time", required=True, help="ISO 8601 time (local unless it has an offset) or ms")

@@ -855,6 +855,27 @@ class ConsumeStats(Body):
         return cls(table, _float(o, "consumeTps"))
 
 
+@dataclass
+class ResetOffsetBody(Body):
+    """INVOKE_BROKER_TO_RESET_OFFSET's response and RESET_CONSUMER_CLIENT_OFFSET's request body: the
+    group's new offset per queue, ``offsetTable`` keyed by MessageQueue objects (RocketMQ's ResetOffsetBody)."""
+
+    offset_table: dict[MessageQueue, int] = field(default_factory=dict)
+
+    def to_obj(self) -> Bean:
+        return Bean(offsetTable=dict(self.offset_table))
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ResetOffsetBody:
+        table = _map(_obj(o, name), "offsetTable")
+        return cls({_mq_key(k, "offsetTable"): _as_int(v, "offsetTable value") for k, v in table.items()})
+
+    def to_json_for_cpp(self) -> bytes:
+        """RocketMQ's ResetOffsetBodyForC, what the C++ client reads: ``offsetTable`` a list of
+        MessageQueueForC (the queue's fields and its ``offset``), since jsoncpp cannot read object keys."""
+        return dumps(Bean(offsetTable=[Bean(mq.to_obj(), offset=o) for mq, o in sorted(self.offset_table.items())]))
+
+
 # --- broker metadata a slave copies from its master (SlaveSynchronize) ---------------------
 
 

@@ -59,6 +59,8 @@ class RequestCode(IntEnum):
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
     GET_KVLIST_BY_NAMESPACE = 219
+    RESET_CONSUMER_CLIENT_OFFSET = 220  # broker -> the group's consumers: adopt these offsets (oneway)
+    INVOKE_BROKER_TO_RESET_OFFSET = 222  # an admin's reset of a group's offsets of a topic to a time
     GET_TOPICS_BY_CLUSTER = 224
     GET_CONSUMER_RUNNING_INFO = 307
     SEND_MESSAGE_V2 = 310

@@ -431,6 +431,18 @@ class UpdateConsumerOffsetResponseHeader(Header):
     pass
 
 
+@header("INVOKE_BROKER_TO_RESET_OFFSET")
+class ResetOffsetRequestHeader(Header):
+    """``timestamp`` in ms since the epoch (-1: each queue's max offset); ``is_force`` false moves an
+    offset only backwards (RocketMQ's Broker2Client.resetOffset). RESET_CONSUMER_CLIENT_OFFSET, the
+    broker's word to the group's members, carries the same header."""
+
+    topic: Topic
+    group: Group
+    timestamp: Int64
+    is_force: bool = False
+
+
 @header("GET_CONSUMER_LIST_BY_GROUP")
 class GetConsumerListByGroupRequestHeader(Header):
     consumer_group: Group

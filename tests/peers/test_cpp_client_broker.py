@@ -482,3 +482,29 @@ def test_transactional_half_message_is_invisible_to_a_cpp_consumer_until_committ
     assert_intact(inbox.snapshot("half")[0], half)
     assert_intact(inbox.snapshot("whole")[0], whole)
     assert_broker_log_clean(broker)
+
+
+def test_an_online_consumer_consumes_again_after_an_admin_reset(namesrv, broker):
+    """INVOKE_BROKER_TO_RESET_OFFSET while a C++ consumer runs: the broker tells it (RESET_CONSUMER_CLIENT_OFFSET
+    with RocketMQ's ResetOffsetBodyForC), it consumes everything again, and its commits follow (no overwrite)."""
+    topic, group, n = "CppResetTopic", "CG-reset", 12
+    sent: set[str] = set()
+    with cpp_producer(namesrv, "PG-reset") as p:
+        for i in range(n):
+            sent.add(send_sync(p, topic, f"reset:{i}", i).seq)
+    inbox = Inbox()
+    with SyncRemotingClient() as admin, SyncMQClientAPI() as api:
+        ends = offsets(admin, broker, RequestCode.GET_MAX_OFFSET, topic, 4)
+        with cpp_consumer(namesrv, group, instance("reset"), [topic], inbox):
+            assert wait_all([inbox], sent, 15), cpp_log_tail()
+            assert wait_until(lambda: offsets(admin, broker, RequestCode.QUERY_CONSUMER_OFFSET, topic, 4,
+                                              group) == ends, 15, 0.2), cpp_log_tail()
+            reset = api.reset_offset_by_time(broker.addr, group, topic, 0)
+            assert sorted(reset.offset_table.values()) == [0] * 4
+            assert inbox.wait_for(lambda got: len(got) >= 2 * n, 20), f"{len(inbox.got)} of {2 * n}\n{cpp_log_tail()}"
+            assert wait_until(lambda: offsets(admin, broker, RequestCode.QUERY_CONSUMER_OFFSET, topic, 4,
+                                              group) == ends, 15, 0.2), cpp_log_tail()
+            time.sleep(SETTLE_S)
+    assert not inbox.errors, inbox.errors
+    assert Counter(inbox.seqs()) == Counter({s: 2 for s in sent})
+    assert_broker_log_clean(broker)

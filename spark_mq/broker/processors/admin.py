@@ -1,11 +1,18 @@
 """Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
-GET_EARLIEST_MSG_STORETIME, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, UPDATE_AND_CREATE_TOPIC,
-DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO, GET_CONSUME_STATS and
-GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
+GET_EARLIEST_MSG_STORETIME, INVOKE_BROKER_TO_RESET_OFFSET, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID,
+UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO,
+GET_CONSUME_STATS and GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
+
+A reset (RocketMQ's Broker2Client.resetOffset) moves the group's committed offsets here, then tells the
+group's online members (RESET_CONSUMER_CLIENT_OFFSET, oneway) so they adopt the new offsets instead of
+committing their old ones over them. Unlike RocketMQ 4.x, a group with no member online is reset too
+(RocketMQ answers CONSUMER_NOT_ONLINE and its admin tool falls back to per-queue commits).
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 
@@ -17,18 +24,20 @@ from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig
+from spark_mq.common.errors import RemotingError
 from spark_mq.common.unit.layout import STORE_TIMESTAMP_OFFSET
 from spark_mq.remoting.bodies import (
     ConsumeStats,
     KVTable,
     MessageQueue,
     OffsetWrapper,
+    ResetOffsetBody,
     TopicConfig,
     TopicOffset,
     TopicStatsTable,
 )
 from spark_mq.remoting.codes import RequestCode, ResponseCode
-from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.command import LanguageCode, RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     CreateTopicRequestHeader,
@@ -39,12 +48,16 @@ from spark_mq.remoting.headers import (
     GetMinOffsetRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
 from spark_mq.store.message_store import MessageStore
 
+log = logging.getLogger(__name__)
+
 ROCKETMQ_VERSION_DESC = "V4_9_7"  # the protocol level we speak
+RESET_TO_MAX = -1  # a reset's timestamp meaning "each queue's max offset" (RocketMQ's)
 
 
 def last_store_time(store: MessageStore, topic: str, queue_id: int, offset: int) -> int:
@@ -83,6 +96,7 @@ class AdminProcessor:
             RequestCode.GET_MIN_OFFSET: self.min_offset,
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.QUERY_MESSAGE: self.query_message,
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
@@ -113,6 +127,45 @@ class AdminProcessor:
         h = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(cmd.ext_fields)
         ts = self.store.get_earliest_store_time(h.topic, h.queue_id)
         return cmd.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": max(ts, 0)})
+
+    async def reset_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """Each readable queue of the topic here to its first message stored at or after the time
+        (max offset if none is that late); without ``isForce`` a queue whose committed offset is
+        already earlier keeps it. Answers the offsets the group now has (ResetOffsetBody)."""
+        h = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
+        broker = self.config.broker_name
+        topic = self.topics.get(h.topic)
+        if topic is None:
+            return cmd.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic {h.topic} does not exist on broker {broker}")
+        committed = self.offsets.offsets(h.group, h.topic)
+        members = self.clients.consumer_group(h.group)
+        if not committed and (members is None or not members.channels):
+            return cmd.make_response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                     f"consumer group {h.group} has no offsets of topic {h.topic} on broker {broker} "
+                                     f"and no member online: check the group name (has it consumed this topic?)")
+        table: dict[int, int] = {}
+        for q in range(topic.read_queue_nums):
+            target = (self.store.get_max_offset(h.topic, q) if h.timestamp == RESET_TO_MAX
+                      else self.store.get_offset_in_queue_by_time(h.topic, q, h.timestamp))
+            current = committed.get(q, -1)
+            table[q] = max(target, 0) if h.is_force or current < 0 or target < current else current
+        self.offsets.reset(h.group, h.topic, {**committed, **table})
+        body = ResetOffsetBody({MessageQueue(h.topic, broker, q): o for q, o in table.items()})
+        log.info("offsets of group %s on topic %s reset to time %d (force %s) by %s: %s", h.group, h.topic,
+                 h.timestamp, h.is_force, conn.peer, table)
+        self._tell_members(h, body)
+        return cmd.make_response(ResponseCode.SUCCESS, body=body.to_json())
+
+    def _tell_members(self, h: ResetOffsetRequestHeader, body: ResetOffsetBody) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET to the group's online members; C++ clients get the body they read
+        (RocketMQ's ResetOffsetBodyForC)."""
+        members = self.clients.consumer_group(h.group)
+        requests = {cpp: RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, h.to_ext_fields(),
+                                                 body=body.to_json_for_cpp() if cpp else body.to_json())
+                    for cpp in (False, True)}
+        for conn, channel in list(members.channels.items()) if members else ():
+            with contextlib.suppress(RemotingError):
+                conn.send_oneway(requests[channel.language == LanguageCode.CPP.name])
 
     async def query_message(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)

@@ -73,7 +73,7 @@ class ClientProcessor:
         for c in hb.consumer_data_set:
             if c.message_model == "CLUSTERING" and self.topics.ensure_retry_topic(c.group_name):
                 self.on_topic_created()
-            if self.clients.register_consumer(c, hb.client_id, conn):
+            if self.clients.register_consumer(c, hb.client_id, conn, cmd.language):
                 log.info("consumer %s joined group %s", hb.client_id, c.group_name)
                 changed.append(c.group_name)
         self.notify_group_changes(changed)

@@ -98,6 +98,17 @@ def test_consume_stats_form():
     assert b.ConsumeStats.from_json(b'{"offsetTable":{},"consumeTps":0}').consume_tps == 0.0
 
 
+def test_reset_offset_body_as_java_and_as_the_cpp_client_read_it():
+    body = b.ResetOffsetBody({b.MessageQueue("t", "b", 1): 5, b.MessageQueue("t", "b", 0): 0})
+    assert body.to_json() == (b'{"offsetTable":{{"brokerName":"b","queueId":1,"topic":"t"}:5,'
+                              b'{"brokerName":"b","queueId":0,"topic":"t"}:0}}')
+    assert b.ResetOffsetBody.from_json(body.to_json()) == body
+    assert b.ResetOffsetBody.from_json(body.to_json(standard=True)) == body
+    # RocketMQ's ResetOffsetBodyForC: a list, as jsoncpp cannot read object keys
+    assert body.to_json_for_cpp() == (b'{"offsetTable":[{"brokerName":"b","offset":0,"queueId":0,"topic":"t"},'
+                                      b'{"brokerName":"b","offset":5,"queueId":1,"topic":"t"}]}')
+
+
 def test_cpp_heartbeat():
     hb = b.HeartbeatData.from_json(CPP_HEARTBEAT)
     assert hb.client_id == "10.0.0.5@4242"
