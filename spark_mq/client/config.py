@@ -1,11 +1,16 @@
-"""Client configuration shared by producers, consumers and the admin (RocketMQ's ClientConfig)."""
+"""Client configuration shared by producers, consumers and the admin (RocketMQ's ClientConfig).
+
+``access_key``/``secret_key`` are the account every request is signed with (RocketMQ's
+``AclClientRPCHook``), for servers with ``aclEnable``; the secret is in no repr, log or error text.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
+from spark_mq.remoting.signature import Credentials
 
 
 @dataclass(frozen=True)
@@ -17,6 +22,8 @@ class ClientConfig:
     heartbeat_broker_interval_s: float = 30.0  # HEART_BEAT to every broker of the client's topics
     persist_consumer_offset_interval_s: float = 5.0  # consumer offsets committed to the broker this often
     request_timeout_s: float = 3.0  # one request's wait for its response
+    access_key: str = ""  # the account requests are signed with (ACL); empty: unsigned
+    secret_key: str = field(default="", repr=False)  # ... and its secret: never in reprs, logs or errors
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
@@ -25,7 +32,15 @@ class ClientConfig:
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"NameServer address {addr!r} is not host:port")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("access_key and secret_key go together: give both (an account of the servers' "
+                              "plain_acl.yml) or neither")
 
     @property
     def namesrv_addrs(self) -> list[str]:
         return split_addresses(self.namesrv_addr)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The account requests are signed with; None: unsigned."""
+        return Credentials(self.access_key, self.secret_key) if self.access_key else None

@@ -46,6 +46,7 @@ from spark_mq.remoting.headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
+from spark_mq.remoting.signature import Credentials
 
 # -- end of generated imports --
 
@@ -58,8 +59,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     back into this object (that would wait on the thread that is running them).
     """
 
-    def __init__(self, *, timeout: float = 3.0, connect_timeout: float = 3.0) -> None:
-        super().__init__(lambda: MQClientAPI(timeout=timeout, connect_timeout=connect_timeout), "spark-mq-client")
+    def __init__(self, *, timeout: float = 3.0, connect_timeout: float = 3.0,
+                 credentials: Credentials | None = None) -> None:
+        super().__init__(lambda: MQClientAPI(timeout=timeout, connect_timeout=connect_timeout,
+                                             credentials=credentials), "spark-mq-client")
 
     @property
     def api(self) -> MQClientAPI:

@@ -41,7 +41,7 @@ from spark_mq.controller.replicas_info import (
     needs_new_master,
     register_broker,
 )
-from spark_mq.controller.role_notifier import RoleChangeNotifier
+from spark_mq.controller.role_notifier import NOTIFY_TIMEOUT_S, RoleChangeNotifier
 from spark_mq.controller.state_store import NO_RECORD, ControllerStateStore, StaleStateError, StateStoreError
 from spark_mq.remoting.bodies import (
     BrokerMemberGroup,
@@ -68,6 +68,7 @@ from spark_mq.remoting.headers import (
     RegisterBrokerToControllerResponseHeader,
 )
 from spark_mq.remoting.loop import every, stop_tasks
+from spark_mq.remoting.peer_client import peer_client
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class ControllerManager:
         self.store = store
         self.live = BrokerLiveTable(config.controller_heart_beat_timeout_mills, clock)
         self.policy = ElectPolicy(self.live.is_alive, self.live.progress)
-        self.notifier = RoleChangeNotifier(self.live.is_alive)
+        self.notifier = RoleChangeNotifier(self.live.is_alive, peer_client(config, NOTIFY_TIMEOUT_S))
         self._states: dict[str, tuple[BrokerSetState, int]] = {}  # broker name -> (state, store version)
         self._leading = False  # leadership held and every record loaded
         self._term = 0  # counts the store's leadership callbacks: a take-over outlived by a loss is void
