@@ -1,0 +1,59 @@
+"""The source's and sink's ``accessKey``/``secretKey`` options: validated, and the secret nowhere a user or an
+operator could see it in a real local SparkSession with its UI and event log on (``redaction_driver.py``, a
+driver process of its own: its options appear in plans, ``explain``, ``DESCRIBE TABLE EXTENDED``, ``SHOW CREATE
+TABLE``, the UI's REST API and pages, the event log and its log output)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import create_topic
+from servers import unique
+
+from spark_mq.common.errors import ConfigError
+from spark_mq.spark.options import SinkOptions, SourceOptions
+
+DRIVER = Path(__file__).with_name("redaction_driver.py")
+SECRET = f"s3cr3t-{unique('x')}"  # unique: found only where this test put it
+
+
+def test_the_options_take_an_account_and_keep_the_secret_out_of_reprs_and_errors():
+    opts = SourceOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "T", "accesskey": "user", "SECRETKEY": SECRET})
+    assert opts.credentials is not None and opts.credentials.access_key == "user"
+    assert SECRET not in repr(opts) and SECRET not in repr(opts.credentials)
+    sink = SinkOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "T", "accessKey": "user", "secretKey": SECRET})
+    assert sink.credentials is not None and SECRET not in repr(sink)
+    assert SourceOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "T"}).credentials is None
+    with pytest.raises(ConfigError, match="'secretKey' is given without 'accessKey'") as lone:
+        SourceOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "T", "secretKey": SECRET})
+    assert SECRET not in str(lone.value)
+    with pytest.raises(ConfigError, match="'secretKey' is given twice") as twice:
+        SourceOptions.parse({"namesrv": "127.0.0.1:9876", "topic": "T", "accessKey": "u", "secretKey": SECRET,
+                             "option.secretKey": SECRET + "2"})
+    assert SECRET not in str(twice.value)
+
+
+def test_the_secret_is_nowhere_in_plans_tables_ui_event_log_or_logs(cluster, produced, tmp_path):
+    sink_topic = unique("redaction_sink")
+    create_topic(cluster, sink_topic)
+    proc = subprocess.run([sys.executable, str(DRIVER), cluster.namesrv, produced.topic, "reader", SECRET,
+                           str(tmp_path / "out"), sink_topic], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert counts["count"] == counts["table_count"] == len(produced.results) and counts["streamed"] > 0
+    looked_at = sorted(p for p in (tmp_path / "out").rglob("*") if p.is_file())
+    names = {p.name for p in looked_at}
+    assert {"plans.txt", "describe.txt", "show_create.txt", "rest_environment.json", "rest_sql.json",
+            "page_sql.html"} <= names and any(p.parent.name == "events" and p.stat().st_size for p in looked_at)
+    # the options are shown where Spark shows a write's options (so a leak would be seen), redacted by name
+    everything = {p: p.read_text("utf-8", "replace") for p in looked_at}
+    redacted = "secretKey -> *********(redacted)"
+    assert redacted in everything[tmp_path / "out" / "dumps" / "rest_sql.json"]
+    assert any(redacted in text for p, text in everything.items() if p.parent.name == "events")
+    leaks = [str(p.relative_to(tmp_path)) for p, text in everything.items() if SECRET in text]
+    assert not leaks, f"the secret appears in {leaks}"
+    assert SECRET not in proc.stdout + proc.stderr
