@@ -23,11 +23,12 @@ PRIVATE = 0o600
 
 @dataclass(frozen=True)
 class DevAccounts:
-    """Where the files are and the admin account's keys (the servers' own)."""
+    """Where the files are and the accounts' keys (the admin account is the servers' own)."""
 
     acl_file: Path
     credentials_file: Path
     admin_secret: str = field(repr=False)
+    user_secret: str = field(repr=False)
     admin_access_key: str = ADMIN_ACCESS_KEY
     user_access_key: str = USER_ACCESS_KEY
 
@@ -63,4 +64,4 @@ accounts:
 """)
     env = directory / CREDENTIALS_FILE
     write_private(env, f"export SPARK_MQ_ACCESS_KEY={USER_ACCESS_KEY}\nexport SPARK_MQ_SECRET_KEY={user_secret}\n")
-    return DevAccounts(acl, env, admin_secret)
+    return DevAccounts(acl, env, admin_secret, user_secret)

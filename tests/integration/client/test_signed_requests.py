@@ -10,15 +10,12 @@ check the server side makes). What a client sends is then judged request by requ
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from servers import unique, wait_until
+from servers import run_cli, unique, wait_until
 
 from spark_mq.broker.controller import BrokerController
 from spark_mq.client.admin import SyncAdmin
@@ -246,29 +243,24 @@ def test_a_wrong_secret_or_no_account_is_seen_by_the_server(servers):
     assert unsigned and all(s.access_key is None for s in unsigned)
 
 
-def _cli(servers: Servers, *args: str, input: str = "", env: dict[str, str] | None = None,
-         ) -> subprocess.CompletedProcess:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_MQ_")}
-    return subprocess.run([sys.executable, "-m", "spark_mq.cli", *args], input=input, capture_output=True,
-                          text=True, timeout=60, env={**environ, **(env or {})})
-
-
-def test_the_cli_signs_with_the_environment_or_the_flags_and_never_shows_the_secret(servers):
+def test_the_cli_signs_with_the_environment_or_the_flags_and_never_shows_the_secret(servers, monkeypatch):
+    monkeypatch.delenv("SPARK_MQ_NAMESRV", raising=False)
     mark = servers.recorder.mark()
     topic = unique("signed_cli")
-    env = {"SPARK_MQ_ACCESS_KEY": USER_ACCOUNT[0], "SPARK_MQ_SECRET_KEY": USER_ACCOUNT[1]}
+    monkeypatch.setenv("SPARK_MQ_ACCESS_KEY", USER_ACCOUNT[0])
+    monkeypatch.setenv("SPARK_MQ_SECRET_KEY", USER_ACCOUNT[1])
     runs = [
-        _cli(servers, "admin", "topic", "create", "--namesrv", servers.namesrv, "--topic", topic, "--broker-addr",
-             servers.broker, "--queues", str(QUEUES), env=env),
-        _cli(servers, "produce", "--namesrv", servers.namesrv, "--topic", topic, input="hello\n", env=env),
-        _cli(servers, "consume", "--namesrv", servers.namesrv, "--topic", topic, "--group", unique("cli_group"),
-             "--from", "first", "--max", "1", "--json", env=env),
-        _cli(servers, "status", "--namesrv", servers.namesrv, "--access-key", USER_ACCOUNT[0],
-             "--secret-key", USER_ACCOUNT[1]),
-        # flags win over the environment
-        _cli(servers, "admin", "topic", "list", "--namesrv", servers.namesrv, "--access-key", USER_ACCOUNT[0],
-             "--secret-key", USER_ACCOUNT[1], env={**env, "SPARK_MQ_SECRET_KEY": "a-wrong-one"}),
+        run_cli("admin", "topic", "create", "--namesrv", servers.namesrv, "--topic", topic, "--broker-addr",
+                servers.broker, "--queues", str(QUEUES)),
+        run_cli("produce", "--namesrv", servers.namesrv, "--topic", topic, input="hello\n"),
+        run_cli("consume", "--namesrv", servers.namesrv, "--topic", topic, "--group", unique("cli_group"),
+                "--from", "first", "--max", "1", "--json"),
+        run_cli("status", "--namesrv", servers.namesrv, "--access-key", USER_ACCOUNT[0],
+                "--secret-key", USER_ACCOUNT[1]),
     ]
+    monkeypatch.setenv("SPARK_MQ_SECRET_KEY", "a-wrong-one")  # flags win over the environment
+    runs.append(run_cli("admin", "topic", "list", "--namesrv", servers.namesrv, "--access-key", USER_ACCOUNT[0],
+                        "--secret-key", USER_ACCOUNT[1]))
     for run in runs:
         assert run.returncode == 0, run.stderr
         assert USER_ACCOUNT[1] not in run.stdout + run.stderr
@@ -278,9 +270,11 @@ def test_the_cli_signs_with_the_environment_or_the_flags_and_never_shows_the_sec
         RequestCode.GET_BROKER_CLUSTER_INFO, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER})
 
 
-def test_cli_help_names_the_flags_and_the_environment_and_a_lone_key_is_one_line(servers):
-    help_text = _cli(servers, "produce", "--help").stdout
+def test_cli_help_names_the_flags_and_the_environment_and_a_lone_key_is_one_line(servers, monkeypatch):
+    help_text = run_cli("produce", "--help").stdout
     assert "--access-key" in help_text and "SPARK_MQ_SECRET_KEY" in help_text
-    lone = _cli(servers, "status", "--namesrv", servers.namesrv, env={"SPARK_MQ_SECRET_KEY": USER_ACCOUNT[1]})
+    monkeypatch.delenv("SPARK_MQ_ACCESS_KEY", raising=False)
+    monkeypatch.setenv("SPARK_MQ_SECRET_KEY", USER_ACCOUNT[1])
+    lone = run_cli("status", "--namesrv", servers.namesrv)
     assert lone.returncode == 2 and "without --access-key" in lone.stderr
     assert USER_ACCOUNT[1] not in lone.stderr and "Traceback" not in lone.stderr
