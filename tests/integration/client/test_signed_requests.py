@@ -26,9 +26,10 @@ from spark_mq.client.pull_consumer import SyncPullConsumer
 from spark_mq.client.push_consumer import SyncPushConsumer
 from spark_mq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
 from spark_mq.common.config import BrokerConfig, NamesrvConfig
+from spark_mq.common.errors import MQClientError, SendFailedError
 from spark_mq.common.message import Message
 from spark_mq.namesrv.controller import NamesrvController
-from spark_mq.remoting.codes import RequestCode
+from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.loop import LoopThread
@@ -52,11 +53,14 @@ class Seen:
 
 
 class Recorder:
-    """Every request a server is sent, recorded before its handler runs (thread-safe: read from the test)."""
+    """Every request a server is sent, recorded before its handler runs (thread-safe: read from the test). With
+    ``refusing`` set it stands in for the server-side ACL gate: a request not signed right is answered
+    NO_PERMISSION, as the gate answers, so the client's handling of a refusal can be seen."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seen: list[Seen] = []
+        self.refusing = False
 
     def watch(self, server: RemotingServer, name: str) -> None:
         for code, handler in list(server._handlers.items()):  # a test's view of every request
@@ -68,6 +72,8 @@ class Recorder:
             right = key in SECRETS and signature_matches(SECRETS[key], cmd.ext_fields, cmd.body)
             with self._lock:
                 self._seen.append(Seen(name, cmd.code, key, right))
+            if self.refusing and not right and cmd.code not in BROKER_OWN:
+                return cmd.make_response(ResponseCode.NO_PERMISSION, f"[{key}] signature does not match")
             return await handler(cmd, conn)
         return handle
 
@@ -278,3 +284,36 @@ def test_cli_help_names_the_flags_and_the_environment_and_a_lone_key_is_one_line
     lone = run_cli("status", "--namesrv", servers.namesrv)
     assert lone.returncode == 2 and "without --access-key" in lone.stderr
     assert USER_ACCOUNT[1] not in lone.stderr and "Traceback" not in lone.stderr
+
+
+@pytest.fixture
+def refusing(servers):
+    servers.recorder.refusing = True
+    yield servers
+    servers.recorder.refusing = False
+
+
+@pytest.mark.parametrize("account", ["wrong secret", "none"])
+def test_a_refusal_is_an_error_that_says_what_to_do_and_never_shows_the_secret(refusing, account):
+    given = (USER_ACCOUNT[0], "not-the-secret") if account == "wrong secret" else ("", "")
+    with SyncProducer(unique("signed_pg"), user_config(refusing, given)) as producer, \
+            pytest.raises((MQClientError, SendFailedError)) as refused:  # the route or the send refused
+        producer.send(Message("AnyTopic", b"refused"))
+    text = str(refused.value)
+    assert "NO_PERMISSION" in text and "plain_acl.yml" in text and "not-the-secret" not in text
+    assert ("sends no account" in text) == (account == "none")
+
+
+def test_the_cli_refused_says_what_to_do_in_one_line(refusing, monkeypatch):
+    monkeypatch.delenv("SPARK_MQ_ACCESS_KEY", raising=False)
+    monkeypatch.setenv("SPARK_MQ_SECRET_KEY", "not-the-secret")
+    refused = [run_cli("produce", "--namesrv", refusing.namesrv, "--topic", "AnyTopic", "--access-key",
+                       USER_ACCOUNT[0], input="refused\n"),
+               run_cli("admin", "topic", "list", "--namesrv", refusing.namesrv, "--access-key", USER_ACCOUNT[0])]
+    monkeypatch.delenv("SPARK_MQ_SECRET_KEY")
+    refused.append(run_cli("status", "--namesrv", refusing.namesrv))
+    for run in refused:
+        assert run.returncode == 2 and "NO_PERMISSION" in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+        assert "not-the-secret" not in run.stdout + run.stderr
+    assert "sends no account" in refused[2].stderr and "--access-key" in refused[2].stderr
