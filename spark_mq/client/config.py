@@ -23,7 +23,7 @@ class ClientConfig:
     persist_consumer_offset_interval_s: float = 5.0  # consumer offsets committed to the broker this often
     request_timeout_s: float = 3.0  # one request's wait for its response
     access_key: str = ""  # the account requests are signed with (ACL); empty: unsigned
-    secret_key: str = field(default="", repr=False)  # ... and its secret: never in reprs, logs or errors
+    secret_key: str = field(default="", repr=False)  # that account's secret key: never in reprs, logs or errors
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
