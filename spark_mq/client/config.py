@@ -12,6 +12,11 @@ from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.remoting.signature import Credentials
 
+# the account in the environment: spark-mq and the jobs read both, Spark's source and sink the secret (for a
+# catalog table, which keeps no secret)
+ACCESS_KEY_ENV = "SPARK_MQ_ACCESS_KEY"
+SECRET_KEY_ENV = "SPARK_MQ_SECRET_KEY"
+
 
 @dataclass(frozen=True)
 class ClientConfig:

@@ -15,11 +15,10 @@ import os
 import sys
 from datetime import datetime
 
+from spark_mq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from spark_mq.common.errors import ConfigError
 
 NAMESRV_ENV = "SPARK_MQ_NAMESRV"
-ACCESS_KEY_ENV = "SPARK_MQ_ACCESS_KEY"
-SECRET_KEY_ENV = "SPARK_MQ_SECRET_KEY"
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 

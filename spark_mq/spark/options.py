@@ -29,20 +29,24 @@ one back until that many messages wait or ``maxTriggerDelay`` passed since the l
 :mod:`spark_mq.spark.stream`).
 
 ``accessKey``/``secretKey`` (source and sink) are the account every request is signed with, for servers
-with ``aclEnable``. Spark redacts ``secretKey`` by name wherever it shows options (its default
-``spark.redaction.regex`` matches ``secret``): the SQL page, ``explain``, ``DESCRIBE``/``SHOW CREATE TABLE``;
-here it is in no repr and no error text, and it reaches the executors inside the pickled partitions,
-never in a log line.
+with ``aclEnable``; without ``secretKey``, ``accessKey``'s secret is ``$SPARK_MQ_SECRET_KEY`` of the driver.
+Spark redacts both by name wherever it shows options (its default ``spark.redaction.regex``): the SQL page,
+``explain``, the event log; here the secret is in no repr and no error text, and it reaches the executors
+inside the pickled partitions and writers, never in a log line. A catalog table does not keep it (its options
+live in its schema, which Spark writes into files such as Parquet footers): its reads take it from the query's
+options or the environment.
 
 Thread-safety: immutable values and pure functions.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from spark_mq.client.config import SECRET_KEY_ENV
 from spark_mq.client.rebalance import STRATEGIES
 from spark_mq.client.subscription import parse_tags, subscription_data
 from spark_mq.common.config import split_addresses
@@ -304,7 +308,7 @@ def table_options(options: Mapping[str, str]) -> dict[str, str] | None:
         return None
     given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
                    required=(NAMESRV,))
-    return {name.lower(): value for name, value in given.items()}
+    return {name.lower(): value for name, value in given.items() if name != SECRET_KEY}  # kept in the schema: no secret
 
 
 def _topics(given: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
@@ -493,12 +497,16 @@ class SinkOptions:
 
 
 def _account(given: dict[str, str]) -> dict[str, str]:
-    """``access_key``/``secret_key`` from the options: both or neither (the error names no value)."""
-    access, secret = given.get(ACCESS_KEY, ""), given.get(SECRET_KEY, "")
-    if bool(access) != bool(secret):
-        given_name, missing = (ACCESS_KEY, SECRET_KEY) if access else (SECRET_KEY, ACCESS_KEY)
-        raise ConfigError(f"option {given_name!r} is given without {missing!r}: give both (an account of the servers' "
-                          f"plain_acl.yml) or neither")
+    """``access_key``/``secret_key`` from the options, the secret from the environment when only ``accessKey`` is
+    given (a catalog table's reads); both or neither (the error names no value)."""
+    access = given.get(ACCESS_KEY, "")
+    secret = given.get(SECRET_KEY, "") or (os.environ.get(SECRET_KEY_ENV, "") if access else "")
+    if secret and not access:
+        raise ConfigError(f"option {SECRET_KEY!r} is given without {ACCESS_KEY!r}: give both (an account of the "
+                          f"servers' plain_acl.yml) or neither")
+    if access and not secret:
+        raise ConfigError(f"option {ACCESS_KEY!r} is given without {SECRET_KEY!r}: give .option({SECRET_KEY!r}, ...) "
+                          f"or set {SECRET_KEY_ENV} in the driver's environment (a catalog table keeps no secret)")
     return {"access_key": access, "secret_key": secret}
 
 

@@ -1,8 +1,10 @@
 """A Spark driver of its own (UI on, event log on) that reads, streams and writes a topic with the options
-``accessKey``/``secretKey``, creates a catalog table with them, and dumps everything a user or an operator could
+``accessKey``/``secretKey``, creates a catalog table with them (its reads take the secret from the environment or
+their own options), and dumps everything a user or an operator could
 look at: ``explain`` of each plan, ``DESCRIBE TABLE EXTENDED``, ``SHOW CREATE TABLE``, the UI's REST API
-(environment, SQL executions with their plans, jobs, stages) and HTML pages (environment, SQL). The event log is
-written under ``<out>/events``; the dumps under ``<out>/dumps``. Run by ``test_spark_credentials.py``:
+(environment, SQL executions with their plans, jobs, stages) and HTML pages (environment, SQL), and a copy of the
+table written as Parquet (whose footers hold Spark's schema). The event log is written under ``<out>/events``;
+the dumps under ``<out>/dumps``, the copy under ``<out>/table_copy``. Run by ``test_spark_credentials.py``:
 
     python redaction_driver.py NAMESRV TOPIC ACCESS_KEY SECRET OUT SINK_TOPIC
 """
@@ -30,6 +32,7 @@ def main() -> None:
     dumps.mkdir(parents=True)
     (out_dir / "events").mkdir()
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_MQ_SECRET_KEY"] = secret  # before the JVM starts: its planner workers inherit it
     spark = (SparkSession.builder.master("local[2]").appName("spark_mq-redaction")
              .config("spark.ui.enabled", "true").config("spark.ui.port", "0")
              .config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
@@ -58,7 +61,9 @@ def main() -> None:
 
     spark.sql(f"CREATE TABLE redaction_table USING spark_mq OPTIONS (namesrv '{namesrv}', topic '{topic}', "
               f"accessKey '{access_key}', secretKey '{secret}')")
-    table_count = spark.sql("SELECT count(*) AS n FROM redaction_table").first().n
+    table_count = spark.sql("SELECT count(*) AS n FROM redaction_table").first().n  # the secret: the environment
+    assert spark.read.option("secretKey", secret).table("redaction_table").count() == table_count  # or the query's
+    spark.table("redaction_table").write.parquet(str(out_dir / "table_copy"))  # Spark's schema in every footer
     plans.append(spark.sql("SELECT * FROM redaction_table")._jdf.queryExecution().toString())
     described = "\n".join(" | ".join(str(c) for c in row)
                           for row in spark.sql("DESCRIBE TABLE EXTENDED redaction_table").collect())

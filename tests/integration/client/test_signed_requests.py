@@ -128,8 +128,10 @@ def user_config(servers: Servers, account: tuple[str, str] = USER_ACCOUNT) -> Cl
 
 
 def topic_of(servers: Servers, admin: SyncAdmin) -> str:
+    """A new topic, routed by the NameServer."""
     topic = unique("signed")
     admin.create_topic(topic, broker_addr=servers.broker, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+    wait_until(lambda: admin.route(topic), what="the topic's route")
     return topic
 
 
@@ -154,7 +156,6 @@ def test_producers_and_the_admin_sign_every_request(servers):
     mark = servers.recorder.mark()
     with SyncAdmin(user_config(servers)) as admin:
         topic = topic_of(servers, admin)
-        wait_until(lambda: admin.route(topic), what="the topic's route")
         with SyncProducer(unique("signed_pg"), user_config(servers)) as producer:
             producer.send(Message(topic, b"one"))
             producer.send_batch([Message(topic, b"two"), Message(topic, b"three")])
@@ -177,7 +178,6 @@ def test_the_transaction_producer_signs_its_end_transaction_also_on_a_check_back
 
     with SyncAdmin(user_config(servers)) as admin:
         topic = topic_of(servers, admin)
-        wait_until(lambda: admin.route(topic), what="the topic's route")
     with SyncTransactionProducer(unique("signed_tx"), user_config(servers),
                                  lambda m, a: LocalTransactionState.COMMIT_MESSAGE, check) as committed:
         committed.send_message_in_transaction(Message(topic, b"committed"))
@@ -196,7 +196,6 @@ def test_the_consumers_sign_every_request(servers):
     mark = servers.recorder.mark()
     with SyncAdmin(user_config(servers)) as admin:
         topic = topic_of(servers, admin)
-        wait_until(lambda: admin.route(topic), what="the topic's route")
     with SyncProducer(unique("signed_pg"), user_config(servers)) as producer:
         producer.send_batch([Message(topic, f"m{i}".encode()) for i in range(4)])
 
