@@ -255,7 +255,8 @@ def generate(source_by_path: dict[str, str]) -> dict[str, str]:
             target_tree = ast.parse(source_by_path[spec.target_path])
             handwritten = [n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
             for name in _names_used(handwritten):  # the facade's own signatures (its __init__'s parameters)
-                origins.setdefault(name, _origin(target_tree, target_module, name))
+                if _origin(target_tree, "", name):  # a ``from`` import of the target's (``import ssl`` is the facade's)
+                    origins.setdefault(name, _origin(target_tree, target_module, name))
             by_module: dict[str, list[str]] = {FACADE_MODULE: ["BlockingFacade"]}
             for name in sorted(origins):
                 by_module.setdefault(origins[name], []).append(name)

@@ -200,9 +200,11 @@ def _dev(args: argparse.Namespace) -> int:
     many members in its set, slaves replicating it. With --controller the NameServer also runs the
     replication controller (enableControllerInNamesrv, its state in <store>-controller) and the
     members are controller-mode replicas 1..N (allAckInSyncStateSet): the controller elects the
-    master (replica 1 first) and a new one if it dies. With --acl every server checks RocketMQ's ACL
-    (aclEnable) against a plain_acl.yml written beside the store with fresh secrets: an admin account the
-    servers sign their own requests with, and a publisher/subscriber account for you, exported by
+    master (replica 1 first) and a new one if it dies. With --tls every port (remoting, HA, metrics)
+    serves TLS only, with throwaway certificates made in <store's directory>/tls (scripts/make_certs.py),
+    and the servers dial each other over TLS. With --acl every server checks RocketMQ's ACL (aclEnable)
+    against a plain_acl.yml written beside the store with fresh secrets: an admin account the servers
+    sign their own requests with, and a publisher/subscriber account for you, exported by
     credentials.env (both files mode 0600; the secrets are never printed or logged). Stops on
     SIGTERM/SIGINT."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
@@ -221,9 +223,10 @@ def _dev(args: argparse.Namespace) -> int:
                            "a death with a replica to spare)")
 
     accounts = write_dev_accounts(Path(args.store).resolve().parent) if args.acl else None
-    security = {} if accounts is None else {
-        "acl_enable": True, "acl_file": str(accounts.acl_file), "access_key": accounts.admin_access_key,
-        "secret_key": accounts.admin_secret}
+    security = _dev_tls(args)
+    if accounts is not None:
+        security.update(acl_enable=True, acl_file=str(accounts.acl_file), access_key=accounts.admin_access_key,
+                        secret_key=accounts.admin_secret)
 
     async def main(stop: asyncio.Event) -> None:
         controller = (ControllerConfig(controller_store_path=f"{args.store}-controller", **security)
@@ -260,11 +263,33 @@ def _dev(args: argparse.Namespace) -> int:
     return _run_until_signal(lambda: serve_until_signal(main), "the dev servers")
 
 
+def _dev_tls(args: argparse.Namespace) -> dict[str, object]:
+    """``spark-mq dev --tls``: the certificates (made once, in the store's directory) and the TLS keys every
+    dev server gets: TLS only on every port, peers dialled over TLS; {} without --tls."""
+    if not args.tls:
+        return {}
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
+    from pathlib import Path
+
+    from spark_mq.commands.certs import make_certs
+
+    certs = Path(args.store).resolve().parent / "tls"
+    make_certs(certs, [], [])
+    return {"tls_server_mode": "enforcing", "tls_server_cert_path": str(certs / "server.pem"),
+            "tls_server_key_path": str(certs / "server.key"), "tls_enable": True,
+            "tls_client_trust_cert_path": str(certs / "ca.pem")}
+
+
 def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: ControllerConfig | None,
                accounts) -> None:
     master = brokers[0]
     print(f"spark-mq dev: namesrv {namesrv.address}, broker {master.address}, store {master.config.root}",
           flush=True)
+    if args.tls:
+        ca = master.config.tls_client_trust_cert_path
+        print(f"spark-mq dev: TLS only on every port; clients connect with `spark-mq produce --namesrv "
+              f"{namesrv.address} --tls --tls-ca {ca} ...` (or SPARK_MQ_TLS_CA={ca}), ClientConfig(tls_enable=True, "
+              f"tls_trust_cert_path={ca!r}); metrics on https", flush=True)
     if controller is not None:
         print(f"spark-mq dev: controller in the namesrv {namesrv.address} (state {controller.controller_store_path}); "
               f"replica 1 asks for the first election, `spark-mq admin controller` shows the set", flush=True)
@@ -349,6 +374,9 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     dev.add_argument("--role", choices=("ASYNC_MASTER", "SYNC_MASTER"), default="ASYNC_MASTER",
                      help="the master's brokerRole with --replicas 2+ (default ASYNC_MASTER: a send returns once "
                           "stored on the master; SYNC_MASTER: once a slave has it)")
+    dev.add_argument("--tls", action="store_true",
+                     help="TLS only on every port (remoting, HA, metrics), with throwaway certificates made in "
+                          "<store's directory>/tls; prints how clients connect")
     dev.set_defaults(func=_dev)
 
 

@@ -111,6 +111,7 @@ class ServerProcess:
             pytest.fail(f"spark-mq {args[0]} did not get ready (exit {self.proc.returncode}, printed {line!r}):\n"
                         f"{self.log()[-4000:]}")
         self.addr = line.split()[-1]
+        self.ready_output = line  # what it printed up to its ready line (and any lines read with it)
 
     def _read_line(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
+from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.metrics import BrokerMetrics
@@ -67,6 +68,7 @@ from spark_mq.common.config import SYNC_MASTER, BrokerConfig
 from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.common.port_in_use import naming_the_port
 from spark_mq.common.serve_until_signal import serve_until_signal
+from spark_mq.common.tls import peer_context, server_context
 from spark_mq.remoting.loop import every, stop_tasks
 from spark_mq.remoting.peer_client import peer_client
 from spark_mq.remoting.server import RemotingServer
@@ -80,6 +82,7 @@ from spark_mq.store.config_file import (
     config_file,
 )
 from spark_mq.store.ha.epoch_file import EpochFile
+from spark_mq.store.ha.ha_auth import cluster_account
 from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
@@ -105,15 +108,18 @@ class BrokerController:
     """Owns the broker's parts; ``start``/``stop`` and every handler run on one event loop."""
 
     def __init__(self, config: BrokerConfig, *, metrics: BrokerMetrics | None = None,
-                 seat: ControllerSeat | None = None) -> None:
-        """``metrics`` and ``seat`` (controller mode) come from the broker this one replaces on a role change."""
+                 seat: ControllerSeat | None = None, gate: AclGate | None = None) -> None:
+        """``metrics``, ``seat`` (controller mode) and ``gate`` (aclEnable) come from the broker this one replaces
+        on a role change."""
         self.config = config
         self.seat = seat
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker")
+        self.metrics = metrics or BrokerMetrics(config.root)
+        self.gate = gate or AclGate.of(config, self.metrics.acl_refused, self.metrics.acl_admin)
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="broker", gate=self.gate,
+                                     ssl_context=server_context(config), tls_mode=config.tls_server_mode)
         self.clients = ClientRegistry()
         self.hold = PullHoldService()
         self.locks = QueueLockManager(expiry_s=config.rebalance_lock_max_live_time / 1000)
-        self.metrics = metrics or BrokerMetrics(config.root)
         self.unserved = UnservedFeatures(config.broker_name, self.metrics.refused)
         self.sql92_filters = Sql92Filters(config.enable_property_filter, self.unserved)
         self.store: MessageStore
@@ -248,6 +254,8 @@ class BrokerController:
             "persist": every(PERSIST_INTERVAL_S, self.offsets.persist, "broker duty persist"),
             "clients": every(CLIENT_SCAN_INTERVAL_S, self.clients.expire_silent, "broker duty expire_silent"),
         }
+        if self.gate is not None:
+            duties["acl"] = self.gate.run()
         if self.ha_client is not None and self.slave_sync is not None:
             duties.update({"ha-client": self.ha_client.run(), "slave-sync": self.slave_sync.run()})
         else:
@@ -269,7 +277,8 @@ class BrokerController:
         ha_client = HAClient(self.store, lambda: master.master_ha_addr, self.config.ha_send_heartbeat_interval / 1000,
                              master.request, lambda: self.hold.recheck(self.store.get_max_offset),
                              MasterCommitLog(self.master_client, lambda: master.master_addr), self._master_found,
-                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id)
+                             epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id,
+                             ssl_context=peer_context(self.config), account=cluster_account(self.config))
         slave_sync = SlaveSynchronize(self.master_client, lambda: master.master_addr, self.topics, self.groups,
                                       self.offsets, self.retry, self.schedule, self.tiered,
                                       self.config.slave_synchronize_interval / 1000, master.request,
@@ -285,7 +294,7 @@ class BrokerController:
         try:
             with naming_the_port("metricsPort", c.listen_address, c.metrics_port):
                 await asyncio.get_running_loop().run_in_executor(None, self.metrics.serve, c.listen_address,
-                                                                 c.metrics_port)
+                                                                 c.metrics_port, c)
         except BaseException:
             await self.stop()
             raise
@@ -447,8 +456,9 @@ async def run(config: BrokerConfig, stop: asyncio.Event,
 
 
 def _of_new_role(old: BrokerController, change: RoleChange) -> BrokerController:
-    """The broker that replaces ``old`` on a role change: it keeps the metrics (served once per process)."""
-    return BrokerController(change.config, metrics=old.metrics, seat=change.seat)
+    """The broker that replaces ``old`` on a role change: it keeps the metrics (served once per process) and the
+    ACL gate (its rules as reloaded)."""
+    return BrokerController(change.config, metrics=old.metrics, seat=change.seat, gate=old.gate)
 
 
 async def serve(config: BrokerConfig, on_ready: Callable[[str], None] | None = None) -> None:

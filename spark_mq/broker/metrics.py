@@ -18,10 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from spark_mq.common.tls import MIN_VERSION
+
 if TYPE_CHECKING:
     import numpy as np
 
     from spark_mq.broker.scheduled.delay_service import ScheduleService
+    from spark_mq.common.config import SecurityConfig
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
     from spark_mq.store.message_store import MessageStore
@@ -84,6 +87,8 @@ class BrokerMetrics:
         self._pulled: deque[tuple[float, str, int]] = deque()
         self._refused: dict[str, int] = {}
         self._transactions: dict[str, int] = {}
+        self._acl_refused: dict[str, int] = {}
+        self._acl_admin: dict[str, int] = {}
 
     @staticmethod
     def _add(table: dict[str, list[int]], topic: str, count: int, nbytes: int) -> dict[str, list[int]]:
@@ -111,6 +116,14 @@ class BrokerMetrics:
     def refused(self, feature: str) -> None:
         """One request refused because the broker does not serve ``feature`` yet."""
         self._refused = {**self._refused, feature: self._refused.get(feature, 0) + 1}
+
+    def acl_refused(self, reason: str) -> None:
+        """One request the ACL refused, for ``reason`` (``acl/validator.py`` REASONS)."""
+        self._acl_refused = {**self._acl_refused, reason: self._acl_refused.get(reason, 0) + 1}
+
+    def acl_admin(self, request: str) -> None:
+        """One admin request the ACL let through (``request``: the code's name)."""
+        self._acl_admin = {**self._acl_admin, request: self._acl_admin.get(request, 0) + 1}
 
     def transaction(self, event: str, count: int = 1) -> None:
         """``count`` transactional events: ``half``, ``commit``, ``rollback``, ``check`` or ``discarded``."""
@@ -142,8 +155,11 @@ class BrokerMetrics:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
         self._ha_service, self._ha_client = service, client
 
-    def serve(self, address: str, port: int) -> None:
-        """Serve ``/metrics`` on ``port`` (nothing if 0). May run on a worker thread."""
+    def serve(self, address: str, port: int, tls: SecurityConfig | None = None) -> None:
+        """Serve ``/metrics`` on ``port`` (nothing if 0); HTTPS when ``tls.server.mode`` is permissive or
+        enforcing (HTTPS only either way: one HTTP port cannot tell the two apart as cheaply as remoting's
+        first byte, and a scraper is configured once), with client certificates per
+        ``tls.server.need.client.auth``. May run on a worker thread."""
         if port <= 0:
             return
         # lazy import: prometheus_client (and the http.server it pulls in) only when metrics are served
@@ -151,8 +167,15 @@ class BrokerMetrics:
 
         self.registry = CollectorRegistry()
         self.registry.register(_BrokerCollector(self))
-        start_http_server(port, addr=address, registry=self.registry)
-        log.info("metrics on http://%s:%d/metrics", address, port)
+        if tls is None or tls.tls_server_mode == "disabled":
+            start_http_server(port, addr=address, registry=self.registry)
+            log.info("metrics on http://%s:%d/metrics", address, port)
+            return
+        start_http_server(port, addr=address, registry=self.registry, certfile=tls.tls_server_cert_path,
+                          keyfile=tls.tls_server_key_path, client_cafile=tls.tls_server_trust_cert_path or None,
+                          client_auth_required=tls.tls_server_need_client_auth == "require",
+                          tls_min_version=MIN_VERSION)
+        log.info("metrics on https://%s:%d/metrics", address, port)
 
     def collect(self) -> Iterator[Any]:
         """The metric families, as ``prometheus_client`` collectors yield them."""
@@ -186,6 +209,10 @@ class BrokerMetrics:
         yield labelled("spark_mq_unserved_feature_refusals",
                        "Requests refused because they need a feature this broker does not serve yet", ["feature"],
                        self._refused)
+        yield labelled("spark_mq_acl_refusals", "Requests the ACL refused (aclEnable), by reason", ["reason"],
+                       self._acl_refused)
+        yield labelled("spark_mq_acl_admin_requests", "Admin requests the ACL let through (aclEnable), by request",
+                       ["request"], self._acl_admin)
         for event in TRANSACTION_EVENTS:
             yield CounterMetricFamily(f"spark_mq_transaction_{event}", TRANSACTION_EVENTS[event],
                                       value=self._transactions.get(event, 0))

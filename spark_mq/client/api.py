@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -99,8 +100,11 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests):
     """
 
     def __init__(self, remoting: RemotingClient | None = None, *, timeout: float = 3.0,
-                 connect_timeout: float = 3.0, credentials: Credentials | None = None) -> None:
-        self.remoting = remoting if remoting is not None else RemotingClient(connect_timeout, credentials=credentials)
+                 connect_timeout: float = 3.0, ssl_context: ssl.SSLContext | None = None,
+                 credentials: Credentials | None = None) -> None:
+        """``ssl_context`` (``ClientConfig.ssl_context``): TLS, for the remoting client made here."""
+        self.remoting = remoting if remoting is not None else RemotingClient(
+            connect_timeout, ssl_context=ssl_context, credentials=credentials)
         self._owns_remoting = remoting is None
         self.timeout = timeout
         self._ids_changed: list[ConsumerIdsChangedCallback] = []

@@ -6,12 +6,16 @@
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
+from spark_mq.common.tls import client_context
 from spark_mq.remoting.signature import Credentials
 
+# the TLS fields as errors name them (the CLI's options alongside)
+TLS_FIELDS = ("tls_trust_cert_path (--tls-ca)", "tls_cert_path (--tls-cert)", "tls_key_path (--tls-key)")
 # the account in the environment: spark-mq and the jobs read both, Spark's source and sink the secret (for a
 # catalog table, which keeps no secret)
 ACCESS_KEY_ENV = "SPARK_MQ_ACCESS_KEY"
@@ -27,6 +31,10 @@ class ClientConfig:
     heartbeat_broker_interval_s: float = 30.0  # HEART_BEAT to every broker of the client's topics
     persist_consumer_offset_interval_s: float = 5.0  # consumer offsets committed to the broker this often
     request_timeout_s: float = 3.0  # one request's wait for its response
+    tls_enable: bool = False  # talk to NameServers and brokers over TLS (servers with tls.server.mode on)
+    tls_trust_cert_path: str = ""  # PEM CA certificates the servers' are checked against (empty: the system's)
+    tls_cert_path: str = ""  # PEM client certificate, for servers requiring one (tls.server.need.client.auth)
+    tls_key_path: str = ""  # PEM private key of tls_cert_path
     access_key: str = ""  # the account requests are signed with (ACL); empty: unsigned
     secret_key: str = field(default="", repr=False)  # that account's secret key: never in reprs, logs or errors
 
@@ -37,6 +45,8 @@ class ClientConfig:
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit():
                 raise ConfigError(f"NameServer address {addr!r} is not host:port")
+        if not self.tls_enable and (self.tls_trust_cert_path or self.tls_cert_path or self.tls_key_path):
+            raise ConfigError("TLS certificates are given but tls_enable is off: set tls_enable=True (--tls)")
         if bool(self.access_key) != bool(self.secret_key):
             raise ConfigError("access_key and secret_key go together: give both (an account of the servers' "
                               "plain_acl.yml) or neither")
@@ -44,6 +54,13 @@ class ClientConfig:
     @property
     def namesrv_addrs(self) -> list[str]:
         return split_addresses(self.namesrv_addr)
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The context connections are dialled with; None without ``tls_enable``. Raises ``ConfigError``
+        naming the field for a file that is missing or not PEM."""
+        if not self.tls_enable:
+            return None
+        return client_context(self.tls_trust_cert_path, self.tls_cert_path, self.tls_key_path, keys=TLS_FIELDS)
 
     @property
     def credentials(self) -> Credentials | None:

@@ -1,5 +1,5 @@
-"""What the client commands share: the --namesrv option, the account (--access-key/--secret-key), time
-parsing, console and JSON output.
+"""What the client commands share: the --namesrv and --tls options, the account (--access-key/--secret-key),
+time parsing, console and JSON output.
 
 The account signs every request (RocketMQ's ACL). Flags win over the environment variables
 ``SPARK_MQ_ACCESS_KEY``/``SPARK_MQ_SECRET_KEY``; the environment keeps the secret out of the shell history
@@ -20,11 +20,26 @@ from spark_mq.common.errors import ConfigError
 
 NAMESRV_ENV = "SPARK_MQ_NAMESRV"
 DEFAULT_NAMESRV = "127.0.0.1:9876"
+TLS_ENV = "SPARK_MQ_TLS"  # 1: --tls
+TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV = "SPARK_MQ_TLS_CA", "SPARK_MQ_TLS_CERT", "SPARK_MQ_TLS_KEY"
 
 
 def add_namesrv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namesrv", default=os.environ.get(NAMESRV_ENV, DEFAULT_NAMESRV),
                         help=f"NameServer address(es), ';'-separated (default: ${NAMESRV_ENV} or {DEFAULT_NAMESRV})")
+
+
+def add_tls(parser: argparse.ArgumentParser) -> None:
+    """--tls and the certificates (or their environment variables): any certificate given implies --tls."""
+    parser.add_argument("--tls", action="store_true", default=os.environ.get(TLS_ENV, "") in ("1", "true"),
+                        help=f"connect over TLS (default: ${TLS_ENV}=1; implied by --tls-ca/--tls-cert)")
+    parser.add_argument("--tls-ca", default=os.environ.get(TLS_CA_ENV, ""),
+                        help=f"PEM CA certificate(s) the servers' certificates are checked against (default: "
+                             f"${TLS_CA_ENV}, else the system's CAs)")
+    parser.add_argument("--tls-cert", default=os.environ.get(TLS_CERT_ENV, ""),
+                        help=f"PEM client certificate, for servers requiring one (default: ${TLS_CERT_ENV})")
+    parser.add_argument("--tls-key", default=os.environ.get(TLS_KEY_ENV, ""),
+                        help=f"PEM private key of --tls-cert (default: ${TLS_KEY_ENV})")
 
 
 def add_credentials(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +69,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
     carried out by ``run(args)``; the caller adds its own options."""
     parser = sub.add_parser(name, help=help, description=description)
     add_namesrv(parser)
+    add_tls(parser)
     add_credentials(parser)
     parser.set_defaults(func=run)
     return parser
@@ -64,17 +80,19 @@ def client_config(args: argparse.Namespace, **overrides: object):
     from spark_mq.client.config import ClientConfig
 
     access_key, secret_key = credentials_of(args)
-    return ClientConfig(namesrv_addr=args.namesrv, access_key=access_key, secret_key=secret_key, **overrides)
+    return ClientConfig(namesrv_addr=args.namesrv, tls_enable=bool(args.tls or args.tls_ca or args.tls_cert),
+                        tls_trust_cert_path=args.tls_ca, tls_cert_path=args.tls_cert, tls_key_path=args.tls_key,
+                        access_key=access_key, secret_key=secret_key, **overrides)
 
 
 def client_api(args: argparse.Namespace, timeout: float | None = None):
-    """A ``SyncMQClientAPI`` signing with the command's account (``timeout``: the client config's by default)."""
+    """A ``SyncMQClientAPI`` with the command's TLS and account (``timeout``: the client config's by default)."""
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.sync_api import SyncMQClientAPI
 
     config = client_config(args)
     return SyncMQClientAPI(timeout=config.request_timeout_s if timeout is None else timeout,
-                           credentials=config.credentials)
+                           ssl_context=config.ssl_context(), credentials=config.credentials)
 
 
 def parse_time_ms(text: str, what: str = "time") -> int:

@@ -7,16 +7,20 @@ and for the controller embedded in the NameServer (which config loading keeps to
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from spark_mq.acl.gate import AclGate
 from spark_mq.common.config import CONTROLLER_TYPE_ZOOKEEPER, ControllerConfig
 from spark_mq.common.serve_until_signal import run_server, serve_until_signal
+from spark_mq.common.tls import server_context
 from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.state_store import ControllerStateStore
 from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
+from spark_mq.remoting.loop import stop_tasks
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -36,9 +40,13 @@ def open_state_store(config: ControllerConfig) -> ControllerStateStore:
 class ControllerServer:
     def __init__(self, config: ControllerConfig) -> None:
         self.config = config
-        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="controller")
+        self.gate = AclGate.of(config)
+        self.server = RemotingServer(config.listen_address, config.listen_port, config, name="controller",
+                                     gate=self.gate, ssl_context=server_context(config),
+                                     tls_mode=config.tls_server_mode)
         self.manager = ControllerManager(config, open_state_store(config))
         self.manager.register_on(self.server)
+        self._tasks: list[asyncio.Task] = []
 
     @property
     def address(self) -> str:
@@ -47,8 +55,11 @@ class ControllerServer:
     async def start(self) -> None:
         await self.server.start()
         await self.manager.start(self.address)
+        if self.gate is not None:
+            self._tasks.append(asyncio.get_running_loop().create_task(self.gate.run(), name="controller-acl"))
 
     async def stop(self) -> None:
+        await stop_tasks(self._tasks)
         await self.manager.stop()
         await self.server.stop()
 

@@ -7,6 +7,10 @@ cause) and is dropped; the next call to that address dials again. Given an accou
 us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE...) go to handlers registered as on
 the server.
 
+With an ``ssl_context`` (``common.tls.client_context``) every connection is TLS, the server's
+certificate checked against the host name dialled; a refused handshake is a ``RemotingConnectError``
+saying why (``certificate has expired``, a host name mismatch, an unknown CA, a server without TLS).
+
 ``SyncRemotingClient`` runs the same client on a private event-loop thread (a
 :class:`~spark_mq.remoting.blocking.BlockingFacade`), for code that is not async (CLI, tests, Spark drivers).
 """
@@ -14,9 +18,11 @@ the server.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass, field
 
 from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
+from spark_mq.common.tls import CLIENT_CERT_REFUSED, handshake_failure
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
 from spark_mq.remoting.command import RemotingCommand
@@ -51,10 +57,11 @@ class _Dialing:
 class RemotingClient:
     """Connections keyed by address; all coroutines run on one event loop and may interleave."""
 
-    def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 credentials: Credentials | None = None) -> None:
+    def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME, *,
+                 ssl_context: ssl.SSLContext | None = None, credentials: Credentials | None = None) -> None:
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
+        self.ssl_context = ssl_context  # dial over TLS
         self.credentials = credentials  # signs every request of every connection (None: unsigned)
         self._handlers: dict[int, Handler] = {}
         self._conns: dict[str, Connection] = {}
@@ -93,7 +100,10 @@ class RemotingClient:
         # not ``asyncio.wait_for``: before Python 3.12, a cancellation that races a refused connect is
         # swallowed (the refusal is raised instead), and a task stopped meanwhile (a broker's parts at a
         # role change) runs on
-        connecting = asyncio.ensure_future(asyncio.open_connection(host, port))
+        tls = self.ssl_context
+        connecting = asyncio.ensure_future(asyncio.open_connection(
+            host, port, ssl=tls, server_hostname=host if tls is not None and tls.check_hostname else None,
+            ssl_handshake_timeout=limit if tls is not None else None))
         try:
             done, _ = await asyncio.wait({connecting}, timeout=limit)
         except asyncio.CancelledError:
@@ -104,8 +114,14 @@ class RemotingClient:
             raise RemotingConnectError(f"cannot connect to {addr}: no answer within {limit:g}s")
         try:
             reader, writer = connecting.result()
+        except (ssl.SSLError, ConnectionError) as e:
+            if tls is None or isinstance(e, ConnectionRefusedError):
+                raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
+            raise RemotingConnectError(f"cannot connect to {addr}: {handshake_failure(e)}") from e
         except OSError as e:
             raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
+        if writer.is_closing():  # closed as soon as the handshake ended: see ``common.tls.CLIENT_CERT_REFUSED``
+            raise RemotingConnectError(f"cannot connect to {addr}: closed at once: {CLIENT_CERT_REFUSED}")
         conn = Connection(reader, writer, self._handlers, self.max_frame, role="client", credentials=self.credentials)
         conn.on_close(lambda c, a=addr: self._conns.pop(a, None) if self._conns.get(a) is c else None)
         self._conns[addr] = conn
@@ -144,9 +160,10 @@ class SyncRemotingClient(BlockingFacade[RemotingClient]):
 
     _unwrapped = ("connection",)  # a Connection belongs to the private loop: of no use to a caller
 
-    def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 credentials: Credentials | None = None) -> None:
-        super().__init__(lambda: RemotingClient(connect_timeout, max_frame, credentials), "spark-mq-remoting")
+    def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME, *,
+                 ssl_context: ssl.SSLContext | None = None, credentials: Credentials | None = None) -> None:
+        super().__init__(lambda: RemotingClient(connect_timeout, max_frame, ssl_context=ssl_context,
+                                                credentials=credentials), "spark-mq-remoting")
 
     @property
     def client(self) -> RemotingClient:

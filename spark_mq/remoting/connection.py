@@ -30,6 +30,10 @@ producer's END_TRANSACTION answering a broker's check on the broker's own connec
 A client connection never stops reading (both ends waiting for the other to read would be a
 deadlock) and is never closed for idleness or a slow frame.
 
+A server may give its connections a ``gate`` (the ACL, ``spark_mq/acl/gate.py``): every request is
+checked by it before its handler is looked up, so an unknown code is refused too; without one a
+request pays a single ``None`` test.
+
 Log lines a peer's bad input causes go through ``client_faults``, rate-limited per peer host and
 reason: a flood of bad frames or requests writes a bounded amount of log.
 
@@ -55,6 +59,7 @@ from spark_mq.common.errors import (
     RemotingTimeoutError,
 )
 from spark_mq.common.log_limit import LogLimiter
+from spark_mq.common.tls import CLIENT_CERT_REFUSED
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, encode
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
@@ -67,6 +72,9 @@ client_faults = LogLimiter(log)  # the lines a peer's bad input causes, rate-lim
 CLIENT_ERRORS = (RemotingCommandError, MessageValidationError)
 
 Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand | None"]]
+# a server's check of every request before its handler is looked up: None lets it through, else the answer
+# (the ACL's; see spark_mq/acl/gate.py). Synchronous, so a server without one pays a None test per request.
+Gate = Callable[[RemotingCommand, "Connection"], "RemotingCommand | None"]
 CloseCallback = Callable[["Connection"], None]
 READ_CHUNK = 256 * 1024
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing socket may take to send what is left before it is aborted
@@ -93,10 +101,12 @@ class Connection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handlers: dict[int, Handler],
                  max_frame: int = DEFAULT_MAX_FRAME, role: str = "remoting",
-                 channel: ServerChannelConfig | None = None, credentials: Credentials | None = None) -> None:
+                 channel: ServerChannelConfig | None = None, gate: Gate | None = None,
+                 credentials: Credentials | None = None) -> None:
         self._reader = reader
         self._writer = writer
         self._handlers = handlers  # shared with the owning server/client: registrations apply at once
+        self._gate = gate
         self._decoder = FrameDecoder(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -120,7 +130,15 @@ class Connection:
                                                      channel.write_buffer_low_water_mark)
         self.closed = False
         self.close_cause: BaseException | None = None
+        self._answered = False  # the peer sent something (a TLS server refusing our certificate never does)
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{role}-read-{self.peer}")
+
+    def _tls_hint(self) -> str:
+        """Why a TLS server may close a client's connection before any answer: TLS 1.3 checks the client's
+        certificate after the client's side of the handshake is done, and the refusal arrives as a close."""
+        if self._channel is not None or self._answered or self._writer.get_extra_info("sslcontext") is None:
+            return ""
+        return f" before answering anything over TLS: {CLIENT_CERT_REFUSED}"
 
     def on_close(self, callback: CloseCallback) -> None:
         """Call ``callback(conn)`` once when the connection closes (at once if already closed)."""
@@ -265,7 +283,7 @@ class Connection:
 
     def _write(self, cmd: RemotingCommand) -> None:
         if self._writer.is_closing():
-            self.close(ConnectionResetError("socket is closing"))
+            self.close(ConnectionResetError("socket is closing" + self._tls_hint()))
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
         self._writer.write(encode(cmd))
 
@@ -309,8 +327,9 @@ class Connection:
                     await self._writer.drain()
                 data = await self._reader.read(READ_CHUNK)
                 if not data:
-                    cause = ConnectionResetError(f"{self.peer} closed the connection")
+                    cause = ConnectionResetError(f"{self.peer} closed the connection" + self._tls_hint())
                     break
+                self._answered = True
                 self._last_read = time.monotonic()
                 for cmd in self._decoder.feed(data):
                     # a request needs a slot
@@ -345,10 +364,13 @@ class Connection:
 
     async def _serve(self, cmd: RemotingCommand) -> None:
         try:
+            refusal = None if self._gate is None else self._gate(cmd, self)
             handler = self._handlers.get(cmd.code)
-            if handler is None:
+            if refusal is not None:
+                response: RemotingCommand | None = refusal
+            elif handler is None:
                 # RocketMQ's NettyRemotingAbstract remark, word for word
-                response: RemotingCommand | None = cmd.make_response(
+                response = cmd.make_response(
                     ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
                 log.debug("%s: %s not supported", self.peer, cmd.describe())
             else:

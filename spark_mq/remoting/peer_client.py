@@ -4,12 +4,14 @@ A broker registering at the NameServers, a slave asking its master for metadata,
 heartbeats and requests, a controller's pushes of an election to the brokers: each of these is an
 admin operation at the receiving end, so the process signs them with its own account (``accessKey``/
 ``secretKey`` of its config, an admin account of the cluster's ``plain_acl.yml``). Without those keys
-its requests go unsigned, which a peer with ``aclEnable`` refuses.
+its requests go unsigned, which a peer with ``aclEnable`` refuses. With ``tls.enable`` it dials over TLS
+(``common.tls.peer_context``).
 """
 
 from __future__ import annotations
 
 from spark_mq.common.config import SecurityConfig
+from spark_mq.common.tls import peer_context
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.signature import Credentials
 
@@ -23,5 +25,5 @@ def process_credentials(config: SecurityConfig) -> Credentials | None:
 
 
 def peer_client(config: SecurityConfig, connect_timeout: float = 3.0) -> RemotingClient:
-    """A ``RemotingClient`` signing every request with the process's account."""
-    return RemotingClient(connect_timeout, credentials=process_credentials(config))
+    """A ``RemotingClient`` signing every request with the process's account, over TLS with ``tls.enable``."""
+    return RemotingClient(connect_timeout, ssl_context=peer_context(config), credentials=process_credentials(config))

@@ -8,21 +8,16 @@ own client; the producer must fetch the route from us, parse it and dial that br
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
-from peer_helpers import cpp_log
+from peer_helpers import cpp_log, recording_broker, register_fake_broker
 from servers import free_addr
 
-from spark_mq.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from spark_mq.remoting.client import SyncRemotingClient
-from spark_mq.remoting.codec import FrameDecoder, encode
-from spark_mq.remoting.codes import RequestCode, ResponseCode
-from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.codes import RequestCode
 
 try:
     import rocketmq.client  # noqa: F401
@@ -52,15 +47,6 @@ def run_producer(tmp: Path, namesrv: str, topic: str) -> str:
     return out.stdout + out.stderr
 
 
-def register_fake_broker(client: SyncRemotingClient, namesrv: str, broker_addr: str, topic: str) -> None:
-    body = RegisterBrokerBody(
-        TopicConfigSerializeWrapper({topic: TopicConfig(topic, 4, 4, 6)}, DataVersion(1, 1))).to_json()
-    header = {"brokerName": "broker-cpp", "brokerAddr": broker_addr, "clusterName": "CppCluster",
-              "haServerAddr": "", "brokerId": 0}
-    resp = client.invoke(namesrv, RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body))
-    assert resp.code == ResponseCode.SUCCESS
-
-
 def test_cpp_producer_fetches_and_parses_our_route(tmp_path, namesrv):
     fake = free_addr()  # nothing listens here
     with SyncRemotingClient() as client:  # keep the registering connection open: closing it evicts the broker
@@ -76,34 +62,9 @@ def test_cpp_producer_fetches_and_parses_our_route(tmp_path, namesrv):
 
 
 def test_cpp_producer_sends_to_the_broker_in_our_route(tmp_path, namesrv):
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-    listener.settimeout(30)
-    broker = f"127.0.0.1:{listener.getsockname()[1]}"
-    got: list[RemotingCommand] = []
-
-    def record() -> None:
-        """Decode what the producer sends to the 'broker'; answer every request SYSTEM_ERROR."""
-        try:
-            conn, _ = listener.accept()
-        except OSError:
-            return
-        with conn:
-            decoder = FrameDecoder()
-            while data := conn.recv(65536):
-                for cmd in decoder.feed(data):
-                    got.append(cmd)
-                    if not cmd.is_oneway:
-                        conn.sendall(encode(cmd.make_response(ResponseCode.SYSTEM_ERROR, "recorder")))
-
-    t = threading.Thread(target=record, daemon=True)
-    t.start()
-    with SyncRemotingClient() as client:
+    with recording_broker() as (broker, got), SyncRemotingClient() as client:
         register_fake_broker(client, namesrv, broker, "CppTopic2")
         run_producer(tmp_path, namesrv, "CppTopic2")
-    listener.close()
-    t.join(5)
     assert got, cpp_log(tmp_path)
     send = got[0]
     assert send.code == RequestCode.SEND_MESSAGE and send.language == "CPP"

@@ -31,8 +31,13 @@ unknown); ``on_master_lost`` is called when a connection fails (ask the NameServ
 restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
 arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
 a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
-consumer offsets committed here meanwhile). Thread-safety: none; the coroutine runs on the broker's
-event loop.
+consumer offsets committed here meanwhile).
+
+``ssl_context``: connect over TLS (``tls.enable``; the slave's certificate is presented to a master that
+requires one); ``account``: prove the cluster's account to the master before anything else
+(``ha_auth.py``); a master that refuses it is logged as an error and retried like any refusal.
+
+Thread-safety: none; the coroutine runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -40,12 +45,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Protocol
 
 from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
+from spark_mq.common.tls import handshake_failure
 from spark_mq.store.ha.divergence import ReplicaLog, plan_truncation
 from spark_mq.store.ha.epoch_file import EpochEntry, EpochFile
+from spark_mq.store.ha.ha_auth import ClusterAccount, prove
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
 from spark_mq.store.ha.replica_epochs import apply_plan, replica_log
 from spark_mq.store.message_store import MessageStore
@@ -74,9 +82,12 @@ class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
                  on_master_lost: Callable[[], None], on_appended: Callable[[], None],
                  master: MasterCommitLogView, on_master_found: Callable[[], None],
-                 epochs: EpochFile | None = None, replica_id: int | None = None) -> None:
+                 epochs: EpochFile | None = None, replica_id: int | None = None,
+                 ssl_context: ssl.SSLContext | None = None, account: ClusterAccount | None = None) -> None:
         """``epochs`` and ``replica_id`` (the hello naming this replica to its master): controller mode."""
         self.store = store
+        self.ssl_context = ssl_context
+        self.account = account
         self.replica_id = replica_id
         self.epochs = epochs
         self._coming_epochs: list[EpochEntry] = []  # the master's epochs starting past this replica's end
@@ -100,7 +111,8 @@ class HAClient:
                 try:
                     await self._replicate(addr)
                 except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, RemotingError) as e:
-                    self._failed(logging.WARNING, "HA: no connection to master %s: %s", addr, e or "closed")
+                    why = handshake_failure(e) if isinstance(e, ssl.SSLError) else e or "closed"
+                    self._failed(logging.WARNING, "HA: no connection to master %s: %s", addr, why)
                 except ReplicationError as e:
                     self._failed(logging.ERROR, "HA: refusing master %s: %s", addr, e)
                 except StoreError as e:  # e.g. a full disk: nothing was written
@@ -169,7 +181,16 @@ class HAClient:
             await self._align_with_master(self.epochs)
         await self._check_continues_master()
         host, _, port = addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), CONNECT_TIMEOUT_S)
+        tls = self.ssl_context
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host, int(port), ssl=tls, server_hostname=host if tls is not None and tls.check_hostname else None),
+            CONNECT_TIMEOUT_S)
+        if self.account is not None:
+            try:
+                await asyncio.wait_for(prove(reader, writer, self.account), CONNECT_TIMEOUT_S)
+            except BaseException:
+                writer.close()
+                raise
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
         try:
             self.connected_to = addr

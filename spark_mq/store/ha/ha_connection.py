@@ -46,7 +46,9 @@ diverged = LogLimiter(log)
 class HAConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, commitlog: CommitLog,
                  batch_size: int, heartbeat_s: float, wake: asyncio.Event, on_ack: Callable[[int], None],
-                 on_first_report: Callable[[str | None], None], hello: bool = False) -> None:
+                 on_first_report: Callable[[str | None], None], hello: bool = False,
+                 first_word: int | None = None) -> None:
+        """``first_word``: the slave's first report (or hello), already read by the master's admission check."""
         self.reader = reader
         self.writer = writer
         self.commitlog = commitlog
@@ -64,6 +66,7 @@ class HAConnection:
         self.bytes_sent = 0  # commitlog bytes streamed to this slave
         self.end_times = EndTimes(time.monotonic())  # dates the bytes the slave lacks (lag seconds)
         self._first_report = asyncio.Event()
+        self._first_word = first_word
 
     async def serve(self) -> None:
         """Serve the slave until it disconnects, diverges, or the task is cancelled."""
@@ -88,7 +91,10 @@ class HAConnection:
 
     async def _read_loop(self) -> None:
         while True:
-            (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
+            if self._first_word is not None:
+                offset, self._first_word = self._first_word, None
+            else:
+                (offset,) = REPORT.unpack(await self.reader.readexactly(REPORT.size))
             if offset < 0 and self.hello and self.next_transfer < 0:
                 self.slave_id = -offset
                 continue

@@ -18,6 +18,11 @@ fewer members than minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once 
 same). This service tells the set of every acknowledgement, and the set releases the puts it
 completes.
 
+Who may connect: with ``tls.server.mode`` permissive or enforcing the port serves TLS (mutual where
+``tls.server.need.client.auth=require``; enforcing refuses plaintext slaves), and with ``aclEnable`` or an
+accessKey set a slave must first prove the cluster's account (``ha_auth.py``). A connection that fails
+either gets no commitlog byte: it is closed with one rate-limited log line.
+
 Thread-safety: none; every method runs on the broker's event loop.
 """
 
@@ -29,13 +34,17 @@ import logging
 from collections.abc import Callable
 
 from spark_mq.common.config import BrokerConfig
+from spark_mq.common.log_limit import LogLimiter
+from spark_mq.common.tls import HANDSHAKE_TIMEOUT_S, accept_tls, server_context
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.ha.group_transfer import GroupTransfer
+from spark_mq.store.ha.ha_auth import PeerRefused, admit, cluster_account
 from spark_mq.store.ha.ha_connection import HAConnection
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 from spark_mq.store.results import PutStatus
 
 log = logging.getLogger(__name__)
+refused = LogLimiter(log)  # connections refused at the door, per peer host
 
 
 class HAService:
@@ -54,6 +63,9 @@ class HAService:
         self._tasks: set[asyncio.Task] = set()
         self._bytes_sent_closed = 0  # by connections that ended (the total survives reconnects)
         self.write_refusal: str | None = None  # why sends are refused (a slave ahead of this master)
+        self.ssl_context = server_context(config)
+        self.account = cluster_account(config)
+        self.auth_required = config.acl_enable or self.account is not None
         if sync_state_set is not None:
             sync_state_set.attach(commitlog.max_offset, lambda: ((c.slave_id, c.acked) for c in self.connections),
                                   self.transfer.ack, on_confirmed)
@@ -76,14 +88,42 @@ class HAService:
         if self._server is not None:
             await self._server.wait_closed()
 
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> tuple[bool, int | None]:
+        """TLS as configured, then the slave's proof: (admitted, the slave's first word if already read)."""
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        try:
+            if self.ssl_context is not None:
+                is_tls = await accept_tls(writer, self.ssl_context)
+                if not is_tls and self.config.tls_server_mode == "enforcing":
+                    raise PeerRefused("it does not speak TLS (tls.server.mode=enforcing)")
+            first = await asyncio.wait_for(admit(reader, writer, self.account, self.auth_required),
+                                           HANDSHAKE_TIMEOUT_S)
+            return True, first
+        except PeerRefused as e:
+            refused.log(logging.WARNING, str(peer[0]), "refused", "HA: refusing a connection from %s:%s: %s",
+                        peer[0], peer[1], e)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:  # ssl.SSLError is an OSError
+            refused.log(logging.WARNING, str(peer[0]), "handshake", "HA: connection from %s:%s failed before "
+                        "replicating: %s", peer[0], peer[1], getattr(e, "reason", None) or str(e) or type(e).__name__)
+        writer.close()
+        return False, None
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = HAConnection(reader, writer, self.commitlog, self.config.ha_transfer_batch_size,
-                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self._acked,
-                            self._first_report, hello=self.sync_state_set is not None)
         task = asyncio.current_task()
         assert task is not None
-        self.connections = self.connections | {conn}
         self._tasks.add(task)
+        try:
+            admitted, first = await self._admit(reader, writer)
+        except asyncio.CancelledError:  # ``stop``: not raised, as below
+            admitted, first = False, None
+        if not admitted:
+            self._tasks.discard(task)
+            writer.close()
+            return
+        conn = HAConnection(reader, writer, self.commitlog, self.config.ha_transfer_batch_size,
+                            self.config.ha_send_heartbeat_interval / 1000, self._wake, self._acked,
+                            self._first_report, hello=self.sync_state_set is not None, first_word=first)
+        self.connections = self.connections | {conn}
         try:
             # ``stop`` cancels this task; asyncio's server callback calls ``exception()`` on a task it
             # started, which raises for a cancelled one (a traceback in the log at every clean stop)
