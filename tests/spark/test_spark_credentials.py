@@ -6,21 +6,26 @@ TABLE``, the UI's REST API and pages, the event log and its log output)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.dataset as ds
 import pytest
 from conftest import create_topic
 from servers import AclCluster, unique
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
 from spark_mq.common.errors import ConfigError
+from spark_mq.common.message import Message
 from spark_mq.remoting.signature import Credentials
 from spark_mq.spark.options import SinkOptions, SourceOptions, table_options
 
 DRIVER = Path(__file__).with_name("redaction_driver.py")
+JOB = Path(__file__).resolve().parents[2] / "jobs" / "consume.py"
 SECRET = f"s3cr3t-{unique('x')}"  # unique: found only where this test put it
 
 
@@ -98,3 +103,26 @@ def test_the_source_and_sink_sign_with_their_account_and_a_wrong_secret_is_refus
     with pytest.raises(Exception, match="NO_PERMISSION") as refused:
         read.options(accessKey=acl.user[0], secretKey="not-the-secret").load().count()
     assert "not-the-secret" not in str(refused.value) and acl.user[1] not in str(refused.value)
+
+
+def test_the_consume_job_reads_with_the_environments_account_and_commits_the_group(acl, tmp_path):
+    """``jobs/consume.py`` against the ACL cluster, the account from SPARK_MQ_ACCESS_KEY/SPARK_MQ_SECRET_KEY (as
+    ``spark-mq dev --acl``'s credentials.env gives it): every message read, the group's offsets committed (its
+    driver is a group member: heartbeats, offsets and pulls all signed), and no secret in its output."""
+    admin = ClientConfig(acl.namesrv.addr, access_key=acl.admin[0], secret_key=acl.admin[1])
+    topic, group = unique("acl_job"), unique("acl_job_group")
+    with SyncAdmin(admin) as a:
+        a.create_topic(topic, broker_addr=acl.broker.addr, read_queue_nums=2, write_queue_nums=2)
+    with SyncProducer(unique("acl_job_pg"), ClientConfig(acl.namesrv.addr, access_key=acl.user[0],
+                                                         secret_key=acl.user[1])) as producer:
+        producer.send_batch([Message(topic, f"m{i}".encode()) for i in range(10)])
+    env = {**os.environ, "SPARK_MQ_ACCESS_KEY": acl.user[0], "SPARK_MQ_SECRET_KEY": acl.user[1]}
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(JOB), "--namesrv", acl.namesrv.addr, "--topic", topic, "--group", group,
+                           "--starting-offsets", "earliest", "--sink", "parquet", "--path", str(out), "--checkpoint",
+                           str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert acl.user[1] not in proc.stdout + proc.stderr
+    assert ds.dataset(str(out), format="parquet", partitioning="hive").to_table().num_rows == 10
+    with SyncAdmin(admin) as a:
+        assert a.group_progress(group, topic).total_lag == 0
