@@ -26,6 +26,8 @@ import threading
 import time
 from typing import Any
 
+from spark_mq.commands.common import add_credentials, credentials_of
+from spark_mq.common.errors import ConfigError
 from spark_mq.spark.progress import source_lag
 
 SINKS = ("console", "parquet", "delta", "memory")
@@ -54,7 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "rebalanceIntervalMs=5000); repeatable")
     p.add_argument("--no-commit-to-broker", dest="commit_to_broker", action="store_false",
                    help="do not commit the group's offsets to the brokers")
+    add_credentials(p)
     args = p.parse_args(argv)
+    try:
+        args.access_key, args.secret_key = credentials_of(args)  # the flags, else the environment
+    except ConfigError as e:
+        p.error(str(e))
     if args.sink in ("parquet", "delta") and not args.path:
         p.error(f"--sink {args.sink} needs --path")
     if args.sink in ("parquet", "delta") and not args.checkpoint:
@@ -141,16 +148,24 @@ def _arrow_from_pandas(batch_df):
     return pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
 
 
-def commit_once_offsets(namesrv: str, topic: str, group: str, end: dict[str, dict[str, int]]) -> None:
+def account_options(args: argparse.Namespace) -> dict[str, str]:
+    """Options accessKey/secretKey of the source ({} without an account)."""
+    return {"accessKey": args.access_key, "secretKey": args.secret_key} if args.access_key else {}
+
+
+def commit_once_offsets(args: argparse.Namespace, end: dict[str, dict[str, int]]) -> None:
     """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
     from spark_mq.arrow.queues import discover_queues
     from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.config import split_addresses
+    from spark_mq.remoting.signature import Credentials
     from spark_mq.spark.stream import from_spark_offset
 
+    topic, group = args.topic, args.group
     offsets = from_spark_offset(end, topic, "final offsets").get(topic, {})
-    with SyncMQClientAPI(timeout=10.0) as api:
-        queues = discover_queues(api, split_addresses(namesrv), topic)
+    credentials = Credentials(args.access_key, args.secret_key) if args.access_key else None
+    with SyncMQClientAPI(timeout=10.0, credentials=credentials) as api:
+        queues = discover_queues(api, split_addresses(args.namesrv), topic)
         for key, offset in sorted(offsets.items()):
             if key in queues.queues:
                 api.update_consumer_offset(queues.addr(key), group, topic, key[1], offset)
@@ -167,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     reader = (spark.readStream.format("spark_mq")
               .option("namesrv", args.namesrv).option("topic", args.topic).option("group", args.group)
               .option("startingOffsets", args.starting_offsets)
-              .option("commitToBroker", str(args.commit_to_broker).lower()))
+              .option("commitToBroker", str(args.commit_to_broker).lower())
+              .options(**account_options(args)))
     if args.max_per_trigger is not None:
         reader = reader.option("maxMessagesPerTrigger", str(args.max_per_trigger))
     for key, value in (item.split("=", 1) for item in args.option):
@@ -209,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     last = query.lastProgress
     end = json.loads(last.sources[0].endOffset) if last is not None and last.sources else None
     if args.trigger.lower() == "once" and args.commit_to_broker and end:
-        commit_once_offsets(args.namesrv, args.topic, args.group, end)
+        commit_once_offsets(args, end)
         print(f"[consume] committed the batch's end offsets for group {args.group}: {end}", flush=True)
     print(f"[consume] done: {progress.rows} rows in {elapsed:.1f}s into {args.sink}"
           + (f" {args.path}" if args.path else ""), flush=True)

@@ -17,7 +17,7 @@ import argparse
 import logging
 import sys
 
-from spark_mq.commands.common import add_namesrv
+from spark_mq.commands.common import add_credentials, add_namesrv, add_tls
 from spark_mq.commands.offload import add_arguments, run
 from spark_mq.common.errors import SparkMQError
 
@@ -27,6 +27,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_namesrv(p)
     add_arguments(p)
+    add_tls(p)
+    add_credentials(p)
     return p.parse_args(argv)
 
 

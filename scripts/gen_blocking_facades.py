@@ -6,7 +6,7 @@ defaults (copied from the target's source), running the coroutine on the facade'
 The target's methods include those of the spark_mq classes it builds on (``MQClientAPI`` joins its
 request groups), read from their modules.
 When the facade's module is not the target's own, its imports (the names the copied signatures
-use) are generated too, between markers.
+use, and those of its own hand-written signatures) are generated too, between markers.
 
     python scripts/gen_blocking_facades.py           # rewrite the generated parts
     python scripts/gen_blocking_facades.py --check   # exit 1 if any is out of date (the tests run this)
@@ -252,6 +252,11 @@ def generate(source_by_path: dict[str, str]) -> dict[str, str]:
             for m in methods:
                 for name in _names_used([m.fn]):
                     origins.setdefault(name, _origin(m.tree, m.module, name))
+            target_tree = ast.parse(source_by_path[spec.target_path])
+            handwritten = [n for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+            for name in _names_used(handwritten):  # the facade's own signatures (its __init__'s parameters)
+                if _origin(target_tree, "", name):  # a ``from`` import of the target's (``import ssl`` is the facade's)
+                    origins.setdefault(name, _origin(target_tree, target_module, name))
             by_module: dict[str, list[str]] = {FACADE_MODULE: ["BlockingFacade"]}
             for name in sorted(origins):
                 by_module.setdefault(origins[name], []).append(name)

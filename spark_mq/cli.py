@@ -202,10 +202,15 @@ def _dev(args: argparse.Namespace) -> int:
     members are controller-mode replicas 1..N (allAckInSyncStateSet): the controller elects the
     master (replica 1 first) and a new one if it dies. With --tls every port (remoting, HA, metrics)
     serves TLS only, with throwaway certificates made in <store's directory>/tls (scripts/make_certs.py),
-    and the servers dial each other over TLS. Stops on SIGTERM/SIGINT."""
+    and the servers dial each other over TLS. With --acl every server checks RocketMQ's ACL (aclEnable)
+    against a plain_acl.yml written beside the store with fresh secrets: an admin account the servers
+    sign their own requests with, and a publisher/subscriber account for you, exported by
+    credentials.env (both files mode 0600; the secrets are never printed or logged). Stops on
+    SIGTERM/SIGINT."""
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     import asyncio
 
+    from spark_mq.acl.dev_accounts import write_dev_accounts
     from spark_mq.broker.controller import BrokerController, run
     from spark_mq.common.config import NamesrvConfig
     from spark_mq.common.serve_until_signal import serve_until_signal
@@ -217,18 +222,23 @@ def _dev(args: argparse.Namespace) -> int:
         raise SparkMQError("--controller elects a master among replicas: give --replicas 2 or more (3 to survive "
                            "a death with a replica to spare)")
 
-    tls = _dev_tls(args)
+    accounts = write_dev_accounts(Path(args.store).resolve().parent) if args.acl else None
+    security = _dev_tls(args)
+    if accounts is not None:
+        security.update(acl_enable=True, acl_file=str(accounts.acl_file), access_key=accounts.admin_access_key,
+                        secret_key=accounts.admin_secret)
 
     async def main(stop: asyncio.Event) -> None:
-        controller = ControllerConfig(controller_store_path=f"{args.store}-controller", **tls) if args.controller \
-            else None
-        namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port, **tls), controller_config=controller)
+        controller = (ControllerConfig(controller_store_path=f"{args.store}-controller", **security)
+                      if args.controller else None)
+        namesrv = NamesrvController(NamesrvConfig(listen_port=args.namesrv_port, **security),
+                                    controller_config=controller)
         await namesrv.start()
         role = {"broker_role": args.role} if args.replicas > 1 else {}
         if controller is not None:  # replica ids start at 1: 0 is whichever replica is master
             role.update(enable_controller_mode=True, controller_addr=namesrv.address, broker_id=1,
                         all_ack_in_sync_state_set=True)
-        master_config = _broker_config(args, namesrv_addr=namesrv.address, **role, **tls)
+        master_config = _broker_config(args, namesrv_addr=namesrv.address, **role, **security)
         loop = asyncio.get_running_loop()
         brokers: list[BrokerController] = []
         tasks: list[asyncio.Task] = []
@@ -241,7 +251,7 @@ def _dev(args: argparse.Namespace) -> int:
                     tasks[-1].result()  # its start failed: raise why
                     return  # stopped by a signal while starting
                 brokers.append(ready.result())
-            _print_dev(args, namesrv, brokers, controller)
+            _print_dev(args, namesrv, brokers, controller, accounts)
             done, _ = await asyncio.wait([loop.create_task(stop.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
             for task in done & set(tasks):
                 task.result()  # a broker that ended by itself failed (a role switch that could not start): why
@@ -270,7 +280,8 @@ def _dev_tls(args: argparse.Namespace) -> dict[str, object]:
             "tls_client_trust_cert_path": str(certs / "ca.pem")}
 
 
-def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: ControllerConfig | None) -> None:
+def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: ControllerConfig | None,
+               accounts) -> None:
     master = brokers[0]
     print(f"spark-mq dev: namesrv {namesrv.address}, broker {master.address}, store {master.config.root}",
           flush=True)
@@ -289,6 +300,12 @@ def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: Con
         for slave in brokers[1:]:
             print(f"spark-mq dev: slave {slave.config.broker_id} {slave.address} (SLAVE, store "
                   f"{slave.config.root})", flush=True)
+    if accounts is not None:
+        print(f"spark-mq dev: ACL on: accounts in {accounts.acl_file} (mode 0600); the servers sign with admin account "
+              f"{accounts.admin_access_key}; yours is {accounts.user_access_key} (send and read any topic)", flush=True)
+        print(f"spark-mq dev: for the CLI and jobs: source {accounts.credentials_file} (exports SPARK_MQ_ACCESS_KEY "
+              f"and SPARK_MQ_SECRET_KEY); in Spark: .option('accessKey', '{accounts.user_access_key}')"
+              f".option('secretKey', os.environ['SPARK_MQ_SECRET_KEY'])", flush=True)
 
 
 SERVER_COMMANDS = ("demo", "namesrv", "controller", "broker", "dev")
@@ -350,6 +367,10 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     dev.add_argument("--controller", action="store_true",
                      help="with --replicas 2+: run the replication controller in the NameServer and the members as "
                           "controller-mode replicas 1..N (automatic failover); its state at <store>-controller")
+    dev.add_argument("--acl", action="store_true",
+                     help="check RocketMQ's ACL on every server: a plain_acl.yml with fresh secrets beside the store "
+                          "(an admin account for the servers, a publisher/subscriber one for you, exported by "
+                          "credentials.env; both mode 0600)")
     dev.add_argument("--role", choices=("ASYNC_MASTER", "SYNC_MASTER"), default="ASYNC_MASTER",
                      help="the master's brokerRole with --replicas 2+ (default ASYNC_MASTER: a send returns once "
                           "stored on the master; SYNC_MASTER: once a slave has it)")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from spark_mq.acl.dev_accounts import DevAccounts, write_dev_accounts
 from spark_mq.client.api import MQClientAPI
 
 READY_TIMEOUT_S = 30.0
@@ -113,6 +114,7 @@ class ServerProcess:
             pytest.fail(f"spark-mq {args[0]} did not get ready (exit {self.proc.returncode}, printed {line!r}):\n"
                         f"{self.log()[-4000:]}")
         self.addr = line.split()[-1]
+        self.ready_output = line  # what it printed up to its ready line (and any lines read with it)
 
     def _read_line(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -244,6 +246,55 @@ class Broker:
     def restart(self) -> None:
         self.stop()
         self.start_again()
+
+
+class AclCluster:
+    """A NameServer and a broker with aclEnable, on the accounts of ``spark-mq dev --acl`` (written under ``root``):
+    both sign their own requests with its admin account; ``user`` is its publisher/subscriber account."""
+
+    def __init__(self, root: Path) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        self.accounts: DevAccounts = write_dev_accounts(root)
+        a = self.accounts
+        security = (f"aclEnable=true\naclFile={a.acl_file}\naccessKey={a.admin_access_key}\n"
+                    f"secretKey={a.admin_secret}\n")
+        conf = root / "namesrv.conf"
+        conf.write_text(security)
+        self.namesrv = ServerProcess(["namesrv", "-c", str(conf), "--port", "0"], root / "namesrv.log", NAMESRV_READY)
+        try:
+            self.broker = Broker(self.namesrv.addr, root / "broker", security)
+        except BaseException:
+            self.namesrv.stop_cleanly()
+            raise
+
+    @property
+    def user(self) -> tuple[str, str]:
+        return self.accounts.user_access_key, self.accounts.user_secret
+
+    @property
+    def admin(self) -> tuple[str, str]:
+        return self.accounts.admin_access_key, self.accounts.admin_secret
+
+    def stop(self) -> None:
+        self.broker.stop()
+        self.namesrv.stop_cleanly()
+
+
+CLI_TIMEOUT_S = 60.0
+
+
+def run_cli(*args: str, input: str | bytes | None = None, namesrv: str | None = None,
+            timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
+    """``python -m spark_mq.cli <args>`` (with ``--namesrv`` from $SPARK_MQ_NAMESRV when given); text output."""
+    env = dict(os.environ, COLUMNS="250")
+    env.pop("SPARK_MQ_NAMESRV", None)
+    if namesrv is not None:
+        env["SPARK_MQ_NAMESRV"] = namesrv
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run([sys.executable, "-m", "spark_mq.cli", *args], input=data, capture_output=True,
+                          timeout=timeout, env=env)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(errors="replace"),
+                                       proc.stderr.decode(errors="replace"))
 
 
 # --- long polling, observed -------------------------------------------------------------------

@@ -69,8 +69,8 @@ from spark_mq.common.json_file import JsonSectionsFile
 from spark_mq.common.port_in_use import naming_the_port
 from spark_mq.common.serve_until_signal import serve_until_signal
 from spark_mq.common.tls import peer_context, server_context
-from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.loop import every, stop_tasks
+from spark_mq.remoting.peer_client import peer_client
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.config_file import (
     CONSUMER_OFFSETS,
@@ -135,7 +135,7 @@ class BrokerController:
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
         self.slave_sync: SlaveSynchronize | None = None  # a slave's
-        self.master_client = RemotingClient(ssl_context=peer_context(config))  # a slave's requests to its master
+        self.master_client = peer_client(config)  # a slave's requests to its master (signed: admin reads)
         self.replicas: ReplicasManager | None = None  # controller mode
         # controller mode: this broker's SyncStateSet and the confirmed offset, learned by ``replicas``,
         # kept by a master's ``SyncStateKeeper``, acknowledged through ``ha_service``
@@ -442,7 +442,7 @@ async def run(config: BrokerConfig, stop: asyncio.Event,
               on_ready: Callable[[BrokerController], None] | None = None) -> None:
     """Run a broker until ``stop`` is set; in controller mode, replaced by one of the new role at each role
     change the controller decides (``run_roles``). ``on_ready`` gets the first broker once it serves."""
-    controller_client = RemotingClient(ssl_context=peer_context(config)) if config.enable_controller_mode else None
+    controller_client = peer_client(config) if config.enable_controller_mode else None
     try:
         if controller_client is not None:
             first = controller_start(config, controller_client)

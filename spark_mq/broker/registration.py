@@ -21,12 +21,11 @@ from collections.abc import Callable
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
-from spark_mq.common.tls import peer_context
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
-from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.loop import wait_event
+from spark_mq.remoting.peer_client import PEER_ACCOUNT_HINT, peer_client
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class NameServerRegistration:
         self.ha_address = f"{config.broker_ip1}:{ha_port}"
         self.topics = topics
         self.on_master_learned = on_master_learned
-        self.client = RemotingClient(ssl_context=peer_context(config))
+        self.client = peer_client(config)  # REGISTER_BROKER is an admin operation: signed by the broker's account
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServers
         self.master_ha_addr = ""
         self.controller_master: str | None = "" if controller_mode else None  # the master the controller names
@@ -101,7 +100,9 @@ class NameServerRegistration:
             try:
                 resp = await self.client.invoke(
                     addr, RemotingCommand.request(RequestCode.REGISTER_BROKER, fields, body), NAMESRV_TIMEOUT_S)
-                if resp.code != ResponseCode.SUCCESS:
+                if resp.code == ResponseCode.NO_PERMISSION:
+                    log.warning("namesrv %s refused registration: %s (%s)", addr, resp.remark, PEER_ACCOUNT_HINT)
+                elif resp.code != ResponseCode.SUCCESS:
                     log.warning("namesrv %s refused registration: %s %s", addr, resp.code, resp.remark)
                 elif self.config.is_slave:
                     self._learn_master(resp.ext_fields.get("masterAddr", ""), resp.ext_fields.get("haServerAddr", ""))

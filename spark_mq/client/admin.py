@@ -210,7 +210,8 @@ class Admin:
 
     def __init__(self, config: ClientConfig, api: MQClientAPI | None = None) -> None:
         self.config = config
-        self.api = api or MQClientAPI(timeout=config.request_timeout_s, ssl_context=config.ssl_context())
+        self.api = api or MQClientAPI(timeout=config.request_timeout_s, ssl_context=config.ssl_context(),
+                                      credentials=config.credentials)
         self._owns_api = api is None
 
     async def __aenter__(self) -> Admin:

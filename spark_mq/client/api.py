@@ -79,6 +79,7 @@ from spark_mq.remoting.headers import (
     UnregisterClientRequestHeader,
 )
 from spark_mq.remoting.message_batch_codec import encode_batch_body
+from spark_mq.remoting.signature import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +99,16 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests):
 
     ``async with MQClientAPI() as api:`` opens nothing until the first request and closes every
     connection on exit. A ``remoting`` client passed in is shared and left open on ``close``;
-    server-initiated requests on it go to the MQClientAPI constructed on it last.
+    server-initiated requests on it go to the MQClientAPI constructed on it last. ``credentials`` sign
+    every request of the remoting client it creates (one passed in signs with its own).
     """
 
     def __init__(self, remoting: RemotingClient | None = None, *, timeout: float = 3.0,
-                 connect_timeout: float = 3.0, ssl_context: ssl.SSLContext | None = None) -> None:
+                 connect_timeout: float = 3.0, ssl_context: ssl.SSLContext | None = None,
+                 credentials: Credentials | None = None) -> None:
         """``ssl_context`` (``ClientConfig.ssl_context``): TLS, for the remoting client made here."""
-        self.remoting = remoting if remoting is not None else RemotingClient(connect_timeout, ssl_context=ssl_context)
+        self.remoting = remoting if remoting is not None else RemotingClient(
+            connect_timeout, ssl_context=ssl_context, credentials=credentials)
         self._owns_remoting = remoting is None
         self.timeout = timeout
         self._ids_changed: list[ConsumerIdsChangedCallback] = []

@@ -1,16 +1,25 @@
-"""Client configuration shared by producers, consumers and the admin (RocketMQ's ClientConfig)."""
+"""Client configuration shared by producers, consumers and the admin (RocketMQ's ClientConfig).
+
+``access_key``/``secret_key`` are the account every request is signed with (RocketMQ's
+``AclClientRPCHook``), for servers with ``aclEnable``; the secret is in no repr, log or error text.
+"""
 
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.tls import client_context
+from spark_mq.remoting.signature import Credentials
 
 # the TLS fields as errors name them (the CLI's options alongside)
 TLS_FIELDS = ("tls_trust_cert_path (--tls-ca)", "tls_cert_path (--tls-cert)", "tls_key_path (--tls-key)")
+# the account in the environment: spark-mq and the jobs read both, Spark's source and sink the secret (for a
+# catalog table, which keeps no secret)
+ACCESS_KEY_ENV = "SPARK_MQ_ACCESS_KEY"
+SECRET_KEY_ENV = "SPARK_MQ_SECRET_KEY"
 
 
 @dataclass(frozen=True)
@@ -26,6 +35,8 @@ class ClientConfig:
     tls_trust_cert_path: str = ""  # PEM CA certificates the servers' are checked against (empty: the system's)
     tls_cert_path: str = ""  # PEM client certificate, for servers requiring one (tls.server.need.client.auth)
     tls_key_path: str = ""  # PEM private key of tls_cert_path
+    access_key: str = ""  # the account requests are signed with (ACL); empty: unsigned
+    secret_key: str = field(default="", repr=False)  # that account's secret key: never in reprs, logs or errors
 
     def __post_init__(self) -> None:
         if not self.namesrv_addrs:
@@ -36,6 +47,9 @@ class ClientConfig:
                 raise ConfigError(f"NameServer address {addr!r} is not host:port")
         if not self.tls_enable and (self.tls_trust_cert_path or self.tls_cert_path or self.tls_key_path):
             raise ConfigError("TLS certificates are given but tls_enable is off: set tls_enable=True (--tls)")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ConfigError("access_key and secret_key go together: give both (an account of the servers' "
+                              "plain_acl.yml) or neither")
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -47,3 +61,8 @@ class ClientConfig:
         if not self.tls_enable:
             return None
         return client_context(self.tls_trust_cert_path, self.tls_cert_path, self.tls_key_path, keys=TLS_FIELDS)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The account requests are signed with; None: unsigned."""
+        return Credentials(self.access_key, self.secret_key) if self.access_key else None

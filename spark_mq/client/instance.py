@@ -39,7 +39,8 @@ class ClientInstance:
     def __init__(self, config: ClientConfig, api: MQClientAPI | None = None) -> None:
         self.config = config
         self.client_id = client_id(config.instance_name, ip=config.client_ip)
-        self.api = api or MQClientAPI(timeout=config.request_timeout_s, ssl_context=config.ssl_context())
+        self.api = api or MQClientAPI(timeout=config.request_timeout_s, ssl_context=config.ssl_context(),
+                                      credentials=config.credentials)
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, str] = {}  # broker name -> master address
         self.broker_sets: dict[str, dict[int, str]] = {}  # broker name -> {broker id: address}, as last routed

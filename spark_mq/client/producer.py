@@ -349,7 +349,7 @@ class Producer:
             if not queues:  # as RocketMQ's tryToFindTopicPublishInfo: a route without queues is asked for again
                 queues = await self.publish_queues(topic, refresh=True)
         except RemotingError as e:
-            raise SendFailedError(f"send to topic {topic} failed: no route, the NameServer did not answer: {e}") from e
+            raise SendFailedError(f"send to topic {topic} failed: no route from the NameServers: {e}") from e
         if not queues:
             raise SendFailedError(f"topic {topic} has no writable queue on a broker with a master "
                                   f"(check its perm and its brokers with get_route_info)")

@@ -41,6 +41,19 @@ _HINTS: dict[int, str] = {
 }
 
 
+# NO_PERMISSION from a server with aclEnable, by whether this client signs (the remark names the account and
+# what it lacks); where the account is set: ClientConfig, the CLI, Spark's options
+_SET_ACCOUNT = ("access_key/secret_key in ClientConfig, --access-key/--secret-key or SPARK_MQ_ACCESS_KEY/"
+                "SPARK_MQ_SECRET_KEY for spark-mq, options accessKey/secretKey in Spark")
+_ACL_HINTS = {
+    False: "if the server checks ACL: this client sends no account; give one of the servers' plain_acl.yml "
+           f"({_SET_ACCOUNT}); else " + _HINTS[ResponseCode.NO_PERMISSION],
+    True: "if the server checks ACL: use an account whose plain_acl.yml entry grants this (admin: true for admin "
+          f"operations, topicPerms/groupPerms for sends and pulls) and check its secret ({_SET_ACCOUNT}); else "
+          + _HINTS[ResponseCode.NO_PERMISSION],
+}
+
+
 def _code(code: int) -> int:
     """The ResponseCode member for ``code`` when known (its name goes in error messages)."""
     try:
@@ -70,7 +83,7 @@ class Requester:
         cmd = RemotingCommand.request(code, fields, body)
         response = await self.remoting.invoke(addr, cmd, self.timeout if timeout is None else timeout)
         if response.code not in ok:
-            raise self.error(response, addr, code)
+            raise self.error(response, addr, code, signed=self.remoting.credentials is not None)
         return response
 
     async def _oneway(self, addr: str, code: int, header: Header, body: bytes = b"",
@@ -79,6 +92,7 @@ class Requester:
         await self.remoting.invoke_oneway(addr, cmd, self.timeout if timeout is None else timeout)
 
     @staticmethod
-    def error(response: RemotingCommand, addr: str, request_code: int) -> MQClientError:
+    def error(response: RemotingCommand, addr: str, request_code: int, signed: bool = True) -> MQClientError:
         code = _code(response.code)
-        return MQClientError(code, response.remark, addr, _request_name(request_code), _HINTS.get(response.code))
+        hint = _ACL_HINTS[signed] if code == ResponseCode.NO_PERMISSION else _HINTS.get(response.code)
+        return MQClientError(code, response.remark, addr, _request_name(request_code), hint)

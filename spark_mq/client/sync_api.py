@@ -50,6 +50,7 @@ from spark_mq.remoting.headers import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
 )
+from spark_mq.remoting.signature import Credentials
 
 # -- end of generated imports --
 
@@ -63,9 +64,9 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     """
 
     def __init__(self, *, timeout: float = 3.0, connect_timeout: float = 3.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, credentials: Credentials | None = None) -> None:
         super().__init__(lambda: MQClientAPI(timeout=timeout, connect_timeout=connect_timeout,
-                                             ssl_context=ssl_context), "spark-mq-client")
+                                             ssl_context=ssl_context, credentials=credentials), "spark-mq-client")
 
     @property
     def api(self) -> MQClientAPI:

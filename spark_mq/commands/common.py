@@ -1,4 +1,10 @@
-"""What the client commands share: the --namesrv and --tls options, time parsing, console and JSON output."""
+"""What the client commands share: the --namesrv and --tls options, the account (--access-key/--secret-key),
+time parsing, console and JSON output.
+
+The account signs every request (RocketMQ's ACL). Flags win over the environment variables
+``SPARK_MQ_ACCESS_KEY``/``SPARK_MQ_SECRET_KEY``; the environment keeps the secret out of the shell history
+and ``ps``. The secret is never printed, logged or put in an error text.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import os
 import sys
 from datetime import datetime
 
+from spark_mq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from spark_mq.common.errors import ConfigError
 
 NAMESRV_ENV = "SPARK_MQ_NAMESRV"
@@ -35,6 +42,27 @@ def add_tls(parser: argparse.ArgumentParser) -> None:
                         help=f"PEM private key of --tls-cert (default: ${TLS_KEY_ENV})")
 
 
+def add_credentials(parser: argparse.ArgumentParser) -> None:
+    """--access-key/--secret-key: the account requests are signed with (ACL); neither has a default shown."""
+    group = parser.add_argument_group("account (servers with aclEnable)", "requests are signed with this account of "
+                                      "the servers' plain_acl.yml; the secret is never echoed or logged")
+    group.add_argument("--access-key", metavar="KEY", help=f"the account's accessKey (default: ${ACCESS_KEY_ENV})")
+    group.add_argument("--secret-key", metavar="SECRET",
+                       help=f"its secretKey (default: ${SECRET_KEY_ENV}, which keeps it out of the shell history "
+                            "and ps)")
+
+
+def credentials_of(args: argparse.Namespace) -> tuple[str, str]:
+    """(access key, secret key) from the flags, else the environment; ('', '') for none."""
+    access = getattr(args, "access_key", None) or os.environ.get(ACCESS_KEY_ENV, "")
+    secret = getattr(args, "secret_key", None) or os.environ.get(SECRET_KEY_ENV, "")
+    if bool(access) != bool(secret):
+        given, missing = ("--access-key", "--secret-key") if access else ("--secret-key", "--access-key")
+        raise ConfigError(f"{given} (or its environment variable) is given without {missing}: give both "
+                          f"(or ${ACCESS_KEY_ENV} and ${SECRET_KEY_ENV}), or neither")
+    return access, secret
+
+
 def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
                 description: str) -> argparse.ArgumentParser:
     """The subcommand ``name`` of ``sub``, talking to the NameServers (``--namesrv``, listed first) and
@@ -42,6 +70,7 @@ def add_command(sub: argparse._SubParsersAction, name: str, run, *, help: str,
     parser = sub.add_parser(name, help=help, description=description)
     add_namesrv(parser)
     add_tls(parser)
+    add_credentials(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -50,9 +79,20 @@ def client_config(args: argparse.Namespace, **overrides: object):
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.config import ClientConfig
 
+    access_key, secret_key = credentials_of(args)
     return ClientConfig(namesrv_addr=args.namesrv, tls_enable=bool(args.tls or args.tls_ca or args.tls_cert),
                         tls_trust_cert_path=args.tls_ca, tls_cert_path=args.tls_cert, tls_key_path=args.tls_key,
-                        **overrides)
+                        access_key=access_key, secret_key=secret_key, **overrides)
+
+
+def client_api(args: argparse.Namespace, timeout: float | None = None):
+    """A ``SyncMQClientAPI`` with the command's TLS and account (``timeout``: the client config's by default)."""
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
+    from spark_mq.client.sync_api import SyncMQClientAPI
+
+    config = client_config(args)
+    return SyncMQClientAPI(timeout=config.request_timeout_s if timeout is None else timeout,
+                           ssl_context=config.ssl_context(), credentials=config.credentials)
 
 
 def parse_time_ms(text: str, what: str = "time") -> int:

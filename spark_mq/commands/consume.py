@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from spark_mq.commands.common import add_command, client_config, message_json, parse_time_ms
+from spark_mq.commands.common import add_command, client_api, client_config, message_json, parse_time_ms
 from spark_mq.common.errors import SparkMQError
 
 DEFAULT_TIMEOUT_S = 5.0
@@ -87,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
 def _commit(args: argparse.Namespace, next_offsets: dict[tuple[bytes, str, int], int]) -> None:
     """UPDATE_CONSUMER_OFFSET to the broker that stored each queue (its address is the messages' store host)."""
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
-    from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.message import unpack_host
 
-    with SyncMQClientAPI(ssl_context=client_config(args).ssl_context()) as api:
+    with client_api(args) as api:
         for (host, topic, queue_id), offset in sorted(next_offsets.items()):
             api.update_consumer_offset(unpack_host(host), args.group, topic, queue_id, offset)

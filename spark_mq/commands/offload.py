@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from spark_mq.commands.common import add_command, console
+from spark_mq.commands.common import add_command, client_api, console
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.tiered.formats import DEFAULT_FORMAT, FORMATS
@@ -81,7 +81,6 @@ def topics_of(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
-    from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.tiered.offload import ColdBoundary, plan_offload, run_offload
 
     topics = topics_of(args)
@@ -92,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     boundary = ColdBoundary(all=args.all, older_than_ms=parse_duration_ms(args.older_than)
                             if args.older_than is not None else None)
     out = console()
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S) as api:
+    with client_api(args, REQUEST_TIMEOUT_S) as api:
         plans = plan_offload(api, split_addresses(args.namesrv), topics, args.root, fmt=args.format,
                              boundary=boundary)
         queue_plans = [q for t in plans for q in t.queues]

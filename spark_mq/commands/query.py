@@ -9,6 +9,7 @@ import json
 from spark_mq.commands.common import (
     add_command,
     body_preview,
+    client_api,
     client_config,
     console,
     format_ms,
@@ -77,13 +78,11 @@ def _across_tiers(args: argparse.Namespace, begin: int, end: int | None):
     """(messages, their tiers) carrying --key in the brokers and the archive, newest first, at most --max."""
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
     from spark_mq.client.admin import FoundMessage
-    from spark_mq.client.sync_api import SyncMQClientAPI
     from spark_mq.common.config import split_addresses
     from spark_mq.tiered.lookup import TIER_COLUMN, TimeWindow, find_by_key, row_to_message
 
     window = TimeWindow(begin, end + 1 if end is not None else None)  # --end is inclusive, the window is not
-    config = client_config(args)
-    with SyncMQClientAPI(timeout=config.request_timeout_s, ssl_context=config.ssl_context()) as api:
+    with client_api(args) as api:
         table = find_by_key(api, split_addresses(args.namesrv), args.topic, args.key, window, root=args.archive,
                             max_hot=args.max)
     rows = table.to_pylist()[::-1][: args.max]  # the lookup orders by store time; show the newest first

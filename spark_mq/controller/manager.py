@@ -29,7 +29,6 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from spark_mq.common.config import ControllerConfig
-from spark_mq.common.tls import peer_context
 from spark_mq.controller.elect_policy import ElectPolicy
 from spark_mq.controller.heartbeats import BrokerLiveTable
 from spark_mq.controller.replicas_info import (
@@ -42,7 +41,7 @@ from spark_mq.controller.replicas_info import (
     needs_new_master,
     register_broker,
 )
-from spark_mq.controller.role_notifier import RoleChangeNotifier
+from spark_mq.controller.role_notifier import NOTIFY_TIMEOUT_S, RoleChangeNotifier
 from spark_mq.controller.state_store import NO_RECORD, ControllerStateStore, StaleStateError, StateStoreError
 from spark_mq.remoting.bodies import (
     BrokerMemberGroup,
@@ -69,6 +68,7 @@ from spark_mq.remoting.headers import (
     RegisterBrokerToControllerResponseHeader,
 )
 from spark_mq.remoting.loop import every, stop_tasks
+from spark_mq.remoting.peer_client import peer_client
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ class ControllerManager:
         self.store = store
         self.live = BrokerLiveTable(config.controller_heart_beat_timeout_mills, clock)
         self.policy = ElectPolicy(self.live.is_alive, self.live.progress)
-        self.notifier = RoleChangeNotifier(self.live.is_alive, peer_context(config))
+        self.notifier = RoleChangeNotifier(self.live.is_alive, peer_client(config, NOTIFY_TIMEOUT_S))
         self._states: dict[str, tuple[BrokerSetState, int]] = {}  # broker name -> (state, store version)
         self._leading = False  # leadership held and every record loaded
         self._term = 0  # counts the store's leadership callbacks: a take-over outlived by a loss is void

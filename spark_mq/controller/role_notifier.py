@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable
 
 from spark_mq.common.errors import RemotingError
@@ -31,12 +30,12 @@ NOTIFY_TIMEOUT_S = 3.0  # to dial a broker (RocketMQ's 3000 ms); a broker that d
 
 
 class RoleChangeNotifier:
-    """Runs on the controller's event loop; ``alive(broker name, broker id)`` picks the brokers to tell."""
+    """Runs on the controller's event loop; ``alive(broker name, broker id)`` picks the brokers to tell; ``client``
+    (the controller's, signing with its account: a notify is an admin request; closed here) dials them."""
 
-    def __init__(self, alive: Callable[[str, int], bool], ssl_context: ssl.SSLContext | None = None) -> None:
-        """``ssl_context``: dial the brokers over TLS (the controller's ``tls.enable``)."""
+    def __init__(self, alive: Callable[[str, int], bool], client: RemotingClient) -> None:
         self._alive = alive
-        self._client = RemotingClient(connect_timeout=NOTIFY_TIMEOUT_S, ssl_context=ssl_context)
+        self._client = client
         self._tasks: set[asyncio.Task] = set()
 
     def notify(self, state: BrokerSetState) -> None:

@@ -1,7 +1,9 @@
 """asyncio RocketMQ remoting client: one lazily opened connection per ``host:port``.
 
 A lost connection fails every request pending on it (``RemotingConnectError`` chained to the
-cause) and is dropped; the next call to that address dials again. Requests the server sends
+cause) and is dropped; the next call to that address dials again. Given an account's
+:class:`~spark_mq.remoting.signature.Credentials`, every request sent is signed with them
+(RocketMQ's ``AclClientRPCHook``), just before it is encoded. Requests the server sends
 us (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE...) go to handlers registered as on
 the server.
 
@@ -25,6 +27,7 @@ from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, Handler
+from spark_mq.remoting.signature import Credentials
 
 
 def _abandon(connecting: asyncio.Future) -> None:
@@ -55,10 +58,11 @@ class RemotingClient:
     """Connections keyed by address; all coroutines run on one event loop and may interleave."""
 
     def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME, *,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, credentials: Credentials | None = None) -> None:
         self.connect_timeout = connect_timeout
         self.max_frame = max_frame
         self.ssl_context = ssl_context  # dial over TLS
+        self.credentials = credentials  # signs every request of every connection (None: unsigned)
         self._handlers: dict[int, Handler] = {}
         self._conns: dict[str, Connection] = {}
         self._dialing: dict[str, _Dialing] = {}  # only while a dial to the address is under way or awaited
@@ -118,7 +122,7 @@ class RemotingClient:
             raise RemotingConnectError(f"cannot connect to {addr}: {e.strerror or e}") from e
         if writer.is_closing():  # closed as soon as the handshake ended: see ``common.tls.CLIENT_CERT_REFUSED``
             raise RemotingConnectError(f"cannot connect to {addr}: closed at once: {CLIENT_CERT_REFUSED}")
-        conn = Connection(reader, writer, self._handlers, self.max_frame, role="client")
+        conn = Connection(reader, writer, self._handlers, self.max_frame, role="client", credentials=self.credentials)
         conn.on_close(lambda c, a=addr: self._conns.pop(a, None) if self._conns.get(a) is c else None)
         self._conns[addr] = conn
         return conn
@@ -157,9 +161,9 @@ class SyncRemotingClient(BlockingFacade[RemotingClient]):
     _unwrapped = ("connection",)  # a Connection belongs to the private loop: of no use to a caller
 
     def __init__(self, connect_timeout: float = 3.0, max_frame: int = DEFAULT_MAX_FRAME, *,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
-        super().__init__(lambda: RemotingClient(connect_timeout, max_frame, ssl_context=ssl_context),
-                         "spark-mq-remoting")
+                 ssl_context: ssl.SSLContext | None = None, credentials: Credentials | None = None) -> None:
+        super().__init__(lambda: RemotingClient(connect_timeout, max_frame, ssl_context=ssl_context,
+                                                credentials=credentials), "spark-mq-remoting")
 
     @property
     def client(self) -> RemotingClient:

@@ -23,6 +23,10 @@ memory, whatever its client does:
   part of a frame for ``serverPartialFrameTimeoutSeconds``. The decoder holds only the bytes that
   arrived, never the length a frame declares.
 
+A client connection given an account's ``Credentials`` signs every request it sends with them
+(RocketMQ's ``AclClientRPCHook``), whoever builds the request: the remoting client's calls, and a
+producer's END_TRANSACTION answering a broker's check on the broker's own connection.
+
 A client connection never stops reading (both ends waiting for the other to read would be a
 deadlock) and is never closed for idleness or a slow frame.
 
@@ -59,6 +63,7 @@ from spark_mq.common.tls import CLIENT_CERT_REFUSED
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, encode
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
+from spark_mq.remoting.signature import Credentials
 
 log = logging.getLogger(__name__)
 client_faults = LogLimiter(log)  # the lines a peer's bad input causes, rate-limited per peer host and reason
@@ -96,7 +101,8 @@ class Connection:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handlers: dict[int, Handler],
                  max_frame: int = DEFAULT_MAX_FRAME, role: str = "remoting",
-                 channel: ServerChannelConfig | None = None, gate: Gate | None = None) -> None:
+                 channel: ServerChannelConfig | None = None, gate: Gate | None = None,
+                 credentials: Credentials | None = None) -> None:
         self._reader = reader
         self._writer = writer
         self._handlers = handlers  # shared with the owning server/client: registrations apply at once
@@ -113,6 +119,7 @@ class Connection:
         self._last_read = time.monotonic()  # when a chunk was last read
         self._frame_since: float | None = None  # since when a partial frame sits in the decoder (server side)
         self._channel = channel
+        self._credentials = credentials  # a client's account: signs every request sent here (never a response)
         self._max_in_flight = channel.server_channel_max_in_flight_requests if channel else 0  # 0: unbounded
         self._max_held = channel.server_channel_max_held_requests if channel else 0
         self._in_flight = 0  # requests holding a slot: served, or answered but above the high-water mark
@@ -145,6 +152,7 @@ class Connection:
         if self.closed:
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}") from self.close_cause
         cmd.flag &= ~(RESPONSE_FLAG | ONEWAY_FLAG)
+        self._sign(cmd)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
@@ -170,6 +178,7 @@ class Connection:
         if self.closed:
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}") from self.close_cause
         cmd.flag = (cmd.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
+        self._sign(cmd)
         self._write(cmd)
 
     async def drain(self) -> None:
@@ -265,6 +274,12 @@ class Connection:
             cb(self)
         except Exception:
             log.exception("close callback of %s connection %s failed", self._role, self.peer)
+
+    def _sign(self, cmd: RemotingCommand) -> None:
+        """Add the account's ``AccessKey`` and ``Signature`` as RocketMQ's AclClientRPCHook does, last of all (what
+        is signed is what is sent; signing again, as a retry does, gives the same fields)."""
+        if self._credentials is not None:
+            self._credentials.sign(cmd.ext_fields, cmd.body)
 
     def _write(self, cmd: RemotingCommand) -> None:
         if self._writer.is_closing():

@@ -28,15 +28,25 @@ one back until that many messages wait or ``maxTriggerDelay`` passed since the l
 ``minOffsetsPerTrigger`` / ``maxTriggerDelay``, applied by the reader itself: see
 :mod:`spark_mq.spark.stream`).
 
+``accessKey``/``secretKey`` (source and sink) are the account every request is signed with, for servers
+with ``aclEnable``; without ``secretKey``, ``accessKey``'s secret is ``$SPARK_MQ_SECRET_KEY`` of the driver.
+Spark redacts both by name wherever it shows options (its default ``spark.redaction.regex``): the SQL page,
+``explain``, the event log; here the secret is in no repr and no error text, and it reaches the executors
+inside the pickled partitions and writers, never in a log line. A catalog table does not keep it (its options
+live in its schema, which Spark writes into files such as Parquet footers): its reads take it from the query's
+options or the environment.
+
 Thread-safety: immutable values and pure functions.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from spark_mq.client.config import SECRET_KEY_ENV
 from spark_mq.client.rebalance import STRATEGIES
 from spark_mq.client.subscription import parse_tags, subscription_data
 from spark_mq.common.config import split_addresses
@@ -45,6 +55,7 @@ from spark_mq.common.names import validate_group, validate_topic
 from spark_mq.filter.compose import all_of, is_property_name, tags_in
 from spark_mq.filter.sql92 import FilterParseError, parse
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, SubscriptionData
+from spark_mq.remoting.signature import Credentials
 from spark_mq.spark.offsets import (
     COMMITTED,
     EARLIEST,
@@ -80,12 +91,14 @@ FAIL_ON_DATA_LOSS = "failOnDataLoss"
 PULL_BATCH_SIZE = "pullBatchSize"
 REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
 TIERED_STORE_ROOT = "tieredStoreRoot"
+ACCESS_KEY = "accessKey"  # the account requests are signed with (ACL), source and sink
+SECRET_KEY = "secretKey"  # ... its secret: Spark's default spark.redaction.regex matches the name
 
 ALL_OPTIONS = (NAMESRV, TOPIC, TOPIC_PATTERN, GROUP, TAGS, SQL_FILTER, PROPERTY_COLUMNS, STARTING_OFFSETS,
                STARTING_TIMESTAMP, ENDING_OFFSETS, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
                ENDING_TIMESTAMP, MIN_PARTITIONS, MAX_MESSAGES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
                MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER, FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE,
-               REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT)
+               REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT, ACCESS_KEY, SECRET_KEY)
 STREAM_ONLY = (MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY)
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
@@ -151,6 +164,12 @@ class SourceOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     rebalance_interval_ms: int = DEFAULT_REBALANCE_INTERVAL_MS
     tiered_store_root: str | None = None  # the archive read below each queue's hot min (spark_mq.tiered.tiers)
+    access_key: str = ""  # the account requests are signed with; empty: unsigned
+    secret_key: str = field(default="", repr=False)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return _credentials(self.access_key, self.secret_key)
 
     @property
     def group_member(self) -> bool:
@@ -278,6 +297,7 @@ class SourceOptions:
             rebalance_interval_ms=_int(given, REBALANCE_INTERVAL_MS, minimum=MIN_REBALANCE_INTERVAL_MS)
             or DEFAULT_REBALANCE_INTERVAL_MS,
             tiered_store_root=given.get(TIERED_STORE_ROOT) or None,
+            **_account(given),
         )
 
 
@@ -288,7 +308,7 @@ def table_options(options: Mapping[str, str]) -> dict[str, str] | None:
         return None
     given = _given(options, _BY_LOWER, ALL_OPTIONS, "source", "read", ignored=_SPARK_READ_OPTIONS,
                    required=(NAMESRV,))
-    return {name.lower(): value for name, value in given.items()}
+    return {name.lower(): value for name, value in given.items() if name != SECRET_KEY}  # kept in the schema: no secret
 
 
 def _topics(given: dict[str, str]) -> tuple[tuple[str, ...], str | None]:
@@ -427,7 +447,7 @@ def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...], single: s
 PRODUCER_GROUP = "producerGroup"
 BATCH_SIZE = "batchSize"
 EXACTLY_ONCE = "exactlyOnce"
-SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE, EXACTLY_ONCE)
+SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE, EXACTLY_ONCE, ACCESS_KEY, SECRET_KEY)
 _SINK_BY_LOWER = {name.lower(): name for name in SINK_OPTIONS}
 # options Spark itself passes (or users set for Spark) on a write: accepted and ignored by the sink
 _SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname", *_TABLE_PROPERTIES})
@@ -446,10 +466,16 @@ class SinkOptions:
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_size: int = DEFAULT_BATCH_SIZE
     exactly_once: bool = False  # rows as half messages, committed per micro-batch (spark/exactly_once.py)
+    access_key: str = ""  # the account requests are signed with; empty: unsigned
+    secret_key: str = field(default="", repr=False)
 
     @property
     def namesrv_addrs(self) -> list[str]:
         return split_addresses(self.namesrv)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return _credentials(self.access_key, self.secret_key)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -467,7 +493,25 @@ class SinkOptions:
                               f"keeps the query's commit records), not a 'topic' column")
         return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
                    producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size,
-                   exactly_once=exactly_once)
+                   exactly_once=exactly_once, **_account(given))
+
+
+def _account(given: dict[str, str]) -> dict[str, str]:
+    """``access_key``/``secret_key`` from the options, the secret from the environment when only ``accessKey`` is
+    given (a catalog table's reads); both or neither (the error names no value)."""
+    access = given.get(ACCESS_KEY, "")
+    secret = given.get(SECRET_KEY, "") or (os.environ.get(SECRET_KEY_ENV, "") if access else "")
+    if secret and not access:
+        raise ConfigError(f"option {SECRET_KEY!r} is given without {ACCESS_KEY!r}: give both (an account of the "
+                          f"servers' plain_acl.yml) or neither")
+    if access and not secret:
+        raise ConfigError(f"option {ACCESS_KEY!r} is given without {SECRET_KEY!r}: give .option({SECRET_KEY!r}, ...) "
+                          f"or set {SECRET_KEY_ENV} in the driver's environment (a catalog table keeps no secret)")
+    return {"access_key": access, "secret_key": secret}
+
+
+def _credentials(access_key: str, secret_key: str) -> Credentials | None:
+    return Credentials(access_key, secret_key) if access_key else None
 
 
 def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,
@@ -483,7 +527,8 @@ def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple
             raise ConfigError(f"unknown option {key!r} of the spark_mq {kind}: the options are {', '.join(names)}")
         text = value.strip() if isinstance(value, str) else str(value)
         if given.setdefault(name, text) != text:
-            raise ConfigError(f"option {name!r} is given twice, as {given[name]!r} and {text!r}: give it once")
+            values = "with two values" if name == SECRET_KEY else f"as {given[name]!r} and {text!r}"
+            raise ConfigError(f"option {name!r} is given twice, {values}: give it once")
     for name in required:
         if not given.get(name):
             raise ConfigError(f"option {name!r} is required: .option({name!r}, ...)"

@@ -171,7 +171,7 @@ def offload_queue(api: SyncMQClientAPI, archive: Archive, plan: QueuePlan, liste
     if plan.stale_watermark and plan.archived_end is not None:
         watermark = _record(api, plan, plan.archived_end, listener, result)
     part = QueueRange(plan.topic, plan.broker_name, plan.broker_addr, plan.queue_id, plan.start, plan.end,
-                      ALL_TAGS, OFFLOAD_GROUP, pull_batch_size, True)
+                      ALL_TAGS, OFFLOAD_GROUP, pull_batch_size, True, credentials=api.api.remoting.credentials)
     for start, end, rows in _chunks(part, chunk_bytes, plan, listener):
         written = archive.append(plan.broker_name, plan.queue_id, start, end, rows)
         listener.committed(plan, start, end, written)

@@ -3,27 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 
 import pytest
+from servers import run_cli
 
-CLI_TIMEOUT_S = 60.0
-
-
-def run_cli(*args: str, input: str | bytes | None = None, namesrv: str | None = None,
-            timeout: float = CLI_TIMEOUT_S) -> subprocess.CompletedProcess:
-    """``python -m spark_mq.cli <args>`` (with ``--namesrv`` from $SPARK_MQ_NAMESRV when given); text output."""
-    env = dict(os.environ, COLUMNS="250")
-    env.pop("SPARK_MQ_NAMESRV", None)
-    if namesrv is not None:
-        env["SPARK_MQ_NAMESRV"] = namesrv
-    data = input.encode() if isinstance(input, str) else input
-    proc = subprocess.run([sys.executable, "-m", "spark_mq.cli", *args], input=data, capture_output=True,
-                          timeout=timeout, env=env)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode(errors="replace"),
-                                       proc.stderr.decode(errors="replace"))
+__all__ = ["run_cli"]  # the CLI tests import it from here
 
 
 @pytest.fixture
