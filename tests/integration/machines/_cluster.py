@@ -12,8 +12,6 @@ CA and certificates (``scripts/make_certs.py``) with each host's address as a SA
 
 from __future__ import annotations
 
-import dataclasses
-import pkgutil
 import subprocess
 import sys
 from collections import Counter
@@ -25,8 +23,7 @@ from integration.ha.ledger import key_of
 from netns import Network
 from servers import NAMESRV_READY, ServerProcess
 
-import spark_mq.acl
-from spark_mq.client.config import ClientConfig
+from spark_mq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, ClientConfig
 from spark_mq.client.pull_consumer import SyncPullConsumer
 from spark_mq.client.results import PullStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -37,7 +34,6 @@ CONTROLLER_PORT = 9878
 HA_PORT = 10912  # every broker on its own host: RocketMQ's default HA port
 ADMIN = ("rocketmq2", "12345678-admin")  # the cluster's own account: brokers sign with it, topics are made with it
 APP = ("spark-app", "app-secret-d2a5")  # the application's: publish and subscribe, nothing else
-CREDENTIAL_VARIABLES = ("SPARK_MQ_ACCESS_KEY", "SPARK_MQ_SECRET_KEY")  # where jobs/ read an account from
 PULL_BATCH = 256
 CLIENT_TIMEOUT_S = 10.0
 
@@ -57,19 +53,6 @@ accounts:
     defaultTopicPerm: PUB|SUB
     defaultGroupPerm: SUB
 """
-
-
-def missing_for(acl: bool, tls: bool) -> str | None:
-    """What this checkout lacks to run with ``acl``/``tls`` on (branches not merged yet), or None."""
-    client_keys = {f.name for f in dataclasses.fields(ClientConfig)}
-    missing = []
-    if acl and not any(pkgutil.iter_modules(spark_mq.acl.__path__)):
-        missing.append("the server-side ACL (spark_mq/acl is empty)")
-    if acl and "access_key" not in client_keys:
-        missing.append("client credentials (ClientConfig.access_key)")
-    if tls and not ((REPO / "scripts" / "make_certs.py").exists() and "tls_enable" in client_keys):
-        missing.append("TLS (scripts/make_certs.py, ClientConfig.tls_enable)")
-    return f"needs {' and '.join(missing)}" if missing else None
 
 
 @dataclass(frozen=True)
@@ -119,7 +102,7 @@ class Security:
     def job_env(self, account: tuple[str, str] = APP) -> dict[str, str]:
         """The environment a Spark job takes ``account`` from (with ACL on), as the jobs/ scripts do: not
         their command line, which Spark shows (``sun.java.command``)."""
-        return dict(zip(CREDENTIAL_VARIABLES, account, strict=True)) if self.acl else {}
+        return {ACCESS_KEY_ENV: account[0], SECRET_KEY_ENV: account[1]} if self.acl else {}
 
     def client_config(self, namesrv: str, account: tuple[str, str] = APP) -> ClientConfig:
         return ClientConfig(namesrv, request_timeout_s=CLIENT_TIMEOUT_S, **self.client_options(account))

@@ -1,7 +1,7 @@
 """The Spark side of the standalone-cluster test, run with ``spark-submit``: writes ``--rows`` rows to
 ``--topic`` with the spark_mq sink, reads them back with the batch source (both with the options
-``accessKey``/``secretKey`` from $SPARK_MQ_ACCESS_KEY/$SPARK_MQ_SECRET_KEY when set, as the jobs/ scripts
-take an account), prints the read's ``explain`` output, then prints its UI's address and
+``accessKey``/``secretKey`` of ``--access-key``/``--secret-key`` or their environment variables, as
+the jobs/ scripts take an account), prints the read's ``explain`` output, then prints its UI's address and
 keeps the application (and so its UI) up until the file ``--hold-until`` exists, for the test to fetch
 the pages (spark-submit does not pass its stdin on to a Python application).
 
@@ -12,10 +12,10 @@ lines and ``[sink_job] ui URL``.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
+from spark_mq.commands.common import add_credentials, credentials_of
 from spark_mq.spark.session import build_session
 
 HOLD_POLL_S = 0.2
@@ -27,9 +27,10 @@ def main() -> None:
     p.add_argument("--topic", required=True)
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--hold-until", type=Path, required=True)
+    add_credentials(p)
     args = p.parse_args()
-    account = os.environ.get("SPARK_MQ_ACCESS_KEY"), os.environ.get("SPARK_MQ_SECRET_KEY")
-    options = {"accessKey": account[0], "secretKey": account[1]} if all(account) else {}
+    access_key, secret_key = credentials_of(args)
+    options = {"accessKey": access_key, "secretKey": secret_key} if access_key else {}
     spark = build_session("spark_mq-sink-job")
     rows = spark.range(args.rows).selectExpr("CAST(id AS STRING) AS keys", "CAST(CONCAT('row-', id) AS BINARY) AS body")
     rows.write.format("spark_mq").mode("append").option("namesrv", args.namesrv).option("topic", args.topic) \

@@ -31,7 +31,6 @@ from ._cluster import (
     REPO,
     Security,
     broker_host_conf,
-    missing_for,
     read_back,
     start_controller_on,
     start_namesrv_on,
@@ -70,8 +69,6 @@ def stranger_tries(net, namesrv: str, master: str, topic: str, impostor: str) ->
                                           pytest.param(False, True, id="tls"),
                                           pytest.param(True, True, id="acl+tls")])
 def test_cluster_on_machines_fails_over_losing_nothing_and_a_stranger_gets_nothing(network, tmp_path, acl, tls):
-    if reason := missing_for(acl, tls):
-        pytest.skip(reason)
     net = network(ROLES)
     security = Security(acl, tls, tmp_path / "security")
     security.prepare([net.gateway, *(h.address for h in net.hosts.values())])
