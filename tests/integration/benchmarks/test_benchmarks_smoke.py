@@ -67,3 +67,15 @@ def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
     assert set(cases) == {"stream full", "parquet full", "stream pruned", "parquet pruned"}
     assert all(c["rows"] == produced for c in cases.values())
     assert set(result["ratios"]) == {"full", "pruned"}
+
+
+def test_security_benchmark_runs_quick(tmp_path: Path) -> None:
+    """The ACL/TLS cost benchmark at --quick size: every setting produced and sent, with figures > 0."""
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "security.py"), "--quick", "--json", str(out), "--dir",
+         str(tmp_path)], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    medians = json.loads(out.read_text())["medians"]
+    assert set(medians) == {"plain", "acl", "tls", "acl+tls"}
+    assert all(m["msgs_per_s"] > 0 and m["p99_ms"] > 0 for m in medians.values()), medians
