@@ -93,15 +93,18 @@ def small_tmpfs(point: Path, size: int) -> Iterator[Path]:
 class ServerProcess:
     """One running ``spark-mq`` server subprocess; ``addr`` is what its ready line printed.
 
-    ``verbose`` runs it with ``-v`` (debug log).
+    ``verbose`` runs it with ``-v`` (debug log). ``launcher`` runs it through a command that execs it
+    (``ip netns exec NS``: on another machine, ``tests/netns.py``), so its PID is still the server's.
     """
 
-    def __init__(self, args: list[str], log_path: Path, ready_prefix: str, verbose: bool = True) -> None:
+    def __init__(self, args: list[str], log_path: Path, ready_prefix: str, verbose: bool = True,
+                 launcher: list[str] | None = None) -> None:
         self.args = args
         self.log_path = log_path
+        self.launcher = launcher or []
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "spark_mq.cli", *(["-v"] if verbose else []), *args],
-                                         stdout=subprocess.PIPE, stderr=log)
+            self.proc = subprocess.Popen([*self.launcher, sys.executable, "-m", "spark_mq.cli",
+                                          *(["-v"] if verbose else []), *args], stdout=subprocess.PIPE, stderr=log)
         line = self._read_line(READY_TIMEOUT_S)
         if not line.startswith(ready_prefix) or not line.endswith("\n"):
             if self.proc.poll() is None:
@@ -186,10 +189,11 @@ class Broker:
     The store is ``root / "store"``, the config ``root / "broker.conf"`` (the small-file settings,
     ``brokerName`` and ``extra_conf``), the log ``root / "broker.log"``. ``metrics`` serves Prometheus
     on a free port (else off). ``restart`` / ``start_again`` keep port, metrics port and store.
+    ``launcher``: as ``ServerProcess``'s (another machine).
     """
 
     def __init__(self, namesrv: str, root: Path, extra_conf: str = "", *, broker_name: str = "broker-a",
-                 metrics: bool = False, verbose: bool = True) -> None:
+                 metrics: bool = False, verbose: bool = True, launcher: list[str] | None = None) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.namesrv = namesrv
         self.root = root
@@ -200,10 +204,12 @@ class Broker:
         self.name = broker_name
         self.metrics_port = free_port() if metrics else 0
         self.verbose = verbose
+        self.launcher = launcher
         self.server = self._start(0)
 
     def _start(self, port: int) -> ServerProcess:
-        return ServerProcess(self.args(port, self.metrics_port), self.log_path, BROKER_READY, self.verbose)
+        return ServerProcess(self.args(port, self.metrics_port), self.log_path, BROKER_READY, self.verbose,
+                             self.launcher)
 
     def args(self, port: int, metrics_port: int) -> list[str]:
         return ["broker", "-c", str(self.conf), "--namesrv", self.namesrv, "--port", str(port),

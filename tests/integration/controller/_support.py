@@ -45,13 +45,15 @@ def zookeeper_conf(hosts: str, root: str) -> str:
             f"zookeeperSessionTimeoutMills={ZOOKEEPER_SESSION_MS}\n")
 
 
-def start_controller(root: Path, conf: str = FAST_CONF, store: Path | None = None, port: int = 0) -> ServerProcess:
+def start_controller(root: Path, conf: str = FAST_CONF, store: Path | None = None, port: int = 0,
+                     launcher: list[str] | None = None) -> ServerProcess:
     """A ``spark-mq controller`` on ``port`` (0: a free one); with the default controllerType=file its state is
-    in ``store`` (default root/store)."""
+    in ``store`` (default root/store). ``launcher``: as ``ServerProcess``'s (another machine)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "controller.conf").write_text(conf)
     return ServerProcess(["controller", "-c", str(root / "controller.conf"), "--port", str(port),
-                          "--store", str(store or root / "store")], root / "controller.log", CONTROLLER_READY)
+                          "--store", str(store or root / "store")], root / "controller.log", CONTROLLER_READY,
+                         launcher=launcher)
 
 
 @dataclass
@@ -185,14 +187,17 @@ def brokers_conf(controllers: str) -> str:
 
 class ReplicaSet:
     """Three controller-mode brokers of one set: replica 1 configured master, 2 and 3 slaves. Their
-    controllers are ``controllers`` (default: the NameServer's embedded one)."""
+    controllers are ``controllers`` (default: the NameServer's embedded one). Replica ``i`` adds
+    ``replica_conf[i]`` to its conf and runs through ``launchers[i]`` (its own machine), when given."""
 
-    def __init__(self, namesrv: str, root: Path, extra_conf: str = "", controllers: str | None = None) -> None:
+    def __init__(self, namesrv: str, root: Path, extra_conf: str = "", controllers: str | None = None, *,
+                 replica_conf: dict[int, str] | None = None, launchers: dict[int, list[str]] | None = None) -> None:
         self.name = unique("failover")
         conf = brokers_conf(controllers or namesrv) + extra_conf
         self.brokers = {i: Broker(namesrv, root / f"replica{i}",
-                                  f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n",
-                                  broker_name=self.name) for i in (1, 2, 3)}
+                                  f"{conf}brokerId={i}\nbrokerRole={'ASYNC_MASTER' if i == 1 else 'SLAVE'}\n"
+                                  f"{(replica_conf or {}).get(i, '')}",
+                                  broker_name=self.name, launcher=(launchers or {}).get(i)) for i in (1, 2, 3)}
 
     def stop(self) -> None:
         for b in self.brokers.values():

@@ -65,6 +65,7 @@ class Ledger:
     namesrv: str
     topic: str
     body_size: int = 200
+    config: ClientConfig | None = None  # the producer's (default: ClientConfig(namesrv), no credentials)
     acked: set[str] = field(default_factory=set)
     # each SEND_OK in order: time.monotonic() when answered, and the address ("ip:port") of the broker storing it
     answers: list[tuple[float, str]] = field(default_factory=list)
@@ -89,6 +90,11 @@ class Ledger:
         with self._lock:
             return len(self.acked)
 
+    def acked_keys(self) -> set[str]:
+        """The keys answered SEND_OK so far (a copy)."""
+        with self._lock:
+            return set(self.acked)
+
     def first_ack_after(self, moment: float, not_by: str) -> float | None:
         """The time.monotonic() of the first SEND_OK answered after ``moment`` by a broker other than the one
         at ``not_by`` (a send answered just before a kill may be counted a little after it), None if none yet."""
@@ -97,7 +103,7 @@ class Ledger:
             return next((t for t, host in self.answers[i:] if host != not_by), None)
 
     def _run(self) -> None:
-        config = ClientConfig(namesrv_addr=self.namesrv)
+        config = self.config or ClientConfig(namesrv_addr=self.namesrv)
         with SyncProducer("ledger_producer", config, send_timeout_s=5.0, retry_times=0) as producer:
             n = 0
             while not self._stop.is_set():
