@@ -64,9 +64,11 @@ def stranger_tries(net, namesrv: str, master: str, topic: str, impostor: str) ->
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize(("acl", "tls"), [pytest.param(False, False, id="insecure"),
-                                          pytest.param(True, False, id="acl"),
-                                          pytest.param(False, True, id="tls"),
+# the suite runs the cluster as it is meant to run (ACL and TLS); the other settings (each ~30 s) are slow: the
+# insecure one shows the stranger's probe gets everything without them
+@pytest.mark.parametrize(("acl", "tls"), [pytest.param(False, False, id="insecure", marks=pytest.mark.slow),
+                                          pytest.param(True, False, id="acl", marks=pytest.mark.slow),
+                                          pytest.param(False, True, id="tls", marks=pytest.mark.slow),
                                           pytest.param(True, True, id="acl+tls")])
 def test_cluster_on_machines_fails_over_losing_nothing_and_a_stranger_gets_nothing(network, tmp_path, acl, tls):
     net = network(ROLES)
