@@ -20,6 +20,9 @@ TLS_FIELDS = ("tls_trust_cert_path (--tls-ca)", "tls_cert_path (--tls-cert)", "t
 # catalog table, which keeps no secret)
 ACCESS_KEY_ENV = "SPARK_MQ_ACCESS_KEY"
 SECRET_KEY_ENV = "SPARK_MQ_SECRET_KEY"
+# TLS in the environment: spark-mq and the jobs (as the defaults of --tls...), the notebooks
+TLS_ENV = "SPARK_MQ_TLS"  # 1 or true: --tls
+TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV = "SPARK_MQ_TLS_CA", "SPARK_MQ_TLS_CERT", "SPARK_MQ_TLS_KEY"
 
 
 @dataclass(frozen=True)

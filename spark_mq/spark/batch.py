@@ -51,7 +51,7 @@ class SparkMQBatchReader(DataSourceReader):
         ranges: list[Range] = []
         queue_count = read_count = 0
         opts = replace(self.opts, tags=tags, sql_filter=self.sql_filter)
-        with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=opts.credentials) as api:
+        with SyncMQClientAPI.of(opts.client_config, REQUEST_TIMEOUT_S) as api:
             for queues in discover_topics(api, self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern):
                 check_brokers(api, queues, opts)  # before any task: a broker that cannot filter fails the query here
                 source = offset_source(api, queues, self.opts)

@@ -249,7 +249,7 @@ def read_indexed(part: IndexedRead, *, timeout: float = REQUEST_TIMEOUT_S) -> It
     first = part.ranges[0]
     begin, end = query_window(part.begin_ms, part.end_ms)
     try:
-        with SyncMQClientAPI(timeout=timeout, credentials=first.credentials) as api:
+        with SyncMQClientAPI.of(first.client, timeout) as api:
             found = api.query_message(first.broker_addr, first.topic, part.key, INDEX_MAX_HITS, begin, end)
     except (MQClientError, RemotingError) as e:
         log.warning("broker %s cannot look key %r up (%s): pulling its queues instead", first.broker_name,

@@ -198,7 +198,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _client(self) -> SyncMQClientAPI:
         if self._api is None:
-            self._api = SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=self.opts.credentials)
+            self._api = SyncMQClientAPI.of(self.opts.client_config, REQUEST_TIMEOUT_S)
         return self._api
 
     def _group_member(self) -> DriverGroupMember:
