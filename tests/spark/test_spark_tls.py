@@ -19,11 +19,13 @@ from servers import AclCluster, Broker, unique, wait_until
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
+from spark_mq.common.message import Message
 from spark_mq.spark.options import Connection, SinkOptions, SourceOptions
 
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "consume.py"
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
 NAMESRV = "127.0.0.1:9876"
 certs = tls_fixtures.certs  # the fixture: scripts/make_certs.py's set, made once per session
 
@@ -118,6 +120,24 @@ def test_the_source_and_sink_dial_over_tls_with_a_client_certificate(spark, tls_
         query.stop()
 
 
+
+def test_the_offload_job_pulls_over_tls(tls_cluster, certs, tmp_path):
+    """``jobs/offload.py --tls-ca --tls-cert --tls-key``: its plan and the pulls of each range (each opens its own
+    client) reach the servers over TLS, and the archive holds every message."""
+    namesrv, broker = tls_cluster
+    config = Connection.parse(tls_options(certs)).client_config(namesrv)
+    topic = new_topic(namesrv, broker, config)
+    with SyncProducer(unique("spark_tls_pg"), config) as producer:
+        producer.send_batch([Message(topic, f"o{i}".encode()) for i in range(5)])
+    proc = subprocess.run([sys.executable, str(JOBS / "offload.py"), "--namesrv", namesrv, "--topic", topic, "--root",
+                           str(tmp_path), "--format", "parquet", "--all", "--tls-ca", str(certs / "ca.pem"),
+                           "--tls-cert", str(certs / "client.pem"), "--tls-key", str(certs / "client.key")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    archived = ds.dataset(str(tmp_path / topic), format="parquet", partitioning="hive").to_table()
+    assert sorted(archived.column("body").to_pylist()) == [f"o{i}".encode() for i in range(5)]
+
+
 def test_a_plaintext_or_untrusting_read_fails_saying_what_to_do(spark, tls_cluster, certs):
     """Without ``tls`` the server's answer names the option; with a CA that did not sign the server's certificate
     the error says the server's certificate is refused; without the client certificate the server's refusal is
@@ -160,9 +180,10 @@ def test_the_consume_job_reads_over_tls_with_an_account_from_the_environment(spa
     env = {**os.environ, "SPARK_MQ_TLS_CA": str(certs / "ca.pem"), "SPARK_MQ_ACCESS_KEY": acl_tls.user[0],
            "SPARK_MQ_SECRET_KEY": acl_tls.user[1]}
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(JOB), "--namesrv", namesrv, "--topic", topic, "--group", group,
-                           "--starting-offsets", "earliest", "--sink", "parquet", "--path", str(out), "--checkpoint",
-                           str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([sys.executable, str(JOBS / "consume.py"), "--namesrv", namesrv, "--topic", topic,
+                           "--group", group, "--starting-offsets", "earliest", "--sink", "parquet", "--path", str(out),
+                           "--checkpoint", str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300,
+                          env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert acl_tls.user[1] not in proc.stdout + proc.stderr
     assert sorted(ds.dataset(str(out), format="parquet", partitioning="hive").to_table().column("body").to_pylist()) \
