@@ -62,9 +62,9 @@ def by_key(spark: SparkSession, topic: str, key: str, begin: TimeBound = None, e
     ``max_hot`` caps the hits each broker returns (its index answers newest first): a warning says when
     a broker reached it. ``connection``: the account the requests are signed with (ACL) and their TLS, as the
     source's options (``Connection.from_env()`` reads spark-mq's environment)."""
-    window = TimeWindow.of(begin, end)
+    window, addrs = TimeWindow.of(begin, end), _namesrv_addrs(namesrv)
     with SyncMQClientAPI.of(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
-        found = find_by_key(api, _namesrv_addrs(namesrv), topic, key, window, root=root, max_hot=max_hot)
+        found = find_by_key(api, addrs, topic, key, window, root=root, max_hot=max_hot)
     if not found.num_rows:  # pyspark 4.2 cannot convert an Arrow table without chunks
         return spark.createDataFrame([], QUERY_SCHEMA)
     batches = [to_utc_schema(b) for b in found.drop_columns([TIER_COLUMN]).to_batches()]
@@ -80,8 +80,9 @@ def by_time(spark: SparkSession, topic: str, begin: TimeBound, end: TimeBound, *
     :func:`by_key`'s."""
     window = TimeWindow.of(begin, end)
     snapshot = open_snapshot(root, topic) if root is not None else None
+    addrs = _namesrv_addrs(namesrv)
     with SyncMQClientAPI.of(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
-        queues = discover_queues(api, _namesrv_addrs(namesrv), topic)
+        queues = discover_queues(api, addrs, topic)
         starting, ending = hot_ranges(api, queues, window, snapshot.ends if snapshot is not None else {})
     hot = (spark.read.format(NAME).option("namesrv", namesrv).option("topic", topic)
            .option("startingOffsets", encode_offsets(starting)).option("endingOffsets", encode_offsets(ending))
