@@ -160,13 +160,13 @@ def connection_options(args: argparse.Namespace) -> dict[str, str]:
 def commit_once_offsets(args: argparse.Namespace, end: dict[str, dict[str, int]]) -> None:
     """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
     from spark_mq.arrow.queues import discover_queues
-    from spark_mq.client.sync_api import SyncMQClientAPI
+    from spark_mq.client.config import open_api
     from spark_mq.common.config import split_addresses
     from spark_mq.spark.stream import from_spark_offset
 
     topic, group = args.topic, args.group
     offsets = from_spark_offset(end, topic, "final offsets").get(topic, {})
-    with SyncMQClientAPI.of(args.client, 10.0) as api:
+    with open_api(args.client, 10.0) as api:
         queues = discover_queues(api, split_addresses(args.namesrv), topic)
         for key, offset in sorted(offsets.items()):
             if key in queues.queues:

@@ -21,7 +21,6 @@ from spark_mq.client.api import (
     MQClientAPI,
     ResetOffsetCallback,
 )
-from spark_mq.client.config import ClientConfig
 from spark_mq.client.results import PullResult, RegisterBrokerResult, SendResult, TieredOffset
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import AUTO_CREATE_TOPIC
@@ -68,15 +67,6 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                  ssl_context: ssl.SSLContext | None = None, credentials: Credentials | None = None) -> None:
         super().__init__(lambda: MQClientAPI(timeout=timeout, connect_timeout=connect_timeout,
                                              ssl_context=ssl_context, credentials=credentials), "spark-mq-client")
-
-    @classmethod
-    def of(cls, config: ClientConfig | None, timeout: float | None = None) -> SyncMQClientAPI:
-        """A client dialling and signing as ``config`` says (its TLS files, its account); plaintext and unsigned
-        for None. ``timeout``: the config's request timeout by default."""
-        if config is None:
-            return cls() if timeout is None else cls(timeout=timeout)
-        return cls(timeout=config.request_timeout_s if timeout is None else timeout,
-                   ssl_context=config.ssl_context(), credentials=config.credentials)
 
     @property
     def api(self) -> MQClientAPI:

@@ -15,7 +15,15 @@ import os
 import sys
 from datetime import datetime
 
-from spark_mq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, TLS_CA_ENV, TLS_CERT_ENV, TLS_ENV, TLS_KEY_ENV
+from spark_mq.client.config import (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    TLS_CA_ENV,
+    TLS_CERT_ENV,
+    TLS_ENV,
+    TLS_KEY_ENV,
+    open_api,
+)
 from spark_mq.common.errors import ConfigError
 
 NAMESRV_ENV = "SPARK_MQ_NAMESRV"
@@ -85,10 +93,7 @@ def client_config(args: argparse.Namespace, **overrides: object):
 
 def client_api(args: argparse.Namespace, timeout: float | None = None):
     """A ``SyncMQClientAPI`` with the command's TLS and account (``timeout``: the client config's by default)."""
-    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
-    return SyncMQClientAPI.of(client_config(args), timeout)
+    return open_api(client_config(args), timeout)
 
 
 def parse_time_ms(text: str, what: str = "time") -> int:

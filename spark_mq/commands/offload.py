@@ -81,7 +81,7 @@ def topics_of(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
-    from spark_mq.client.sync_api import SyncMQClientAPI
+    from spark_mq.client.config import open_api
     from spark_mq.tiered.offload import ColdBoundary, plan_offload, run_offload
 
     topics = topics_of(args)
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
                             if args.older_than is not None else None)
     out = console()
     client = client_config(args)
-    with SyncMQClientAPI.of(client, REQUEST_TIMEOUT_S) as api:
+    with open_api(client, REQUEST_TIMEOUT_S) as api:
         plans = plan_offload(api, split_addresses(args.namesrv), topics, args.root, fmt=args.format,
                              boundary=boundary)
         queue_plans = [q for t in plans for q in t.queues]

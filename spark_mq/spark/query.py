@@ -30,6 +30,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from spark_mq.arrow.queues import BrokerOffsets, QueueKey, TopicQueues, discover_queues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
 from spark_mq.arrow.schema import UTC_SCHEMA, to_utc_schema
+from spark_mq.client.config import open_api
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
@@ -63,7 +64,7 @@ def by_key(spark: SparkSession, topic: str, key: str, begin: TimeBound = None, e
     a broker reached it. ``connection``: the account the requests are signed with (ACL) and their TLS, as the
     source's options (``Connection.from_env()`` reads spark-mq's environment)."""
     window, addrs = TimeWindow.of(begin, end), _namesrv_addrs(namesrv)
-    with SyncMQClientAPI.of(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
+    with open_api(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
         found = find_by_key(api, addrs, topic, key, window, root=root, max_hot=max_hot)
     if not found.num_rows:  # pyspark 4.2 cannot convert an Arrow table without chunks
         return spark.createDataFrame([], QUERY_SCHEMA)
@@ -81,7 +82,7 @@ def by_time(spark: SparkSession, topic: str, begin: TimeBound, end: TimeBound, *
     window = TimeWindow.of(begin, end)
     snapshot = open_snapshot(root, topic) if root is not None else None
     addrs = _namesrv_addrs(namesrv)
-    with SyncMQClientAPI.of(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
+    with open_api(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
         queues = discover_queues(api, addrs, topic)
         starting, ending = hot_ranges(api, queues, window, snapshot.ends if snapshot is not None else {})
     hot = (spark.read.format(NAME).option("namesrv", namesrv).option("topic", topic)

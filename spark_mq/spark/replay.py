@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from spark_mq.arrow.queues import discover_queues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
-from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.client.config import open_api
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.properties import KEYS, ORIGIN_MESSAGE_ID, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK
 from spark_mq.spark.offset_reader import offset_source
@@ -96,7 +96,7 @@ def ending_offsets(spec: ReplaySpec) -> str | None:
     if spec.to_ms is None:
         return None
     opts = SourceOptions.parse(spec.source_options())
-    with SyncMQClientAPI.of(opts.client_config, REQUEST_TIMEOUT_S) as api:
+    with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
         queues = discover_queues(api, opts.namesrv_addrs, spec.topic)
         source = offset_source(api, queues, opts)
         return encode_offsets({key: source.offset_by_timestamp(key, spec.to_ms) for key in queues.queues})

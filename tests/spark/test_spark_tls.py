@@ -18,9 +18,8 @@ from integration.tls.conftest import start_namesrv_with, tls_conf
 from servers import AclCluster, Broker, unique, wait_until
 
 from spark_mq.client.admin import SyncAdmin
-from spark_mq.client.config import ClientConfig
+from spark_mq.client.config import ClientConfig, open_api
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.message import Message
 from spark_mq.spark.options import Connection, SinkOptions, SourceOptions
@@ -56,7 +55,7 @@ def tls_options(certs: Path, *, client_cert: bool = True, ca: str = "ca.pem") ->
 
 def new_topic(namesrv: str, broker: Broker, config: ClientConfig) -> str:
     topic = unique("spark_tls")
-    with SyncMQClientAPI.of(config) as api:
+    with open_api(config) as api:
         api.create_topic(broker.addr, topic, 2, 2)
         wait_until(lambda: api.get_route_info(namesrv, topic), what=f"route of {topic}")
     return topic
