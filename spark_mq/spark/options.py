@@ -54,15 +54,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spark_mq.client.config import (
-    ACCESS_KEY_ENV,
-    SECRET_KEY_ENV,
-    TLS_CA_ENV,
-    TLS_CERT_ENV,
-    TLS_ENV,
-    TLS_KEY_ENV,
-    ClientConfig,
-)
+from spark_mq.client import config as client_env  # the environment variables spark-mq reads
+from spark_mq.client.config import SECRET_KEY_ENV, ClientConfig
 from spark_mq.client.rebalance import STRATEGIES
 from spark_mq.client.subscription import parse_tags, subscription_data
 from spark_mq.common.config import split_addresses
@@ -180,11 +173,12 @@ class Connection:
     def from_env(cls) -> Connection:
         """The account and TLS of the environment, as spark-mq reads it (``SPARK_MQ_ACCESS_KEY``/``_SECRET_KEY``,
         ``SPARK_MQ_TLS``=1, ``SPARK_MQ_TLS_CA``/``_CERT``/``_KEY``; a certificate implies TLS): for notebooks."""
-        env = {ACCESS_KEY: os.environ.get(ACCESS_KEY_ENV, ""), SECRET_KEY: os.environ.get(SECRET_KEY_ENV, ""),
-               TLS: "true" if os.environ.get(TLS_ENV, "") in ("1", "true") else "",
-               TLS_TRUST_CERT_PATH: os.environ.get(TLS_CA_ENV, ""), TLS_CERT_PATH: os.environ.get(TLS_CERT_ENV, ""),
-               TLS_KEY_PATH: os.environ.get(TLS_KEY_ENV, "")}
-        return cls.parse({name: value for name, value in env.items() if value})
+        names = {ACCESS_KEY: client_env.ACCESS_KEY_ENV, SECRET_KEY: SECRET_KEY_ENV, TLS: client_env.TLS_ENV,
+                 TLS_TRUST_CERT_PATH: client_env.TLS_CA_ENV, TLS_CERT_PATH: client_env.TLS_CERT_ENV,
+                 TLS_KEY_PATH: client_env.TLS_KEY_ENV}
+        env = {option: os.environ.get(name, "") for option, name in names.items()}
+        env[TLS] = "true" if env[TLS] in ("1", "true") else ""
+        return cls.parse({option: value for option, value in env.items() if value})
 
     @classmethod
     def parse(cls, given: Mapping[str, str]) -> Connection:
