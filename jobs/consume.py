@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from spark_mq.commands.common import add_credentials, credentials_of
+from spark_mq.commands.common import add_credentials, add_tls, client_config
 from spark_mq.common.errors import ConfigError
 from spark_mq.spark.progress import source_lag
 
@@ -56,10 +56,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "rebalanceIntervalMs=5000); repeatable")
     p.add_argument("--no-commit-to-broker", dest="commit_to_broker", action="store_false",
                    help="do not commit the group's offsets to the brokers")
+    add_tls(p)
     add_credentials(p)
     args = p.parse_args(argv)
     try:
-        args.access_key, args.secret_key = credentials_of(args)  # the flags, else the environment
+        args.client = client_config(args)  # TLS and the account: the flags, else the environment
+        args.client.ssl_context()  # the TLS files load (else an error naming the flag) before Spark starts
     except ConfigError as e:
         p.error(str(e))
     if args.sink in ("parquet", "delta") and not args.path:
@@ -148,23 +150,23 @@ def _arrow_from_pandas(batch_df):
     return pa.Table.from_pandas(batch_df.toPandas(), preserve_index=False)
 
 
-def account_options(args: argparse.Namespace) -> dict[str, str]:
-    """Options accessKey/secretKey of the source ({} without an account)."""
-    return {"accessKey": args.access_key, "secretKey": args.secret_key} if args.access_key else {}
+def connection_options(args: argparse.Namespace) -> dict[str, str]:
+    """The source's account and TLS options (accessKey/secretKey, tls*; {} for plaintext, unsigned)."""
+    from spark_mq.spark.options import Connection
+
+    return Connection.of(args.client).spark_options()
 
 
 def commit_once_offsets(args: argparse.Namespace, end: dict[str, dict[str, int]]) -> None:
     """Write the end offsets of the one batch of ``Trigger.Once`` as the group's committed offsets."""
     from spark_mq.arrow.queues import discover_queues
-    from spark_mq.client.sync_api import SyncMQClientAPI
+    from spark_mq.client.config import open_api
     from spark_mq.common.config import split_addresses
-    from spark_mq.remoting.signature import Credentials
     from spark_mq.spark.stream import from_spark_offset
 
     topic, group = args.topic, args.group
     offsets = from_spark_offset(end, topic, "final offsets").get(topic, {})
-    credentials = Credentials(args.access_key, args.secret_key) if args.access_key else None
-    with SyncMQClientAPI(timeout=10.0, credentials=credentials) as api:
+    with open_api(args.client, 10.0) as api:
         queues = discover_queues(api, split_addresses(args.namesrv), topic)
         for key, offset in sorted(offsets.items()):
             if key in queues.queues:
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
               .option("namesrv", args.namesrv).option("topic", args.topic).option("group", args.group)
               .option("startingOffsets", args.starting_offsets)
               .option("commitToBroker", str(args.commit_to_broker).lower())
-              .options(**account_options(args)))
+              .options(**connection_options(args)))
     if args.max_per_trigger is not None:
         reader = reader.option("maxMessagesPerTrigger", str(args.max_per_trigger))
     for key, value in (item.split("=", 1) for item in args.option):

@@ -23,7 +23,7 @@ PARTITION_COLUMNS = ["broker_name", "queue_id"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    from spark_mq.commands.common import add_credentials, add_namesrv
+    from spark_mq.commands.common import add_credentials, add_namesrv, add_tls
 
     p = argparse.ArgumentParser(prog="replay.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,6 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     out.add_argument("--sink", choices=SINKS, help="write the rows here instead")
     p.add_argument("--path", help="output directory (parquet, delta)")
     p.add_argument("--rows", type=int, default=20, help="rows shown by --sink console (default 20)")
+    add_tls(p)
     add_credentials(p)
     args = p.parse_args(argv)
     if args.sink in ("parquet", "delta") and not args.path:
@@ -50,17 +51,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def spec_of(args: argparse.Namespace):
-    from spark_mq.commands.common import credentials_of, parse_time_ms
+    from spark_mq.commands.common import client_config, parse_time_ms
+    from spark_mq.spark.options import Connection
     from spark_mq.spark.replay import ReplaySpec
-
-    access_key, secret_key = credentials_of(args)
 
     spec = ReplaySpec(
         namesrv=args.namesrv, topic=args.topic, root=args.root,
         from_ms=parse_time_ms(args.from_time, "--from-time") if args.from_time else None,
         to_ms=parse_time_ms(args.to_time, "--to-time") if args.to_time else None,
         from_offsets=args.from_offsets, to_offsets=args.to_offsets, group=args.group, key=args.key, tags=args.tags,
-        access_key=access_key, secret_key=secret_key)
+        connection=Connection.of(client_config(args)))
     spec.check()
     return spec
 

@@ -250,14 +250,15 @@ class Broker:
 
 class AclCluster:
     """A NameServer and a broker with aclEnable, on the accounts of ``spark-mq dev --acl`` (written under ``root``):
-    both sign their own requests with its admin account; ``user`` is its publisher/subscriber account."""
+    both sign their own requests with its admin account; ``user`` is its publisher/subscriber account. ``extra_conf``:
+    more config lines of both (TLS, say)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, extra_conf: str = "") -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.accounts: DevAccounts = write_dev_accounts(root)
         a = self.accounts
         security = (f"aclEnable=true\naclFile={a.acl_file}\naccessKey={a.admin_access_key}\n"
-                    f"secretKey={a.admin_secret}\n")
+                    f"secretKey={a.admin_secret}\n{extra_conf}")
         conf = root / "namesrv.conf"
         conf.write_text(security)
         self.namesrv = ServerProcess(["namesrv", "-c", str(conf), "--port", "0"], root / "namesrv.log", NAMESRV_READY)

@@ -27,13 +27,12 @@ import pyarrow.compute as pc
 from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.arrow.queues import DataLossError, QueueKey, first_answering, queue_key_text, routed_members
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
+from spark_mq.client.config import ClientConfig, open_api
 from spark_mq.client.queue_pull import pull_header
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import parse_tags
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import SparkMQError
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, MessageQueue
-from spark_mq.remoting.signature import Credentials
 
 log = logging.getLogger(__name__)
 
@@ -78,8 +77,9 @@ class QueueRange(QueueSpan):
     sql: str | None = None
     # where the set's members are asked again while none of ``members`` answers (a route read mid-election)
     namesrv_addrs: tuple[str, ...] = ()
-    # the account the pulls are signed with (travels pickled to the executor; its repr shows no secret)
-    credentials: Credentials | None = None
+    # how the pulls dial and sign (TLS files, account): travels pickled to the executor, which loads the files
+    # from the same paths; its repr shows no secret. None: plaintext, unsigned
+    client: ClientConfig | None = None
 
 
 def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
@@ -97,7 +97,7 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     addrs = [part.broker_addr, *(a for _, a in part.members if a != part.broker_addr)]
     what = f"queue {part.name}"
     expression, expression_type = (part.tags, EXPRESSION_TAG) if part.sql is None else (part.sql, EXPRESSION_SQL92)
-    with SyncMQClientAPI(timeout=timeout, credentials=part.credentials) as api:
+    with open_api(part.client, timeout) as api:
         refresh = (partial(routed_members, api, part.namesrv_addrs, part.topic, part.broker_name)
                    if part.namesrv_addrs else None)
         while offset < part.end:

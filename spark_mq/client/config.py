@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.tls import client_context
 from spark_mq.remoting.signature import Credentials
+
+if TYPE_CHECKING:
+    from spark_mq.client.sync_api import SyncMQClientAPI
 
 # the TLS fields as errors name them (the CLI's options alongside)
 TLS_FIELDS = ("tls_trust_cert_path (--tls-ca)", "tls_cert_path (--tls-cert)", "tls_key_path (--tls-key)")
@@ -20,6 +24,9 @@ TLS_FIELDS = ("tls_trust_cert_path (--tls-ca)", "tls_cert_path (--tls-cert)", "t
 # catalog table, which keeps no secret)
 ACCESS_KEY_ENV = "SPARK_MQ_ACCESS_KEY"
 SECRET_KEY_ENV = "SPARK_MQ_SECRET_KEY"
+# TLS in the environment: spark-mq and the jobs (as the defaults of --tls...), the notebooks
+TLS_ENV = "SPARK_MQ_TLS"  # 1 or true: --tls
+TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV = "SPARK_MQ_TLS_CA", "SPARK_MQ_TLS_CERT", "SPARK_MQ_TLS_KEY"
 
 
 @dataclass(frozen=True)
@@ -66,3 +73,15 @@ class ClientConfig:
     def credentials(self) -> Credentials | None:
         """The account requests are signed with; None: unsigned."""
         return Credentials(self.access_key, self.secret_key) if self.access_key else None
+
+
+def open_api(config: ClientConfig | None, timeout: float | None = None) -> SyncMQClientAPI:
+    """A ``SyncMQClientAPI`` dialling and signing as ``config`` says (its TLS files, its account); plaintext and
+    unsigned for None. ``timeout``: the config's request timeout by default."""
+    # lazy import: sync_api's own imports load this module
+    from spark_mq.client.sync_api import SyncMQClientAPI
+
+    if config is None:
+        return SyncMQClientAPI() if timeout is None else SyncMQClientAPI(timeout=timeout)
+    return SyncMQClientAPI(timeout=config.request_timeout_s if timeout is None else timeout,
+                           ssl_context=config.ssl_context(), credentials=config.credentials)

@@ -15,13 +15,19 @@ import os
 import sys
 from datetime import datetime
 
-from spark_mq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
+from spark_mq.client.config import (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    TLS_CA_ENV,
+    TLS_CERT_ENV,
+    TLS_ENV,
+    TLS_KEY_ENV,
+    open_api,
+)
 from spark_mq.common.errors import ConfigError
 
 NAMESRV_ENV = "SPARK_MQ_NAMESRV"
 DEFAULT_NAMESRV = "127.0.0.1:9876"
-TLS_ENV = "SPARK_MQ_TLS"  # 1: --tls
-TLS_CA_ENV, TLS_CERT_ENV, TLS_KEY_ENV = "SPARK_MQ_TLS_CA", "SPARK_MQ_TLS_CERT", "SPARK_MQ_TLS_KEY"
 
 
 def add_namesrv(parser: argparse.ArgumentParser) -> None:
@@ -87,12 +93,7 @@ def client_config(args: argparse.Namespace, **overrides: object):
 
 def client_api(args: argparse.Namespace, timeout: float | None = None):
     """A ``SyncMQClientAPI`` with the command's TLS and account (``timeout``: the client config's by default)."""
-    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
-    from spark_mq.client.sync_api import SyncMQClientAPI
-
-    config = client_config(args)
-    return SyncMQClientAPI(timeout=config.request_timeout_s if timeout is None else timeout,
-                           ssl_context=config.ssl_context(), credentials=config.credentials)
+    return open_api(client_config(args), timeout)
 
 
 def parse_time_ms(text: str, what: str = "time") -> int:

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from spark_mq.commands.common import add_command, client_api, console
+from spark_mq.commands.common import add_command, client_config, console
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.tiered.formats import DEFAULT_FORMAT, FORMATS
@@ -81,6 +81,7 @@ def topics_of(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
+    from spark_mq.client.config import open_api
     from spark_mq.tiered.offload import ColdBoundary, plan_offload, run_offload
 
     topics = topics_of(args)
@@ -91,7 +92,8 @@ def run(args: argparse.Namespace) -> int:
     boundary = ColdBoundary(all=args.all, older_than_ms=parse_duration_ms(args.older_than)
                             if args.older_than is not None else None)
     out = console()
-    with client_api(args, REQUEST_TIMEOUT_S) as api:
+    client = client_config(args)
+    with open_api(client, REQUEST_TIMEOUT_S) as api:
         plans = plan_offload(api, split_addresses(args.namesrv), topics, args.root, fmt=args.format,
                              boundary=boundary)
         queue_plans = [q for t in plans for q in t.queues]
@@ -101,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                       f"{t.archive.uri} ({boundary.describe()})", markup=False)
         reporter = ProgressReporter(out, len(queue_plans), sum(q.messages for q in queue_plans))
         with reporter:
-            results = run_offload(api, plans, reporter, chunk_bytes=args.chunk_mb * MiB)
+            results = run_offload(api, plans, reporter, chunk_bytes=args.chunk_mb * MiB, client=client)
     messages = sum(r.messages for r in results)
     nbytes = sum(r.nbytes for r in results)
     elapsed = reporter.elapsed()

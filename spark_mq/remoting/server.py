@@ -41,7 +41,8 @@ ConnectCallback = Callable[[Connection], None]
 DEFAULT_CHANNEL = ServerChannelConfig()
 WATCH_INTERVAL_S = 1.0  # how often idle connections and stalled frames are looked for
 TLS_ONLY = ("this server accepts TLS connections only (tls.server.mode=enforcing): connect over TLS (spark-mq "
-            "--tls --tls-ca CA.pem, ClientConfig(tls_enable=True, ...), tls.enable=true for a server process)")
+            "--tls --tls-ca CA.pem, ClientConfig(tls_enable=True, ...), option tls=true of the Spark source and sink, "
+            "tls.enable=true for a server process)")
 
 
 class RemotingServer:

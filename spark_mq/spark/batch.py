@@ -23,7 +23,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from spark_mq.arrow.queues import discover_topics
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange
 from spark_mq.arrow.schema import COLUMNS, in_columns
-from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.client.config import open_api
 from spark_mq.filter.compose import all_of
 from spark_mq.spark.offset_reader import offset_source, resolve_ending, resolve_starting
 from spark_mq.spark.options import SourceOptions
@@ -51,7 +51,7 @@ class SparkMQBatchReader(DataSourceReader):
         ranges: list[Range] = []
         queue_count = read_count = 0
         opts = replace(self.opts, tags=tags, sql_filter=self.sql_filter)
-        with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=opts.credentials) as api:
+        with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
             for queues in discover_topics(api, self.opts.namesrv_addrs, self.opts.topics, self.opts.topic_pattern):
                 check_brokers(api, queues, opts)  # before any task: a broker that cannot filter fails the query here
                 source = offset_source(api, queues, self.opts)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pyspark import TaskContext
 
 from spark_mq.arrow.queues import route_with_masters
-from spark_mq.client.config import ClientConfig
+from spark_mq.client.config import open_api
 from spark_mq.client.ids import uniq_key
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.client.transaction_producer import LocalTransactionState, SyncTransactionProducer
@@ -256,7 +256,7 @@ def resolve(opts: SinkOptions, mine: list[WriterTransaction], batch_id: int, *, 
     if not mine:
         return Resolution()
     deadline = time.monotonic() + RESOLVE_DEADLINE_S
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=opts.credentials) as api:
+    with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
         while True:
             try:
                 return _resolve_once(api, opts, mine, batch_id, write_decision)
@@ -279,8 +279,8 @@ class SinkChecker:
 
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
-        config = ClientConfig(namesrv_addr=opts.namesrv, access_key=opts.access_key, secret_key=opts.secret_key)
-        self.producer = SyncTransactionProducer(opts.producer_group, config, _no_local_transaction, self.answer)
+        self.producer = SyncTransactionProducer(opts.producer_group, opts.client_config, _no_local_transaction,
+                                                self.answer)
 
     @classmethod
     def ensure(cls, opts: SinkOptions) -> None:
@@ -313,7 +313,7 @@ class SinkChecker:
         writer = msg.properties.get(TRANSACTION_ID, "")
         if not query_id or not batch.isdigit():
             return LocalTransactionState.UNKNOW  # not the sink's: another producer of the group decides
-        with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=self.opts.credentials) as api:
+        with open_api(self.opts.client_config, REQUEST_TIMEOUT_S) as api:
             addr, _ = coordinator(api, self.opts)
             state = check_answer(find_decision(api, addr, query_id, int(batch)), writer)
         log.info("spark_mq exactly-once sink: check-back of writer %s (batch %s): %s", writer, batch, state.name)

@@ -102,8 +102,7 @@ class DriverGroupMember:
         self._members_changed: set[str] = set()  # topics whose allocation the group's change made stale
         self._renew: asyncio.Task | None = None
         self._thread = LoopThread(f"spark-mq-member-{opts.group}")
-        config = ClientConfig(opts.namesrv, instance_name=f"spark_mq_{uuid.uuid4().hex[:12]}",
-                              access_key=opts.access_key, secret_key=opts.secret_key)
+        config = opts.connection.client_config(opts.namesrv, instance_name=f"spark_mq_{uuid.uuid4().hex[:12]}")
         try:
             self.membership: GroupMembership = self._thread.run(self._start(config))
         except BaseException:

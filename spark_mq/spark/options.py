@@ -36,6 +36,14 @@ inside the pickled partitions and writers, never in a log line. A catalog table 
 live in its schema, which Spark writes into files such as Parquet footers): its reads take it from the query's
 options or the environment.
 
+``tls`` (true/false), ``tlsTrustCertPath``, ``tlsCertPath``, ``tlsKeyPath`` (source and sink) dial every NameServer
+and broker over TLS, for servers with ``tls.server.mode`` enforcing or permissive: the PEM CA(s) the servers'
+certificates are checked against (the system's CAs when empty) and a client certificate and key for servers that
+require one. A path implies ``tls`` (as the CLI's ``--tls-ca``/``--tls-cert``); the files are loaded on the driver
+before anything is planned (an error names the option), then again on each executor from the same path, as Kafka's
+``ssl.truststore.location``: they must be there on every node. :class:`Connection` holds the account and the TLS
+options and is the one place they become a :class:`~spark_mq.client.config.ClientConfig`.
+
 Thread-safety: immutable values and pure functions.
 """
 
@@ -46,12 +54,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from spark_mq.client.config import SECRET_KEY_ENV
+from spark_mq.client import config as client_env  # the environment variables spark-mq reads
+from spark_mq.client.config import SECRET_KEY_ENV, ClientConfig
 from spark_mq.client.rebalance import STRATEGIES
 from spark_mq.client.subscription import parse_tags, subscription_data
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError, InvalidNameError
 from spark_mq.common.names import validate_group, validate_topic
+from spark_mq.common.tls import client_context
 from spark_mq.filter.compose import all_of, is_property_name, tags_in
 from spark_mq.filter.sql92 import FilterParseError, parse
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, SubscriptionData
@@ -93,12 +103,17 @@ REBALANCE_INTERVAL_MS = "rebalanceIntervalMs"
 TIERED_STORE_ROOT = "tieredStoreRoot"
 ACCESS_KEY = "accessKey"  # the account requests are signed with (ACL), source and sink
 SECRET_KEY = "secretKey"  # ... its secret: Spark's default spark.redaction.regex matches the name
+TLS = "tls"  # true: dial the servers over TLS (source and sink)
+TLS_TRUST_CERT_PATH = "tlsTrustCertPath"  # PEM CA(s) the servers' certificates are checked against; implies tls
+TLS_CERT_PATH = "tlsCertPath"  # PEM client certificate, for servers requiring one; implies tls
+TLS_KEY_PATH = "tlsKeyPath"  # PEM private key of tlsCertPath
+CONNECTION_OPTIONS = (ACCESS_KEY, SECRET_KEY, TLS, TLS_TRUST_CERT_PATH, TLS_CERT_PATH, TLS_KEY_PATH)
 
 ALL_OPTIONS = (NAMESRV, TOPIC, TOPIC_PATTERN, GROUP, TAGS, SQL_FILTER, PROPERTY_COLUMNS, STARTING_OFFSETS,
                STARTING_TIMESTAMP, ENDING_OFFSETS, STARTING_OFFSETS_BY_TIMESTAMP, ENDING_OFFSETS_BY_TIMESTAMP,
                ENDING_TIMESTAMP, MIN_PARTITIONS, MAX_MESSAGES_PER_TRIGGER, MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY,
                MAX_MESSAGES_PER_PARTITION, ALLOCATE_STRATEGY, COMMIT_TO_BROKER, FAIL_ON_DATA_LOSS, PULL_BATCH_SIZE,
-               REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT, ACCESS_KEY, SECRET_KEY)
+               REBALANCE_INTERVAL_MS, TIERED_STORE_ROOT, *CONNECTION_OPTIONS)
 STREAM_ONLY = (MIN_MESSAGES_PER_TRIGGER, MAX_TRIGGER_DELAY)
 BATCH_ONLY = (ENDING_OFFSETS, ENDING_OFFSETS_BY_TIMESTAMP, ENDING_TIMESTAMP)
 _BY_LOWER = {name.lower(): name for name in ALL_OPTIONS}
@@ -137,6 +152,77 @@ NO_SINK_OPTIONS = ("the spark_mq sink got no options. INSERT INTO a spark_mq tab
 
 
 @dataclass(frozen=True)
+class Connection:
+    """How every client of a read or write dials and signs (options ``accessKey``/``secretKey`` and ``tls*``):
+    picklable, so the executors open theirs with it; the secret is in no repr."""
+
+    access_key: str = ""  # the account requests are signed with; empty: unsigned
+    secret_key: str = field(default="", repr=False)
+    tls: bool = False
+    tls_trust_cert_path: str = ""  # empty: the system's CAs
+    tls_cert_path: str = ""
+    tls_key_path: str = ""
+
+    @classmethod
+    def of(cls, config: ClientConfig) -> Connection:
+        """The account and TLS of ``config`` (a CLI's or a job's ``--tls``/``--access-key``...)."""
+        return cls(config.access_key, config.secret_key, config.tls_enable, config.tls_trust_cert_path,
+                   config.tls_cert_path, config.tls_key_path)
+
+    @classmethod
+    def from_env(cls) -> Connection:
+        """The account and TLS of the environment, as spark-mq reads it (``SPARK_MQ_ACCESS_KEY``/``_SECRET_KEY``,
+        ``SPARK_MQ_TLS``=1, ``SPARK_MQ_TLS_CA``/``_CERT``/``_KEY``; a certificate implies TLS): for notebooks."""
+        names = {ACCESS_KEY: client_env.ACCESS_KEY_ENV, SECRET_KEY: SECRET_KEY_ENV, TLS: client_env.TLS_ENV,
+                 TLS_TRUST_CERT_PATH: client_env.TLS_CA_ENV, TLS_CERT_PATH: client_env.TLS_CERT_ENV,
+                 TLS_KEY_PATH: client_env.TLS_KEY_ENV}
+        env = {option: os.environ.get(name, "") for option, name in names.items()}
+        env[TLS] = "true" if env[TLS] in ("1", "true") else ""
+        return cls.parse({option: value for option, value in env.items() if value})
+
+    @classmethod
+    def parse(cls, given: Mapping[str, str]) -> Connection:
+        """The options (canonical names) checked: the account whole, the TLS files loadable here; ConfigError
+        naming the option."""
+        paths = {name: given.get(name, "") for name in (TLS_TRUST_CERT_PATH, TLS_CERT_PATH, TLS_KEY_PATH)}
+        tls = _bool(given, TLS, False)
+        named = [name for name, path in paths.items() if path]
+        if named and TLS in given and given[TLS] and not tls:
+            raise ConfigError(f"option {named[0]!r} is given with {TLS}=false: drop it, or set {TLS} to true "
+                              f"(a certificate path alone implies TLS)")
+        tls = tls or bool(named)
+        if tls:  # on the driver now, so a wrong path fails before planning rather than on every executor
+            client_context(*paths.values(), keys=tuple(f"option {name}" for name in paths))  # type: ignore[arg-type]
+        return cls(**_account(given), tls=tls, tls_trust_cert_path=paths[TLS_TRUST_CERT_PATH],
+                   tls_cert_path=paths[TLS_CERT_PATH], tls_key_path=paths[TLS_KEY_PATH])
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return Credentials(self.access_key, self.secret_key) if self.access_key else None
+
+    def client_config(self, namesrv: str, **overrides: object) -> ClientConfig:
+        """The config every client of the read or write is opened with (``SyncMQClientAPI.of``, producers,
+        group members), on the driver and the executors."""
+        return ClientConfig(namesrv_addr=namesrv, tls_enable=self.tls, tls_trust_cert_path=self.tls_trust_cert_path,
+                            tls_cert_path=self.tls_cert_path, tls_key_path=self.tls_key_path,
+                            access_key=self.access_key, secret_key=self.secret_key, **overrides)  # type: ignore[arg-type]
+
+    def spark_options(self) -> dict[str, str]:
+        """These as the source's and sink's options, for the reads and writes a helper starts (``query.by_time``,
+        replay); {} for a plaintext, unsigned connection."""
+        out = {ACCESS_KEY: self.access_key, SECRET_KEY: self.secret_key} if self.access_key else {}
+        if self.tls:
+            out[TLS] = "true"
+            out.update({name: path for name, path in ((TLS_TRUST_CERT_PATH, self.tls_trust_cert_path),
+                                                      (TLS_CERT_PATH, self.tls_cert_path),
+                                                      (TLS_KEY_PATH, self.tls_key_path)) if path})
+        return out
+
+
+PLAIN = Connection()  # plaintext, unsigned
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     """The validated options of one ``spark_mq`` read (batch or streaming)."""
 
@@ -164,12 +250,15 @@ class SourceOptions:
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     rebalance_interval_ms: int = DEFAULT_REBALANCE_INTERVAL_MS
     tiered_store_root: str | None = None  # the archive read below each queue's hot min (spark_mq.tiered.tiers)
-    access_key: str = ""  # the account requests are signed with; empty: unsigned
-    secret_key: str = field(default="", repr=False)
+    connection: Connection = PLAIN  # the account and TLS of every client the read opens
 
     @property
     def credentials(self) -> Credentials | None:
-        return _credentials(self.access_key, self.secret_key)
+        return self.connection.credentials
+
+    @property
+    def client_config(self) -> ClientConfig:
+        return self.connection.client_config(self.namesrv)
 
     @property
     def group_member(self) -> bool:
@@ -297,7 +386,7 @@ class SourceOptions:
             rebalance_interval_ms=_int(given, REBALANCE_INTERVAL_MS, minimum=MIN_REBALANCE_INTERVAL_MS)
             or DEFAULT_REBALANCE_INTERVAL_MS,
             tiered_store_root=given.get(TIERED_STORE_ROOT) or None,
-            **_account(given),
+            connection=Connection.parse(given),
         )
 
 
@@ -420,7 +509,7 @@ def _int(given: dict[str, str], name: str, *, minimum: int) -> int | None:
     return value
 
 
-def _bool(given: dict[str, str], name: str, default: bool) -> bool:
+def _bool(given: Mapping[str, str], name: str, default: bool) -> bool:
     text = given.get(name)
     if text is None or text == "":
         return default
@@ -447,7 +536,7 @@ def _offsets(given: dict[str, str], name: str, allow: tuple[str, ...], single: s
 PRODUCER_GROUP = "producerGroup"
 BATCH_SIZE = "batchSize"
 EXACTLY_ONCE = "exactlyOnce"
-SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE, EXACTLY_ONCE, ACCESS_KEY, SECRET_KEY)
+SINK_OPTIONS = (NAMESRV, TOPIC, PRODUCER_GROUP, BATCH_SIZE, EXACTLY_ONCE, *CONNECTION_OPTIONS)
 _SINK_BY_LOWER = {name.lower(): name for name in SINK_OPTIONS}
 # options Spark itself passes (or users set for Spark) on a write: accepted and ignored by the sink
 _SPARK_WRITE_OPTIONS = frozenset({"checkpointlocation", "path", "queryname", *_TABLE_PROPERTIES})
@@ -466,8 +555,7 @@ class SinkOptions:
     producer_group: str = DEFAULT_PRODUCER_GROUP
     batch_size: int = DEFAULT_BATCH_SIZE
     exactly_once: bool = False  # rows as half messages, committed per micro-batch (spark/exactly_once.py)
-    access_key: str = ""  # the account requests are signed with; empty: unsigned
-    secret_key: str = field(default="", repr=False)
+    connection: Connection = PLAIN  # the account and TLS of every client the write opens
 
     @property
     def namesrv_addrs(self) -> list[str]:
@@ -475,7 +563,11 @@ class SinkOptions:
 
     @property
     def credentials(self) -> Credentials | None:
-        return _credentials(self.access_key, self.secret_key)
+        return self.connection.credentials
+
+    @property
+    def client_config(self) -> ClientConfig:
+        return self.connection.client_config(self.namesrv)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -493,10 +585,10 @@ class SinkOptions:
                               f"keeps the query's commit records), not a 'topic' column")
         return cls(namesrv=given[NAMESRV], topic=given.get(TOPIC) or None,
                    producer_group=_group(given, PRODUCER_GROUP) or DEFAULT_PRODUCER_GROUP, batch_size=batch_size,
-                   exactly_once=exactly_once, **_account(given))
+                   exactly_once=exactly_once, connection=Connection.parse(given))
 
 
-def _account(given: dict[str, str]) -> dict[str, str]:
+def _account(given: Mapping[str, str]) -> dict[str, str]:
     """``access_key``/``secret_key`` from the options, the secret from the environment when only ``accessKey`` is
     given (a catalog table's reads); both or neither (the error names no value)."""
     access = given.get(ACCESS_KEY, "")
@@ -508,10 +600,6 @@ def _account(given: dict[str, str]) -> dict[str, str]:
         raise ConfigError(f"option {ACCESS_KEY!r} is given without {SECRET_KEY!r}: give .option({SECRET_KEY!r}, ...) "
                           f"or set {SECRET_KEY_ENV} in the driver's environment (a catalog table keeps no secret)")
     return {"access_key": access, "secret_key": secret}
-
-
-def _credentials(access_key: str, secret_key: str) -> Credentials | None:
-    return Credentials(access_key, secret_key) if access_key else None
 
 
 def _given(options: Mapping[str, str], by_lower: Mapping[str, str], names: tuple[str, ...], kind: str, verb: str,

@@ -59,7 +59,8 @@ def plan_ranges(opts: SourceOptions, queues: TopicQueues, starting: dict[QueueKe
         if hot is not None:
             parts.extend(QueueRange(queues.topic, key[0], queues.addr(key), key[1], lo, hi, opts.tags,
                                     opts.pull_group, opts.pull_batch_size, opts.fail_on_data_loss,
-                                    queues.members_of(key), opts.pull_sql, tuple(opts.namesrv_addrs), opts.credentials)
+                                    queues.members_of(key), opts.pull_sql, tuple(opts.namesrv_addrs),
+                                    opts.client_config)
                          for lo, hi in split_range(*hot, opts.max_messages_per_partition))
     return parts
 

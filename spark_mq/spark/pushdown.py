@@ -59,8 +59,8 @@ from spark_mq.arrow.indexed import DEFAULT_MAX_HOT, is_indexable_key, messages_t
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S, QueueRange, read_range
 from spark_mq.arrow.schema import to_utc_schema
+from spark_mq.client.config import open_api
 from spark_mq.client.subscription import parse_tags
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError
 from spark_mq.filter.compose import all_of, literal, one_of
 from spark_mq.spark.offset_reader import OffsetSource
@@ -249,7 +249,7 @@ def read_indexed(part: IndexedRead, *, timeout: float = REQUEST_TIMEOUT_S) -> It
     first = part.ranges[0]
     begin, end = query_window(part.begin_ms, part.end_ms)
     try:
-        with SyncMQClientAPI(timeout=timeout, credentials=first.credentials) as api:
+        with open_api(first.client, timeout) as api:
             found = api.query_message(first.broker_addr, first.topic, part.key, INDEX_MAX_HITS, begin, end)
     except (MQClientError, RemotingError) as e:
         log.warning("broker %s cannot look key %r up (%s): pulling its queues instead", first.broker_name,

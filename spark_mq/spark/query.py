@@ -30,13 +30,13 @@ from pyspark.sql.types import StringType, StructField, StructType
 from spark_mq.arrow.queues import BrokerOffsets, QueueKey, TopicQueues, discover_queues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
 from spark_mq.arrow.schema import UTC_SCHEMA, to_utc_schema
+from spark_mq.client.config import open_api
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.config import split_addresses
 from spark_mq.common.errors import ConfigError
-from spark_mq.remoting.signature import Credentials
 from spark_mq.spark.archive_reader import read_archive_files
 from spark_mq.spark.offsets import encode_offsets
-from spark_mq.spark.options import ACCESS_KEY, SECRET_KEY
+from spark_mq.spark.options import PLAIN, Connection
 from spark_mq.spark.provider import NAME
 from spark_mq.spark.schema import SPARK_SCHEMA
 from spark_mq.tiered.lookup import (
@@ -56,15 +56,16 @@ QUERY_SCHEMA = StructType([*SPARK_SCHEMA.fields, StructField(TIER_COLUMN, String
 
 def by_key(spark: SparkSession, topic: str, key: str, begin: TimeBound = None, end: TimeBound = None, *,
            namesrv: str, root: str | None = None, max_hot: int = DEFAULT_MAX_HOT,
-           credentials: Credentials | None = None) -> DataFrame:
+           connection: Connection = PLAIN) -> DataFrame:
     """The messages of ``topic`` whose KEYS list ``key`` or whose UNIQ_KEY is ``key``, stored in [begin,
     end), from the brokers' index and (with ``root``) the archive, once each, by store time.
 
     ``max_hot`` caps the hits each broker returns (its index answers newest first): a warning says when
-    a broker reached it. ``credentials``: the account the requests are signed with (ACL)."""
-    window = TimeWindow.of(begin, end)
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=credentials) as api:
-        found = find_by_key(api, _namesrv_addrs(namesrv), topic, key, window, root=root, max_hot=max_hot)
+    a broker reached it. ``connection``: the account the requests are signed with (ACL) and their TLS, as the
+    source's options (``Connection.from_env()`` reads spark-mq's environment)."""
+    window, addrs = TimeWindow.of(begin, end), _namesrv_addrs(namesrv)
+    with open_api(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
+        found = find_by_key(api, addrs, topic, key, window, root=root, max_hot=max_hot)
     if not found.num_rows:  # pyspark 4.2 cannot convert an Arrow table without chunks
         return spark.createDataFrame([], QUERY_SCHEMA)
     batches = [to_utc_schema(b) for b in found.drop_columns([TIER_COLUMN]).to_batches()]
@@ -74,18 +75,19 @@ def by_key(spark: SparkSession, topic: str, key: str, begin: TimeBound = None, e
 
 
 def by_time(spark: SparkSession, topic: str, begin: TimeBound, end: TimeBound, *, namesrv: str,
-            root: str | None = None, credentials: Credentials | None = None) -> DataFrame:
+            root: str | None = None, connection: Connection = PLAIN) -> DataFrame:
     """Every message of ``topic`` stored in [begin, end): the brokers' and (with ``root``) the archive's,
-    once each, in no particular order (sort it if you need one: the window may be large)."""
+    once each, in no particular order (sort it if you need one: the window may be large). ``connection``: as
+    :func:`by_key`'s."""
     window = TimeWindow.of(begin, end)
     snapshot = open_snapshot(root, topic) if root is not None else None
-    account = {} if credentials is None else {ACCESS_KEY: credentials.access_key, SECRET_KEY: credentials.secret_key}
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=credentials) as api:
-        queues = discover_queues(api, _namesrv_addrs(namesrv), topic)
+    addrs = _namesrv_addrs(namesrv)
+    with open_api(connection.client_config(namesrv), REQUEST_TIMEOUT_S) as api:
+        queues = discover_queues(api, addrs, topic)
         starting, ending = hot_ranges(api, queues, window, snapshot.ends if snapshot is not None else {})
     hot = (spark.read.format(NAME).option("namesrv", namesrv).option("topic", topic)
            .option("startingOffsets", encode_offsets(starting)).option("endingOffsets", encode_offsets(ending))
-           .options(**account).load())
+           .options(**connection.spark_options()).load())
     frames = [hot.where(_within(window)).withColumn(TIER_COLUMN, F.lit(HOT))]
     if snapshot is not None and snapshot.exists:
         files = snapshot.files(window)

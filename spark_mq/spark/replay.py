@@ -20,19 +20,19 @@ sending some batches sends them again when retried (consumers can deduplicate on
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from spark_mq.arrow.queues import discover_queues
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
-from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.client.config import open_api
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.properties import KEYS, ORIGIN_MESSAGE_ID, TAGS, UNIQ_KEY, WAIT_STORE_MSG_OK
 from spark_mq.spark.offset_reader import offset_source
 from spark_mq.spark.offsets import decode_offsets, encode_offsets
-from spark_mq.spark.options import ACCESS_KEY, SECRET_KEY, SourceOptions
+from spark_mq.spark.options import PLAIN, Connection, SourceOptions
 
 REPLAY_ORIGIN = "REPLAY_ORIGIN"
 # set again by the sink for every message it sends (UNIQ_KEY fresh, KEYS/TAGS from their columns)
@@ -54,12 +54,7 @@ class ReplaySpec:
     group: str | None = None
     key: str | None = None
     tags: str | None = None
-    access_key: str = ""  # the account the reads and the republishing sends are signed with (ACL)
-    secret_key: str = field(default="", repr=False)
-
-    def account_options(self) -> dict[str, str]:
-        """Options ``accessKey``/``secretKey`` of the source and the sink ({} without an account)."""
-        return {ACCESS_KEY: self.access_key, SECRET_KEY: self.secret_key} if self.access_key else {}
+    connection: Connection = PLAIN  # the account and TLS of the reads and the republishing sends
 
     def check(self) -> None:
         if self.from_ms is not None and self.from_offsets is not None:
@@ -77,7 +72,8 @@ class ReplaySpec:
     def source_options(self) -> dict[str, str]:
         """The ``spark_mq`` batch source's options for the range's start (the end is resolved by
         :func:`ending_offsets`)."""
-        opts = {"namesrv": self.namesrv, "topic": self.topic, "startingOffsets": "earliest", **self.account_options()}
+        opts = {"namesrv": self.namesrv, "topic": self.topic, "startingOffsets": "earliest",
+                **self.connection.spark_options()}
         if self.root:
             opts["tieredStoreRoot"] = self.root
         if self.group:
@@ -100,7 +96,7 @@ def ending_offsets(spec: ReplaySpec) -> str | None:
     if spec.to_ms is None:
         return None
     opts = SourceOptions.parse(spec.source_options())
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=opts.credentials) as api:
+    with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
         queues = discover_queues(api, opts.namesrv_addrs, spec.topic)
         source = offset_source(api, queues, opts)
         return encode_offsets({key: source.offset_by_timestamp(key, spec.to_ms) for key in queues.queues})
@@ -148,7 +144,7 @@ def republish(spark: SparkSession, spec: ReplaySpec, to_topic: str) -> int:
     try:
         count = rows.count()
         (rows.write.format("spark_mq").option("namesrv", spec.namesrv).option("topic", to_topic)
-         .options(**spec.account_options()).mode("append").save())
+         .options(**spec.connection.spark_options()).mode("append").save())
         return count
     finally:
         rows.unpersist()

@@ -55,6 +55,7 @@ from pyspark.sql.types import (
 )
 
 from spark_mq.arrow.queues import QueueKey, route_with_masters
+from spark_mq.client.config import open_api
 from spark_mq.client.outgoing import PreparedBatch, check_topic
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MessageValidationError, MQClientError, RemotingError, SparkMQError
@@ -269,7 +270,7 @@ def write_batches(opts: SinkOptions, batches: Iterator[pa.RecordBatch]) -> SinkC
     ctx = TaskContext.get()
     start = ctx.partitionId() if ctx is not None else os.getpid()
     transaction, extra = start_writer(opts, ctx) if opts.exactly_once else (None, b"")
-    with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=opts.credentials) as api:
+    with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
         sender = _Sender(api, opts, start, transaction)
         for batch in batches:
             if batch.num_rows:
@@ -348,6 +349,6 @@ def make_writer(options, schema: StructType, overwrite: bool, *, streaming: bool
         raise ConfigError(f"option {EXACTLY_ONCE!r} applies to writeStream (micro-batches commit once); a batch "
                           f"write is at-least-once: drop the option")
     if opts.topic is not None:
-        with SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=opts.credentials) as api:
+        with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
             writable_queues(api, opts.namesrv_addrs, opts.topic)
     return (SparkMQStreamWriter if streaming else SparkMQWriter)(opts)

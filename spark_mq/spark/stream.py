@@ -102,6 +102,7 @@ from pyspark.sql.streaming.datasource import (
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_topics, queue_key_text
 from spark_mq.arrow.range_reader import REQUEST_TIMEOUT_S
 from spark_mq.arrow.schema import COLUMNS
+from spark_mq.client.config import open_api
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.spark.group_member import DriverGroupMember, leave_before_exit
@@ -198,7 +199,7 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _client(self) -> SyncMQClientAPI:
         if self._api is None:
-            self._api = SyncMQClientAPI(timeout=REQUEST_TIMEOUT_S, credentials=self.opts.credentials)
+            self._api = open_api(self.opts.client_config, REQUEST_TIMEOUT_S)
         return self._api
 
     def _group_member(self) -> DriverGroupMember:

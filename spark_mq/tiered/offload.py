@@ -43,6 +43,7 @@ import pyarrow as pa
 from spark_mq.arrow.queues import QueueKey, TopicQueues, discover_queues, queue_key_text
 from spark_mq.arrow.range_reader import QueueRange, QueueSpan, read_range
 from spark_mq.arrow.schema import UTC_SCHEMA
+from spark_mq.client.config import ClientConfig
 from spark_mq.client.results import TieredOffset
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError
@@ -157,10 +158,11 @@ class QueueResult:
 
 
 def offload_queue(api: SyncMQClientAPI, archive: Archive, plan: QueuePlan, listener: OffloadListener, *,
-                  chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                  pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE) -> QueueResult:
+                  chunk_bytes: int = DEFAULT_CHUNK_BYTES, pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+                  client: ClientConfig | None = None) -> QueueResult:
     """Append ``plan``'s range to ``archive`` chunk by chunk, recording the watermark after each, and
-    catch the watermark up with the table when it lags (see the module docstring)."""
+    catch the watermark up with the table when it lags (see the module docstring). ``client``: how the
+    range's pulls dial and sign (TLS, account), as ``api``'s do; None: plaintext, unsigned."""
     t0 = time.perf_counter()
     result = QueueResult()
     listener.queue_started(plan)
@@ -171,7 +173,7 @@ def offload_queue(api: SyncMQClientAPI, archive: Archive, plan: QueuePlan, liste
     if plan.stale_watermark and plan.archived_end is not None:
         watermark = _record(api, plan, plan.archived_end, listener, result)
     part = QueueRange(plan.topic, plan.broker_name, plan.broker_addr, plan.queue_id, plan.start, plan.end,
-                      ALL_TAGS, OFFLOAD_GROUP, pull_batch_size, True, credentials=api.api.remoting.credentials)
+                      ALL_TAGS, OFFLOAD_GROUP, pull_batch_size, True, client=client)
     for start, end, rows in _chunks(part, chunk_bytes, plan, listener):
         written = archive.append(plan.broker_name, plan.queue_id, start, end, rows)
         listener.committed(plan, start, end, written)
@@ -274,8 +276,9 @@ def plan_offload(api: SyncMQClientAPI, namesrv_addrs: list[str], topics: list[st
 
 def run_offload(api: SyncMQClientAPI, plans: list[TopicPlan], listener: OffloadListener, *,
                 chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE) -> list[QueueResult]:
+                pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE,
+                client: ClientConfig | None = None) -> list[QueueResult]:
     """Offload every planned queue, one after another."""
     return [offload_queue(api, topic.archive, plan, listener, chunk_bytes=chunk_bytes,
-                          pull_batch_size=pull_batch_size)
+                          pull_batch_size=pull_batch_size, client=client)
             for topic in plans for plan in topic.queues]

@@ -55,7 +55,7 @@ def test_a_table_keeps_no_secret_and_its_reads_take_it_from_the_environment(monk
         SourceOptions.parse(stored)
     monkeypatch.setenv("SPARK_MQ_SECRET_KEY", SECRET)
     assert SourceOptions.parse(stored).credentials == Credentials("user", SECRET)
-    assert SourceOptions.parse({**stored, "secretKey": "the query's"}).secret_key == "the query's"
+    assert SourceOptions.parse({**stored, "secretKey": "the query's"}).credentials.secret_key == "the query's"
 
 
 def test_the_secret_is_nowhere_in_plans_tables_ui_event_log_or_logs(cluster, produced, tmp_path):

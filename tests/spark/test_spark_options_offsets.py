@@ -57,7 +57,7 @@ def test_defaults_and_case_insensitive_keys():
     assert SourceOptions.parse({**BASE, "group": "g"}).group_member
     assert not SourceOptions.parse({**BASE, "group": "g", "commitToBroker": "false"}).group_member
     assert (opts.sql_filter, opts.property_columns, opts.pull_sql) == (None, (), None)
-    assert len(set(o.ALL_OPTIONS)) == 24
+    assert len(set(o.ALL_OPTIONS)) == 30  # 24, the account (2) and TLS (4)
 
 
 @pytest.mark.parametrize(("options", "message"), [
