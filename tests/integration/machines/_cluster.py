@@ -23,7 +23,15 @@ from integration.ha.ledger import key_of
 from netns import Network
 from servers import NAMESRV_READY, ServerProcess
 
-from spark_mq.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, ClientConfig
+from spark_mq.client.config import (
+    ACCESS_KEY_ENV,
+    SECRET_KEY_ENV,
+    TLS_CA_ENV,
+    TLS_CERT_ENV,
+    TLS_ENV,
+    TLS_KEY_ENV,
+    ClientConfig,
+)
 from spark_mq.client.pull_consumer import SyncPullConsumer
 from spark_mq.client.results import PullStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -100,9 +108,14 @@ class Security:
         return options
 
     def job_env(self, account: tuple[str, str] = APP) -> dict[str, str]:
-        """The environment a Spark job takes ``account`` from (with ACL on), as the jobs/ scripts do: not
-        their command line, which Spark shows (``sun.java.command``)."""
-        return {ACCESS_KEY_ENV: account[0], SECRET_KEY_ENV: account[1]} if self.acl else {}
+        """The environment a Spark job takes ``account`` (with ACL on) and its TLS files (with TLS on) from, as the
+        jobs/ scripts do: not their command line, which Spark shows (``sun.java.command``)."""
+        env = {ACCESS_KEY_ENV: account[0], SECRET_KEY_ENV: account[1]} if self.acl else {}
+        if self.tls:
+            certs = self.root / "certs"
+            env.update({TLS_ENV: "1", TLS_CA_ENV: str(certs / "ca.pem"), TLS_CERT_ENV: str(certs / "client.pem"),
+                        TLS_KEY_ENV: str(certs / "client.key")})
+        return env
 
     def client_config(self, namesrv: str, account: tuple[str, str] = APP) -> ClientConfig:
         return ClientConfig(namesrv, request_timeout_s=CLIENT_TIMEOUT_S, **self.client_options(account))

@@ -1,12 +1,12 @@
 """The Spark side of the standalone-cluster test, run with ``spark-submit``: writes ``--rows`` rows to
 ``--topic`` with the spark_mq sink, reads them back with the batch source (both with the options
-``accessKey``/``secretKey`` of ``--access-key``/``--secret-key`` or their environment variables, as
-the jobs/ scripts take an account), prints the read's ``explain`` output, then prints its UI's address and
-keeps the application (and so its UI) up until the file ``--hold-until`` exists, for the test to fetch
-the pages (spark-submit does not pass its stdin on to a Python application).
+``accessKey``/``secretKey`` and ``tls*`` of ``--access-key``/``--secret-key``/``--tls*`` or their environment
+variables, as the jobs/ scripts take an account and TLS), prints the read's ``explain`` output, then prints
+its UI's address and keeps the application (and so its UI) up until the file ``--hold-until`` exists, for the
+test to fetch the pages (spark-submit does not pass its stdin on to a Python application).
 
-Prints ``[sink_job] wrote N``, ``[sink_job] read N``, the explain text between ``[sink_job] explain``
-lines and ``[sink_job] ui URL``.
+Prints ``[sink_job] wrote N``, ``[sink_job] read N``, the explain text between ``[sink_job] explain`` lines
+and ``[sink_job] ui URL``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import argparse
 import time
 from pathlib import Path
 
-from spark_mq.commands.common import add_credentials, credentials_of
+from spark_mq.commands.common import add_credentials, add_tls, client_config
+from spark_mq.spark.options import Connection
 from spark_mq.spark.session import build_session
 
 HOLD_POLL_S = 0.2
@@ -28,9 +29,9 @@ def main() -> None:
     p.add_argument("--rows", type=int, required=True)
     p.add_argument("--hold-until", type=Path, required=True)
     add_credentials(p)
+    add_tls(p)
     args = p.parse_args()
-    access_key, secret_key = credentials_of(args)
-    options = {"accessKey": access_key, "secretKey": secret_key} if access_key else {}
+    options = Connection.of(client_config(args)).spark_options()
     spark = build_session("spark_mq-sink-job")
     rows = spark.range(args.rows).selectExpr("CAST(id AS STRING) AS keys", "CAST(CONCAT('row-', id) AS BINARY) AS body")
     rows.write.format("spark_mq").mode("append").option("namesrv", args.namesrv).option("topic", args.topic) \

@@ -1,12 +1,11 @@
-"""Spark as it runs on a cluster: a Spark standalone master and two workers started from the pyspark
-distribution (``spark-class org.apache.spark.deploy.master.Master`` / ``...deploy.worker.Worker``),
-each on a host of its own (a network namespace), next to a NameServer and a broker on theirs; the
-drivers run in the root namespace (client mode) and the executors on the workers' hosts reach the
-broker over the bridge, all with ACL on. ``sink_job.py`` writes rows with the sink and reads them back,
-then ``jobs/consume.py`` streams them to Parquet, both with the account passed as options (taken from
-the environment, as the jobs/ scripts take it); then the secret must be absent from the driver UI's
-environment and SQL pages (REST and HTML), the master's UI, the event logs and the ``explain`` output.
-(The source and sink have no TLS options: this cluster runs with ACL only.)
+"""Spark as it runs on a cluster: a Spark standalone master and two workers started from the pyspark distribution
+(``spark-class org.apache.spark.deploy.master.Master`` / ``...deploy.worker.Worker``), each on a host of its
+own (a network namespace), next to a NameServer and a broker on theirs; the drivers run in the root namespace
+(client mode) and the executors on the workers' hosts reach the broker over the bridge, all with ACL and TLS
+on (mutual TLS: the executors dial with the client certificate). ``sink_job.py`` writes rows with the sink and
+reads them back, then ``jobs/consume.py`` streams them to Parquet, both with the account passed as options
+(taken from the environment, as the jobs/ scripts take it); then the secret must be absent from the driver
+UI's environment and SQL pages (REST and HTML), the master's UI, the event logs and the ``explain`` output.
 """
 
 from __future__ import annotations
@@ -84,8 +83,8 @@ def ui_pages(ui: str) -> dict[str, str]:
 
 def test_spark_standalone_cluster_reads_and_writes_keeping_the_secret(network, tmp_path):
     net = network(ROLES)
-    security = Security(acl=True, tls=False, root=tmp_path / "security")
-    security.prepare([])
+    security = Security(acl=True, tls=True, root=tmp_path / "security")
+    security.prepare([net.gateway, *(h.address for h in net.hosts.values())])
     address = {role: host.address for role, host in net.hosts.items()}
     master_url, master_ui = f"spark://{address['master']}:{MASTER_PORT}", f"http://{address['master']}:{MASTER_UI_PORT}"
     with ExitStack() as stack:
