@@ -51,11 +51,11 @@ HANDSHAKE_HINTS = {
     "SSLV3_ALERT_CERTIFICATE_EXPIRED": "the server says our client certificate has expired",
 }
 # what a refused server certificate usually means, by OpenSSL's verify message
+TRUST_OPTIONS = "tls.client.trustCertPath, --tls-ca, or the Spark option tlsTrustCertPath"
 VERIFY_HINTS = {
-    "unable to get local issuer certificate": "its CA is not among the trusted ones (tls.client.trustCertPath, "
-                                              "--tls-ca)",
-    "self-signed certificate": "it signed itself and is not among the trusted ones (tls.client.trustCertPath, "
-                               "--tls-ca)",
+    "unable to get local issuer certificate": f"its CA is not among the trusted ones ({TRUST_OPTIONS})",
+    "self-signed certificate": f"it signed itself and is not among the trusted ones ({TRUST_OPTIONS})",
+    "self-signed certificate in certificate chain": f"its CA is not among the trusted ones ({TRUST_OPTIONS})",
 }
 
 
