@@ -222,8 +222,24 @@ class Connection:
 PLAIN = Connection()  # plaintext, unsigned
 
 
+class Connected:
+    """What the source's and the sink's options share: the NameServers and how every client of theirs dials and
+    signs (fields of the dataclasses below)."""
+
+    namesrv: str
+    connection: Connection
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self.connection.credentials
+
+    @property
+    def client_config(self) -> ClientConfig:
+        return self.connection.client_config(self.namesrv)
+
+
 @dataclass(frozen=True)
-class SourceOptions:
+class SourceOptions(Connected):
     """The validated options of one ``spark_mq`` read (batch or streaming)."""
 
     namesrv: str  # ';'-separated host:port
@@ -251,14 +267,6 @@ class SourceOptions:
     rebalance_interval_ms: int = DEFAULT_REBALANCE_INTERVAL_MS
     tiered_store_root: str | None = None  # the archive read below each queue's hot min (spark_mq.tiered.tiers)
     connection: Connection = PLAIN  # the account and TLS of every client the read opens
-
-    @property
-    def credentials(self) -> Credentials | None:
-        return self.connection.credentials
-
-    @property
-    def client_config(self) -> ClientConfig:
-        return self.connection.client_config(self.namesrv)
 
     @property
     def group_member(self) -> bool:
@@ -547,7 +555,7 @@ MAX_BATCH_SIZE = 100_000
 
 
 @dataclass(frozen=True)
-class SinkOptions:
+class SinkOptions(Connected):
     """The validated options of one ``spark_mq`` write (batch or streaming)."""
 
     namesrv: str  # ';'-separated host:port
@@ -560,14 +568,6 @@ class SinkOptions:
     @property
     def namesrv_addrs(self) -> list[str]:
         return split_addresses(self.namesrv)
-
-    @property
-    def credentials(self) -> Credentials | None:
-        return self.connection.credentials
-
-    @property
-    def client_config(self) -> ClientConfig:
-        return self.connection.client_config(self.namesrv)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
