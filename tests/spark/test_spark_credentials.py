@@ -105,6 +105,7 @@ def test_the_source_and_sink_sign_with_their_account_and_a_wrong_secret_is_refus
     assert "not-the-secret" not in str(refused.value) and acl.user[1] not in str(refused.value)
 
 
+@pytest.mark.slow  # ~25 s; the suite runs the same job with an account and TLS (test_spark_tls.py)
 def test_the_consume_job_reads_with_the_environments_account_and_commits_the_group(acl, tmp_path):
     """``jobs/consume.py`` against the ACL cluster, the account from SPARK_MQ_ACCESS_KEY/SPARK_MQ_SECRET_KEY (as
     ``spark-mq dev --acl``'s credentials.env gives it): every message read, the group's offsets committed (its
