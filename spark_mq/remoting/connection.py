@@ -343,8 +343,9 @@ class Connection:
             client_faults.warning(self.peer_host, "bad frame", "closing %s connection from %s: bad frame: %s",
                                   self._role, self.peer, e)
             cause, abort = e, server_side
-        except (ConnectionError, OSError) as e:
-            cause = e
+        except (ConnectionError, OSError) as e:  # a TLS server refusing our certificate may say so with an alert
+            hint = self._tls_hint()
+            cause = ConnectionResetError(f"{self.peer} closed the connection ({e}){hint}") if hint else e
         except asyncio.CancelledError:
             cause = RemotingConnectError("closed locally")
         self.close(cause, abort)
