@@ -6,26 +6,17 @@ separate processes in tests/integration/controller.)"""
 
 from __future__ import annotations
 
-import pytest
 from servers import ServerProcess, free_port, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import SendStatus
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 
 from .conftest import run_cli
 
 TIMEOUT_S = 60
 SET = "broker-a"
-
-
-@pytest.fixture
-def api():
-    client = SyncMQClientAPI(timeout=10.0)
-    yield client
-    client.close()
 
 
 def _cells(line: str) -> list[str]:

@@ -9,8 +9,6 @@ from dataclasses import dataclass
 import pytest
 from servers import Broker, free_port, start_namesrv, unique
 
-from spark_mq.client.sync_api import SyncMQClientAPI
-
 from ._support import SMALL_FILES
 
 
@@ -64,8 +62,3 @@ def ha_pair(tmp_path, namesrv):
                 b.stop()
 
 
-@pytest.fixture
-def api():
-    client = SyncMQClientAPI(timeout=10.0)
-    yield client
-    client.close()

@@ -11,7 +11,6 @@ import re
 import pytest
 from servers import start_namesrv, wait_until
 
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ReplicationError
 from spark_mq.store.ha.ha_auth import ClusterAccount, prove
 from spark_mq.store.ha.ha_protocol import REPORT
@@ -26,13 +25,6 @@ def namesrv(tmp_path_factory):
     server = start_namesrv(tmp_path_factory.mktemp("namesrv") / "namesrv.log", verbose=False)
     yield server.addr
     server.stop_cleanly()
-
-
-@pytest.fixture
-def api():
-    client = SyncMQClientAPI(timeout=10.0)
-    yield client
-    client.close()
 
 
 @pytest.fixture
