@@ -1,5 +1,5 @@
 """Fixtures shared by the integration tests: ``cluster``, a real NameServer and broker per module
-(``tests/servers.py``), and ``api``, a blocking client of the remoting requests."""
+(``tests/servers.py``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ from dataclasses import dataclass
 
 import pytest
 from servers import Broker, ServerProcess, start_namesrv
-
-from spark_mq.client.sync_api import SyncMQClientAPI
 
 
 @dataclass
@@ -40,10 +38,3 @@ def cluster(tmp_path_factory):
     yield Cluster(namesrv, broker)
     broker.stop()
     namesrv.stop_cleanly()
-
-
-@pytest.fixture
-def api():
-    client = SyncMQClientAPI(timeout=10.0)
-    yield client
-    client.close()

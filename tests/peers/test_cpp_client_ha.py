@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 from integration.ha.commitlog_files import read_commitlog
-from integration.ha.conftest import api, ha_pair  # noqa: F401  (the fixtures: a master and its slave, a client)
+from integration.ha.conftest import ha_pair  # noqa: F401  (the fixture: a master and its slave)
 from peer_helpers import cpp_log
 from servers import wait_until
 from test_cpp_client_broker import (

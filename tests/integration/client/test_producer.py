@@ -19,7 +19,6 @@ from servers import Broker, start_namesrv, unique, wait_until
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import Producer, SyncProducer, select_by_hash
 from spark_mq.client.results import SendStatus
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ClientError, MessageValidationError, SendFailedError
 from spark_mq.common.message import Message
 from spark_mq.common.properties import UNIQ_KEY
@@ -35,13 +34,6 @@ MiB = 1024 * 1024
 @pytest.fixture(scope="module")
 def config(namesrv) -> ClientConfig:
     return ClientConfig(namesrv)
-
-
-@pytest.fixture
-def api():
-    client = SyncMQClientAPI(timeout=5.0)
-    yield client
-    client.close()
 
 
 @pytest.fixture

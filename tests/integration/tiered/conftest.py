@@ -9,8 +9,6 @@ from dataclasses import dataclass
 import pytest
 from servers import Broker, start_namesrv
 
-from spark_mq.client.sync_api import SyncMQClientAPI
-
 TIERED_BROKER_CONF = "mapedFileSizeCommitLog=65536\nmaxMessageSize=8192\ntieredStoreEnable=true\n"
 
 
@@ -36,9 +34,3 @@ def tiered_cluster(tmp_path_factory):
     yield TieredCluster(namesrv.addr, broker)
     broker.stop()
     namesrv.stop_cleanly()
-
-
-@pytest.fixture
-def api():
-    with SyncMQClientAPI(timeout=10.0) as client:
-        yield client
