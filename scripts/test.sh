@@ -17,7 +17,8 @@ fi
 
 echo "== pytest ${marker[*]} $*"
 pytest_rc=0
-python -m pytest "${marker[@]}" "$@" || pytest_rc=$?
+# the 30 slowest tests are listed at the end: where the suite's time goes (its budget is ~25 min)
+python -m pytest "${marker[@]}" --durations=30 "$@" || pytest_rc=$?
 
 if [ "$pytest_rc" -eq 5 ]; then
     echo "FAIL: pytest collected no tests (exit 5)" >&2
