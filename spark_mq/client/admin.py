@@ -430,6 +430,35 @@ class Admin:
                                      o.last_timestamp) for mq, o in stats.offset_table.items()]
         return GroupProgress(group, sorted(queues, key=lambda q: (q.topic, q.broker_name, q.queue_id)), tps)
 
+    async def groups(self) -> dict[str, set[str]]:
+        """Every consumer group the masters know, with the topics it has committed offsets of: the
+        subscription group configs and the offset tables of every master (GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        GET_ALL_CONSUMER_OFFSET: admin requests when the brokers check ACLs). A master that does not answer
+        is left out."""
+        out: dict[str, set[str]] = {}
+        for addr in sorted(set((await self.master_addrs()).values())):
+            try:
+                configs = await self.api.get_all_subscription_groups(addr)
+                offsets = await self.api.get_all_consumer_offsets(addr)
+            except RemotingError:
+                continue
+            for name in configs.subscription_group_table:
+                out.setdefault(name, set())
+            for key in offsets.offset_table:
+                topic, _, group = key.rpartition("@")
+                out.setdefault(group, set()).add(topic)
+        return out
+
+    async def members(self, group: str) -> list[str]:
+        """The client ids of ``group``'s online members, as the masters know them (GET_CONSUMER_LIST_BY_GROUP)."""
+        found: set[str] = set()
+        for addr in sorted(set((await self.master_addrs()).values())):
+            try:
+                found.update(await self.api.get_consumer_list_by_group(addr, group))
+            except (RemotingError, MQClientError):
+                continue  # a dead master, or one the group never met
+        return sorted(found)
+
     async def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move ``group``'s committed offset of every readable queue of ``topic`` to the first message
         stored at or after ``timestamp_ms`` (a queue with nothing that late gets its max offset), forward
@@ -569,6 +598,14 @@ class SyncAdmin(BlockingFacade[Admin]):
     def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """Blocking :meth:`Admin.group_progress`."""
         return self._run(self._target.group_progress(group=group, topic=topic))
+
+    def groups(self) -> dict[str, set[str]]:
+        """Blocking :meth:`Admin.groups`."""
+        return self._run(self._target.groups())
+
+    def members(self, group: str) -> list[str]:
+        """Blocking :meth:`Admin.members`."""
+        return self._run(self._target.members(group=group))
 
     def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Blocking :meth:`Admin.reset_offsets_by_time`."""

@@ -19,9 +19,11 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
+    ConsumerOffsetSerializeWrapper,
     ConsumeStats,
     KVTable,
     ResetOffsetBody,
+    SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
 )
@@ -138,3 +140,15 @@ class AdminRequests(Requester):
         """DELETE_TOPIC_IN_BROKER."""
         await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic),
                            timeout=timeout)
+
+    async def get_all_subscription_groups(self, addr: str, *,
+                                          timeout: float | None = None) -> SubscriptionGroupWrapper:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every subscription group config of the broker (admin)."""
+        response = await self._invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout=timeout)
+        return SubscriptionGroupWrapper.from_json(response.body)
+
+    async def get_all_consumer_offsets(self, addr: str, *,
+                                       timeout: float | None = None) -> ConsumerOffsetSerializeWrapper:
+        """GET_ALL_CONSUMER_OFFSET: every committed offset of the broker, keyed ``topic@group`` (admin)."""
+        response = await self._invoke(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, timeout=timeout)
+        return ConsumerOffsetSerializeWrapper.from_json(response.body)

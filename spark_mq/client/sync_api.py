@@ -31,11 +31,13 @@ from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     CheckClientRequestBody,
     ClusterInfo,
+    ConsumerOffsetSerializeWrapper,
     ConsumeStats,
     HeartbeatData,
     MessageQueue,
     RegisterBrokerBody,
     ResetOffsetBody,
+    SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
@@ -323,4 +325,12 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def delete_topic_in_broker(self, addr: str, topic: str, *, timeout: float | None = None) -> None:
         """Blocking :meth:`MQClientAPI.delete_topic_in_broker`."""
         return self._run(self._target.delete_topic_in_broker(addr=addr, topic=topic, timeout=timeout))
+
+    def get_all_subscription_groups(self, addr: str, *, timeout: float | None = None) -> SubscriptionGroupWrapper:
+        """Blocking :meth:`MQClientAPI.get_all_subscription_groups`."""
+        return self._run(self._target.get_all_subscription_groups(addr=addr, timeout=timeout))
+
+    def get_all_consumer_offsets(self, addr: str, *, timeout: float | None = None) -> ConsumerOffsetSerializeWrapper:
+        """Blocking :meth:`MQClientAPI.get_all_consumer_offsets`."""
+        return self._run(self._target.get_all_consumer_offsets(addr=addr, timeout=timeout))
     # -- end of generated blocking twins --
