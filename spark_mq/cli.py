@@ -184,19 +184,24 @@ def _dashboard(args: argparse.Namespace) -> int:
     from spark_mq.commands.common import client_config
     from spark_mq.common.serve_until_signal import serve_until_signal
 
-    config = _dashboard_config(client_config(args), args.host, args.port, args.controller)
+    config = _dashboard_config(client_config(args), args.host, args.port, args.controller, args.sample_interval)
     return _run_until_signal(lambda: serve_until_signal(lambda stop: _serve_dashboard(config, stop)),
                              "the console", f"{args.host}:{args.port}")
 
 
-def _dashboard_config(client, host: str, port: int, controller: str | None = None):
+def _dashboard_config(client, host: str, port: int, controller: str | None = None,
+                      sample_interval_s: float | None = None):
     # lazy import: the console's web stack loads only for the commands that serve it
     from spark_mq.dashboard.auth import ANONYMOUS, Account
     from spark_mq.dashboard.server import DashboardConfig
 
     account = Account(client.access_key, client.secret_key, admin=True) if client.access_key else ANONYMOUS
     controllers = tuple(a.strip() for a in (controller or "").split(";") if a.strip())
-    return DashboardConfig(client, host, port, account, controllers)
+    if sample_interval_s is None:
+        return DashboardConfig(client, host, port, account, controllers)
+    if sample_interval_s <= 0:
+        raise SparkMQError(f"--sample-interval {sample_interval_s:g}: give a positive number of seconds")
+    return DashboardConfig(client, host, port, account, controllers, sample_interval_s)
 
 
 async def _serve_dashboard(config, stop) -> None:
@@ -389,6 +394,8 @@ def _add_dashboard_command(sub: argparse._SubParsersAction) -> None:
     dashboard.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080, 0 picks one)")
     dashboard.add_argument("--controller", help="replication controller address(es), ';'-separated, for the "
                                                 "controller's view (default: ask the NameServers)")
+    dashboard.add_argument("--sample-interval", type=float,
+                           help="seconds between the samples the charts draw (default 10; an hour is kept)")
 
 
 def _add_server_commands(sub: argparse._SubParsersAction) -> None:

@@ -1,0 +1,168 @@
+"""The web console in a real headless chromium against a real NameServer and brokers: every page loads
+with no error in the browser's console and shows what the admin API says of the same cluster; each action
+(create a topic, send, reset offsets, resend, delete with confirmation) changes the cluster as the admin
+API sees it; a dead broker greys out without breaking the overview."""
+
+from __future__ import annotations
+
+import json
+import signal
+from urllib.parse import quote
+
+import pytest
+from integration.dashboard._browser import Browser, start_console
+from servers import Broker, run_cli, unique, wait_until
+
+from spark_mq.client.admin import SyncAdmin
+from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
+from spark_mq.common.message import Message
+from spark_mq.common.names import is_system_topic, retry_topic
+
+QUEUES = 2
+SENT = 10
+LATER = 5  # sent after the group consumed SENT: its lag
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    with SyncAdmin(ClientConfig(cluster.namesrv)) as a:
+        yield a
+
+
+@pytest.fixture(scope="module")
+def data(cluster, admin):
+    """A topic with SENT + LATER JSON messages (key "k-dash") and a group that consumed the first SENT."""
+    topic, group = unique("dash_topic"), unique("dash_group")
+    admin.create_topic(topic, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+    with SyncProducer(unique("dash_pg"), ClientConfig(cluster.namesrv)) as producer:
+        for n in range(SENT):
+            producer.send(Message(topic, json.dumps({"n": n}).encode(), tags="t", keys="k-dash"))
+        done = run_cli("consume", "--topic", topic, "--group", group, "--from", "first", "--max", str(SENT),
+                       "--timeout", "5", namesrv=cluster.namesrv)
+        assert done.returncode == 0, done.stderr
+        for n in range(SENT, SENT + LATER):
+            producer.send(Message(topic, json.dumps({"n": n}).encode(), tags="t", keys="k-dash"))
+    return topic, group
+
+
+@pytest.fixture(scope="module")
+def console(cluster, tmp_path_factory):
+    server = start_console(cluster.namesrv, tmp_path_factory.mktemp("console") / "console.log")
+    yield server
+    server.stop_cleanly()
+
+
+@pytest.fixture(scope="module")
+def browser(driver, console):
+    return Browser(driver, console.addr)
+
+
+def texts(browser: Browser, css: str) -> list[str]:
+    return [e.text for e in browser.all(css)]
+
+
+def test_overview_shows_the_brokers_and_counts_the_admin_api_gives(browser, admin, data, cluster):
+    browser.open("/", "overview")
+    rows = browser.all("#brokers tbody tr")
+    assert {r.get_attribute("data-addr") for r in rows} == {b.addr for b in admin.brokers()}
+    assert texts(browser, "#brokers td.role") == [b.role for b in admin.brokers()]
+    assert int(browser.find("#topic-count").text) == sum(not is_system_topic(t) for t in admin.list_topics())
+    assert cluster.namesrv in browser.find("#namesrvs").text
+
+
+def test_the_in_out_chart_fills_in_from_the_sampler(browser, data):
+    wait_until(lambda: browser.open("/").find_elements("css selector", "svg.chart polyline"),
+               what="the overview's chart", timeout=15)
+
+
+def test_topics_filter_by_kind(browser, data):
+    topic, group = data
+    browser.open("/topics?kind=retry", "topics")
+    listed = texts(browser, "#topics td a")
+    assert retry_topic(group) in listed and all(t.startswith("%RETRY%") for t in listed)
+    browser.open(f"/topics?kind=normal&q={topic}")
+    assert texts(browser, "#topics td a") == [topic]
+
+
+def test_a_topics_queues_show_the_offsets_the_admin_api_gives(browser, admin, data):
+    topic, group = data
+    browser.open(f"/topics/{topic}", "topic")
+    stats = admin.topic_stats(topic)
+    assert [int(x) for x in texts(browser, "#queues td.max")] == [q.max_offset for q in stats.queues]
+    assert [int(x) for x in texts(browser, "#queues td.min")] == [q.min_offset for q in stats.queues]
+    assert group in texts(browser, "#readers a")
+
+
+def test_create_send_and_delete_a_topic(browser, admin):
+    name = unique("made_in_console")
+    browser.open("/topics")
+    browser.submit("#create-topic", {"topic": name, "read_queues": "3", "write_queues": "3"})
+    assert admin.route(name) is not None
+    assert len(admin.topic_stats(name).queues) == 3
+    browser.submit("#send", {"keys": "from-ui", "body": "hello"})
+    assert "sent:" in browser.find(".note").text
+    assert admin.topic_stats(name).total_messages == 1
+    browser.submit("#delete", confirm=False)  # the operator changes their mind: nothing happens
+    assert admin.route(name) is not None
+    browser.submit("#delete", confirm=True)
+    assert "deleted" in browser.find(".note").text
+    assert admin.route(name) is None
+
+
+def test_group_page_shows_lag_and_resets_offsets_to_a_time(browser, admin, data):
+    topic, group = data
+    browser.open("/groups", "groups")
+    assert group in texts(browser, "#groups td a")
+    browser.open(f"/groups/{group}", "group")
+    progress = admin.group_progress(group, topic)
+    assert progress.total_lag == LATER
+    assert int(browser.find("#total-lag").text.replace(",", "")) == LATER
+    assert [int(x) for x in texts(browser, "#progress td.lag")] == [q.lag for q in progress.queues]
+    browser.submit("#reset", {"topic": topic, "time": "0"}, confirm=True)  # back to the first message
+    assert "reset" in browser.find(".note").text
+    assert admin.group_progress(group, topic).total_lag == SENT + LATER
+    assert int(browser.find("#total-lag").text.replace(",", "")) == SENT + LATER
+
+
+def test_messages_found_by_time_and_key_viewed_and_resent_to_a_group(browser, admin, data):
+    topic, group = data
+    browser.open(f"/messages?topic={topic}", "messages")
+    assert browser.find("#found-count").text.startswith(f"{SENT + LATER} message(s)")
+    browser.open(f"/messages?topic={topic}&key=k-dash")
+    assert len(browser.all("#found tbody tr")) == SENT + LATER
+    first = admin.query_by_key(topic, "k-dash")[0]
+    browser.open(f"/messages?msgid={quote(first.msg_id)}", "message")
+    assert json.loads(browser.find("#body-json").text) == json.loads(first.message.body)
+    assert browser.find("#offset-msg-id").text == first.msg_id
+    before = admin.topic_stats(retry_topic(group)).total_messages if admin.route(retry_topic(group)) else 0
+    browser.submit("#resend", {"group": group}, confirm=True)
+    assert "resent" in browser.find(".note").text
+    assert admin.topic_stats(retry_topic(group)).total_messages == before + 1
+
+
+def test_controller_page_without_a_controller_shows_held_messages(browser):
+    browser.open("/controller", "controller")
+    assert browser.find("#no-controller").is_displayed()
+    assert {r.find_element("css selector", "td").text for r in browser.all("#held tbody tr")} == {
+        "delayed (delay levels)", "timer", "half (transactions not decided)"}
+
+
+def test_a_dead_broker_greys_out(browser, cluster, tmp_path_factory):
+    """A second broker set whose broker hangs (SIGSTOP: still registered, answering nothing) stays listed,
+    greyed, with why; the rest of the page is whole. (A killed broker leaves the NameServers at once.)"""
+    other = Broker(cluster.namesrv, tmp_path_factory.mktemp("broker_b"), broker_name=unique("broker_b"))
+    try:
+        row = f"#brokers tr[data-addr='{other.addr}']"
+        wait_until(lambda: browser.open("/").find_elements("css selector", row), what="broker b on the overview")
+        assert "dead" not in browser.find(row).get_attribute("class")
+        other.server.signal(signal.SIGSTOP)
+        try:
+            browser.open("/", "overview_dead_broker")
+        finally:
+            other.server.signal(signal.SIGCONT)
+        dead = browser.find(row)  # the page as it was while the broker hung
+        assert "dead" in dead.get_attribute("class") and "down" in dead.text
+        assert browser.all("#brokers td.role")  # the live broker is still shown whole
+    finally:
+        other.stop_if_running()
