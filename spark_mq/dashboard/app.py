@@ -58,7 +58,7 @@ async def login(request: Request) -> Response:
             error = "Give the account's access key and secret key."
     return TEMPLATES.TemplateResponse(request, "login.html", {"account": account_of(request) or ANONYMOUS,
                                                                "error": error, "next": next_path, "note": None},
-                                      status_code=401 if error else 200)
+                                      status_code=200)  # the form again, saying what was wrong
 
 
 async def logout(request: Request) -> Response:

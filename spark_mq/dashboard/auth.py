@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 SESSION_COOKIE = "spark_mq_console"
@@ -38,18 +39,19 @@ ANONYMOUS = Account("", "", admin=True)  # servers without ACL: nothing is signe
 class Sessions:
     """Logged-in accounts by session token (the cookie's value), forgotten after ``idle_s`` unused."""
 
-    def __init__(self, idle_s: float = SESSION_IDLE_S) -> None:
+    def __init__(self, idle_s: float = SESSION_IDLE_S, clock: Callable[[], float] = time.monotonic) -> None:
         self._idle_s = idle_s
+        self._clock = clock
         self._sessions: dict[str, tuple[Account, float]] = {}
 
     def open(self, account: Account) -> str:
         token = secrets.token_urlsafe(32)
-        self._sessions[token] = (account, time.monotonic())
+        self._sessions[token] = (account, self._clock())
         return token
 
     def account(self, token: str | None) -> Account | None:
         """The account of ``token``, None when it names no live session."""
-        now = time.monotonic()
+        now = self._clock()
         for stale in [t for t, (_, used) in self._sessions.items() if now - used > self._idle_s]:
             del self._sessions[stale]
         if token is None or token not in self._sessions:

@@ -93,8 +93,9 @@ class Sampler:
                 self.group_lag.setdefault(group, self._series()).append(Point(now, progress.total_lag))
             self.error = None
         except (RemotingError, MQClientError) as e:
+            if str(e) != self.error:  # once per new failure, not once per sample
+                log.info("console sampler: %s", e)
             self.error = str(e)
-            log.info("console sampler: %s", e)
 
     def _take_rates(self, now: float, statuses: list) -> None:
         put = get = 0.0

@@ -1,0 +1,59 @@
+"""The console's pure parts: topic kinds and pages (thousands of topics, one small page), body views,
+charts, and sessions that forget an idle account."""
+
+from __future__ import annotations
+
+import json
+
+from spark_mq.dashboard.auth import Account, Sessions
+from spark_mq.dashboard.charts import line_chart
+from spark_mq.dashboard.messages import HEX_MAX, body_views
+from spark_mq.dashboard.sampler import Point
+from spark_mq.dashboard.topics import PAGE_SIZE, TopicKind, kind_of, page_of
+
+TOPICS = sorted([f"orders_{i:04d}" for i in range(2_000)] + ["%RETRY%g1", "%DLQ%g1", "TBW102", "SCHEDULE_TOPIC_XXXX",
+                                                              "rmq_sys_wheel_timer"])
+
+
+def test_kinds():
+    assert [kind_of(t) for t in ("orders", "%RETRY%g", "%DLQ%g", "TBW102", "rmq_sys_wheel_timer")] == [
+        TopicKind.NORMAL, TopicKind.RETRY, TopicKind.DLQ, TopicKind.SYSTEM, TopicKind.SYSTEM]
+
+
+def test_pages_cover_every_matching_topic_once():
+    pages = page_of(TOPICS, TopicKind.NORMAL, "", 1).pages
+    assert pages == -(-2_000 // PAGE_SIZE)
+    seen = [t for n in range(1, pages + 1) for t in page_of(TOPICS, TopicKind.NORMAL, "", n).items]
+    assert seen == [t for t in TOPICS if t.startswith("orders_")]
+    assert page_of(TOPICS, None, "ORDERS_19", 1).total == 100  # the filter ignores case
+    assert page_of(TOPICS, TopicKind.DLQ, "", 1).items == ["%DLQ%g1"]
+    assert page_of(TOPICS, None, "", 10_000).number == page_of(TOPICS, None, "", 1).pages  # clamped to the last
+    assert page_of([], None, "", 1) == page_of([], None, "", 0)
+
+
+def test_body_views():
+    doc = {"a": [1, 2], "ü": "x"}
+    views = body_views(json.dumps(doc).encode())
+    assert json.loads(views.json) == doc and views.text == json.dumps(doc)
+    binary = body_views(bytes(range(256)) * 40)
+    assert binary.text is None and binary.json is None and binary.size == 10_240
+    assert binary.hex.splitlines()[1].startswith("00000010  10 11") and len(binary.hex.splitlines()) == HEX_MAX // 16
+    assert body_views(b"plain").json is None
+
+
+def test_chart_draws_each_series_and_escapes_names():
+    chart = line_chart([("<in>", [Point(0, 1), Point(10, 5)]), ("out", [Point(0, 0), Point(10, 2)])], "msg/s")
+    assert chart.count("<polyline") == 2 and "&lt;in&gt;" in chart and "<in>" not in chart
+    assert "Not enough samples" in line_chart([("in", [Point(0, 1)])])
+
+
+def test_sessions_forget_an_idle_account():
+    now = [0.0]
+    sessions = Sessions(idle_s=60, clock=lambda: now[0])
+    account = Account("ops", "s3cret", admin=False)
+    token = sessions.open(account)
+    now[0] = 59
+    assert sessions.account(token) == account  # used: idle time starts again
+    now[0] = 59 + 61
+    assert sessions.account(token) is None
+    assert sessions.account(None) is None and "s3cret" not in repr(account)
