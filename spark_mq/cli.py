@@ -192,10 +192,13 @@ def _dashboard(args: argparse.Namespace) -> int:
 def _dashboard_config(client, host: str, port: int, controller: str | None = None,
                       sample_interval_s: float | None = None):
     # lazy import: the console's web stack loads only for the commands that serve it
+    import dataclasses
+
     from spark_mq.dashboard.auth import ANONYMOUS, Account
     from spark_mq.dashboard.server import DashboardConfig
 
     account = Account(client.access_key, client.secret_key, admin=True) if client.access_key else ANONYMOUS
+    client = dataclasses.replace(client, access_key="", secret_key="")  # operators sign with their own account
     controllers = tuple(a.strip() for a in (controller or "").split(";") if a.strip())
     if sample_interval_s is None:
         return DashboardConfig(client, host, port, account, controllers)

@@ -17,6 +17,7 @@ from servers import ServerProcess
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed: pip install -e .[dev]")
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.expected_conditions import staleness_of  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -68,10 +69,13 @@ class Browser:
             else:
                 field.clear()
                 field.send_keys(value)
+        page = self.find("html")
         form.find_element(By.CSS_SELECTOR, "button").click()
         if confirm is not None:
             alert = WebDriverWait(self.driver, PAGE_WAIT_S).until(lambda d: d.switch_to.alert)
             alert.accept() if confirm else alert.dismiss()
+        if confirm is not False:  # the answer page replaced this one (a dismissed dialog posts nothing)
+            WebDriverWait(self.driver, PAGE_WAIT_S).until(staleness_of(page))
         return self.loaded()
 
 

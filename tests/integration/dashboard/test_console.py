@@ -63,7 +63,7 @@ def texts(browser: Browser, css: str) -> list[str]:
 
 
 def test_overview_shows_the_brokers_and_counts_the_admin_api_gives(browser, admin, data, cluster):
-    browser.open("/", "overview")
+    browser.open("/")
     rows = browser.all("#brokers tbody tr")
     assert {r.get_attribute("data-addr") for r in rows} == {b.addr for b in admin.brokers()}
     assert texts(browser, "#brokers td.role") == [b.role for b in admin.brokers()]
@@ -72,8 +72,9 @@ def test_overview_shows_the_brokers_and_counts_the_admin_api_gives(browser, admi
 
 
 def test_the_in_out_chart_fills_in_from_the_sampler(browser, data):
-    wait_until(lambda: browser.open("/").find_elements("css selector", "svg.chart polyline"),
+    wait_until(lambda: len(browser.open("/").find_elements("css selector", "svg.chart polyline")) == 2,
                what="the overview's chart", timeout=15)
+    browser.loaded("overview")
 
 
 def test_topics_filter_by_kind(browser, data):

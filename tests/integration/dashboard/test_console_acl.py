@@ -92,3 +92,17 @@ def test_an_admin_account_changes_the_cluster(browser, acl, admin):
     browser.open("/topics")
     browser.submit("#create-topic", {"topic": name})
     assert admin.route(name) is not None
+
+
+def test_the_consoles_own_account_signs_its_sampling_only(driver, acl, tmp_path_factory):
+    """--access-key signs the console's sampling, not its visitors' requests: a visitor still logs in."""
+    access, secret = acl.admin
+    console = start_console(acl.namesrv.addr, tmp_path_factory.mktemp("console_key") / "console.log",
+                            "--access-key", access, "--secret-key", secret)
+    try:
+        browser = Browser(driver, console.addr)
+        browser.driver.delete_all_cookies()
+        browser.open("/topics")
+        assert "/login" in browser.driver.current_url
+    finally:
+        console.stop_cleanly()
