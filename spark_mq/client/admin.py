@@ -124,7 +124,8 @@ class BrokerStatus:
 class QueueStats:
     """GET_TOPIC_STATS_INFO for one queue: offsets [min, max) and the last message's store time (ms);
     ``archived_offset``: offsets below it are in the tiered archive (None: the broker keeps no
-    tiered offsets, as RocketMQ's own)."""
+    tiered offsets, as RocketMQ's own); ``cold_offset``: offsets below it lie in closed commitlog files,
+    what an offload may archive (the boundary between hot and cold)."""
 
     broker_name: str
     queue_id: int
@@ -132,6 +133,7 @@ class QueueStats:
     max_offset: int
     last_update_timestamp: int
     archived_offset: int | None = None
+    cold_offset: int | None = None
 
     @property
     def count(self) -> int:
@@ -333,7 +335,8 @@ class Admin:
             table = await self.api.get_topic_stats_info(addr, topic)
             tiered = await self._tiered_at(addr, topic, [mq.queue_id for mq in table.offset_table])
             queues += [QueueStats(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp,
-                                  None if tiered is None else tiered[mq.queue_id].offset)
+                                  *((None, None) if tiered is None else
+                                    (tiered[mq.queue_id].offset, tiered[mq.queue_id].cold_offset)))
                        for mq, o in table.offset_table.items()]
         return TopicStats(topic, sorted(queues, key=lambda q: (q.broker_name, q.queue_id)))
 

@@ -22,7 +22,7 @@ def line_chart(series: Sequence[tuple[str, Sequence[Point]]], unit: str = "") ->
                       'samples the cluster.</p>')
     t0, t1 = min(p.t for p in points), max(p.t for p in points)
     top = max(max(p.value for p in points), 1.0)
-    span = max(t1 - t0, 1.0)
+    span = (t1 - t0) or 1.0  # one instant only: drawn at the left
 
     def xy(p: Point) -> str:
         x = PAD + (p.t - t0) / span * (WIDTH - 2 * PAD)

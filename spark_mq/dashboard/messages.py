@@ -118,6 +118,19 @@ def body_views(body: bytes) -> Body:
     return Body(len(body), text, pretty, "\n".join(rows))
 
 
+async def consumed_by(admin: Admin, found: FoundMessage) -> dict[str, bool]:
+    """Each group with offsets of the message's topic: whether its committed offset of the message's queue
+    is past the message (it has consumed it). Listing groups is an admin request."""
+    m = found.message
+    out = {}
+    for group, topics in sorted((await admin.groups()).items()):
+        if m.topic in topics:
+            progress = await admin.group_progress(group, m.topic)
+            out[group] = any(q.broker_name == found.broker_name and q.queue_id == m.queue_id
+                             and q.consumer_offset > m.queue_offset for q in progress.queues)
+    return out
+
+
 def origin_topic(m: StoredMessage) -> str:
     """The topic a message was first sent to: a retried or dead-lettered copy names it in RETRY_TOPIC."""
     return m.properties.get(prop.RETRY_TOPIC) or m.topic

@@ -79,8 +79,9 @@ async def message_search(visit: Visit) -> Response:
         if hit is None:
             raise ClientError(f"no message has id {msg_id}" + ("" if topic else ": if it is a producer msgId "
                                                                          "(UNIQ_KEY), give its topic too"))
+        consumed = await messages.consumed_by(visit.admin, hit) if visit.account.admin else None
         return visit.render("message.html", found=hit, body=messages.body_views(hit.message.body),
-                            origin=messages.origin_topic(hit.message), topic=topic)
+                            origin=messages.origin_topic(hit.message), topic=topic, consumed=consumed)
     if topic and key:
         found = await messages.by_key(visit.admin, topic, key, begin, end)
     elif topic:

@@ -92,6 +92,7 @@ def test_a_topics_queues_show_the_offsets_the_admin_api_gives(browser, admin, da
     stats = admin.topic_stats(topic)
     assert [int(x) for x in texts(browser, "#queues td.max")] == [q.max_offset for q in stats.queues]
     assert [int(x) for x in texts(browser, "#queues td.min")] == [q.min_offset for q in stats.queues]
+    assert [int(x) for x in texts(browser, "#queues td.archived")] == [q.archived_offset for q in stats.queues]
     assert group in texts(browser, "#readers a")
 
 
@@ -136,6 +137,9 @@ def test_messages_found_by_time_and_key_viewed_and_resent_to_a_group(browser, ad
     browser.open(f"/messages?msgid={quote(first.msg_id)}", "message")
     assert json.loads(browser.find("#body-json").text) == json.loads(first.message.body)
     assert browser.find("#offset-msg-id").text == first.msg_id
+    done = any(q.queue_id == first.message.queue_id and q.consumer_offset > first.message.queue_offset
+               for q in admin.group_progress(group, topic).queues)
+    assert f"{group} {'consumed' if done else 'not yet'}" in browser.find("#consumed").text
     before = admin.topic_stats(retry_topic(group)).total_messages if admin.route(retry_topic(group)) else 0
     browser.submit("#resend", {"group": group}, confirm=True)
     assert "resent" in browser.find(".note").text
