@@ -30,6 +30,7 @@ class ClientChannel:
     conn: Connection
     last_update: float
     language: str = LanguageCode.JAVA.name  # the client's, from its heartbeat (what it can read)
+    version: int = 0  # its protocol version (MQVersion ordinal), from its heartbeat
 
 
 @dataclass
@@ -59,7 +60,7 @@ class ClientRegistry:
         return list(self.producers.get(group, {}))
 
     def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection,
-                          language: str = LanguageCode.JAVA.name) -> bool:
+                          language: str = LanguageCode.JAVA.name, version: int = 0) -> bool:
         """Record a consumer heartbeat; True if the group's membership changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))
         info.consume_type = data.consume_type
@@ -67,7 +68,7 @@ class ClientRegistry:
         info.consume_from_where = data.consume_from_where
         info.subscriptions = {s.topic: s for s in data.subscription_data_set}
         before = info.client_ids()
-        info.channels[conn] = ClientChannel(client_id, conn, self.clock(), language)
+        info.channels[conn] = ClientChannel(client_id, conn, self.clock(), language, version)
         return info.client_ids() != before
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:

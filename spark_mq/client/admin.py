@@ -27,7 +27,14 @@ from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
-from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, ReplicasInfo, TopicRouteData
+from spark_mq.remoting.bodies import (
+    ClientConnection,
+    ClusterInfo,
+    ConsumerConnection,
+    MessageQueue,
+    ReplicasInfo,
+    TopicRouteData,
+)
 from spark_mq.remoting.codes import ResponseCode
 
 T = TypeVar("T")
@@ -452,15 +459,21 @@ class Admin:
                 out.setdefault(group, set()).add(topic)
         return out
 
-    async def members(self, group: str) -> list[str]:
-        """The client ids of ``group``'s online members, as the masters know them (GET_CONSUMER_LIST_BY_GROUP)."""
-        found: set[str] = set()
+    async def members(self, group: str) -> ConsumerConnection:
+        """``group``'s online members (client id, address, language, version) and subscriptions, as the
+        masters know them (GET_CONSUMER_CONNECTION_LIST), merged; empty when no member is online."""
+        merged = ConsumerConnection()
+        seen: dict[str, ClientConnection] = {}
         for addr in sorted(set((await self.master_addrs()).values())):
             try:
-                found.update(await self.api.get_consumer_list_by_group(addr, group))
+                found = await self.api.get_consumer_connection_list(addr, group)
             except (RemotingError, MQClientError):
                 continue  # a dead master, or one the group never met
-        return sorted(found)
+            seen.update((c.client_id, c) for c in found.connection_set)
+            merged = ConsumerConnection([], {**merged.subscription_table, **found.subscription_table},
+                                        found.consume_type, found.message_model, found.consume_from_where)
+        merged.connection_set = sorted(seen.values(), key=lambda c: c.client_id)
+        return merged
 
     async def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move ``group``'s committed offset of every readable queue of ``topic`` to the first message
@@ -606,7 +619,7 @@ class SyncAdmin(BlockingFacade[Admin]):
         """Blocking :meth:`Admin.groups`."""
         return self._run(self._target.groups())
 
-    def members(self, group: str) -> list[str]:
+    def members(self, group: str) -> ConsumerConnection:
         """Blocking :meth:`Admin.members`."""
         return self._run(self._target.members(group=group))
 

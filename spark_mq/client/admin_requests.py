@@ -19,6 +19,7 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
+    ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
     KVTable,
@@ -31,6 +32,7 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMetaDataResponseHeader,
     GetTopicStatsInfoRequestHeader,
@@ -152,3 +154,12 @@ class AdminRequests(Requester):
         """GET_ALL_CONSUMER_OFFSET: every committed offset of the broker, keyed ``topic@group`` (admin)."""
         response = await self._invoke(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, timeout=timeout)
         return ConsumerOffsetSerializeWrapper.from_json(response.body)
+
+    async def get_consumer_connection_list(self, addr: str, consumer_group: str, *,
+                                           timeout: float | None = None) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST: the group's online members on this broker (id, address, language,
+        version) and their subscriptions; CONSUMER_NOT_ONLINE when none is."""
+        response = await self._invoke(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                      GetConsumerConnectionListRequestHeader(consumer_group=consumer_group),
+                                      timeout=timeout)
+        return ConsumerConnection.from_json(response.body)

@@ -31,6 +31,7 @@ from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     CheckClientRequestBody,
     ClusterInfo,
+    ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
     HeartbeatData,
@@ -333,4 +334,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def get_all_consumer_offsets(self, addr: str, *, timeout: float | None = None) -> ConsumerOffsetSerializeWrapper:
         """Blocking :meth:`MQClientAPI.get_all_consumer_offsets`."""
         return self._run(self._target.get_all_consumer_offsets(addr=addr, timeout=timeout))
+
+    def get_consumer_connection_list(self, addr: str, consumer_group: str, *,
+                                     timeout: float | None = None) -> ConsumerConnection:
+        """Blocking :meth:`MQClientAPI.get_consumer_connection_list`."""
+        return self._run(self._target.get_consumer_connection_list(addr=addr, consumer_group=consumer_group,
+                                                                   timeout=timeout))
     # -- end of generated blocking twins --

@@ -1,5 +1,5 @@
-"""Consumer groups as the console shows them: the list (with the topics each has offsets of) and one
-group's members, per-queue progress and lag.
+"""Consumer groups as the console shows them: one group's online members (client versions, subscriptions),
+per-queue progress and lag. (The list is :meth:`Admin.groups`.)
 """
 
 from __future__ import annotations
@@ -7,12 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_mq.client.admin import Admin, GroupProgress
+from spark_mq.remoting.bodies import ConsumerConnection
 
 
 @dataclass(frozen=True)
 class GroupDetail:
     name: str
-    members: list[str]  # client ids of the online members
+    members: ConsumerConnection  # the online members and their subscriptions
     progress: GroupProgress
     topics: list[str]  # topics the group has committed offsets of
 

@@ -31,11 +31,13 @@ from spark_mq.dashboard.auth import ANONYMOUS, SESSION_COOKIE, Account, Sessions
 from spark_mq.dashboard.clients import ClusterClients, refused
 from spark_mq.dashboard.sampler import Sampler
 from spark_mq.dashboard.topics import perm_text
+from spark_mq.remoting.command import version_desc
 
 log = logging.getLogger(__name__)
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
-TEMPLATES.env.filters.update(time=format_ms, perm=perm_text, url=lambda s: quote(str(s), safe=""))
+TEMPLATES.env.filters.update(time=format_ms, perm=perm_text, url=lambda s: quote(str(s), safe=""),
+                             version=version_desc)
 
 
 @dataclass

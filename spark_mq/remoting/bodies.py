@@ -430,6 +430,52 @@ class GetConsumerListByGroupResponseBody(Body):
 
 
 @dataclass
+class ClientConnection(Body):
+    """One member in GET_CONSUMER_CONNECTION_LIST's answer (RocketMQ's ``Connection``): its client id,
+    address, language and protocol version (MQVersion ordinal) from its heartbeats."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_obj(self) -> Bean:
+        return Bean(clientId=self.client_id, clientAddr=self.client_addr, language=self.language,
+                    version=self.version)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ClientConnection:
+        o = _obj(o, name)
+        return cls(_str(o, "clientId"), _str(o, "clientAddr", ""), _str(o, "language", ""), _int(o, "version", 0))
+
+
+@dataclass
+class ConsumerConnection(Body):
+    """GET_CONSUMER_CONNECTION_LIST response body: a group's online members and what they subscribe to."""
+
+    connection_set: list[ClientConnection] = field(default_factory=list)
+    subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+
+    def to_obj(self) -> Bean:
+        return Bean(connectionSet=[c.to_obj() for c in self.connection_set],
+                    subscriptionTable={k: v.to_obj() for k, v in self.subscription_table.items()},
+                    consumeType=self.consume_type, messageModel=self.message_model,
+                    consumeFromWhere=self.consume_from_where)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ConsumerConnection:
+        o = _obj(o, name)
+        return cls(_list(o, "connectionSet", ClientConnection.from_obj),
+                   {str(k): SubscriptionData.from_obj(v, f"subscriptionTable[{k}]")
+                    for k, v in _map(o, "subscriptionTable").items()},
+                   _str(o, "consumeType", "CONSUME_PASSIVELY"), _str(o, "messageModel", "CLUSTERING"),
+                   _str(o, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"))
+
+
+@dataclass
 class LockBatchRequestBody(Body):
     """LOCK_BATCH_MQ request body; UNLOCK_BATCH_MQ's has the same properties."""
 

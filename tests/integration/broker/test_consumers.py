@@ -1,4 +1,4 @@
-"""Consumer groups against a real broker: HEART_BEAT, GET_CONSUMER_LIST_BY_GROUP,
+"""Consumer groups against a real broker: HEART_BEAT, GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST,
 NOTIFY_CONSUMER_IDS_CHANGED, UNREGISTER_CLIENT, QUERY/UPDATE_CONSUMER_OFFSET (across a restart)
 and LOCK_BATCH_MQ / UNLOCK_BATCH_MQ."""
 
@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
 from servers import unique, wait_until
 
+from spark_mq.common.errors import MQClientError
 from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, SubscriptionData
+from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.command import ROCKETMQ_VERSION
 
 from ._support import pull_header, send_header
 
@@ -74,6 +78,21 @@ def test_heartbeat_join_unregister_and_disconnect_notify_members(broker, make_ap
     assert a.get_consumer_list_by_group(broker.addr, group) == ["10.0.0.1@a"]
     assert set(notes_a.groups) == {group}
     assert notes_b.wait_for(2) == [group, group]  # b heard only while it was a member (b and c joining)
+
+
+def test_consumer_connection_list_names_members_versions_and_subscriptions(broker, api):
+    topic, group = unique("Conns"), unique("cg")
+    api.create_topic(broker.addr, topic, 1, 1)
+    with pytest.raises(MQClientError) as none:
+        api.get_consumer_connection_list(broker.addr, group)
+    assert none.value.code == ResponseCode.CONSUMER_NOT_ONLINE
+    heartbeat(api, broker.addr, "10.0.0.1@conn", group, topic)
+    found = api.get_consumer_connection_list(broker.addr, group)
+    [member] = found.connection_set
+    assert (member.client_id, member.language, member.version) == ("10.0.0.1@conn", "PYTHON", ROCKETMQ_VERSION)
+    assert member.client_addr.startswith("127.0.0.1:")
+    assert list(found.subscription_table) == [topic] and found.subscription_table[topic].sub_string == "*"
+    assert (found.message_model, found.consume_from_where) == ("CLUSTERING", "CONSUME_FROM_FIRST_OFFSET")
 
 
 def test_retry_topic_is_created_for_clustering_groups_only(broker, api, namesrv):

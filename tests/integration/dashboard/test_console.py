@@ -15,6 +15,7 @@ from servers import Broker, run_cli, unique, wait_until
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
 from spark_mq.client.producer import SyncProducer
 from spark_mq.common.message import Message
 from spark_mq.common.names import is_system_topic, retry_topic
@@ -125,6 +126,19 @@ def test_group_page_shows_lag_and_resets_offsets_to_a_time(browser, admin, data)
     assert "reset" in browser.find(".note").text
     assert admin.group_progress(group, topic).total_lag == SENT + LATER
     assert int(browser.find("#total-lag").text.replace(",", "")) == SENT + LATER
+
+
+def test_group_page_shows_online_members_with_versions_and_subscriptions(browser, admin, cluster, data):
+    topic, _ = data
+    group = unique("dash_online")
+    with SyncLitePullConsumer(group, ClientConfig(cluster.namesrv, instance_name=unique("lite"))) as consumer:
+        consumer.subscribe(topic, "t || u")
+        consumer.start()
+        members = wait_until(lambda: admin.members(group).connection_set, what="the member online")
+        browser.open(f"/groups/{group}", "group_members")
+        assert texts(browser, "#members tbody td:first-child") == [m.client_id for m in members]
+        assert texts(browser, "#members tbody td:nth-child(4)") == ["V4_9_7"] * len(members)
+        assert [r.text for r in browser.all("#subscriptions tbody tr")] == [f"{topic} t || u TAG"]
 
 
 def test_messages_found_by_time_and_key_viewed_and_resent_to_a_group(browser, admin, data):

@@ -10,6 +10,7 @@ from spark_mq.dashboard.charts import line_chart
 from spark_mq.dashboard.messages import HEX_MAX, body_views
 from spark_mq.dashboard.sampler import Point
 from spark_mq.dashboard.topics import PAGE_SIZE, TopicKind, kind_of, page_of
+from spark_mq.remoting.command import ROCKETMQ_VERSION, version_desc
 
 TOPICS = sorted([f"orders_{i:04d}" for i in range(2_000)] + ["%RETRY%g1", "%DLQ%g1", "TBW102", "SCHEDULE_TOPIC_XXXX",
                                                               "rmq_sys_wheel_timer"])
@@ -57,3 +58,8 @@ def test_sessions_forget_an_idle_account():
     now[0] = 59 + 61
     assert sessions.account(token) is None
     assert sessions.account(None) is None and "s3cret" not in repr(account)
+
+
+def test_client_versions_by_name():
+    assert [version_desc(v) for v in (ROCKETMQ_VERSION, 401, 212, 100, 413)] == [
+        "V4_9_7", "V4_9_4", "V4_0_0_SNAPSHOT", "version 100", "version 413"]
