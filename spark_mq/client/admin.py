@@ -475,6 +475,15 @@ class Admin:
         merged.connection_set = sorted(seen.values(), key=lambda c: c.client_id)
         return merged
 
+    async def delete_group(self, group: str) -> list[str]:
+        """Delete ``group`` from every master: its subscription config and committed offsets
+        (DELETE_SUBSCRIPTIONGROUP with cleanOffset, an admin request). Online members keep consuming
+        from where the broker then starts them. Returns the broker addresses it was deleted from."""
+        addrs = sorted(set((await self.master_addrs()).values()))
+        for addr in addrs:
+            await self.api.delete_subscription_group(addr, group)
+        return addrs
+
     async def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move ``group``'s committed offset of every readable queue of ``topic`` to the first message
         stored at or after ``timestamp_ms`` (a queue with nothing that late gets its max offset), forward
@@ -622,6 +631,10 @@ class SyncAdmin(BlockingFacade[Admin]):
     def members(self, group: str) -> ConsumerConnection:
         """Blocking :meth:`Admin.members`."""
         return self._run(self._target.members(group=group))
+
+    def delete_group(self, group: str) -> list[str]:
+        """Blocking :meth:`Admin.delete_group`."""
+        return self._run(self._target.delete_group(group=group))
 
     def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Blocking :meth:`Admin.reset_offsets_by_time`."""

@@ -24,6 +24,7 @@ from spark_mq.remoting.bodies import (
     ConsumeStats,
     KVTable,
     ResetOffsetBody,
+    SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
@@ -31,6 +32,7 @@ from spark_mq.remoting.bodies import (
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
@@ -163,3 +165,17 @@ class AdminRequests(Requester):
                                       GetConsumerConnectionListRequestHeader(consumer_group=consumer_group),
                                       timeout=timeout)
         return ConsumerConnection.from_json(response.body)
+
+    async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                        timeout: float | None = None) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's config on this broker (admin)."""
+        await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.to_json(),
+                           timeout=timeout)
+
+    async def delete_subscription_group(self, addr: str, group: str, *, clean_offset: bool = True,
+                                        timeout: float | None = None) -> None:
+        """DELETE_SUBSCRIPTIONGROUP: the broker forgets the group's config and, with ``clean_offset``, its
+        committed offsets (admin)."""
+        await self._invoke(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                           DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset),
+                           timeout=timeout)

@@ -38,6 +38,7 @@ from spark_mq.remoting.bodies import (
     MessageQueue,
     RegisterBrokerBody,
     ResetOffsetBody,
+    SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicList,
@@ -340,4 +341,15 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.get_consumer_connection_list`."""
         return self._run(self._target.get_consumer_connection_list(addr=addr, consumer_group=consumer_group,
                                                                    timeout=timeout))
+
+    def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                  timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.create_subscription_group`."""
+        return self._run(self._target.create_subscription_group(addr=addr, config=config, timeout=timeout))
+
+    def delete_subscription_group(self, addr: str, group: str, *, clean_offset: bool = True,
+                                  timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.delete_subscription_group`."""
+        return self._run(self._target.delete_subscription_group(addr=addr, group=group, clean_offset=clean_offset,
+                                                                timeout=timeout))
     # -- end of generated blocking twins --

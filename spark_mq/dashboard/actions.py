@@ -1,5 +1,5 @@
 """The console's actions (POST): create/update and delete a topic, send a test message, reset a group's
-offsets to a time, resend a message. Each needs an admin account (:func:`web.action`); the destructive
+offsets to a time, delete a group, resend a message. Each needs an admin account (:func:`web.action`); the destructive
 ones carry the operator's confirmation.
 """
 
@@ -70,6 +70,14 @@ async def reset_offsets(visit: Visit) -> Response:
     offsets = await visit.admin.reset_offsets_by_time(name, topic, timestamp)
     return redirect(f"/groups/{quote(name, safe='')}",
                     f"{len(offsets)} queue(s) of {topic} reset; total offset now {sum(offsets.values())}")
+
+
+@action
+async def delete_group(visit: Visit) -> Response:
+    name = visit.request.path_params["group"]
+    confirmed(await form_of(visit))
+    brokers = await visit.admin.delete_group(name)
+    return redirect("/groups", f"group {name} deleted from {len(brokers)} broker(s)")
 
 
 @action

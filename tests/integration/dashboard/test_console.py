@@ -17,6 +17,7 @@ from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
 from spark_mq.client.producer import SyncProducer
+from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 from spark_mq.common.names import is_system_topic, retry_topic
 
@@ -158,6 +159,21 @@ def test_messages_found_by_time_and_key_viewed_and_resent_to_a_group(browser, ad
     browser.submit("#resend", {"group": group}, confirm=True)
     assert "resent" in browser.find(".note").text
     assert admin.topic_stats(retry_topic(group)).total_messages == before + 1
+
+
+def test_delete_a_group_with_confirmation(browser, admin, cluster, data):
+    topic, _ = data
+    group = unique("dash_doomed")
+    with SyncMQClientAPI() as api:
+        for broker in admin.master_addrs().values():
+            api.update_consumer_offset(broker, group, topic, 0, 1)
+    assert topic in admin.groups()[group]
+    browser.open(f"/groups/{group}")
+    browser.submit("#delete-group", confirm=False)
+    assert group in admin.groups()
+    browser.submit("#delete-group", confirm=True)
+    assert "deleted" in browser.find(".note").text
+    assert group not in admin.groups() and group not in texts(browser, "#groups td a")
 
 
 def test_controller_page_without_a_controller_shows_held_messages(browser):
