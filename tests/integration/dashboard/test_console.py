@@ -19,7 +19,8 @@ from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
-from spark_mq.common.names import is_system_topic, retry_topic
+from spark_mq.common.names import dlq_topic, is_system_topic, retry_topic
+from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 
 QUEUES = 2
 SENT = 10
@@ -159,6 +160,27 @@ def test_messages_found_by_time_and_key_viewed_and_resent_to_a_group(browser, ad
     browser.submit("#resend", {"group": group}, confirm=True)
     assert "resent" in browser.find(".note").text
     assert admin.topic_stats(retry_topic(group)).total_messages == before + 1
+
+
+def test_dlq_browsed_and_a_dead_message_resent_to_its_group(browser, admin, data):
+    topic, group = data
+    first = admin.query_by_key(topic, "k-dash")[-1]
+    with SyncMQClientAPI() as api:  # the group gives up on it at once (a negative level): into its DLQ
+        api.consumer_send_msg_back(admin.master_addrs()[first.broker_name], ConsumerSendMsgBackRequestHeader(
+            offset=first.message.physical_offset, group=group, delay_level=-1, origin_msg_id=first.uniq_key,
+            origin_topic=topic))
+    browser.open("/topics?kind=dlq")
+    assert dlq_topic(group) in texts(browser, "#topics td a")
+    browser.open(f"/messages?topic={quote(dlq_topic(group))}")
+    [dead] = browser.all("#found tbody tr a")
+    dead.click()
+    browser.loaded("message_dlq")
+    assert f"first sent to {topic}" in browser.find("#message").text
+    before = admin.topic_stats(retry_topic(group)).total_messages if admin.route(retry_topic(group)) else 0
+    browser.submit("#resend", {"group": group}, confirm=True)
+    assert admin.topic_stats(retry_topic(group)).total_messages == before + 1
+    resent = admin.query_by_key(retry_topic(group), "k-dash")[0].message
+    assert resent.body == first.message.body and resent.properties["RETRY_TOPIC"] == topic
 
 
 def test_delete_a_group_with_confirmation(browser, admin, cluster, data):
