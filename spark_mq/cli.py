@@ -184,13 +184,14 @@ def _dashboard(args: argparse.Namespace) -> int:
     from spark_mq.commands.common import client_config
     from spark_mq.common.serve_until_signal import serve_until_signal
 
-    config = _dashboard_config(client_config(args), args.host, args.port, args.controller, args.sample_interval)
+    config = _dashboard_config(client_config(args), args.host, args.port, args.controller, args.sample_interval,
+                               args.allow_insecure_remote)
     return _run_until_signal(lambda: serve_until_signal(lambda stop: _serve_dashboard(config, stop)),
                              "the console", f"{args.host}:{args.port}")
 
 
 def _dashboard_config(client, host: str, port: int, controller: str | None = None,
-                      sample_interval_s: float | None = None):
+                      sample_interval_s: float | None = None, allow_insecure_remote: bool = False):
     # lazy import: the console's web stack loads only for the commands that serve it
     import dataclasses
 
@@ -200,11 +201,9 @@ def _dashboard_config(client, host: str, port: int, controller: str | None = Non
     account = Account(client.access_key, client.secret_key, admin=True) if client.access_key else ANONYMOUS
     client = dataclasses.replace(client, access_key="", secret_key="")  # operators sign with their own account
     controllers = tuple(a.strip() for a in (controller or "").split(";") if a.strip())
-    if sample_interval_s is None:
-        return DashboardConfig(client, host, port, account, controllers)
-    if sample_interval_s <= 0:
-        raise SparkMQError(f"--sample-interval {sample_interval_s:g}: give a positive number of seconds")
-    return DashboardConfig(client, host, port, account, controllers, sample_interval_s)
+    interval = {} if sample_interval_s is None else {"sample_interval_s": sample_interval_s}
+    return DashboardConfig(client, host, port, account, controllers, allow_insecure_remote=allow_insecure_remote,
+                           **interval)
 
 
 async def _serve_dashboard(config, stop) -> None:
@@ -399,6 +398,9 @@ def _add_dashboard_command(sub: argparse._SubParsersAction) -> None:
                                                 "controller's view (default: ask the NameServers)")
     dashboard.add_argument("--sample-interval", type=float,
                            help="seconds between the samples the charts draw (default 10; an hour is kept)")
+    dashboard.add_argument("--allow-insecure-remote", action="store_true",
+                           help="let --host be other than loopback: the console then serves plain HTTP to the "
+                                "network (a trusted one only; better, a TLS reverse proxy on this machine)")
 
 
 def _add_server_commands(sub: argparse._SubParsersAction) -> None:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import uvicorn
 
 from spark_mq.client.config import ClientConfig
-from spark_mq.common.errors import PortInUseError
+from spark_mq.common.config import is_loopback
+from spark_mq.common.errors import ConfigError, PortInUseError
 from spark_mq.dashboard.app import create_app
 from spark_mq.dashboard.auth import ANONYMOUS, Account
 from spark_mq.dashboard.clients import ClusterClients
@@ -35,6 +36,16 @@ class DashboardConfig:
     account: Account = ANONYMOUS  # what the sampler signs with (ANONYMOUS: the last login's)
     controller_addrs: tuple[str, ...] = ()  # () : ask the NameServers
     sample_interval_s: float = SAMPLE_INTERVAL_S
+    allow_insecure_remote: bool = False  # serve beyond loopback over plain HTTP (a trusted network only)
+
+    def __post_init__(self) -> None:
+        if self.sample_interval_s <= 0:
+            raise ConfigError(f"sample interval {self.sample_interval_s:g}s: give a positive number of seconds")
+        if not (is_loopback(self.host) or self.allow_insecure_remote):
+            raise ConfigError(f"--host {self.host} serves the console to other machines over plain HTTP: anyone "
+                              f"reaching it could change the cluster, and log-ins would cross the network in the "
+                              f"clear; keep 127.0.0.1 behind a TLS reverse proxy, or on a trusted network give "
+                              f"--allow-insecure-remote")
 
 
 class _Server(uvicorn.Server):

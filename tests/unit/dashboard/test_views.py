@@ -1,14 +1,19 @@
 """The console's pure parts: topic kinds and pages (thousands of topics, one small page), body views,
-charts, and sessions that forget an idle account."""
+charts, sessions that forget an idle account, client version names, and its config's safe defaults."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+from spark_mq.client.config import ClientConfig
+from spark_mq.common.errors import ConfigError
 from spark_mq.dashboard.auth import Account, Sessions
 from spark_mq.dashboard.charts import line_chart
 from spark_mq.dashboard.messages import HEX_MAX, body_views
 from spark_mq.dashboard.sampler import Point
+from spark_mq.dashboard.server import DashboardConfig
 from spark_mq.dashboard.topics import PAGE_SIZE, TopicKind, kind_of, page_of
 from spark_mq.remoting.command import ROCKETMQ_VERSION, version_desc
 
@@ -63,3 +68,13 @@ def test_sessions_forget_an_idle_account():
 def test_client_versions_by_name():
     assert [version_desc(v) for v in (ROCKETMQ_VERSION, 401, 212, 100, 413)] == [
         "V4_9_7", "V4_9_4", "V4_0_0_SNAPSHOT", "version 100", "version 413"]
+
+
+def test_the_console_serves_other_machines_only_when_told():
+    client = ClientConfig("127.0.0.1:9876")
+    assert DashboardConfig(client).host == "127.0.0.1"
+    with pytest.raises(ConfigError, match="--allow-insecure-remote"):
+        DashboardConfig(client, host="0.0.0.0")
+    assert DashboardConfig(client, host="0.0.0.0", allow_insecure_remote=True).host == "0.0.0.0"
+    with pytest.raises(ConfigError, match="positive"):
+        DashboardConfig(client, sample_interval_s=0)
