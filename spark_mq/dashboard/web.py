@@ -25,6 +25,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.templating import Jinja2Templates
 
 from spark_mq.client.admin import Admin
+from spark_mq.client.ids import is_spark_driver
 from spark_mq.commands.common import format_ms
 from spark_mq.common.errors import ClientError, ConfigError, MessageValidationError, SparkMQError
 from spark_mq.dashboard.auth import ANONYMOUS, SESSION_COOKIE, Account, Sessions
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 TEMPLATES.env.filters.update(time=format_ms, perm=perm_text, url=lambda s: quote(str(s), safe=""),
-                             version=version_desc)
+                             version=version_desc, spark_driver=is_spark_driver)
 
 
 @dataclass

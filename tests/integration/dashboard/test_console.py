@@ -140,6 +140,7 @@ def test_group_page_shows_online_members_with_versions_and_subscriptions(browser
         browser.open(f"/groups/{group}", "group_members")
         assert texts(browser, "#members tbody td:first-child") == [m.client_id for m in members]
         assert texts(browser, "#members tbody td:nth-child(4)") == ["V4_9_7"] * len(members)
+        assert texts(browser, "#members tbody td:nth-child(5)") == ["client"] * len(members)  # not a Spark driver
         assert [r.text for r in browser.all("#subscriptions tbody tr")] == [f"{topic} t || u TAG"]
 
 

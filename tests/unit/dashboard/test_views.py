@@ -8,6 +8,7 @@ import json
 import pytest
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.ids import client_id, is_spark_driver, spark_driver_instance
 from spark_mq.common.errors import ConfigError
 from spark_mq.dashboard.auth import Account, Sessions
 from spark_mq.dashboard.charts import line_chart
@@ -78,3 +79,9 @@ def test_the_console_serves_other_machines_only_when_told():
     assert DashboardConfig(client, host="0.0.0.0", allow_insecure_remote=True).host == "0.0.0.0"
     with pytest.raises(ConfigError, match="positive"):
         DashboardConfig(client, sample_interval_s=0)
+
+
+def test_spark_drivers_are_recognised_by_their_instance_name():
+    assert is_spark_driver(client_id(spark_driver_instance(), ip="10.0.0.1"))
+    assert not any(is_spark_driver(c) for c in ("10.0.0.1@DEFAULT", "10.0.0.1@spark_mq_x", "10.0.0.1",
+                                                 "10.0.0.1@spark_mq_0123456789ABCDEF", "10.0.0.1@1234"))
