@@ -101,6 +101,16 @@ class BrokerStatus:
         return self._int("msgGetTotalTodayNow")
 
     @property
+    def delay_pending(self) -> int | None:
+        """Delayed (delay-level) messages the broker holds, not yet delivered (None: it does not say)."""
+        return self._int("scheduleMessagePending")
+
+    @property
+    def timer_pending(self) -> int | None:
+        """Timer messages in the broker's timing wheel, not yet due (None: it runs none, or does not say)."""
+        return self._int("timerPending")
+
+    @property
     def role(self) -> str:
         """``brokerRole`` as the broker answered, else what its id says (0 is a set's master)."""
         return self.runtime.get("brokerRole") or ("MASTER" if self.broker_id == 0 else "SLAVE")

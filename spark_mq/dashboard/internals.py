@@ -1,6 +1,7 @@
 """What the console shows beside the anchors' pages: the replication controller's view (each broker
-set's master, epochs and SyncStateSet) and the messages the brokers hold back: delayed (delay levels),
-timer and half (transactional) messages, per master, from their system topics' queues.
+set's master, epochs and SyncStateSet) and the messages each master holds back: delayed (delay levels)
+and timer messages not yet due (the broker's own counts, GET_BROKER_RUNTIME_INFO), and what its half
+(transactional) topic stores.
 """
 
 from __future__ import annotations
@@ -8,39 +9,44 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from spark_mq.client.admin import Admin, ControllerView
+from spark_mq.client.admin import MASTER_ID, Admin, BrokerStatus, ControllerView
 from spark_mq.common.errors import MQClientError, RemotingError
-from spark_mq.common.names import SCHEDULE_TOPIC, TIMER_TOPIC, TRANSACTION_HALF_TOPIC
-
-HELD_TOPICS = {"delayed (delay levels)": SCHEDULE_TOPIC, "timer": TIMER_TOPIC,
-               "half (transactions not decided)": TRANSACTION_HALF_TOPIC}
+from spark_mq.common.names import TRANSACTION_HALF_TOPIC
 
 
 @dataclass(frozen=True)
 class Held:
-    """Messages a master holds in one system topic: stored offsets [min, max) summed over its queues."""
+    """What one master holds back; None where it did not say (``error``: why it did not answer)."""
 
-    what: str
-    topic: str
     broker_name: str
-    stored: int | None  # None: the broker did not answer (``error`` says why)
+    addr: str
+    delayed: int | None  # delay-level messages not yet delivered
+    timer: int | None  # timer messages not yet due
+    half_stored: int | None  # messages in the half topic's queues (decided ones stay until their files expire)
     error: str | None = None
 
 
+async def _half_stored(admin: Admin, addr: str) -> int:
+    try:
+        table = await admin.api.get_topic_stats_info(addr, TRANSACTION_HALF_TOPIC)
+    except MQClientError:
+        return 0  # no half topic there yet: no transaction was ever prepared
+    return sum(max(o.max_offset - o.min_offset, 0) for o in table.offset_table.values())
+
+
 async def held_messages(admin: Admin) -> list[Held]:
-    masters = await admin.master_addrs()
+    masters = [s for s in await admin.brokers() if s.broker_id == MASTER_ID]
 
-    async def one(what: str, topic: str, name: str, addr: str) -> Held:
+    async def one(status: BrokerStatus) -> Held:
+        if status.error is not None:
+            return Held(status.broker_name, status.addr, None, None, None, status.error)
         try:
-            table = await admin.api.get_topic_stats_info(addr, topic)
-        except MQClientError:
-            return Held(what, topic, name, 0)  # the topic does not exist there yet: nothing held
+            half = await _half_stored(admin, status.addr)
         except RemotingError as e:
-            return Held(what, topic, name, None, str(e))
-        return Held(what, topic, name, sum(max(o.max_offset - o.min_offset, 0) for o in table.offset_table.values()))
+            return Held(status.broker_name, status.addr, None, None, None, str(e))
+        return Held(status.broker_name, status.addr, status.delay_pending, status.timer_pending, half)
 
-    return list(await asyncio.gather(*(one(w, t, n, a) for w, t in HELD_TOPICS.items()
-                                       for n, a in sorted(masters.items()))))
+    return list(await asyncio.gather(*map(one, masters)))
 
 
 async def controller(admin: Admin, controller_addrs: list[str]) -> ControllerView | None:
