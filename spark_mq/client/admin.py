@@ -485,6 +485,24 @@ class Admin:
         merged.connection_set = sorted(seen.values(), key=lambda c: c.client_id)
         return merged
 
+    async def set_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Commit ``offset`` as ``group``'s position in ``queue`` (UPDATE_CONSUMER_OFFSET to its master), for a
+        group with no member online: online members would write their own positions over it (reset those to
+        a time instead, :meth:`reset_offsets_by_time`). The offset must lie in the queue's [min, max]."""
+        if (await self.members(group)).connection_set:
+            raise ClientError(f"group {group} has members online, which would overwrite an offset set by hand: "
+                              f"stop them first, or reset the group to a time")
+        route = await self._route_or_raise(queue.topic)
+        addr = self._masters(route).get(queue.broker_name)
+        if addr is None:
+            raise ClientError(f"broker set {queue.broker_name} has no master serving {queue.topic}")
+        low = await self.api.get_min_offset(addr, queue.topic, queue.queue_id)
+        high = await self.api.get_max_offset(addr, queue.topic, queue.queue_id)
+        if not low <= offset <= high:
+            raise ClientError(f"offset {offset} is outside queue {queue.queue_id} of {queue.topic} on "
+                              f"{queue.broker_name}, which holds [{low}, {high}]")
+        await self.api.update_consumer_offset(addr, group, queue.topic, queue.queue_id, offset)
+
     async def delete_group(self, group: str) -> list[str]:
         """Delete ``group`` from every master: its subscription config and committed offsets
         (DELETE_SUBSCRIPTIONGROUP with cleanOffset, an admin request). Online members keep consuming
@@ -641,6 +659,10 @@ class SyncAdmin(BlockingFacade[Admin]):
     def members(self, group: str) -> ConsumerConnection:
         """Blocking :meth:`Admin.members`."""
         return self._run(self._target.members(group=group))
+
+    def set_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Blocking :meth:`Admin.set_offset`."""
+        return self._run(self._target.set_offset(group=group, queue=queue, offset=offset))
 
     def delete_group(self, group: str) -> list[str]:
         """Blocking :meth:`Admin.delete_group`."""

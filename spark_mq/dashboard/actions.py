@@ -1,6 +1,6 @@
-"""The console's actions (POST): create/update and delete a topic, send a test message, reset a group's
-offsets to a time, delete a group, resend a message. Each needs an admin account (:func:`web.action`); the destructive
-ones carry the operator's confirmation.
+"""The console's actions (POST): create/update and delete a topic, send a test message, reset a group's offsets
+to a time (or one queue's to an offset), delete a group, resend a message. Each needs an admin account
+(:func:`web.action`); the destructive ones carry the operator's confirmation.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from spark_mq.common.names import validate_topic
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.dashboard import messages
 from spark_mq.dashboard.web import Visit, action, confirmed, form_of, redirect
+from spark_mq.remoting.bodies import MessageQueue
 
 PERMS = {"RW": PERM_READ | PERM_WRITE, "R-": PERM_READ, "-W": PERM_WRITE}
 
@@ -70,6 +71,21 @@ async def reset_offsets(visit: Visit) -> Response:
     offsets = await visit.admin.reset_offsets_by_time(name, topic, timestamp)
     return redirect(f"/groups/{quote(name, safe='')}",
                     f"{len(offsets)} queue(s) of {topic} reset; total offset now {sum(offsets.values())}")
+
+
+@action
+async def set_offset(visit: Visit) -> Response:
+    """One queue's committed offset set by hand (a group with no member online)."""
+    name = visit.request.path_params["group"]
+    form = await form_of(visit)
+    confirmed(form)
+    queue_id, offset = form.get("queue", ""), form.get("offset", "")
+    if not (queue_id.isdigit() and offset.isdigit()):
+        raise ClientError(f"queue {queue_id!r} and offset {offset!r}: give whole numbers")
+    queue = MessageQueue(form.get("topic", ""), form.get("broker", ""), int(queue_id))
+    await visit.admin.set_offset(name, queue, int(offset))
+    return redirect(f"/groups/{quote(name, safe='')}",
+                    f"offset of queue {queue.queue_id} of {queue.topic} on {queue.broker_name} set to {offset}")
 
 
 @action

@@ -79,6 +79,7 @@ ROUTES = [
     Route("/groups", pages.group_list),
     Route("/groups/{group}", pages.group),
     Route("/groups/{group}/reset", actions.reset_offsets, methods=["POST"]),
+    Route("/groups/{group}/offset", actions.set_offset, methods=["POST"]),
     Route("/groups/{group}/delete", actions.delete_group, methods=["POST"]),
     Route("/messages", pages.message_search),
     Route("/messages/resend", actions.resend, methods=["POST"]),

@@ -19,8 +19,10 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.lite_pull_consumer import SyncLitePullConsumer
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.common.errors import ClientError
 from spark_mq.common.message import Message
 from spark_mq.common.names import dlq_topic, is_system_topic, retry_topic
+from spark_mq.remoting.bodies import MessageQueue
 from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 
 QUEUES = 2
@@ -131,6 +133,9 @@ def test_group_page_shows_lag_and_resets_offsets_to_a_time(browser, admin, data)
     assert "reset" in browser.find(".note").text
     assert admin.group_progress(group, topic).total_lag == SENT + LATER
     assert int(browser.find("#total-lag").text.replace(",", "")) == SENT + LATER
+    browser.submit("#progress tbody tr:first-child form.set-offset", {"offset": "1"}, confirm=True)  # one queue
+    first = admin.group_progress(group, topic).queues[0]
+    assert first.consumer_offset == 1 and admin.group_progress(group, topic).total_lag == SENT + LATER - 1
 
 
 def test_group_page_shows_online_members_with_versions_and_subscriptions(browser, admin, cluster, data):
@@ -144,6 +149,9 @@ def test_group_page_shows_online_members_with_versions_and_subscriptions(browser
         assert texts(browser, "#members tbody td:first-child") == [m.client_id for m in members]
         assert texts(browser, "#members tbody td:nth-child(4)") == ["V4_9_7"] * len(members)
         assert texts(browser, "#members tbody td:nth-child(5)") == ["client"] * len(members)  # not a Spark driver
+        assert not browser.all(".set-offset")  # members online would overwrite an offset set by hand
+        with pytest.raises(ClientError, match="members online"):
+            admin.set_offset(group, MessageQueue(topic, admin.topic_stats(topic).queues[0].broker_name, 0), 0)
         assert [r.text for r in browser.all("#subscriptions tbody tr")] == [f"{topic} t || u TAG"]
 
 
