@@ -22,6 +22,7 @@ from spark_mq.remoting.bodies import (
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    EpochHistory,
     KVTable,
     ResetOffsetBody,
     SubscriptionGroupConfig,
@@ -179,3 +180,9 @@ class AdminRequests(Requester):
         await self._invoke(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
                            DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset),
                            timeout=timeout)
+
+    async def get_epoch_history(self, addr: str, *, timeout: float | None = None) -> EpochHistory:
+        """GET_EPOCH_HISTORY (spark_mq's own, controller mode): the broker's commitlog range and epoch entries,
+        one per master term (election) it has seen (admin)."""
+        response = await self._invoke(addr, RequestCode.GET_EPOCH_HISTORY, timeout=timeout)
+        return EpochHistory.from_json(response.body)

@@ -34,6 +34,7 @@ from spark_mq.remoting.bodies import (
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    EpochHistory,
     HeartbeatData,
     MessageQueue,
     RegisterBrokerBody,
@@ -352,4 +353,8 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         """Blocking :meth:`MQClientAPI.delete_subscription_group`."""
         return self._run(self._target.delete_subscription_group(addr=addr, group=group, clean_offset=clean_offset,
                                                                 timeout=timeout))
+
+    def get_epoch_history(self, addr: str, *, timeout: float | None = None) -> EpochHistory:
+        """Blocking :meth:`MQClientAPI.get_epoch_history`."""
+        return self._run(self._target.get_epoch_history(addr=addr, timeout=timeout))
     # -- end of generated blocking twins --

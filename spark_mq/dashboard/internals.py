@@ -1,7 +1,7 @@
-"""What the console shows beside the anchors' pages: the replication controller's view (each broker
-set's master, epochs and SyncStateSet) and the messages each master holds back: delayed (delay levels)
-and timer messages not yet due (the broker's own counts, GET_BROKER_RUNTIME_INFO), and what its half
-(transactional) topic stores.
+"""What the console shows beside the anchors' pages: the replication controller's view (each broker set's
+master, epochs and SyncStateSet, and its history of elections) and the messages each master holds back:
+delayed (delay levels) and timer messages not yet due (the broker's own counts, GET_BROKER_RUNTIME_INFO),
+and what its half (transactional) topic stores.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from spark_mq.client.admin import MASTER_ID, Admin, BrokerStatus, ControllerView
 from spark_mq.common.errors import MQClientError, RemotingError
 from spark_mq.common.names import TRANSACTION_HALF_TOPIC
+from spark_mq.remoting.bodies import EpochHistory, ReplicasInfo
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,27 @@ async def held_messages(admin: Admin) -> list[Held]:
     return list(await asyncio.gather(*map(one, masters)))
 
 
-async def controller(admin: Admin, controller_addrs: list[str]) -> ControllerView | None:
-    """The controllers' view, None when no address given answers as a controller."""
+@dataclass(frozen=True)
+class Controllers:
+    view: ControllerView
+    elections: dict[str, EpochHistory | str]  # per broker set: its master's epoch history, or why it is missing
+
+
+async def controller(admin: Admin, controller_addrs: list[str]) -> Controllers | None:
+    """The controllers' view and each set's history of elections (its master's epoch entries: each term's
+    epoch and the commitlog offset it began at); None when no address given answers as a controller."""
     view = await admin.controller_view(controller_addrs)
-    return view if view.leader is not None else None
+    if view.leader is None:
+        return None
+
+    async def history(info: ReplicasInfo) -> EpochHistory | str:
+        if info.master_address is None:
+            return "no master"
+        try:
+            return await admin.api.get_epoch_history(info.master_address)
+        except (RemotingError, MQClientError) as e:
+            return str(e)
+
+    names = sorted(view.broker_sets)
+    found = await asyncio.gather(*(history(view.broker_sets[n]) for n in names))
+    return Controllers(view, dict(zip(names, found, strict=True)))

@@ -92,6 +92,7 @@ async def message_search(visit: Visit) -> Response:
 
 @page
 async def controller(visit: Visit) -> Response:
-    view = await internals.controller(visit.admin, visit.state.controller_addrs)
+    controllers = await internals.controller(visit.admin, visit.state.controller_addrs)
     held = await internals.held_messages(visit.admin)
-    return visit.render("internals.html", view=view, held=held, controller_addrs=visit.state.controller_addrs)
+    return visit.render("internals.html", controllers=controllers, held=held,
+                        controller_addrs=visit.state.controller_addrs)

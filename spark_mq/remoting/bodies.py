@@ -476,6 +476,30 @@ class ConsumerConnection(Body):
 
 
 @dataclass
+class EpochHistory(Body):
+    """GET_EPOCH_HISTORY response body (spark_mq's own, controller mode): the broker's commitlog range and
+    its epoch entries ``[[epoch, startOffset], ...]``, oldest first: one per master term it has seen."""
+
+    min_offset: int
+    max_offset: int
+    epochs: list[tuple[int, int]] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(minOffset=self.min_offset, maxOffset=self.max_offset, epochs=[[e, s] for e, s in self.epochs])
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> EpochHistory:
+        o = _obj(o, name)
+
+        def entry(v: Any, where: str) -> tuple[int, int]:
+            if not isinstance(v, list) or len(v) != 2:
+                raise _Bad(f"{where} must be [epoch, startOffset], got {v!r}")
+            return _as_int(v[0], where), _as_int(v[1], where)
+
+        return cls(_int(o, "minOffset"), _int(o, "maxOffset"), _list(o, "epochs", entry))
+
+
+@dataclass
 class LockBatchRequestBody(Body):
     """LOCK_BATCH_MQ request body; UNLOCK_BATCH_MQ's has the same properties."""
 

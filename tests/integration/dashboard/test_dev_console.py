@@ -1,5 +1,6 @@
 """``spark-mq dev --replicas 2 --controller --dashboard``: one process serves the dev cluster and its console;
-the console's controller page shows the set's master, epochs and SyncStateSet as the admin API gives them,
+the console's controller page shows the set's master, epochs, SyncStateSet and history of elections as the
+admin API gives them,
 in a real headless chromium, and the overview lists both replicas with their roles."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from servers import ServerProcess, free_port, wait_until
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.sync_api import SyncMQClientAPI
 
 TIMEOUT_S = 60
 SET = "broker-a"
@@ -44,6 +46,10 @@ def test_dev_serves_a_console_with_the_controllers_view(driver, tmp_path):
                                  str(info.master_epoch), str(info.sync_state_set_epoch)]
             assert all(f"{r.broker_id}: {r.broker_address}" in cells[4] for r in info.in_sync_replicas)
             assert namesrv in browser.find("#controllers").text and "leader" in browser.find("#controllers").text
+            with SyncMQClientAPI() as api:  # the master's epoch file: its terms so far
+                epochs = api.get_epoch_history(info.master_address).epochs
+            terms = [t.text for t in browser.all(f"#elections tr[data-broker='{SET}'] .term")]
+            assert terms == [f"{e} from {s:,}" for e, s in epochs] and terms
             browser.open("/")
             assert sorted(td.text for td in browser.all("#brokers td.role")) == sorted(b.role for b in admin.brokers())
     finally:
