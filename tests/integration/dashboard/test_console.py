@@ -218,7 +218,7 @@ def test_controller_page_without_a_controller_shows_held_messages(browser, admin
     master = wait_until(lambda: next((b for b in admin.brokers() if b.broker_id == 0 and b.timer_pending), None),
                         what="the timer message in the wheel")  # taken from its parking topic in the background
     assert (master.delay_pending, master.timer_pending) == (1, 1)
-    browser.open("/controller", "controller")
+    browser.open("/controller", "held")
     assert browser.find("#no-controller").is_displayed()
     row = f"#held tr[data-broker='{master.broker_name}']"
     assert (browser.find(f"{row} td.delayed").text, browser.find(f"{row} td.timer").text) == ("1", "1")

@@ -39,7 +39,7 @@ def test_dev_serves_a_console_with_the_controllers_view(driver, tmp_path):
                               "both replicas in the SyncStateSet")
             wait_until(lambda: serving(base), TIMEOUT_S, "the console")
             browser = Browser(driver, base)
-            browser.open("/controller")
+            browser.open("/controller", "controller")
             info = view.broker_sets[SET]
             cells = [td.text for td in browser.all("#sync-state tbody tr td")]
             assert cells[:4] == [SET, f"{info.master_address} (replica {info.master_broker_id})",
