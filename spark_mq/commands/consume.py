@@ -10,6 +10,7 @@ from spark_mq.commands.common import add_command, client_api, client_config, mes
 from spark_mq.common.errors import SparkMQError
 
 DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_INVISIBLE_S = 30.0
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,6 +31,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "store_timestamp; body in base64 with body_base64=true when not UTF-8)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                    help=f"stop when nothing arrives for this many seconds (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("--pop", action="store_true",
+                   help="pop consumption (RocketMQ 5's SimpleConsumer): the broker hands messages out, each printed "
+                        "one is acknowledged; any number of consumers of the group share the queues. --from takes "
+                        "first or last only")
+    p.add_argument("--invisible", type=float, default=DEFAULT_INVISIBLE_S,
+                   help="with --pop: seconds a received message stays invisible to the group's other consumers "
+                        f"(default {DEFAULT_INVISIBLE_S:g}); one received but not printed (past --max) comes back "
+                        "after it")
 
 
 def _consume_from(text: str) -> str | int:
@@ -40,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     if args.max is not None and args.max < 1:
         raise SparkMQError("--max must be at least 1")
     consume_from = _consume_from(args.from_)
+    if args.pop:
+        return _run_pop(args)
     # offsets are committed by this command, exactly past what it printed: a poll may return more
     # messages than --max leaves room for, and those must stay unconsumed for the group
     # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
@@ -69,10 +80,7 @@ def run(args: argparse.Namespace) -> int:
             for m in messages:
                 if args.max is not None and printed >= args.max:
                     break
-                if args.json:
-                    out.write(message_json(m) + "\n")
-                else:
-                    out.write(m.body.decode("utf-8", "replace") + "\n")
+                _print(out, m, args.json)
                 printed += 1
                 next_offsets[(m.store_host, m.topic, m.queue_id)] = m.queue_offset + 1
             out.flush()
@@ -81,6 +89,40 @@ def run(args: argparse.Namespace) -> int:
         if next_offsets:
             _commit(args, next_offsets)
     print(f"consumed {printed} message(s) from {args.topic} as group {args.group}", file=sys.stderr, flush=True)
+    return 0
+
+
+def _print(out, m, as_json: bool) -> None:
+    out.write((message_json(m) if as_json else m.body.decode("utf-8", "replace")) + "\n")
+
+
+def _run_pop(args: argparse.Namespace) -> int:
+    """``--pop``: receive, print and acknowledge, until --max or --timeout."""
+    if args.from_ not in ("first", "last"):
+        raise SparkMQError("--pop takes --from first or --from last (a group new to a queue starts at its first "
+                           "message or at its end)")
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
+    from spark_mq.client.simple_consumer import INIT_MODE_MAX, INIT_MODE_MIN, SyncSimpleConsumer
+
+    init_mode = INIT_MODE_MIN if args.from_ == "first" else INIT_MODE_MAX
+    printed = 0
+    with SyncSimpleConsumer(args.group, client_config(args), {args.topic: args.tags}, init_mode=init_mode) as consumer:
+        consumer.start()
+        idle_since = time.monotonic()
+        while args.max is None or printed < args.max:
+            left = args.timeout - (time.monotonic() - idle_since)
+            if left <= 0:
+                break
+            want = 32 if args.max is None else min(32, args.max - printed)
+            received = consumer.receive(want, args.invisible, min(left, 1.0))
+            if received:
+                idle_since = time.monotonic()
+            for r in received:
+                _print(sys.stdout, r.message, args.json)
+                consumer.ack(r)
+                printed += 1
+            sys.stdout.flush()
+    print(f"consumed {printed} message(s) from {args.topic} as group {args.group} (pop)", file=sys.stderr, flush=True)
     return 0
 
 
