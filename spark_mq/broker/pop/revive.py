@@ -95,7 +95,9 @@ class ReviveService:
                 break
             p.checkpoints.ack(ck.key, tuple(pending))
             revived += len(pending)
-        p.offsets.commit(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID, p.checkpoints.revive_offset(self._end))
+        start = p.checkpoints.revive_offset(self._end)
+        if start != p.offsets.query(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID):
+            p.offsets.commit(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID, start)
         return revived
 
     def _redeliver(self, ck: Checkpoint, offset: int, max_times: int) -> None:

@@ -11,9 +11,11 @@ import pytest
 from servers import unique, wait_until
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import decode_units_list
 from spark_mq.client.simple_consumer import SyncSimpleConsumer
 from spark_mq.common.errors import MQClientError
+from spark_mq.common.message import Message
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -25,7 +27,7 @@ from ._support import pull_header
 
 @pytest.fixture(scope="module")
 def broker_conf() -> str:
-    return POP_CONF
+    return POP_CONF + "enablePropertyFilter=true\n"
 
 
 def consumer(namesrv: str, group: str, topic: str, **kw) -> SyncSimpleConsumer:
@@ -103,6 +105,24 @@ def test_peek_hands_nothing_out_and_pop_filters_by_tag(broker, namesrv, api):
 def raw(broker, code: RequestCode, header) -> RemotingCommand:
     with SyncRemotingClient() as client:
         return client.invoke(broker.addr, RemotingCommand.request(code, header.to_ext_fields()))
+
+
+def test_pop_filters_by_sql92_and_a_bad_expression_is_refused_with_its_position(broker, namesrv):
+    topic, group = unique("PopSql"), unique("pop_sql")
+    create_topic(broker, topic, 2)
+    with SyncProducer(unique("pop_producer"), ClientConfig(namesrv)) as producer:
+        producer.start()
+        for i in range(20):
+            producer.send(Message(topic, str(i).encode(), properties={"num": str(i)}))
+    with consumer(namesrv, group, topic, expr="num >= 5 AND num < 8", expression_type="SQL92") as c:
+        got = drain(c)
+        assert numbers(got) == [5, 6, 7]
+        for m in got:
+            c.ack(m)
+    with consumer(namesrv, unique("pop_sql"), topic, expr="num >>= 5", expression_type="SQL92") as c:
+        with pytest.raises(MQClientError) as e:
+            c.receive(1, 30.0, 0.0)
+        assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "column" in e.value.remark
 
 
 def test_four_consumers_popping_one_queue_get_disjoint_messages(broker, namesrv):
