@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from spark_mq.commands.common import add_command, client_api, client_config, message_json, parse_time_ms
 from spark_mq.common.errors import SparkMQError
 
 DEFAULT_TIMEOUT_S = 5.0
 DEFAULT_INVISIBLE_S = 30.0
+MAX_POP = 32  # messages per pop (the broker's maximum)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -62,34 +65,43 @@ def run(args: argparse.Namespace) -> int:
             raise SparkMQError(f"topic {args.topic!r} is not known to the NameServer at {args.namesrv}: check the "
                                f"name (`spark-mq admin topic list`) or create it (`spark-mq admin topic create`)")
     consumer = SyncLitePullConsumer(args.group, client_config(args), auto_commit=False, consume_from=consume_from)
-    printed = 0
     next_offsets: dict[tuple[bytes, str, int], int] = {}  # (store host, topic, queue) -> offset past the last printed
-    out = sys.stdout
+    printed = 0
+
+    def emit(m) -> None:
+        _print(sys.stdout, m, args.json)
+        next_offsets[(m.store_host, m.topic, m.queue_id)] = m.queue_offset + 1
+
     try:
         consumer.subscribe(args.topic, args.tags)
         consumer.start()
-        idle_since = time.monotonic()
-        while args.max is None or printed < args.max:
-            left = args.timeout - (time.monotonic() - idle_since)
-            if left <= 0:
-                break
-            messages = consumer.poll(min(left, 1.0))
-            if not messages:
-                continue
-            idle_since = time.monotonic()
-            for m in messages:
-                if args.max is not None and printed >= args.max:
-                    break
-                _print(out, m, args.json)
-                printed += 1
-                next_offsets[(m.store_host, m.topic, m.queue_id)] = m.queue_offset + 1
-            out.flush()
+        printed = _until_idle(args, lambda room, wait_s: consumer.poll(wait_s), emit)
     finally:
         consumer.shutdown()
         if next_offsets:
             _commit(args, next_offsets)
     print(f"consumed {printed} message(s) from {args.topic} as group {args.group}", file=sys.stderr, flush=True)
     return 0
+
+
+def _until_idle(args: argparse.Namespace, receive: Callable[[int, float], list], emit: Callable[[Any], None]) -> int:
+    """``receive(room, wait_s)`` and ``emit`` each message, until --max messages or nothing for --timeout seconds;
+    returns how many were emitted (a message past --max is not: it stays unconsumed for the group)."""
+    printed = 0
+    idle_since = time.monotonic()
+    while args.max is None or printed < args.max:
+        left = args.timeout - (time.monotonic() - idle_since)
+        if left <= 0:
+            break
+        room = sys.maxsize if args.max is None else args.max - printed
+        messages = receive(room, min(left, 1.0))
+        if messages:
+            idle_since = time.monotonic()
+        for m in messages[:room]:
+            emit(m)
+            printed += 1
+        sys.stdout.flush()
+    return printed
 
 
 def _print(out, m, as_json: bool) -> None:
@@ -105,23 +117,15 @@ def _run_pop(args: argparse.Namespace) -> int:
     from spark_mq.client.simple_consumer import INIT_MODE_MAX, INIT_MODE_MIN, SyncSimpleConsumer
 
     init_mode = INIT_MODE_MIN if args.from_ == "first" else INIT_MODE_MAX
-    printed = 0
     with SyncSimpleConsumer(args.group, client_config(args), {args.topic: args.tags}, init_mode=init_mode) as consumer:
         consumer.start()
-        idle_since = time.monotonic()
-        while args.max is None or printed < args.max:
-            left = args.timeout - (time.monotonic() - idle_since)
-            if left <= 0:
-                break
-            want = 32 if args.max is None else min(32, args.max - printed)
-            received = consumer.receive(want, args.invisible, min(left, 1.0))
-            if received:
-                idle_since = time.monotonic()
-            for r in received:
-                _print(sys.stdout, r.message, args.json)
-                consumer.ack(r)
-                printed += 1
-            sys.stdout.flush()
+
+        def emit(r) -> None:
+            _print(sys.stdout, r.message, args.json)
+            consumer.ack(r)
+
+        printed = _until_idle(args, lambda room, wait_s: consumer.receive(min(room, MAX_POP), args.invisible, wait_s),
+                              emit)
     print(f"consumed {printed} message(s) from {args.topic} as group {args.group} (pop)", file=sys.stderr, flush=True)
     return 0
 

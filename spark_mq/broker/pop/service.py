@@ -266,6 +266,8 @@ class PopService:
         refusals = []
         for read_topic, q in sources:
             if order and self.order.blocked((group, read_topic, q), now):
+                # woken when the batch in flight is acknowledged (or anything arrives): see ack_offsets
+                waits.append((read_topic, q, self.offsets.query(group, read_topic, q)))
                 continue
             refusal = self.guard.pop_refusal(group, read_topic, q, now)
             if refusal is not None:

@@ -16,10 +16,16 @@ from spark_mq.client.results import decode_units_list
 from spark_mq.client.simple_consumer import SyncSimpleConsumer
 from spark_mq.common.errors import MQClientError
 from spark_mq.common.message import Message
+from spark_mq.remoting.bodies import BatchAck, BatchAckMessageRequestBody
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import PeekMessageRequestHeader, PopMessageRequestHeader
+from spark_mq.remoting.headers import (
+    NotificationRequestHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+    PopMessageRequestHeader,
+)
 
 from ._pop_support import POP_CONF, create_group, create_topic, send_numbered
 from ._support import pull_header
@@ -214,3 +220,33 @@ def test_raw_pop_answers_rocketmqs_headers(broker, namesrv, api):
     assert {"popTime", "invisibleTime", "reviveQid", "restNum", "startOffsetInfo", "msgOffsetInfo"} <= set(f)
     assert f["invisibleTime"] == "60000" and f["reviveQid"] == "0"
     assert all(entry.split(" ")[0] == "0" for entry in f["startOffsetInfo"].split(";"))
+
+
+def test_batch_ack_notification_and_polling_info_over_raw_remoting(broker, namesrv):
+    topic, group = unique("PopBa"), unique("pop_ba")
+    create_topic(broker, topic, 1)
+    send_numbered(namesrv, topic, 4)
+    note = raw(broker, RequestCode.NOTIFICATION, NotificationRequestHeader(
+        consumer_group=group, topic=topic, queue_id=-1, poll_time=0, born_time=int(time.time() * 1000)))
+    assert (note.code, note.ext_fields["hasMsg"]) == (ResponseCode.SUCCESS, "true")
+    popped = raw(broker, RequestCode.POP_MESSAGE, PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=0, max_msg_nums=32, invisible_time=1000, poll_time=0,
+        born_time=int(time.time() * 1000), init_mode=0))
+    assert popped.code == ResponseCode.SUCCESS
+    offsets = tuple(m.queue_offset for m in decode_units_list(popped.body))
+    assert offsets == (0, 1, 2, 3)
+    f = popped.ext_fields
+    ack = BatchAck(group, topic, False, int(f["startOffsetInfo"].split()[2]), 0, int(f["reviveQid"]),
+                   int(f["popTime"]), int(f["invisibleTime"]), offsets)
+    with SyncRemotingClient() as client:
+        answer = client.invoke(broker.addr, RemotingCommand.request(
+            RequestCode.BATCH_ACK_MESSAGE, body=BatchAckMessageRequestBody(broker.name, [ack]).to_json()))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    time.sleep(1.5)  # past the invisible time: nothing comes back, all were acknowledged
+    again = raw(broker, RequestCode.POP_MESSAGE, PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=32, invisible_time=1000, poll_time=0,
+        born_time=int(time.time() * 1000), init_mode=0))
+    assert again.code == ResponseCode.PULL_NOT_FOUND
+    info = raw(broker, RequestCode.POLLING_INFO, PollingInfoRequestHeader(consumer_group=group, topic=topic,
+                                                                          queue_id=0))
+    assert (info.code, info.ext_fields["pollingNum"]) == (ResponseCode.SUCCESS, "0")
