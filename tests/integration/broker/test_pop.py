@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from servers import unique, wait_until
+from servers import unique
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
@@ -180,14 +180,14 @@ def test_a_message_never_acknowledged_goes_to_the_dlq_after_the_groups_max_recon
     create_topic(broker, topic, 1)
     create_group(broker, group, retry_max_times=2)
     send_numbered(namesrv, topic, 1)
+    dlq = f"%DLQ%{group}"
     with consumer(namesrv, group, topic) as c:
         attempts = []
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(attempts) < 4:
-            attempts.extend(m.delivery_attempt for m in c.receive(1, 1.0, 1.5))
+        while time.monotonic() < deadline and api.get_max_offset(broker.addr, dlq, 0) != 1:
+            attempts.extend(m.delivery_attempt for m in c.receive(1, 1.0, 0.5))
         assert attempts == [1, 2, 3]  # delivered, then redelivered twice (retryMaxTimes=2), then moved
-    dlq = f"%DLQ%{group}"
-    wait_until(lambda: api.get_max_offset(broker.addr, dlq, 0) == 1, 10, "the message in the DLQ")
+        assert c.receive(1, 1.0, 1.5) == []  # and not again
 
 
 def test_one_group_does_not_pop_and_pull_one_queue_at_once_but_can_switch(broker, namesrv, api):
