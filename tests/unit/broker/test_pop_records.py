@@ -44,4 +44,4 @@ def test_the_table_closes_a_checkpoint_once_every_message_is_done_and_says_where
     assert table.ack(first.key, (120, 124)) == [120, 124]
     assert table.revive_offset(end=20) == 9 and not table.pending(first.key, 120)
     table.ack(second.key, (125,))
-    assert len(table) == 0 and table.revive_offset(end=20) == 20
+    assert len(table) == 0 and table.revive_offset(end=20) == 20 and table.in_flight("readers", "orders", 2) == 0
