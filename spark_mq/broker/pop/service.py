@@ -51,6 +51,7 @@ from spark_mq.remoting.pop_receipt import (
     ReceiptError,
     pop_retry_topic,
     queue_info,
+    topic_read,
 )
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.queue_reader import UnitFilter
@@ -399,7 +400,7 @@ class PopService:
         flight. Raises PopError when none was."""
         if self.refusal() is not None:
             raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, self.refusal() or "")
-        real = pop_retry_topic(group, topic) if retry else topic
+        real = topic_read(group, topic, retry)
         if revive_qid == ORDER_REVIVE_QID:
             done = []
             for offset in offsets:

@@ -16,6 +16,7 @@ def test_a_receipt_is_rocketmqs_extra_info_both_ways():
     assert r == Receipt(120, 1700000000000, 60000, 0, True, "broker-a", 3, 121)
     assert r.encode() == text and r.visible_at == 1700000060000 and not r.order
     assert r.real_topic("g", "orders") == "%RETRY%g_orders" == pop_retry_topic("g", "orders")
+    assert r.real_topic("g", "%RETRY%g_orders") == "%RETRY%g_orders"  # RocketMQ's Java client acks with it
     seven = Receipt.parse("5 1 2000 999 0 b 0")  # the 7-field form: the request's offset names the message
     assert seven.queue_offset is None and seven.order and seven.encode() == "5 1 2000 999 0 b 0"
 
