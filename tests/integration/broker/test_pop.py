@@ -250,3 +250,17 @@ def test_batch_ack_notification_and_polling_info_over_raw_remoting(broker, names
     info = raw(broker, RequestCode.POLLING_INFO, PollingInfoRequestHeader(consumer_group=group, topic=topic,
                                                                           queue_id=0))
     assert (info.code, info.ext_fields["pollingNum"]) == (ResponseCode.SUCCESS, "0")
+
+
+def test_a_timer_message_is_popped_once_due_not_before(broker, namesrv):
+    topic, group = unique("PopTimer"), unique("pop_timer")
+    create_topic(broker, topic, 1)
+    due = int(time.time() * 1000) + 2000
+    with SyncProducer(unique("pop_producer"), ClientConfig(namesrv)) as producer:
+        producer.start()
+        producer.send(Message(topic, b"later", deliver_time_ms=due))
+    with consumer(namesrv, group, topic) as c:
+        assert c.receive(1, 30.0, 0.0) == []
+        got = c.receive(1, 30.0, 5.0)  # held until it is due
+        assert [m.body for m in got] == [b"later"] and time.time() * 1000 >= due - 1000  # timerPrecisionMs 1 s
+        c.ack(got[0])
