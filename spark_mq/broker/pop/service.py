@@ -376,7 +376,8 @@ class PopService:
         return self.polling.get((group, topic, queue_id), 0)
 
     # -- ack, change invisible time ---------------------------------------------------------------
-    def _receipt(self, receipt: str, queue_offset: int | None) -> tuple[Receipt, int]:
+    def parse_receipt(self, receipt: str, queue_offset: int | None) -> tuple[Receipt, int]:
+        """The receipt and the message's queue offset (the receipt's, else ``queue_offset``); raises PopError."""
         try:
             parsed = Receipt.parse(receipt)
         except ReceiptError as e:
@@ -391,7 +392,7 @@ class PopService:
         """Acknowledge the message ``receipt`` names: it is done and never handed out again. Raises PopError
         (NO_MESSAGE when it is no longer in flight: its invisible time passed and it was redelivered, or it
         was acknowledged already)."""
-        r, offset = self._receipt(receipt, queue_offset)
+        r, offset = self.parse_receipt(receipt, queue_offset)
         self.ack_offsets(group, topic, r.retry, r.queue_id, r.ck_offset, r.pop_time, r.revive_qid, (offset,))
 
     def ack_offsets(self, group: str, topic: str, retry: bool, queue_id: int, start_offset: int, pop_time: int,
@@ -432,7 +433,7 @@ class PopService:
                                queue_offset: int | None = None) -> Receipt:
         """Make the message ``receipt`` names invisible for ``invisible_ms`` from now; returns its new receipt
         (the old one is spent). Raises PopError (NO_MESSAGE when it is no longer in flight)."""
-        r, offset = self._receipt(receipt, queue_offset)
+        r, offset = self.parse_receipt(receipt, queue_offset)
         if invisible_ms < MIN_INVISIBLE_MS:
             raise PopError(ResponseCode.INVALID_PARAMETER,
                            f"invisibleTime {invisible_ms} ms is too short: ask for at least {MIN_INVISIBLE_MS} ms")
