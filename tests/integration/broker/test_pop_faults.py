@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -34,13 +35,17 @@ def consumer(namesrv: str, group: str, topic: str, order: bool = False) -> SyncS
     return c
 
 
+def start_proc(namesrv: str, topic: str, group: str, log: Path, order: bool, mode: str) -> subprocess.Popen:
+    script = Path(__file__).with_name("pop_consumer_proc.py")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    args = [sys.executable, str(script), namesrv, topic, group, str(INVISIBLE_S), "1" if order else "0", mode]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(log, "ab"), env=env)
+
+
 def crashy_holder(namesrv: str, topic: str, group: str, tmp_path: Path,
                   order: bool) -> tuple[subprocess.Popen, list[int]]:
     """A consumer process holding a batch it never acknowledges: the process and the numbers it holds."""
-    script = Path(__file__).with_name("pop_consumer_proc.py")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    args = [sys.executable, str(script), namesrv, topic, group, str(INVISIBLE_S), "1" if order else "0"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=open(tmp_path / "crashy.log", "wb"), env=env)
+    proc = start_proc(namesrv, topic, group, tmp_path / "crashy.log", order, "hold")
     line = proc.stdout.readline().decode().split()
     assert line and line[0] == "HOLD", (tmp_path / "crashy.log").read_text()
     return proc, [int(n) for n in line[1:]]
@@ -119,3 +124,49 @@ def test_a_broker_killed_with_messages_in_flight_loses_nothing_and_redelivers_on
     unacked = {int(m.body) for m in popped[30:]}
     assert unacked <= set(after_numbers)  # the unacknowledged came back
     assert len(after_numbers) == len(set(after_numbers))
+
+
+@pytest.mark.slow
+def test_consumers_killed_again_and_again_while_others_work_lose_nothing_and_duplicate_exactly_what_they_held(
+        broker, namesrv, tmp_path):
+    """3 consumer processes acknowledge everything they receive while, 8 times, another consumer process takes
+    a batch and is SIGKILLed holding it: every message is acknowledged, and the messages received twice are
+    exactly those the killed ones held."""
+    topic, group, count = unique("PopChurn"), unique("pop_churn"), 2000
+    create_topic(broker, topic, 2)
+    send_numbered(namesrv, topic, count)
+    received: Counter[int] = Counter()
+    acked: set[int] = set()
+    lock = threading.Lock()
+
+    def read(proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            kind, n = line.decode().split()
+            with lock:
+                if kind == "RECV":
+                    received[int(n)] += 1
+                else:
+                    acked.add(int(n))
+
+    workers = [start_proc(namesrv, topic, group, tmp_path / "workers.log", False, "work") for _ in range(3)]
+    for proc in workers:
+        threading.Thread(target=read, args=(proc,), daemon=True).start()
+    held: list[int] = []
+    try:
+        for _ in range(8):
+            proc, batch = crashy_holder(namesrv, topic, group, tmp_path, False)
+            assert batch, "no message left to hold: the workers were faster than the kills"
+            proc.kill()
+            proc.wait()
+            held.extend(batch)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(acked) < count:
+            time.sleep(0.5)
+    finally:
+        for proc in workers:
+            proc.kill()
+            proc.wait()
+    with lock:
+        assert acked == set(range(count))  # nothing lost
+        received.update(held)
+        assert sorted(n for n, k in received.items() if k > 1) == sorted(held)  # duplicates: exactly the held ones
