@@ -1,0 +1,221 @@
+"""Network faults between the machines of ``tests/netns.py``: partitions, one-way partitions, packet loss and
+added latency, and heals, each made and removed by the test.
+
+Every rule lives on a host's own link, in its own namespace: one nftables table ``netdev smq_faults`` per
+host, hooked on the ingress and egress of the host's device (``eth0`` in ``netns.Network``). A packet from
+``a`` to ``b`` is cut at ``b``'s ingress, or at ``a``'s egress when ``b`` is the root namespace (the test
+process and its clients, role ``GATEWAY``), which never gets a rule. Dropping on the link, below IP, drops
+every packet, established connections' too: an open TCP connection stalls and retransmits, as across a
+real partition, and carries on after the heal (nothing is reset, no sender is told). Loss is nftables'
+``numgen random``; latency is ``tc netem`` where the kernel has it, else ``netdelay.py`` (a process in the
+host's namespace holding each outgoing packet's NFQUEUE verdict for the delay).
+
+Each change re-renders the host's whole table in one ``nft -f`` transaction, from what ``Faults`` holds;
+``heal()`` deletes them all. ``Network.close()`` deletes the namespaces, with the tables and the delayers in
+them, also after a failed test. Needs ``nft`` (and ``iptables`` for the latency fallback):
+``scripts/install_netfaults.sh`` installs them, ``why_no_faults()`` says why a test must skip.
+
+Importable as ``faults`` from any test (``tests/conftest.py`` puts ``tests/`` on ``sys.path``);
+``scripts/netfaults.py`` is the operator's entry to the same code.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import netdelay
+
+GATEWAY = "gateway"  # the root namespace's role: the test process and its clients
+TABLE = "smq_faults"
+DEVICE = "eth0"  # every host's link in netns.Network
+NFT_TIMEOUT_S = 10.0
+INSTALL_HINT = "run scripts/install_netfaults.sh (as root) to install nftables and iptables"
+
+
+@dataclass(frozen=True)
+class Machine:
+    """One host the faults act on: its namespace ('' for the root one), its address, its link's device."""
+
+    netns: str
+    address: str
+    device: str = DEVICE
+
+
+def _run(netns: str, args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``args`` in namespace ``netns``; a failure raises naming the command and what it said."""
+    done = subprocess.run(["ip", "netns", "exec", netns, *args], input=stdin, capture_output=True, text=True,
+                          timeout=NFT_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} in {netns}: {(done.stderr or done.stdout).strip()}")
+    return done
+
+
+def why_no_faults() -> str | None:
+    """Why faults cannot be injected here (no nft), or None when they can."""
+    if shutil.which("nft") is None:
+        return f"no `nft` command (nftables) to inject network faults with: {INSTALL_HINT}"
+    return None
+
+
+def _has_netem(machine: Machine) -> bool:
+    """Whether this kernel has sch_netem (probed once per Faults, on a host's link)."""
+    add = subprocess.run(["ip", "netns", "exec", machine.netns, "tc", "qdisc", "add", "dev", machine.device, "root",
+                          "netem", "delay", "1ms"], capture_output=True, text=True, check=False)
+    if add.returncode == 0:
+        subprocess.run(["ip", "netns", "exec", machine.netns, "tc", "qdisc", "del", "dev", machine.device, "root"],
+                       capture_output=True, check=False)
+    return add.returncode == 0
+
+
+class Faults:
+    """The faults on the hosts of ``machines`` (by role; ``GATEWAY`` is the root namespace's address).
+
+    ``Faults.on(network)`` for a ``netns.Network``. Not thread-safe: use it from one thread.
+    """
+
+    def __init__(self, machines: dict[str, Machine], spawn=None) -> None:
+        self.machines = machines
+        self._cuts: set[tuple[str, str]] = set()  # (from, to): packets from `from` to `to` are dropped
+        self._loss: dict[str, int] = {}
+        self._latency: dict[str, int] = {}
+        self._delayers: dict[str, subprocess.Popen] = {}
+        self._spawn = spawn or (lambda role, args, **kw: subprocess.Popen(
+            ["ip", "netns", "exec", machines[role].netns, *args], **kw))
+        self._netem: bool | None = None
+
+    @classmethod
+    def on(cls, net) -> Faults:
+        """The faults of a ``netns.Network``: its hosts, and its root namespace as ``GATEWAY``; the latency
+        delayers are started with ``net.popen``, so ``net.close()`` stops them."""
+        machines = {role: Machine(h.netns, h.address) for role, h in net.hosts.items()}
+        machines[GATEWAY] = Machine("", net.gateway)
+        return cls(machines, spawn=net.popen)
+
+    # --- the faults ------------------------------------------------------------------------------------
+
+    def partition(self, side_a: list[str], side_b: list[str]) -> None:
+        """Nothing passes between a host of ``side_a`` and one of ``side_b``, either way, until healed."""
+        self._check_sides(side_a, side_b)
+        self._cut({(a, b) for a in side_a for b in side_b} | {(b, a) for a in side_a for b in side_b})
+
+    def one_way(self, src: list[str], dst: list[str]) -> None:
+        """Packets from ``src`` to ``dst`` are dropped; the other way passes (a TCP handshake from either
+        side then fails, an open connection stalls one way)."""
+        self._check_sides(src, dst)
+        self._cut({(s, d) for s in src for d in dst})
+
+    def loss(self, hosts: list[str], percent: int) -> None:
+        """Each packet ``hosts`` send or receive is dropped with probability ``percent``/100."""
+        if not 0 <= percent <= 100:
+            raise ValueError(f"loss percent must be 0..100, not {percent}")
+        self._namespaced(hosts, "loss")
+        self._loss.update(dict.fromkeys(hosts, percent))
+        self._apply(set(hosts))
+
+    def latency(self, hosts: list[str], ms: int) -> None:
+        """Every packet ``hosts`` send leaves ``ms`` later (a round trip with one such host: +``ms``)."""
+        if ms <= 0:
+            raise ValueError(f"latency must be a positive number of ms, not {ms}")
+        self._namespaced(hosts, "latency")
+        for host in hosts:
+            self._clear_latency(host)
+            if self._netem is None:
+                self._netem = _has_netem(self.machines[host])
+            m = self.machines[host]
+            if self._netem:
+                _run(m.netns, ["tc", "qdisc", "add", "dev", m.device, "root", "netem", "delay", f"{ms}ms"])
+            else:
+                self._start_delayer(host, ms)
+            self._latency[host] = ms
+
+    def heal_between(self, side_a: list[str], side_b: list[str]) -> None:
+        """Packets pass again between ``side_a`` and ``side_b``, both ways (other faults stay)."""
+        pairs = {(a, b) for a in side_a for b in side_b}
+        gone = {c for c in self._cuts if c in pairs or c[::-1] in pairs}
+        self._cuts -= gone
+        self._apply({h for c in gone for h in c})
+
+    def heal(self) -> None:
+        """Every fault removed: no cut, loss or latency left on any host."""
+        touched = {h for c in self._cuts for h in c} | set(self._loss)
+        self._cuts.clear()
+        self._loss.clear()
+        for host in list(self._latency):
+            self._clear_latency(host)
+        self._apply(touched)
+
+    def describe(self) -> list[str]:
+        """The faults in force, one line each (for a failing test's message)."""
+        lines = [f"{a} -x-> {b}" for a, b in sorted(self._cuts)]
+        lines += [f"{h}: {p}% loss" for h, p in sorted(self._loss.items())]
+        lines += [f"{h}: +{ms} ms" for h, ms in sorted(self._latency.items())]
+        return lines
+
+    # --- rules -----------------------------------------------------------------------------------------
+
+    def _check_sides(self, side_a: list[str], side_b: list[str]) -> None:
+        unknown = [r for r in (*side_a, *side_b) if r not in self.machines]
+        if unknown:
+            raise ValueError(f"unknown hosts {unknown}: the hosts are {sorted(self.machines)}")
+        if not side_a or not side_b or set(side_a) & set(side_b):
+            raise ValueError(f"two non-empty sides with no host on both needed, not {side_a} | {side_b}")
+
+    def _namespaced(self, hosts: list[str], what: str) -> None:
+        unknown = [r for r in hosts if r not in self.machines]
+        if unknown:
+            raise ValueError(f"unknown hosts {unknown}: the hosts are {sorted(self.machines)}")
+        if GATEWAY in hosts or not hosts:
+            raise ValueError(f"{what} acts on namespace hosts (not the root namespace, {GATEWAY!r}): {hosts}")
+
+    def _cut(self, pairs: set[tuple[str, str]]) -> None:
+        self._cuts |= pairs
+        self._apply({h for c in pairs for h in c})
+
+    def _apply(self, hosts: set[str]) -> None:
+        """Re-render the table of each of ``hosts`` (the root namespace has none) in one transaction each."""
+        for host in sorted(hosts - {GATEWAY}):
+            m = self.machines[host]
+            ingress = [f"ip saddr {self.machines[a].address} drop" for a, b in sorted(self._cuts) if b == host]
+            egress = [f"ip daddr {self.machines[b].address} drop" for a, b in sorted(self._cuts)
+                      if a == host and b == GATEWAY]
+            if host in self._loss:
+                drop = f"meta protocol ip numgen random mod 100 < {self._loss[host]} drop"
+                ingress.append(drop)
+                egress.append(drop)
+            script = f"table netdev {TABLE}\ndelete table netdev {TABLE}\n"
+            if ingress or egress:
+                script += (f"table netdev {TABLE} {{\n"
+                           f"  chain ingress {{ type filter hook ingress device \"{m.device}\" priority 0;\n"
+                           + "".join(f"    {r}\n" for r in ingress) + "  }\n"
+                           f"  chain egress {{ type filter hook egress device \"{m.device}\" priority 0;\n"
+                           + "".join(f"    {r}\n" for r in egress) + "  }\n}\n")
+            _run(m.netns, ["nft", "-f", "-"], stdin=script)
+
+    # --- latency ---------------------------------------------------------------------------------------
+
+    def _start_delayer(self, host: str, ms: int) -> None:
+        """``netdelay.py`` on the host, then the rule that hands it every packet leaving the host's link
+        (``--queue-bypass``: should the delayer die, packets pass undelayed rather than stop)."""
+        m = self.machines[host]
+        proc = self._spawn(host, [sys.executable, str(Path(netdelay.__file__)), f"--queue={netdelay.QUEUE}",
+                                  f"--ms={ms}"], stdout=subprocess.PIPE)
+        self._delayers[host] = proc
+        netdelay.wait_bound(proc)
+        _run(m.netns, ["iptables", "-t", "mangle", "-A", "POSTROUTING", "-o", m.device, "-j", "NFQUEUE",
+                       "--queue-num", str(netdelay.QUEUE), "--queue-bypass"])
+
+    def _clear_latency(self, host: str) -> None:
+        if self._latency.pop(host, None) is None:
+            return
+        m = self.machines[host]
+        if self._netem:
+            _run(m.netns, ["tc", "qdisc", "del", "dev", m.device, "root"])
+            return
+        _run(m.netns, ["iptables", "-t", "mangle", "-F", "POSTROUTING"])
+        proc = self._delayers.pop(host)
+        proc.terminate()  # it lets the packets it still holds go, then exits
+        proc.wait(NFT_TIMEOUT_S)
