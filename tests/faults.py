@@ -55,9 +55,10 @@ def _run(netns: str, args: list[str], stdin: str | None = None) -> subprocess.Co
 
 
 def why_no_faults() -> str | None:
-    """Why faults cannot be injected here (no nft), or None when they can."""
-    if shutil.which("nft") is None:
-        return f"no `nft` command (nftables) to inject network faults with: {INSTALL_HINT}"
+    """Why faults cannot be injected here (no nft or iptables), or None when they can."""
+    missing = [tool for tool in ("nft", "iptables") if shutil.which(tool) is None]
+    if missing:
+        return f"no {' or '.join(missing)} to inject network faults with: {INSTALL_HINT}"
     return None
 
 

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from faults import GATEWAY, TABLE, Faults
+from fault_schedule import Schedule, Step
+from faults import GATEWAY, TABLE, Faults, why_no_faults
 
 from .echo import READY
 
@@ -50,6 +51,8 @@ _lines: dict[int, queue.Queue] = {}
 
 @pytest.fixture
 def hosts(network):
+    if reason := why_no_faults():
+        pytest.skip(reason)
     net = network(["a", "b"])
     server = net.popen("b", [sys.executable, str(ECHO), "serve", str(PORT)], stdout=subprocess.PIPE)
     assert line_within(server, 10) == READY
@@ -205,3 +208,15 @@ def test_heal_leaves_nothing_behind(hosts):
     client = echo_client(net, b)
     say(client, "a-to-b")
     assert line_within(client, 5) == "a-to-b"
+
+
+def test_a_schedule_applies_each_step_and_heals_between(hosts):
+    _, faults, _ = hosts
+    seen: list[tuple[Step, list[str]]] = []
+    schedule = Schedule(3, ["a|b", "gateway>b", "latency:a", "loss:b"], {"a": ["a"], "b": ["b"], "gateway": [GATEWAY]},
+                        hold_s=(0.1, 0.2), gap_s=(0.1, 0.2))
+    schedule.run(faults, on_step=lambda step: seen.append((step, faults.describe())))
+    assert [s for s, _ in seen] == schedule.steps
+    for step, in_force in seen:
+        assert bool(in_force) == (step.action != "heal"), f"{step}: {in_force}"
+    assert faults.describe() == []
