@@ -4,7 +4,8 @@ added latency, and heals, each made and removed by the test.
 Every rule lives on a host's own link, in its own namespace: one nftables table ``netdev smq_faults`` per
 host, hooked on the ingress and egress of the host's device (``eth0`` in ``netns.Network``). A packet from
 ``a`` to ``b`` is cut at ``b``'s ingress, or at ``a``'s egress when ``b`` is the root namespace (the test
-process and its clients, role ``GATEWAY``), which never gets a rule. Dropping on the link, below IP, drops
+process and its clients, role ``GATEWAY``), which never gets a rule (so two root-namespace hosts cannot be
+cut from each other). Dropping on the link, below IP, drops
 every packet, established connections' too: an open TCP connection stalls and retransmits, as across a
 real partition, and carries on after the heal (nothing is reset, no sender is told). Loss is nftables'
 ``numgen random``; latency is ``tc netem`` where the kernel has it, else ``netdelay.py`` (a process in the
@@ -21,7 +22,9 @@ Importable as ``faults`` from any test (``tests/conftest.py`` puts ``tests/`` on
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -54,6 +57,38 @@ def _run(netns: str, args: list[str], stdin: str | None = None) -> subprocess.Co
     return done
 
 
+def _queue_rule(m: Machine) -> list[str]:
+    """The iptables rule (after -A/-D) handing the packets leaving ``m``'s link to its delayer."""
+    return ["POSTROUTING", "-o", m.device, "-j", "NFQUEUE", "--queue-num", str(netdelay.QUEUE), "--queue-bypass"]
+
+
+def clear(m: Machine) -> list[str]:
+    """Remove from ``m``'s namespace whatever a ``Faults`` killed before its heal left there (its table, its
+    delayer's rule and process, a netem qdisc); what was removed."""
+    removed = []
+    if subprocess.run(["ip", "netns", "exec", m.netns, "nft", "delete", "table", "netdev", TABLE],
+                      capture_output=True, check=False).returncode == 0:
+        removed.append(f"nft table netdev {TABLE}")
+    while subprocess.run(["ip", "netns", "exec", m.netns, "iptables", "-t", "mangle", "-D", *_queue_rule(m)],
+                         capture_output=True, check=False).returncode == 0:
+        removed.append("the NFQUEUE rule")
+    for pid in subprocess.run(["ip", "netns", "pids", m.netns], capture_output=True, text=True,
+                              check=False).stdout.split():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.endswith(b"netdelay.py") for arg in cmdline):
+            os.kill(int(pid), signal.SIGTERM)
+            removed.append(f"netdelay (pid {pid})")
+    qdisc = subprocess.run(["ip", "netns", "exec", m.netns, "tc", "qdisc", "show", "dev", m.device],
+                           capture_output=True, text=True, check=False).stdout
+    if "netem" in qdisc:
+        _run(m.netns, ["tc", "qdisc", "del", "dev", m.device, "root"])
+        removed.append("the netem qdisc")
+    return removed
+
+
 def why_no_faults() -> str | None:
     """Why faults cannot be injected here (no nft or iptables), or None when they can."""
     missing = [tool for tool in ("nft", "iptables") if shutil.which(tool) is None]
@@ -73,7 +108,8 @@ def _has_netem(machine: Machine) -> bool:
 
 
 class Faults:
-    """The faults on the hosts of ``machines`` (by role; ``GATEWAY`` is the root namespace's address).
+    """The faults on the hosts of ``machines`` (by role); a machine with no namespace (the root namespace,
+    ``GATEWAY`` in a ``netns.Network``) gets no rules: its packets are cut on the other side's link.
 
     ``Faults.on(network)`` for a ``netns.Network``. Not thread-safe: use it from one thread.
     """
@@ -164,12 +200,15 @@ class Faults:
             raise ValueError(f"unknown hosts {unknown}: the hosts are {sorted(self.machines)}")
         if not side_a or not side_b or set(side_a) & set(side_b):
             raise ValueError(f"two non-empty sides with no host on both needed, not {side_a} | {side_b}")
+        if any(not self.machines[h].netns for h in side_a) and any(not self.machines[h].netns for h in side_b):
+            raise ValueError(f"{side_a} | {side_b}: hosts outside namespaces (the root one) get no rules, so two of "
+                             "them cannot be cut from each other: put one side's processes on namespace hosts")
 
     def _namespaced(self, hosts: list[str], what: str) -> None:
         unknown = [r for r in hosts if r not in self.machines]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: the hosts are {sorted(self.machines)}")
-        if GATEWAY in hosts or not hosts:
+        if not hosts or any(not self.machines[h].netns for h in hosts):
             raise ValueError(f"{what} acts on namespace hosts (not the root namespace, {GATEWAY!r}): {hosts}")
 
     def _cut(self, pairs: set[tuple[str, str]]) -> None:
@@ -178,11 +217,13 @@ class Faults:
 
     def _apply(self, hosts: set[str]) -> None:
         """Re-render the table of each of ``hosts`` (the root namespace has none) in one transaction each."""
-        for host in sorted(hosts - {GATEWAY}):
+        for host in sorted(hosts):
             m = self.machines[host]
+            if not m.netns:
+                continue
             ingress = [f"ip saddr {self.machines[a].address} drop" for a, b in sorted(self._cuts) if b == host]
             egress = [f"ip daddr {self.machines[b].address} drop" for a, b in sorted(self._cuts)
-                      if a == host and b == GATEWAY]
+                      if a == host and not self.machines[b].netns]
             if host in self._loss:
                 drop = f"meta protocol ip numgen random mod 100 < {self._loss[host]} drop"
                 ingress.append(drop)
@@ -206,8 +247,7 @@ class Faults:
                                   f"--ms={ms}"], stdout=subprocess.PIPE)
         self._delayers[host] = proc
         netdelay.wait_bound(proc)
-        _run(m.netns, ["iptables", "-t", "mangle", "-A", "POSTROUTING", "-o", m.device, "-j", "NFQUEUE",
-                       "--queue-num", str(netdelay.QUEUE), "--queue-bypass"])
+        _run(m.netns, ["iptables", "-t", "mangle", "-A", *_queue_rule(m)])
 
     def _clear_latency(self, host: str) -> None:
         if self._latency.pop(host, None) is None:
@@ -216,7 +256,7 @@ class Faults:
         if self._netem:
             _run(m.netns, ["tc", "qdisc", "del", "dev", m.device, "root"])
             return
-        _run(m.netns, ["iptables", "-t", "mangle", "-F", "POSTROUTING"])
+        _run(m.netns, ["iptables", "-t", "mangle", "-D", *_queue_rule(m)])
         proc = self._delayers.pop(host)
         proc.terminate()  # it lets the packets it still holds go, then exits
         proc.wait(NFT_TIMEOUT_S)

@@ -23,6 +23,7 @@ from faults import GATEWAY, TABLE, Faults, why_no_faults
 from .echo import READY
 
 ECHO = Path(__file__).with_name("echo.py")
+NETFAULTS = Path(__file__).resolve().parents[3] / "scripts" / "netfaults.py"
 PORT = 7000
 STALL_S = 1.5  # how long a cut connection must stay silent
 RESUME_TIMEOUT_S = 15.0  # TCP's retransmission backoff after a short cut: a few seconds at most
@@ -220,3 +221,34 @@ def test_a_schedule_applies_each_step_and_heals_between(hosts):
     for step, in_force in seen:
         assert bool(in_force) == (step.action != "heal"), f"{step}: {in_force}"
     assert faults.describe() == []
+
+
+def test_the_operators_script_holds_a_partition_heals_it_and_clears_what_a_killed_run_left(hosts):
+    net, _, _ = hosts
+    b = net.hosts["b"]
+    groups = ["--group", f"clients={net.gateway}", "--group", f"b={b.netns}"]
+    helped = subprocess.run([sys.executable, str(NETFAULTS), "--help"], capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0 and "hold" in helped.stdout and "schedule" in helped.stdout
+    wrong = subprocess.run([sys.executable, str(NETFAULTS), "--group", "b=nosuchns", "hold", "b|b"],
+                           capture_output=True, text=True, timeout=30)
+    assert wrong.returncode != 0 and "no network namespace 'nosuchns'" in wrong.stderr
+
+    held = subprocess.Popen([sys.executable, str(NETFAULTS), *groups, "hold", "clients|b", "--for", "30"],
+                            stdout=subprocess.PIPE)
+    assert line_within(held, 30) == "in force:"
+    assert datagrams(b.address, 5, "held-") == 0
+    held.terminate()  # as an operator's Ctrl-C or kill: it heals on its way out
+    assert held.wait(30) == 0
+    assert datagrams(b.address, 5, "let-go-") == 5
+
+    killed = subprocess.Popen([sys.executable, str(NETFAULTS), *groups, "hold", "clients|b", "latency:b"],
+                              stdout=subprocess.PIPE)
+    assert line_within(killed, 30) == "in force:"
+    killed.kill()  # no heal: the table, the NFQUEUE rule and the delayer stay
+    killed.wait(30)
+    assert datagrams(b.address, 5, "left-") == 0
+    cleared = subprocess.run([sys.executable, str(NETFAULTS), "heal", b.netns], capture_output=True, text=True,
+                             timeout=30)
+    assert cleared.returncode == 0 and "nft table" in cleared.stdout and "netdelay" in cleared.stdout, cleared.stdout
+    assert datagrams(b.address, 5, "cleared-") == 5
+    assert max(round_trips_ms(b.address, 10)) < LATENCY_MS / 2
