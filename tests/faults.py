@@ -8,8 +8,10 @@ process and its clients, role ``GATEWAY``), which never gets a rule (so two root
 cut from each other). Dropping on the link, below IP, drops
 every packet, established connections' too: an open TCP connection stalls and retransmits, as across a
 real partition, and carries on after the heal (nothing is reset, no sender is told). Loss is nftables'
-``numgen random``; latency is ``tc netem`` where the kernel has it, else ``netdelay.py`` (a process in the
-host's namespace holding each outgoing packet's NFQUEUE verdict for the delay).
+``numgen random``; latency is ``tc netem`` on the host's egress where the kernel has it, else ``netdelay.py``
+(a process in the host's namespace holding each incoming packet's NFQUEUE verdict for the delay: on the
+ingress, because a packet held on its sender's egress still counts against the sending socket's TCP Small
+Queues budget, which throttled a bulk flow to 1 MB/s under +10 ms; held on arrival it made 119 MB/s).
 
 Each change re-renders the host's whole table in one ``nft -f`` transaction, from what ``Faults`` holds;
 ``heal()`` deletes them all. ``Network.close()`` deletes the namespaces, with the tables and the delayers in
@@ -58,8 +60,8 @@ def _run(netns: str, args: list[str], stdin: str | None = None) -> subprocess.Co
 
 
 def _queue_rule(m: Machine) -> list[str]:
-    """The iptables rule (after -A/-D) handing the packets leaving ``m``'s link to its delayer."""
-    return ["POSTROUTING", "-o", m.device, "-j", "NFQUEUE", "--queue-num", str(netdelay.QUEUE), "--queue-bypass"]
+    """The iptables rule (after -A/-D) handing the packets arriving on ``m``'s link to its delayer."""
+    return ["PREROUTING", "-i", m.device, "-j", "NFQUEUE", "--queue-num", str(netdelay.QUEUE), "--queue-bypass"]
 
 
 def clear(m: Machine) -> list[str]:
@@ -154,7 +156,8 @@ class Faults:
         self._apply(set(hosts))
 
     def latency(self, hosts: list[str], ms: int) -> None:
-        """Every packet ``hosts`` send leaves ``ms`` later (a round trip with one such host: +``ms``)."""
+        """A round trip between one of ``hosts`` and anything else takes ``ms`` longer (between two of them,
+        2 x ``ms``): netem holds the packets they send, the delayer those they receive."""
         if ms <= 0:
             raise ValueError(f"latency must be a positive number of ms, not {ms}")
         self._namespaced(hosts, "latency")
@@ -240,7 +243,7 @@ class Faults:
     # --- latency ---------------------------------------------------------------------------------------
 
     def _start_delayer(self, host: str, ms: int) -> None:
-        """``netdelay.py`` on the host, then the rule that hands it every packet leaving the host's link
+        """``netdelay.py`` on the host, then the rule that hands it every packet arriving on the host's link
         (``--queue-bypass``: should the delayer die, packets pass undelayed rather than stop)."""
         m = self.machines[host]
         proc = self._spawn(host, [sys.executable, str(Path(netdelay.__file__)), f"--queue={netdelay.QUEUE}",
