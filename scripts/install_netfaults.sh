@@ -18,9 +18,5 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 echo "[netfaults] installing ${missing[*]}" >&2
-status=0
-_spark_mq_apt_install_no_services "${missing[@]}" || status=$?
-if [ "$status" -ne 0 ]; then
-    echo "[netfaults] apt-get failed ($status) installing ${missing[*]}" >&2
-    exit "$status"
-fi
+_spark_mq_apt_install_no_services "${missing[@]}" ||
+    { status=$?; echo "[netfaults] apt-get failed ($status) installing ${missing[*]}" >&2; exit "$status"; }
