@@ -29,10 +29,15 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import netdelay
+
+if TYPE_CHECKING:
+    from netns import Network
 
 GATEWAY = "gateway"  # the root namespace's role: the test process and its clients
 TABLE = "smq_faults"
@@ -116,7 +121,8 @@ class Faults:
     ``Faults.on(network)`` for a ``netns.Network``. Not thread-safe: use it from one thread.
     """
 
-    def __init__(self, machines: dict[str, Machine], spawn=None) -> None:
+    def __init__(self, machines: dict[str, Machine], spawn: Callable[..., subprocess.Popen] | None = None) -> None:
+        """``spawn(role, args, **popen_kwargs)`` starts a process on a host (default: ``ip netns exec``)."""
         self.machines = machines
         self._cuts: set[tuple[str, str]] = set()  # (from, to): packets from `from` to `to` are dropped
         self._loss: dict[str, int] = {}
@@ -127,7 +133,7 @@ class Faults:
         self._netem: bool | None = None
 
     @classmethod
-    def on(cls, net) -> Faults:
+    def on(cls, net: Network) -> Faults:
         """The faults of a ``netns.Network``: its hosts, and its root namespace as ``GATEWAY``; the latency
         delayers are started with ``net.popen``, so ``net.close()`` stops them."""
         machines = {role: Machine(h.netns, h.address) for role, h in net.hosts.items()}
@@ -197,10 +203,13 @@ class Faults:
 
     # --- rules -----------------------------------------------------------------------------------------
 
-    def _check_sides(self, side_a: list[str], side_b: list[str]) -> None:
-        unknown = [r for r in (*side_a, *side_b) if r not in self.machines]
+    def _known(self, hosts: list[str]) -> None:
+        unknown = [r for r in hosts if r not in self.machines]
         if unknown:
             raise ValueError(f"unknown hosts {unknown}: the hosts are {sorted(self.machines)}")
+
+    def _check_sides(self, side_a: list[str], side_b: list[str]) -> None:
+        self._known([*side_a, *side_b])
         if not side_a or not side_b or set(side_a) & set(side_b):
             raise ValueError(f"two non-empty sides with no host on both needed, not {side_a} | {side_b}")
         if any(not self.machines[h].netns for h in side_a) and any(not self.machines[h].netns for h in side_b):
@@ -208,9 +217,7 @@ class Faults:
                              "them cannot be cut from each other: put one side's processes on namespace hosts")
 
     def _namespaced(self, hosts: list[str], what: str) -> None:
-        unknown = [r for r in hosts if r not in self.machines]
-        if unknown:
-            raise ValueError(f"unknown hosts {unknown}: the hosts are {sorted(self.machines)}")
+        self._known(hosts)
         if not hosts or any(not self.machines[h].netns for h in hosts):
             raise ValueError(f"{what} acts on namespace hosts (not the root namespace, {GATEWAY!r}): {hosts}")
 
