@@ -252,3 +252,16 @@ def test_the_operators_script_holds_a_partition_heals_it_and_clears_what_a_kille
     assert cleared.returncode == 0 and "nft table" in cleared.stdout and "netdelay" in cleared.stdout, cleared.stdout
     assert datagrams(b.address, 5, "cleared-") == 5
     assert max(round_trips_ms(b.address, 10)) < LATENCY_MS / 2
+
+
+def test_heal_between_lifts_one_cut_and_leaves_the_others(hosts):
+    net, faults, _ = hosts
+    b = net.hosts["b"].address
+    client = echo_client(net, b)
+    faults.partition(["a"], ["b"])
+    faults.partition([GATEWAY], ["b"])
+    faults.heal_between(["b"], ["a"])  # either order of the sides
+    say(client, "a-to-b")
+    assert line_within(client, RESUME_TIMEOUT_S) == "a-to-b"
+    assert datagrams(b, 5, "still-cut-") == 0
+    assert sorted(faults.describe()) == sorted([f"{GATEWAY} -x-> b", f"b -x-> {GATEWAY}"])
