@@ -1,6 +1,7 @@
 """The exactly-once ``spark_mq`` sink (``exactlyOnce=true``, issue 16) against real processes: a driver
 of its own (``eo_driver.py``: local[2], the deterministic ``rate-micro-batch`` source) SIGKILLed with
-its whole process group (JVM and Python workers) while it writes, restarted from its checkpoint each
+its whole process tree (JVM, PySpark's daemon and Python workers, which leave its process group) while
+it writes, restarted from its checkpoint each
 time; the broker SIGKILLed once. Afterwards a fresh read of the topic holds every row exactly once.
 
 The commit protocol's crash points are also driven one by one without Spark (the executor and driver
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from process_tree import Proc, kill_tree, survivors
 from pyspark.sql.types import StringType, StructField, StructType
 from servers import Broker, start_namesrv, unique, wait_until
 
@@ -191,7 +192,7 @@ def test_every_crash_point_of_a_commit_keeps_each_row_once(eo_cluster):
 
 # -- a real driver, SIGKILLed ----------------------------------------------------------------------
 class Driver:
-    """``eo_driver.py`` in a process group of its own (its JVM and Python workers die with it)."""
+    """``eo_driver.py`` in a session of its own; :meth:`kill` kills everything it started."""
 
     def __init__(self, namesrv: str, topic: str, checkpoint: Path, rows: int, per_batch: int, log: Path) -> None:
         self.log_path = log
@@ -204,12 +205,12 @@ class Driver:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the group this test started: python, JVM, workers
-        except ProcessLookupError:  # it had exited, with everything it started
-            pass
+    def kill(self) -> set[Proc]:
+        """SIGKILL the driver's whole process tree (python, JVM, PySpark's daemon and workers, which
+        leave the driver's process group); returns the processes killed."""
+        killed = kill_tree(self.proc.pid)
         self.proc.wait(30)
+        return killed
 
 
 def committed_batches(checkpoint: Path) -> int:
@@ -228,6 +229,7 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
     batches = rows // per_batch
     kill_after = sorted(rng.sample(range(1, batches), driver_kills + (1 if broker_kill else 0)))
     events: list[str] = []
+    tree_sizes: list[int] = []  # processes per killed driver
     runs = 0
     started = time.monotonic()
     driver = Driver(namesrv, topic, checkpoint, rows, per_batch, tmp_path / f"driver-{runs}.log")
@@ -244,7 +246,9 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
             continue
         time.sleep(rng.uniform(0, 1.5))  # anywhere in a micro-batch: writing, deciding, ending, checkpointing
         events.append(f"driver SIGKILL after {committed_batches(checkpoint)} batches")
-        driver.kill()
+        killed = driver.kill()
+        assert not survivors(killed), f"processes of the killed driver still run: {sorted(survivors(killed))}"
+        tree_sizes.append(len(killed))
         runs += 1
         driver = Driver(namesrv, topic, checkpoint, rows, per_batch, tmp_path / f"driver-{runs}.log")
     while True:  # a driver that failed (the broker was down too long for a task) is restarted too
@@ -261,7 +265,7 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
     replays = sum((tmp_path / f"driver-{r}.log").read_text(errors="replace").count("committed by an earlier attempt")
                   for r in range(runs + 1))
     return {"topic": topic, "got": got, "events": events, "runs": runs + 1, "elapsed_s": round(elapsed, 1),
-            "replays_recognised": replays}
+            "replays_recognised": replays, "killed_tree_sizes": tree_sizes}
 
 
 def test_driver_sigkilled_twice_writes_each_row_once(eo_cluster, tmp_path):
