@@ -29,9 +29,13 @@ from spark_mq.client.results import PullStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.client.transaction_producer import LocalTransactionState
 from spark_mq.common.errors import ConfigError
+from spark_mq.remoting.bodies import ProducerConnection
+from spark_mq.remoting.client import SyncRemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import PullMessageRequestHeader
 from spark_mq.spark import exactly_once, sink
-from spark_mq.spark.options import SinkOptions
+from spark_mq.spark.options import DEFAULT_PRODUCER_GROUP, SinkOptions
 
 DRIVER = Path(__file__).resolve().parent / "eo_driver.py"
 QUEUES = 4
@@ -266,6 +270,37 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
                   for r in range(runs + 1))
     return {"topic": topic, "got": got, "events": events, "runs": runs + 1, "elapsed_s": round(elapsed, 1),
             "replays_recognised": replays, "killed_tree_sizes": tree_sizes}
+
+
+def producer_count(admin: SyncRemotingClient, addr: str, group: str) -> int:
+    """How many producers of ``group`` the broker lists (GET_PRODUCER_CONNECTION_LIST)."""
+    r = admin.invoke(addr, RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}))
+    return len(ProducerConnection.from_json(r.body).connection_set) if r.code == ResponseCode.SUCCESS else 0
+
+
+def test_a_starting_query_announces_the_sink_producer_group_before_its_first_commit(eo_cluster, tmp_path):
+    """The driver's check-back answerer starts with the query (when Spark plans the sink), not at the
+    first commit: the broker lists the sink's producer group before the first half message is stored,
+    and keeps listing it until the first commit, so check rounds meanwhile (a restarted query's
+    leftover half messages) reach it instead of counting toward transactionCheckMax."""
+    namesrv, b = eo_cluster
+    checkpoint = tmp_path / "ckpt"
+    driver = Driver(namesrv, make_topic(namesrv, b), checkpoint, 200, 200, tmp_path / "driver.log")
+    polls: list[tuple[int, int]] = []  # (producers listed, half messages stored), every 50 ms until the first commit
+    deadline = time.monotonic() + 300
+    try:
+        with SyncRemotingClient() as admin, SyncMQClientAPI() as api:
+            while committed_batches(checkpoint) == 0:
+                assert driver.proc.poll() is None and time.monotonic() < deadline, driver.output()[-4000:]
+                polls.append((producer_count(admin, b.addr, DEFAULT_PRODUCER_GROUP),
+                              api.get_max_offset(b.addr, HALF_TOPIC, 0) or 0))
+                time.sleep(0.05)
+    finally:
+        driver.kill()
+    announced = next((i for i, (n, _) in enumerate(polls) if n), None)
+    assert announced is not None, "the sink's producer group was never listed before the first commit"
+    assert polls[announced][1] == 0, f"announced only after {polls[announced][1]} half messages were stored"
+    assert all(n for n, _ in polls[announced:]), "the sink's producer went away before the first commit"
 
 
 def test_driver_sigkilled_twice_writes_each_row_once(eo_cluster, tmp_path):

@@ -26,7 +26,7 @@ from spark_mq.client.transaction_producer import LocalTransactionState, SyncTran
 from spark_mq.common.errors import MQClientError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.properties import encode_properties
-from spark_mq.remoting.bodies import HeartbeatData, ProducerData
+from spark_mq.remoting.bodies import HeartbeatData, ProducerConnection, ProducerData
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
@@ -385,9 +385,13 @@ def test_a_producer_announcing_its_group_only_in_its_periodic_heartbeat_is_check
         check = producer.wait_request(RequestCode.CHECK_TRANSACTION_STATE, timeout=3.0)
         assert check is not None, f"no CHECK_TRANSACTION_STATE reached the producer:\n{broker.log()[-2000:]}"
         heartbeat = HeartbeatData("127.0.0.1@raw", [ProducerData(group)], [])
+        listed = RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+        assert producer.request(listed).code == ResponseCode.SYSTEM_ERROR  # "the producer group[...] not exist"
         beat = producer.request(RemotingCommand.request(RequestCode.HEART_BEAT, body=heartbeat.to_json()))
         assert beat.code == ResponseCode.SUCCESS, beat.remark
+        (announced,) = ProducerConnection.from_json(producer.request(listed).body).connection_set
         again = producer.wait_request(RequestCode.CHECK_TRANSACTION_STATE, timeout=3.0)  # announced now
+    assert (announced.client_id, announced.language) == ("127.0.0.1@raw", "PYTHON")
     fields = check.ext_fields
     assert fields["msgId"] == fields["offsetMsgId"] == fields["transactionId"]
     assert int(fields["commitLogOffset"]) == int(fields["offsetMsgId"][16:], 16)
