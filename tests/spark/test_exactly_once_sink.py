@@ -1,8 +1,10 @@
 """The exactly-once ``spark_mq`` sink (``exactlyOnce=true``, issue 16) against real processes: a driver
 of its own (``eo_driver.py``: local[2], the deterministic ``rate-micro-batch`` source) SIGKILLed with
 its whole process tree (JVM, PySpark's daemon and Python workers, which leave its process group) while
-it writes, restarted from its checkpoint each
-time; the broker SIGKILLed once. Afterwards a fresh read of the topic holds every row exactly once.
+it writes, restarted from its checkpoint each time; the broker SIGKILLed once. Afterwards a fresh
+read of the topic holds every row exactly once. A fresh query's driver is listed by the broker as a
+producer of the sink's group from before its first half message until its first commit (check-backs
+reach it during start-up).
 
 The commit protocol's crash points are also driven one by one without Spark (the executor and driver
 functions of ``spark_mq.spark.sink`` / ``exactly_once`` on Arrow batches): after the half messages,
@@ -222,11 +224,38 @@ def committed_batches(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
+def producer_count(admin: SyncRemotingClient, addr: str, group: str) -> int:
+    """How many producers of ``group`` the broker lists (GET_PRODUCER_CONNECTION_LIST)."""
+    r = admin.invoke(addr, RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}))
+    return len(ProducerConnection.from_json(r.body).connection_set) if r.code == ResponseCode.SUCCESS else 0
+
+
+def assert_announced_before_first_commit(driver: Driver, checkpoint: Path, addr: str) -> None:
+    """Watch a fresh query until its first commit: the driver's check-back answerer starts with the
+    query (when Spark plans the sink), not at the first commit, so the broker lists the sink's producer
+    group before the first half message is stored and keeps listing it until the first commit (check
+    rounds meanwhile, e.g. about a restarted query's leftover half messages, reach it instead of
+    counting toward transactionCheckMax)."""
+    polls: list[tuple[int, int]] = []  # (producers listed, half messages stored), every 50 ms
+    deadline = time.monotonic() + 300
+    with SyncRemotingClient() as admin, SyncMQClientAPI() as api:
+        while committed_batches(checkpoint) == 0:
+            assert driver.proc.poll() is None and time.monotonic() < deadline, driver.output()[-4000:]
+            polls.append((producer_count(admin, addr, DEFAULT_PRODUCER_GROUP),
+                          api.get_max_offset(addr, HALF_TOPIC, 0) or 0))
+            time.sleep(0.05)
+    announced = next((i for i, (n, _) in enumerate(polls) if n), None)
+    assert announced is not None, "the sink's producer group was never listed before the first commit"
+    assert polls[announced][1] == 0, f"announced only after {polls[announced][1]} half messages were stored"
+    assert all(n for n, _ in polls[announced:]), "the sink's producer went away before the first commit"
+
+
 def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch: int, driver_kills: int,
                    broker_kill: bool, seed: int) -> dict[str, object]:
     """Run the query to its end while its driver is SIGKILLed ``driver_kills`` times (a random pause
-    after the run committed a batch of its own and the planned number in all) and, with
-    ``broker_kill``, the broker once mid-run; returns what happened."""
+    after the run committed a batch of its own and the planned number in all; every process of its
+    tree checked gone) and, with ``broker_kill``, the broker once mid-run; returns what happened. The
+    first run's start is watched too (:func:`assert_announced_before_first_commit`)."""
     rng = random.Random(seed)
     topic = make_topic(namesrv, b)
     checkpoint = tmp_path / "ckpt"
@@ -237,6 +266,7 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
     runs = 0
     started = time.monotonic()
     driver = Driver(namesrv, topic, checkpoint, rows, per_batch, tmp_path / f"driver-{runs}.log")
+    assert_announced_before_first_commit(driver, checkpoint, b.addr)
     for i, after in enumerate(kill_after):
         # past the planned batch, and at least one batch past where this run started: every run gets going
         target = max(after, committed_batches(checkpoint) + 1)
@@ -270,37 +300,6 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
                   for r in range(runs + 1))
     return {"topic": topic, "got": got, "events": events, "runs": runs + 1, "elapsed_s": round(elapsed, 1),
             "replays_recognised": replays, "killed_tree_sizes": tree_sizes}
-
-
-def producer_count(admin: SyncRemotingClient, addr: str, group: str) -> int:
-    """How many producers of ``group`` the broker lists (GET_PRODUCER_CONNECTION_LIST)."""
-    r = admin.invoke(addr, RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}))
-    return len(ProducerConnection.from_json(r.body).connection_set) if r.code == ResponseCode.SUCCESS else 0
-
-
-def test_a_starting_query_announces_the_sink_producer_group_before_its_first_commit(eo_cluster, tmp_path):
-    """The driver's check-back answerer starts with the query (when Spark plans the sink), not at the
-    first commit: the broker lists the sink's producer group before the first half message is stored,
-    and keeps listing it until the first commit, so check rounds meanwhile (a restarted query's
-    leftover half messages) reach it instead of counting toward transactionCheckMax."""
-    namesrv, b = eo_cluster
-    checkpoint = tmp_path / "ckpt"
-    driver = Driver(namesrv, make_topic(namesrv, b), checkpoint, 200, 200, tmp_path / "driver.log")
-    polls: list[tuple[int, int]] = []  # (producers listed, half messages stored), every 50 ms until the first commit
-    deadline = time.monotonic() + 300
-    try:
-        with SyncRemotingClient() as admin, SyncMQClientAPI() as api:
-            while committed_batches(checkpoint) == 0:
-                assert driver.proc.poll() is None and time.monotonic() < deadline, driver.output()[-4000:]
-                polls.append((producer_count(admin, b.addr, DEFAULT_PRODUCER_GROUP),
-                              api.get_max_offset(b.addr, HALF_TOPIC, 0) or 0))
-                time.sleep(0.05)
-    finally:
-        driver.kill()
-    announced = next((i for i, (n, _) in enumerate(polls) if n), None)
-    assert announced is not None, "the sink's producer group was never listed before the first commit"
-    assert polls[announced][1] == 0, f"announced only after {polls[announced][1]} half messages were stored"
-    assert all(n for n, _ in polls[announced:]), "the sink's producer went away before the first commit"
 
 
 def test_driver_sigkilled_twice_writes_each_row_once(eo_cluster, tmp_path):
