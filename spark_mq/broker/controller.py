@@ -62,6 +62,7 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import CheckBackSender, RemotingCheckBack
 from spark_mq.broker.transaction.end_transaction import EndTransactionProcessor
 from spark_mq.broker.transaction.service import TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig
@@ -228,7 +229,7 @@ class BrokerController:
         self.schedule.load()
         self.metrics.track_schedule(self.schedule)
         self.transactions = TransactionalMessageService(
-            self.store, self.clients.producer_connections, self.metrics, self.config.broker_name,
+            self.store, self._producers, self.metrics, self.config.broker_name,
             TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
                               self.config.transaction_check_max), on_stored=self.hold.notify,
             ensure_topic=self._ensure_system_topic)
@@ -400,6 +401,11 @@ class BrokerController:
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     # -- duties -----------------------------------------------------------------------------
+    def _producers(self, group: str) -> list[CheckBackSender]:
+        """Where a transaction check of ``group`` can go: its producers' remoting connections (a gRPC
+        endpoint adds its 5.x clients' Telemetry streams here)."""
+        return [RemotingCheckBack(conn) for conn in self.clients.producer_connections(group)]
+
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):
             self.registration.request()

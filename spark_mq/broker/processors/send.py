@@ -27,6 +27,7 @@ from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.send_runs import put_all, stored_runs
 from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import RemotingCheckBack
 from spark_mq.broker.transaction.half_messages import is_prepared_transaction
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
@@ -145,7 +146,7 @@ class SendProcessor:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
         if prepared:
-            self.transactions.stored_half(result.queue_offset, batch, props)
+            self.transactions.stored_half(result.queue_offset, batch, props, h.producer_group, RemotingCheckBack(conn))
         if self.ha is not None:
             self.ha.appended()
         if self.hold.notify(h.topic, queue_id, self._queue_end(h, queue_id, parts, result)):
