@@ -8,6 +8,10 @@ failing NameServer is logged and retried, never fatal. A slave learns its master
 them; in controller mode it follows only the master the controller names (``follow``): the
 NameServers may still list a dead one.
 
+A controller-mode master that is not acknowledging writes (its master lease ran out:
+``replication/master_lease.py``) registers its topics without PERM_WRITE, so routes and clients stop
+sending to it; it asks for that registration at once (``request``), and again when it acknowledges.
+
 Runs on the broker's event loop; ``run`` until cancelled.
 """
 
@@ -15,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
+from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -39,14 +45,17 @@ class NameServerRegistration:
     """Registers ``address`` (the broker's, with its HA port) and the topics of ``topics``."""
 
     def __init__(self, config: BrokerConfig, address: str, ha_port: int, topics: TopicConfigManager,
-                 on_master_learned: Callable[[], None], controller_mode: bool) -> None:
+                 on_master_learned: Callable[[], None], controller_mode: bool,
+                 writable: Callable[[], bool] = lambda: True) -> None:
         """``on_master_learned``: a slave's master is new (its metadata is copied at once);
-        ``controller_mode``: a slave takes its master from the controller (``follow``), not the NameServers."""
+        ``controller_mode``: a slave takes its master from the controller (``follow``), not the NameServers;
+        ``writable()``: whether the topics are registered with their write permission."""
         self.config = config
         self.address = address
         self.ha_address = f"{config.broker_ip1}:{ha_port}"
         self.topics = topics
         self.on_master_learned = on_master_learned
+        self.writable = writable
         self.client = peer_client(config)  # REGISTER_BROKER is an admin operation: signed by the broker's account
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServers
         self.master_ha_addr = ""
@@ -90,7 +99,12 @@ class NameServerRegistration:
 
     async def register_all(self) -> None:
         """REGISTER_BROKER with every NameServer; a failing one is logged and retried later."""
-        body = RegisterBrokerBody(self.topics.wrapper()).to_json()
+        writable = self.writable()  # first: a change it finds moves the topics' data version
+        wrapper = self.topics.wrapper()
+        if not writable:
+            wrapper.topic_config_table = {name: dataclasses.replace(t, perm=t.perm & ~PERM_WRITE)
+                                          for name, t in wrapper.topic_config_table.items()}
+        body = RegisterBrokerBody(wrapper).to_json()
         fields = {
             "brokerName": self.config.broker_name, "brokerAddr": self.address,
             "clusterName": self.config.broker_cluster_name, "haServerAddr": self.ha_address,

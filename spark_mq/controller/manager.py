@@ -59,6 +59,7 @@ from spark_mq.remoting.headers import (
     AlterSyncStateSetRequestHeader,
     AlterSyncStateSetResponseHeader,
     BrokerHeartbeatRequestHeader,
+    BrokerHeartbeatResponseHeader,
     ElectMasterRequestHeader,
     ElectMasterResponseHeader,
     GetMetaDataResponseHeader,
@@ -294,7 +295,8 @@ class ControllerManager:
         self.live.on_heartbeat(h.cluster_name, h.broker_name, h.broker_id, h.broker_addr, conn, epoch=h.epoch,
                                max_offset=h.max_offset, timeout_ms=h.heartbeat_timeout_mills,
                                election_priority=h.election_priority)
-        return cmd.make_response(ResponseCode.SUCCESS, "Heart beat success")
+        return cmd.make_response(ResponseCode.SUCCESS, "Heart beat success",
+                                 BrokerHeartbeatResponseHeader(is_leader=self._leading).to_ext_fields())
 
     async def _register(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = RegisterBrokerToControllerRequestHeader.from_ext_fields(cmd.ext_fields)
