@@ -1,6 +1,7 @@
 """A controller-mode master's lease: it acknowledges writes only while a heartbeat answered SUCCESS by the
-leading controller is younger than ``masterLeaseMills``, counted from the heartbeat's SEND time. Why
-that is safe: a controller deems a silent broker dead ``controllerHeartBeatTimeoutMills`` after it
+leading controller is younger than ``masterLeaseMills``, counted from the heartbeat's SEND time.
+
+Why that is safe: a controller deems a silent broker dead ``controllerHeartBeatTimeoutMills`` after it
 RECEIVED its last heartbeat, which is after the broker sent it; the lease ends ``masterLeaseMills``
 after that send, and ``masterLeaseMills + brokerHeartbeatInterval <= controllerHeartBeatTimeoutMills``
 (checked at start: ``BrokerConfig.master_lease_ms``). So a master cut off from the controllers stops
