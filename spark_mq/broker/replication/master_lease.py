@@ -67,9 +67,11 @@ class MasterLease:
     def valid(self) -> bool:
         return self.clock() < self._until
 
-    def since_last_grant_ms(self) -> int:
-        """How long ago the heartbeat behind the lease was sent (ms)."""
-        return int((self.clock() - self._until) * 1000) + self.lease_ms
+    def since_last_grant_ms(self) -> int | None:
+        """How long ago the heartbeat behind the lease was sent (ms); None if none was ever answered."""
+        if self._until == float("-inf"):
+            return None
+        return round((self.clock() - self._until) * 1000) + self.lease_ms
 
     def expired_at(self, wall: Callable[[], float]) -> float:
         """When the lease ran (or runs) out, on the ``wall`` clock."""
@@ -143,7 +145,8 @@ class LeaseGate:
             self.on_change()
 
     def _reason(self) -> str:
-        return (f"no heartbeat answered by the controller leader for {self.lease.since_last_grant_ms()} ms, "
+        since = self.lease.since_last_grant_ms()
+        return (f"no heartbeat answered by the controller leader {'yet' if since is None else f'for {since} ms'}, "
                 f"masterLeaseMills={self.lease.lease_ms}")
 
     def _end(self, at: float, reason: str, level: int) -> None:
