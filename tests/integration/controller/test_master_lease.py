@@ -80,9 +80,9 @@ class Sends:
 
 @pytest.fixture
 def mq():
-    client = SyncMQClientAPI(timeout=10.0)
-    yield client
-    client.close()
+    """A client API (``api`` is a controller client in these tests)."""
+    with SyncMQClientAPI(timeout=10.0) as client:
+        yield client
 
 
 @pytest.fixture
