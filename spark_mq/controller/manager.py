@@ -314,8 +314,9 @@ class ControllerManager:
         self.live.on_heartbeat(h.cluster_name, h.broker_name, h.broker_id, h.broker_addr, conn, epoch=h.epoch,
                                max_offset=h.max_offset, timeout_ms=h.heartbeat_timeout_mills,
                                election_priority=h.election_priority, lease_ms=h.master_lease_mills)
-        return cmd.make_response(ResponseCode.SUCCESS, "Heart beat success",
-                                 BrokerHeartbeatResponseHeader(is_leader=self._leading).to_ext_fields())
+        state = self._state(h.broker_name) if self._leading else None
+        return cmd.make_response(ResponseCode.SUCCESS, "Heart beat success", BrokerHeartbeatResponseHeader(
+            is_leader=self._leading, master_epoch=state.master_epoch if state else None).to_ext_fields())
 
     async def _register(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = RegisterBrokerToControllerRequestHeader.from_ext_fields(cmd.ext_fields)

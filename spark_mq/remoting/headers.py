@@ -709,9 +709,11 @@ class BrokerHeartbeatRequestHeader(Header):
 
 @header("response to BROKER_HEARTBEAT")
 class BrokerHeartbeatResponseHeader(Header):
-    """Ours (a RocketMQ controller answers without it): only the leader's answer renews a master's lease."""
+    """Ours (a RocketMQ controller answers without them): only the leader's answer renews a master's lease, and
+    only for a broker that knows its set's newest master epoch (a deposed master learns it is deposed)."""
 
     is_leader: bool | None = None
+    master_epoch: Int32 | None = None  # the leader's: the set's master epoch
 
 
 @header("CONTROLLER_REGISTER_BROKER")

@@ -10,8 +10,9 @@ took over waits one lease before it replaces a master it does not hear (``contro
 master may hold a lease its predecessor granted.
 
 Which answers renew: one whose ``isLeader`` field is ``true`` (our controllers add it to the
-BROKER_HEARTBEAT answer); without that field (a RocketMQ controller) a SUCCESS from the controller the
-broker last found leading. A follower's answer never renews.
+BROKER_HEARTBEAT answer) and whose ``masterEpoch`` is no newer than the epoch the heartbeat reported (a
+deposed master is not renewed: ``ReplicasManager``); without those fields (a RocketMQ controller) a
+SUCCESS from the controller the broker last found leading. A follower's answer never renews.
 
 ``LeaseGate`` is a master broker's use of the lease: sends are refused while it has run out (checked
 again when a stored put is answered), the NameServers are told at once (``on_change``: the broker

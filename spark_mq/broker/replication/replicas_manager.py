@@ -50,6 +50,7 @@ from spark_mq.remoting.headers import (
     NotifyBrokerRoleChangedRequestHeader,
     RegisterBrokerToControllerRequestHeader,
 )
+from spark_mq.remoting.loop import wait_event
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 
@@ -73,6 +74,7 @@ class ReplicasManager:
         self.on_master = on_master
         self.sync_state_set = sync_state_set  # written here with what the controller has
         self.lease = lease
+        self._sync_now = asyncio.Event()  # a heartbeat's answer named a newer master epoch
         self.client = client
         self.controllers = split_addresses(config.controller_addr)
         self._address = address
@@ -104,17 +106,22 @@ class ReplicasManager:
                 answer = await self.client.invoke(addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT,
                                                                                 header.to_ext_fields()),
                                                   CONTROLLER_TIMEOUT_S)
-                if answer.code == ResponseCode.SUCCESS and self._from_leader(addr, answer):
+                if answer.code == ResponseCode.SUCCESS and self._renews(addr, answer, header.epoch or 0):
                     self.lease.grant(sent_at)
             except RemotingError as e:
                 log.debug("heartbeat to controller %s failed: %s", addr, e)
             await asyncio.sleep(self.config.broker_heartbeat_interval / 1000)
 
-    def _from_leader(self, addr: str, answer: RemotingCommand) -> bool:
-        """Whether a heartbeat's answer came from the leading controller: as it says (``isLeader``), else (a
-        RocketMQ controller says nothing) when it is the one this broker last found leading."""
-        flag = BrokerHeartbeatResponseHeader.from_ext_fields(answer.ext_fields).is_leader
-        return flag if flag is not None else addr == self._leader
+    def _renews(self, addr: str, answer: RemotingCommand, reported_epoch: int) -> bool:
+        """Whether a heartbeat's answer renews the master lease: it came from the leading controller (as it
+        says, ``isLeader``; a RocketMQ controller says nothing: the one this broker last found leading), and
+        names no master epoch newer than the heartbeat reported (else this broker was deposed: it asks the
+        controller for the set's master now instead of at its next poll)."""
+        h = BrokerHeartbeatResponseHeader.from_ext_fields(answer.ext_fields)
+        if h.master_epoch is not None and h.master_epoch > reported_epoch:
+            self._sync_now.set()
+            return False
+        return h.is_leader if h.is_leader is not None else addr == self._leader
 
     # -- the controller's view --------------------------------------------------------------------
 
@@ -125,7 +132,8 @@ class ReplicasManager:
             except RemotingError as e:
                 log.warning("controller unreachable (retrying in %d ms): %s", self.config.sync_broker_metadata_period,
                             e)
-            await asyncio.sleep(self.config.sync_broker_metadata_period / 1000)
+            await wait_event(self._sync_now, self.config.sync_broker_metadata_period / 1000)
+            self._sync_now.clear()
 
     async def sync(self) -> None:
         """Register if not yet (and ask for the first election as the configured master), then learn the

@@ -2,7 +2,8 @@
 master whose controllers are frozen (SIGSTOP: exactly "the master cannot reach the controller") stops
 acknowledging sends within its lease, is listed unwritable at the NameServer, and acknowledges again once
 a leading controller answers; only the leader's answers renew (a follower's say ``isLeader=false``); and
-a new leader replaces a master killed together with the old leader at once, not at its next scan."""
+a new leader replaces a master killed together with the old leader at once, not at its next scan; a master
+frozen while another is elected acknowledges nothing once thawed and rejoins as a slave."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from integration.broker._support import send_header
+from integration.broker.test_admin import scrape
 from servers import Broker, start_namesrv, unique, wait_until
 
 from spark_mq.client.sync_api import SyncMQClientAPI
@@ -30,6 +32,7 @@ from ._support import (
     ControllerClient,
     ReplicaSet,
     brokers_conf,
+    identical_to,
     route,
     start_controller,
     started_with_a_topic,
@@ -103,7 +106,7 @@ def lone_master(namesrv: str, root, controllers: str, mq: SyncMQClientAPI) -> tu
     """A controller-mode set of one replica, elected master, with a writable topic."""
     name = unique("lease")
     broker = Broker(namesrv, root, f"{brokers_conf(controllers)}masterLeaseMills={LEASE_MS}\nbrokerId=1\n"
-                                   "brokerRole=ASYNC_MASTER\n", broker_name=name)
+                                   "brokerRole=ASYNC_MASTER\n", broker_name=name, metrics=True)
     wait_until(lambda: route(mq, namesrv, "TBW102", name).get(0) == broker.addr, TIMEOUT_S, "the broker elected")
     topic = unique("Lease")
     mq.create_topic(broker.addr, topic, 1, 1)
@@ -125,11 +128,15 @@ def test_a_master_whose_controller_is_frozen_stops_acknowledging_within_its_leas
             wait_until(lambda: writable(mq, namesrv.addr, topic, broker.name) is False, 5,
                        "the route to show the master unwritable")
             print(f"stopped acknowledging {refused[0] - frozen_at:.2f} s after its controller froze")
+            assert mq.get_broker_runtime_info(broker.addr)["masterLeaseAcknowledging"] == "false"
+            assert scrape(broker.metrics_url)[("spark_mq_master_lease_acknowledging", ())] == 0
         finally:
             resumed_at = time.monotonic()
             controller.signal(signal.SIGCONT)
         wait_until(lambda: sends.acked_since(resumed_at), TIMEOUT_S, "acknowledging again")
         wait_until(lambda: writable(mq, namesrv.addr, topic, broker.name), 5, "the route writable again")
+        assert mq.get_broker_runtime_info(broker.addr)["masterLeaseAcknowledging"] == "true"
+        assert scrape(broker.metrics_url)[("spark_mq_master_lease_acknowledging", ())] == 1
     finally:
         sends.close()
         broker.stop_if_running()
@@ -225,3 +232,35 @@ def test_takeover_rounds(tmp_path, namesrv, remoting, mq, zookeeper):
                                                       zookeeper_conf(zookeeper.hosts, f"/{unique('round')}"))
         print(f"round {i}: takeover {takeover:.2f} s, new master {new_master:.2f} s after the kill")
         assert new_master - takeover <= 1.0 + LATE_S
+
+
+def test_a_master_frozen_while_another_is_elected_acknowledges_nothing_after_and_rejoins_as_a_slave(
+        tmp_path, namesrv, remoting, mq):
+    controller = start_controller(tmp_path / "controller")
+    rs = ReplicaSet(namesrv.addr, tmp_path, f"masterLeaseMills={LEASE_MS}\n", controllers=controller.addr)
+    old = rs.brokers[1]
+    try:
+        topic = started_with_a_topic(mq, namesrv.addr, rs)
+        sends = Sends(remoting, old.addr, topic)
+        try:
+            wait_until(lambda: sends.acked_since(0), TIMEOUT_S, "a send acknowledged")
+            frozen_at = time.monotonic()
+            old.server.signal(signal.SIGSTOP)
+            try:
+                wait_until(lambda: route(mq, namesrv.addr, topic, rs.name).get(0) not in (None, old.addr), TIMEOUT_S,
+                           "another replica elected and routed as master")
+            finally:
+                thawed_at = time.monotonic()
+                old.server.signal(signal.SIGCONT)
+            wait_until(lambda: route(mq, namesrv.addr, topic, rs.name).get(1) == old.addr, TIMEOUT_S,
+                       "the old master listed as slave 1")
+            wait_until(lambda: sends.answers and sends.answers[-1][0] > thawed_at + 1, TIMEOUT_S, "sends after it")
+        finally:
+            sends.close()
+        # whatever waited in its socket while it was frozen, and everything after: never acknowledged
+        assert not sends.acked_since(frozen_at + LEASE_MS / 1000)
+        new_master = next(b for i, b in rs.brokers.items() if route(mq, namesrv.addr, topic, rs.name).get(0) == b.addr)
+        identical_to(new_master, rs)
+    finally:
+        rs.stop()
+        controller.stop_cleanly()
