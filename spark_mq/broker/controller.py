@@ -171,7 +171,7 @@ class BrokerController:
         self._open_metadata()
         if self.seat is not None and not self.config.is_slave:
             self.lease_gate = LeaseGate(self.seat.lease, self.config.broker_name, self.config.broker_id,
-                                        self._lease_changed)
+                                        self.registration.request)
         await self._open_delivery()
         if self.seat is not None:  # before serving: it answers the controller's notifies
             self._join_controller(self.seat)
@@ -447,13 +447,8 @@ class BrokerController:
         return self.lease_gate.refusal() if self.lease_gate is not None else None
 
     def _writable(self) -> bool:
-        """Whether the NameServers list the topics writable: not while a master's lease has run out."""
+        """Whether a master registers as one (id 0): not while its lease has run out."""
         return self.lease_gate is None or self.lease_gate.acknowledging
-
-    def _lease_changed(self) -> None:
-        """The master started or stopped acknowledging: tell the NameServers now."""
-        self.topics.permission_changed()
-        self.registration.request()
 
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave

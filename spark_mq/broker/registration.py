@@ -9,8 +9,11 @@ them; in controller mode it follows only the master the controller names (``foll
 NameServers may still list a dead one.
 
 A controller-mode master that is not acknowledging writes (its master lease ran out:
-``replication/master_lease.py``) registers its topics without PERM_WRITE, so routes and clients stop
-sending to it; it asks for that registration at once (``request``), and again when it acknowledges.
+``replication/master_lease.py``) registers under its replica id instead of 0, at once (``request``): the
+routes then list no master for its set until it acknowledges again (and registers as 0), so clients stop
+sending to it. Not as 0 with its topics' PERM_WRITE removed (RocketMQ's way of closing a broker for
+writes): a master deposed while it was frozen or cut off would then take id 0 back from the master
+elected meanwhile, whose route would be gone until its next registration, 30 s later.
 
 Runs on the broker's event loop; ``run`` until cancelled.
 """
@@ -19,14 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Callable
 
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
-from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.bodies import RegisterBrokerBody, body_crc32
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -49,13 +50,14 @@ class NameServerRegistration:
                  writable: Callable[[], bool] = lambda: True) -> None:
         """``on_master_learned``: a slave's master is new (its metadata is copied at once);
         ``controller_mode``: a slave takes its master from the controller (``follow``), not the NameServers;
-        ``writable()``: whether the topics are registered with their write permission."""
+        ``writable()``: whether it registers as the set's master (id 0) when it is one."""
         self.config = config
         self.address = address
         self.ha_address = f"{config.broker_ip1}:{ha_port}"
         self.topics = topics
         self.on_master_learned = on_master_learned
         self.writable = writable
+        self.registered_id = config.registered_id  # the id of its last registration
         self.client = peer_client(config)  # REGISTER_BROKER is an admin operation: signed by the broker's account
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServers
         self.master_ha_addr = ""
@@ -99,16 +101,12 @@ class NameServerRegistration:
 
     async def register_all(self) -> None:
         """REGISTER_BROKER with every NameServer; a failing one is logged and retried later."""
-        writable = self.writable()  # first: a change it finds moves the topics' data version
-        wrapper = self.topics.wrapper()
-        if not writable:
-            wrapper.topic_config_table = {name: dataclasses.replace(t, perm=t.perm & ~PERM_WRITE)
-                                          for name, t in wrapper.topic_config_table.items()}
-        body = RegisterBrokerBody(wrapper).to_json()
+        self.registered_id = self.config.registered_id if self.writable() else self.config.broker_id
+        body = RegisterBrokerBody(self.topics.wrapper()).to_json()
         fields = {
             "brokerName": self.config.broker_name, "brokerAddr": self.address,
             "clusterName": self.config.broker_cluster_name, "haServerAddr": self.ha_address,
-            "brokerId": self.config.registered_id, "compressed": "false", "bodyCrc32": body_crc32(body),
+            "brokerId": self.registered_id, "compressed": "false", "bodyCrc32": body_crc32(body),
         }
         for addr in self.namesrv_addrs:
             try:
@@ -136,7 +134,7 @@ class NameServerRegistration:
     async def unregister_all(self) -> None:
         """UNREGISTER_BROKER with every NameServer (a clean stop), then close the connections."""
         fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,
-                  "clusterName": self.config.broker_cluster_name, "brokerId": self.config.registered_id}
+                  "clusterName": self.config.broker_cluster_name, "brokerId": self.registered_id}
         for addr in self.namesrv_addrs:
             with contextlib.suppress(RemotingError):
                 await self.client.invoke(

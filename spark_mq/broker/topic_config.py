@@ -62,11 +62,6 @@ class TopicConfigManager:
         self.data_version = self.data_version.next()
         self.persist()
 
-    def permission_changed(self) -> None:
-        """The broker's write permission changed (its master lease): a new data version, so the NameServers take
-        its topics again (RocketMQ's ``updateBrokerConfig`` does the same)."""
-        self._changed()
-
     def get(self, topic: str) -> TopicConfig | None:
         return self.topics.get(topic)
 

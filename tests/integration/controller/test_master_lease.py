@@ -1,6 +1,6 @@
 """The master lease against real processes (``broker/replication/master_lease.py``): a controller-mode
 master whose controllers are frozen (SIGSTOP: exactly "the master cannot reach the controller") stops
-acknowledging sends within its lease, is listed unwritable at the NameServer, and acknowledges again once
+acknowledging sends within its lease, leaves the master's place in the routes, and acknowledges again once
 a leading controller answers; only the leader's answers renew (a follower's say ``isLeader=false``); and
 a new leader replaces a master killed together with the old leader at once, not at its next scan; a master
 frozen while another is elected acknowledges nothing once thawed and rejoins as a slave."""
@@ -17,9 +17,9 @@ from integration.broker._support import send_header
 from integration.broker.test_admin import scrape
 from servers import Broker, start_namesrv, unique, wait_until
 
+from spark_mq.client.results import SendStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import RemotingError
-from spark_mq.common.perm import PERM_WRITE
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -95,13 +95,6 @@ def namesrv(tmp_path):
     server.stop_cleanly()
 
 
-def writable(mq: SyncMQClientAPI, namesrv: str, topic: str, name: str) -> bool | None:
-    """Whether the NameServer's route gives broker set ``name``'s queues of ``topic`` PERM_WRITE."""
-    data = mq.get_route_info(namesrv, topic)
-    queues = [q for q in (data.queue_datas if data else []) if q.broker_name == name]
-    return bool(queues[0].perm & PERM_WRITE) if queues else None
-
-
 def lone_master(namesrv: str, root, controllers: str, mq: SyncMQClientAPI) -> tuple[Broker, str]:
     """A controller-mode set of one replica, elected master, with a writable topic."""
     name = unique("lease")
@@ -110,7 +103,7 @@ def lone_master(namesrv: str, root, controllers: str, mq: SyncMQClientAPI) -> tu
     wait_until(lambda: route(mq, namesrv, "TBW102", name).get(0) == broker.addr, TIMEOUT_S, "the broker elected")
     topic = unique("Lease")
     mq.create_topic(broker.addr, topic, 1, 1)
-    wait_until(lambda: writable(mq, namesrv, topic, name), TIMEOUT_S, "the topic routed writable")
+    wait_until(lambda: mq.get_route_info(namesrv, topic), TIMEOUT_S, "the topic routed")
     return broker, topic
 
 
@@ -125,8 +118,8 @@ def test_a_master_whose_controller_is_frozen_stops_acknowledging_within_its_leas
         controller.signal(signal.SIGSTOP)
         try:
             refused = wait_until(lambda: sends.refused_since(frozen_at), TIMEOUT_S, "a send refused")[0]
-            wait_until(lambda: writable(mq, namesrv.addr, topic, broker.name) is False, 5,
-                       "the route to show the master unwritable")
+            wait_until(lambda: route(mq, namesrv.addr, topic, broker.name) == {1: broker.addr}, 5,
+                       "the route to list no master for the set, the broker as replica 1")
             print(f"stopped acknowledging {refused[0] - frozen_at:.2f} s after its controller froze")
             assert mq.get_broker_runtime_info(broker.addr)["masterLeaseAcknowledging"] == "false"
             assert scrape(broker.metrics_url)[("spark_mq_master_lease_acknowledging", ())] == 0
@@ -134,7 +127,8 @@ def test_a_master_whose_controller_is_frozen_stops_acknowledging_within_its_leas
             resumed_at = time.monotonic()
             controller.signal(signal.SIGCONT)
         wait_until(lambda: sends.acked_since(resumed_at), TIMEOUT_S, "acknowledging again")
-        wait_until(lambda: writable(mq, namesrv.addr, topic, broker.name), 5, "the route writable again")
+        wait_until(lambda: route(mq, namesrv.addr, topic, broker.name) == {0: broker.addr}, 5,
+                   "the route to list it as master again")
         assert mq.get_broker_runtime_info(broker.addr)["masterLeaseAcknowledging"] == "true"
         assert scrape(broker.metrics_url)[("spark_mq_master_lease_acknowledging", ())] == 1
     finally:
@@ -241,6 +235,9 @@ def test_a_master_frozen_while_another_is_elected_acknowledges_nothing_after_and
     old = rs.brokers[1]
     try:
         topic = started_with_a_topic(mq, namesrv.addr, rs)
+        ctl = ControllerClient(remoting, controller.addr)
+        wait_until(lambda: ctl.replica_info(rs.name).sync_state_set == {1, 2, 3}, TIMEOUT_S,
+                   "both slaves in the SyncStateSet")
         sends = Sends(remoting, old.addr, topic)
         try:
             wait_until(lambda: sends.acked_since(0), TIMEOUT_S, "a send acknowledged")
@@ -255,12 +252,15 @@ def test_a_master_frozen_while_another_is_elected_acknowledges_nothing_after_and
             wait_until(lambda: route(mq, namesrv.addr, topic, rs.name).get(1) == old.addr, TIMEOUT_S,
                        "the old master listed as slave 1")
             wait_until(lambda: sends.answers and sends.answers[-1][0] > thawed_at + 1, TIMEOUT_S, "sends after it")
+            wait_until(lambda: route(mq, namesrv.addr, topic, rs.name).get(0), TIMEOUT_S, "a master routed")
         finally:
             sends.close()
         # whatever waited in its socket while it was frozen, and everything after: never acknowledged
         assert not sends.acked_since(frozen_at + LEASE_MS / 1000)
-        new_master = next(b for i, b in rs.brokers.items() if route(mq, namesrv.addr, topic, rs.name).get(0) == b.addr)
-        identical_to(new_master, rs)
+        master = next(b for b in rs.brokers.values() if b.addr == route(mq, namesrv.addr, topic, rs.name).get(0))
+        for i in range(3):  # bytes in the new epoch: every replica then records it
+            assert mq.send_message(master.addr, send_header(topic, 0), f"new-{i}".encode()).status == SendStatus.SEND_OK
+        identical_to(master, rs)
     finally:
         rs.stop()
         controller.stop_cleanly()
