@@ -138,15 +138,12 @@ class ClientInstance:
         raise ClientError(f"broker {mq.broker_name} of {mq.topic}:{mq.queue_id} has no address in the topic's route")
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
-        """Writable queues of ``topic`` across its brokers (empty if the topic is unknown): of the broker sets the
-        route lists a master for (RocketMQ's ``topicRouteData2TopicPublishInfo``; a controller-mode master
-        whose lease ran out registers as a replica, not as 0)."""
+        """Writable queues of ``topic`` across its brokers (empty if the topic is unknown)."""
         route = await self.route(topic)
         if route is None:
             return []
-        mastered = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
         return sorted(MessageQueue(topic, q.broker_name, i) for q in route.queue_datas
-                      if q.perm & PERM_WRITE and q.broker_name in mastered for i in range(q.write_queue_nums))
+                      if q.perm & PERM_WRITE for i in range(q.write_queue_nums))
 
     async def subscribe_queues(self, topic: str, refresh: bool = False) -> list[MessageQueue]:
         """Readable queues of ``topic`` across its brokers."""
