@@ -221,7 +221,7 @@ class BrokerController:
         self.groups.load()
         self.registration = NameServerRegistration(self.config, self.address, self.ha_port, self.topics,
                                                    self._master_found, controller_mode=self.seat is not None,
-                                                   writable=self._writable)
+                                                   acknowledging=self._acknowledging)
 
     async def _open_delivery(self) -> None:
         """Retries, delay levels, transactions and (a master's, with timerWheelEnable) timer messages."""
@@ -446,7 +446,7 @@ class BrokerController:
         """Why a controller-mode master acknowledges no write now (its lease ran out), else None."""
         return self.lease_gate.refusal() if self.lease_gate is not None else None
 
-    def _writable(self) -> bool:
+    def _acknowledging(self) -> bool:
         """Whether a master registers as one (id 0): not while its lease has run out."""
         return self.lease_gate is None or self.lease_gate.acknowledging
 

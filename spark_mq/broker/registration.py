@@ -47,16 +47,17 @@ class NameServerRegistration:
 
     def __init__(self, config: BrokerConfig, address: str, ha_port: int, topics: TopicConfigManager,
                  on_master_learned: Callable[[], None], controller_mode: bool,
-                 writable: Callable[[], bool] = lambda: True) -> None:
+                 acknowledging: Callable[[], bool] = lambda: True) -> None:
         """``on_master_learned``: a slave's master is new (its metadata is copied at once);
         ``controller_mode``: a slave takes its master from the controller (``follow``), not the NameServers;
-        ``writable()``: whether it registers as the set's master (id 0) when it is one."""
+        ``acknowledging()``: whether a master takes writes now (its lease holds): else it registers under its
+        replica id, not as the set's master (id 0)."""
         self.config = config
         self.address = address
         self.ha_address = f"{config.broker_ip1}:{ha_port}"
         self.topics = topics
         self.on_master_learned = on_master_learned
-        self.writable = writable
+        self.acknowledging = acknowledging
         self.registered_id = config.registered_id  # the id of its last registration
         self.client = peer_client(config)  # REGISTER_BROKER is an admin operation: signed by the broker's account
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServers
@@ -101,7 +102,7 @@ class NameServerRegistration:
 
     async def register_all(self) -> None:
         """REGISTER_BROKER with every NameServer; a failing one is logged and retried later."""
-        self.registered_id = self.config.registered_id if self.writable() else self.config.broker_id
+        self.registered_id = self.config.registered_id if self.acknowledging() else self.config.broker_id
         body = RegisterBrokerBody(self.topics.wrapper()).to_json()
         fields = {
             "brokerName": self.config.broker_name, "brokerAddr": self.address,

@@ -16,8 +16,8 @@ SUCCESS from the controller the broker last found leading. A follower's answer n
 
 ``LeaseGate`` is a master broker's use of the lease: sends are refused while it has run out (checked
 again when a stored put is answered), the NameServers are told at once (``on_change``: the broker
-registers its topics without PERM_WRITE), and every change is logged in one line the Jepsen checks
-parse (T1, T2: UTC wall clock, ISO 8601 with milliseconds, ``Z``)::
+registers under its replica id, not as the set's master: ``registration.py``), and every change is
+logged in one line the Jepsen checks parse (T1, T2: UTC wall clock, ISO 8601 with milliseconds, ``Z``)::
 
     INFO    master lease: broker=NAME id=ID acknowledging from=T1
     WARNING master lease: broker=NAME id=ID acknowledged from=T1 to=T2 reason=expired (...)
