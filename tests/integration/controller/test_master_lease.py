@@ -3,7 +3,8 @@ master whose controllers are frozen (SIGSTOP: exactly "the master cannot reach t
 acknowledging sends within its lease, leaves the master's place in the routes, and acknowledges again once
 a leading controller answers; only the leader's answers renew (a follower's say ``isLeader=false``); and
 a new leader replaces a master killed together with the old leader at once, not at its next scan; a master
-frozen while another is elected acknowledges nothing once thawed and rejoins as a slave."""
+frozen while another is elected acknowledges nothing once thawed and rejoins as a slave; a put stored under
+the lease whose replicas answer only after it ran out is answered a failure, never SEND_OK."""
 
 from __future__ import annotations
 
@@ -261,6 +262,41 @@ def test_a_master_frozen_while_another_is_elected_acknowledges_nothing_after_and
         for i in range(3):  # bytes in the new epoch: every replica then records it
             assert mq.send_message(master.addr, send_header(topic, 0), f"new-{i}".encode()).status == SendStatus.SEND_OK
         identical_to(master, rs)
+    finally:
+        rs.stop()
+        controller.stop_cleanly()
+
+
+def test_a_put_stored_under_the_lease_but_answerable_only_after_it_is_not_acknowledged(tmp_path, namesrv, remoting,
+                                                                                      mq):
+    controller = start_controller(tmp_path / "controller")
+    rs = ReplicaSet(namesrv.addr, tmp_path, f"masterLeaseMills={LEASE_MS}\nallAckInSyncStateSet=true\n"
+                                            "syncFlushTimeout=8000\n", controllers=controller.addr)
+    master, lagging = rs.brokers[1], [rs.brokers[2], rs.brokers[3]]
+    try:
+        topic = started_with_a_topic(mq, namesrv.addr, rs)
+        ctl = ControllerClient(remoting, controller.addr)
+        wait_until(lambda: ctl.replica_info(rs.name).sync_state_set == {1, 2, 3}, TIMEOUT_S,
+                   "both slaves in the SyncStateSet")
+        frozen = [controller, *(b.server for b in lagging)]
+        for p in frozen:
+            p.signal(signal.SIGSTOP)
+        frozen_at = time.monotonic()
+        try:  # accepted under the lease; its replicas answer only once the lease ran out
+            sends = Sends(remoting, master.addr, topic)
+            wait_until(lambda: sends.answers or time.monotonic() > frozen_at + LEASE_MS / 1000 + 0.5, TIMEOUT_S,
+                       "the lease to run out")
+            for b in lagging:
+                b.server.signal(signal.SIGCONT)
+            wait_until(lambda: [a for a in sends.answers if a[0] < frozen_at + 0.3], TIMEOUT_S,
+                       "the answer to a put sent under the lease")
+        finally:
+            sends.close()
+            for p in frozen:
+                p.signal(signal.SIGCONT)
+        first = sends.answers[0]
+        assert first[0] < frozen_at + 0.3 and first[1] == ResponseCode.SERVICE_NOT_AVAILABLE, first
+        assert REFUSAL in first[2] and "stored here but is not acknowledged" in first[2]
     finally:
         rs.stop()
         controller.stop_cleanly()
