@@ -47,6 +47,7 @@ from spark_mq.broker.processors.unserved_features import UnservedFeatures
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.registration import NameServerRegistration
 from spark_mq.broker.replication.master_commitlog import MasterCommitLog
+from spark_mq.broker.replication.master_lease import LeaseGate
 from spark_mq.broker.replication.replicas_manager import ReplicasManager
 from spark_mq.broker.replication.role_change import (
     ControllerSeat,
@@ -65,6 +66,7 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import CheckBackSender, RemotingCheckBack
 from spark_mq.broker.transaction.end_transaction import EndTransactionProcessor
 from spark_mq.broker.transaction.service import TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig
@@ -148,6 +150,7 @@ class BrokerController:
             config.broker_id, config.all_ack_in_sync_state_set, config.min_in_sync_replicas)
         self.role_watch: RoleWatch | None = None  # controller mode: the controller's elections, acted on
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
+        self.lease_gate: LeaseGate | None = None  # controller mode, a master: acknowledges only under its lease
         self.ha_port = config.ha_port  # a master's, once it listens
         self._tasks: list[asyncio.Task] = []
 
@@ -172,6 +175,9 @@ class BrokerController:
             await self._open_replication(listen_port_given)
             undo.pop_all()
         self._open_metadata()
+        if self.seat is not None and not self.config.is_slave:
+            self.lease_gate = LeaseGate(self.seat.lease, self.config.broker_name, self.config.broker_id,
+                                        self.registration.request)
         await self._open_delivery()
         if self.seat is not None:  # before serving: it answers the controller's notifies
             self._join_controller(self.seat)
@@ -184,6 +190,7 @@ class BrokerController:
         self._tasks = [asyncio.get_running_loop().create_task(duty, name=f"broker-{name}")
                        for name, duty in self._duties().items()]
         self.metrics.track_ha(self.ha_service, self.ha_client)
+        self.metrics.track_lease(self.lease_gate)
         # register as soon as requests can be served: clients find the broker through the route
         await self.registration.register_all()
         await self._serve_metrics()
@@ -219,7 +226,8 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(self.store.config_file(SUBSCRIPTION_GROUPS))
         self.groups.load()
         self.registration = NameServerRegistration(self.config, self.address, self.ha_port, self.topics,
-                                                   self._master_found, controller_mode=self.seat is not None)
+                                                   self._master_found, controller_mode=self.seat is not None,
+                                                   acknowledging=self._acknowledging)
 
     async def _open_delivery(self) -> None:
         """Retries, delay levels, transactions and (a master's, with timerWheelEnable) timer messages."""
@@ -233,7 +241,7 @@ class BrokerController:
         self.schedule.load()
         self.metrics.track_schedule(self.schedule)
         self.transactions = TransactionalMessageService(
-            self.store, self.clients.producer_connections, self.metrics, self.config.broker_name,
+            self.store, self._producers, self.metrics, self.config.broker_name,
             TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
                               self.config.transaction_check_max), on_stored=self.hold.notify,
             ensure_topic=self._ensure_system_topic)
@@ -256,7 +264,8 @@ class BrokerController:
         self.role_watch = RoleWatch(self.config, seat, self.registration.follow)
         self.replicas = ReplicasManager(self.config, seat.client, lambda: self.address,
                                         self.store.commitlog.max_offset, seat.first_election,
-                                        self.role_watch.on_master, self.sync_state_set, seat.known_epoch)
+                                        self.role_watch.on_master, self.sync_state_set, seat.lease,
+                                        seat.known_epoch)
 
     def _duties(self) -> dict[str, Coroutine[Any, Any, None]]:
         """The background duties, by task name: a slave copies its master's commitlog and metadata (delayed
@@ -275,6 +284,8 @@ class BrokerController:
                            "transaction-check": self.transactions.run(), "revive": self.revive.run()})
             if self.timer is not None:
                 duties["timer"] = self.timer.run()
+        if self.lease_gate is not None:
+            duties["master-lease"] = self.lease_gate.run()
         if self.replicas is not None:
             duties["replicas"] = self.replicas.run()
             if self.ha_service is not None and self.sync_state_set is not None:
@@ -383,7 +394,7 @@ class BrokerController:
             SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
                           self.registration.request, self.ha_service, self._waits_for_replicas(),
                           self.slave_refusal, reject_transaction_message=c.reject_transaction_message,
-                          timer=TimerLimits.of(c)),
+                          timer=TimerLimits.of(c), ack_refusal=self._lease_refusal),
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
@@ -402,6 +413,8 @@ class BrokerController:
         )
 
     async def stop(self) -> None:
+        if self.lease_gate is not None:  # first: no put is acknowledged once the master role ends
+            self.lease_gate.close()
         self.registration.stop()
         await stop_tasks(self._tasks)
         await self.registration.unregister_all()
@@ -421,6 +434,11 @@ class BrokerController:
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     # -- duties -----------------------------------------------------------------------------
+    def _producers(self, group: str) -> list[CheckBackSender]:
+        """Where a transaction check of ``group`` can go: its producers' remoting connections (a gRPC
+        endpoint adds its 5.x clients' Telemetry streams here)."""
+        return [RemotingCheckBack(conn) for conn in self.clients.producer_connections(group)]
+
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):
             self.registration.request()
@@ -432,6 +450,8 @@ class BrokerController:
             info.update(self.ha_service.runtime_info(time.monotonic()))
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
+        if self.lease_gate is not None:
+            info.update(self.lease_gate.runtime_info())
         if self.epochs is not None:  # controller mode: the replica's id there and its last recorded epoch
             last = self.epochs.entries[-1] if self.epochs.entries else None
             info.update(replicaId=str(self.config.broker_id), masterEpoch=str(last.epoch if last else 0),
@@ -449,10 +469,21 @@ class BrokerController:
         if self.slave_sync is not None:
             self.slave_sync.master_learned()
 
+    def _lease_refusal(self) -> str | None:
+        """Why a controller-mode master acknowledges no write now (its lease ran out), else None."""
+        return self.lease_gate.refusal() if self.lease_gate is not None else None
+
+    def _acknowledging(self) -> bool:
+        """Whether a master registers as one (id 0): not while its lease has run out."""
+        return self.lease_gate is None or self.lease_gate.acknowledging
+
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave
         holds more of the commitlog than it does (see ``HAService``), else None."""
         if not self.config.is_slave:
+            lease = self._lease_refusal()
+            if lease is not None:
+                return lease
             return self.ha_service.write_refusal if self.ha_service is not None else None
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
                 f"send to its master, {self.registration.master}")

@@ -639,6 +639,11 @@ class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: Group
 
 
+@header("GET_PRODUCER_CONNECTION_LIST")
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: Group
+
+
 @header("UPDATE_AND_CREATE_TOPIC")
 class CreateTopicRequestHeader(Header):
     topic: Topic
@@ -796,6 +801,16 @@ class BrokerHeartbeatRequestHeader(Header):
     confirm_offset: Int64 | None = None
     heartbeat_timeout_mills: Int64 | None = None  # silence after which it counts as dead (controller default if absent)
     election_priority: Int32 | None = None  # lower is preferred among equally up-to-date replicas
+    master_lease_mills: Int64 | None = None  # ours: the lease it holds as master; a new leader waits it out
+
+
+@header("response to BROKER_HEARTBEAT")
+class BrokerHeartbeatResponseHeader(Header):
+    """Ours (a RocketMQ controller answers without them): only the leader's answer renews a master's lease, and
+    only for a broker that knows its set's newest master epoch (a deposed master learns it is deposed)."""
+
+    is_leader: bool | None = None
+    master_epoch: Int32 | None = None  # the leader's: the set's master epoch
 
 
 @header("CONTROLLER_REGISTER_BROKER")

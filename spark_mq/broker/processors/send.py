@@ -1,16 +1,17 @@
 """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
 
-Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a
-negative queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is
-stored; so is a topic name that breaks the naming rule (``common/names.py``), checked before
-the topic is looked up (a one-line warning is logged). Under SYNC_FLUSH the response waits for
-the group commit without blocking the event loop. A stored message wakes the pulls held on its
-queue at once, and they answer before the send does. On a master every put wakes the transfers to
-its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
-past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
-refuses every send with SERVICE_NOT_AVAILABLE naming its master. The batch's properties are read
-once and the batch sorted into runs (``send_runs.py``): a prepared (transactional) send is stored as
-half messages (``transaction/half_messages.py``), messages with a delay level in the schedule topic
+Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a negative
+queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is stored; so is a
+topic name that breaks the naming rule (``common/names.py``), checked before the topic is looked up (a
+one-line warning is logged). Under SYNC_FLUSH the response waits for the group commit without blocking
+the event loop. A stored message wakes the pulls held on its queue at once, and they answer before the
+send does. On a master every put wakes the transfers to its slaves; under SYNC_MASTER the answer waits
+for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a
+slave in sync; stored either way). A slave refuses every send with SERVICE_NOT_AVAILABLE naming its
+master; so does a controller-mode master whose lease ran out (``replication/master_lease.py``), checked
+again when a stored put is answered. The batch's properties are read once and the batch sorted into runs
+(``send_runs.py``): a prepared (transactional) send is stored as half messages
+(``transaction/half_messages.py``), messages with a delay level in the schedule topic
 (``scheduled/delay_service.py``), messages with a timer property due later in the timer topic
 (``scheduled/timer.py``), the others where they were sent.
 """
@@ -27,6 +28,7 @@ from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.send_runs import put_all, stored_runs
 from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import RemotingCheckBack
 from spark_mq.broker.transaction.half_messages import is_prepared_transaction
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
@@ -70,12 +72,15 @@ class SendProcessor:
                  on_topic_created: Callable[[], None],
                  ha: HAService | None = None, sync_master: bool = False,
                  slave_refusal: Callable[[], str | None] = lambda: None,
-                 reject_transaction_message: bool = False, timer: TimerLimits | None = None) -> None:
+                 reject_transaction_message: bool = False, timer: TimerLimits | None = None,
+                 ack_refusal: Callable[[], str | None] = lambda: None) -> None:
         """``transactions`` stores prepared messages as half messages (refused with
         ``reject_transaction_message``, as RocketMQ's ``rejectTransactionMessage``);
         ``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
         ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None;
-        ``timer``: what timer messages may ask for (None: refused, as with timerWheelEnable=false)."""
+        ``timer``: what timer messages may ask for (None: refused, as with timerWheelEnable=false);
+        ``ack_refusal()``: why a stored put is not acknowledged now (a master whose lease ran out while it
+        waited), else None: asked again just before the answer."""
         self.store = store
         self.topics = topics
         self.hold = hold
@@ -88,6 +93,7 @@ class SendProcessor:
         self.sync_master = sync_master
         self.slave_refusal = slave_refusal
         self.timer = timer or TimerLimits(False, 1, 0)
+        self.ack_refusal = ack_refusal
         self.max_delay_level = int(store.delays_ms.size)
 
     def register_on(self, server) -> None:
@@ -145,7 +151,7 @@ class SendProcessor:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
         if prepared:
-            self.transactions.stored_half(result.queue_offset, batch, props)
+            self.transactions.stored_half(result.queue_offset, batch, props, h.producer_group, RemotingCheckBack(conn))
         if self.ha is not None:
             self.ha.appended()
         if self.hold.notify(h.topic, queue_id, self._queue_end(h, queue_id, parts, result)):
@@ -163,6 +169,10 @@ class SendProcessor:
             replicated = await self.ha.replicated(result.end_offset, self.sync_flush_timeout_s)
             if replicated != PutStatus.PUT_OK:  # as RocketMQ: the slave's status wins over the disk's
                 status = replicated
+        refusal = self.ack_refusal()
+        if refusal is not None:  # stored, but never acknowledged once the master lease ran out
+            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, f"{refusal} (the message was stored here "
+                                     f"but is not acknowledged: send it again)")
         return cmd.make_response(_STORED_CODES[status], ext_fields={
             "msgId": ",".join(result.msg_ids()),
             "queueId": queue_id,
