@@ -30,6 +30,8 @@ from typing import Any, Protocol
 from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.grpc.server import GrpcEndpoint
+from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.processors.admin import AdminProcessor
 from spark_mq.broker.processors.client import ClientProcessor
@@ -144,6 +146,8 @@ class BrokerController:
         self.role_watch: RoleWatch | None = None  # controller mode: the controller's elections, acted on
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
         self.ha_port = config.ha_port  # a master's, once it listens
+        self.sender: SendProcessor
+        self.grpc: GrpcEndpoint | None = None  # enableGrpcEndpoint: RocketMQ 5's clients
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -173,6 +177,7 @@ class BrokerController:
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
+        await self._serve_grpc()
         self.metrics.track_store(self.store)
         if self.config.is_slave:
             self.ha_client, self.slave_sync = self._replicate_master()
@@ -228,7 +233,7 @@ class BrokerController:
         self.schedule.load()
         self.metrics.track_schedule(self.schedule)
         self.transactions = TransactionalMessageService(
-            self.store, self.clients.producer_connections, self.metrics, self.config.broker_name,
+            self.store, self._transaction_producers, self.metrics, self.config.broker_name,
             TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
                               self.config.transaction_check_max), on_stored=self.hold.notify,
             ensure_topic=self._ensure_system_topic)
@@ -284,6 +289,27 @@ class BrokerController:
                                       self.config.slave_synchronize_interval / 1000, master.request,
                                       timer_file=self.store.config_file(TIMER_CHECKPOINT))
         return ha_client, slave_sync
+
+    async def _serve_grpc(self) -> None:
+        """RocketMQ 5's gRPC endpoint on grpcListenPort, with enableGrpcEndpoint."""
+        c = self.config
+        if not c.enable_grpc_endpoint:
+            return
+        parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
+                            self.transactions, self.gate, self.slave_refusal)
+        endpoint = GrpcEndpoint(c, parts, self.groups)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self.grpc = endpoint
+
+    def _transaction_producers(self, group: str) -> list:
+        """Where a transaction check of ``group`` may go: its 4.x producers' connections, and with the gRPC
+        endpoint the Telemetry sessions of its 5.x producers (each takes the same CHECK_TRANSACTION_STATE)."""
+        remoting = self.clients.producer_connections(group)
+        return remoting if self.grpc is None else [*remoting, *self.grpc.producers(group)]
 
     async def _serve_metrics(self) -> None:
         """The metrics endpoint (it imports prometheus_client), on a worker thread so that the first requests
@@ -359,12 +385,13 @@ class BrokerController:
         c = self.config
         controller_mode = () if self.epochs is None or self.replicas is None else (
             EpochProcessor(self.store, self.epochs), self.replicas)
+        self.sender = SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions,
+                                    c.sync_flush_timeout, self.registration.request, self.ha_service,
+                                    self._waits_for_replicas(), self.slave_refusal,
+                                    reject_transaction_message=c.reject_transaction_message, timer=TimerLimits.of(c))
         return (
             *controller_mode,
-            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
-                          self.registration.request, self.ha_service, self._waits_for_replicas(),
-                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message,
-                          timer=TimerLimits.of(c)),
+            self.sender,
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
@@ -387,6 +414,8 @@ class BrokerController:
         if self.ha_service is not None:
             await self.ha_service.stop()
         self.hold.wake_all()
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.server.stop()
         await self.master_client.close()
         for table in (self.offsets, self.topics, self.schedule, *([self.timer] if self.timer else [])):
