@@ -82,7 +82,7 @@ def transactions(producer: Producer, topic: str, checker: Checker) -> None:
 
 def main() -> None:
     mode, endpoint, topic = sys.argv[1:4]
-    ak, sk = (sys.argv[4:6] + ["", ""])[:2]
+    ak, sk = [*sys.argv[4:6], "", ""][:2]
     checker = Checker()
     producer = Producer(ClientConfiguration(endpoint, Credentials(ak, sk)), (topic,),
                         checker if mode == "transaction" else None)

@@ -103,7 +103,7 @@ def test_rmq5_producer_normal_fifo_delay_consumed_by_cpp_client(tmp_path: Path, 
             wait_until(lambda: len(cpp.got) >= len(sent), 60, "every 5.x message at the C++ consumer")
         assert sorted(cpp.got) == sorted(m["body"] for m in sent)
         for m in sent:
-            queue_id, queue_offset, stored_ms, props = cpp.got[m["body"]]
+            _, _, stored_ms, props = cpp.got[m["body"]]
             assert props["id"] == m["id"], f"{m['body']}: the 4.x client sees the 5.x client's message id"
             if m["kind"] == "normal":
                 assert (props["tags"], props["keys"], props["seq"]) == ("TagA", f"key-{m['body'][-1]}",

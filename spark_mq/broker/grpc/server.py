@@ -9,6 +9,7 @@ tls.server.need.client.auth; with disabled, plaintext (the 5.x client's default)
 
 from __future__ import annotations
 
+import errno
 import logging
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from spark_mq.broker.grpc.telemetry import Telemetry, TelemetrySession
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.common.config import BrokerConfig
 from spark_mq.common.errors import ConfigError
+from spark_mq.common.port_in_use import naming_the_port
 
 log = logging.getLogger(__name__)
 
@@ -57,22 +59,21 @@ class GrpcEndpoint:
         return self.telemetry.producers(group)
 
     async def start(self) -> int:
-        """Bind listenAddress:grpcListenPort and serve; returns the port bound. OSError when it cannot be bound."""
+        """Bind listenAddress:grpcListenPort and serve; returns the port bound. PortInUseError naming the key when it
+        cannot be bound."""
         c = self.config
         server = grpc.aio.server(options=MESSAGE_LENGTH_OPTIONS)
         add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{c.listen_address}:{c.grpc_listen_port}"
         credentials = _credentials(c)
-        try:
-            port = (server.add_insecure_port(address) if credentials is None
-                    else server.add_secure_port(address, credentials))
-        except RuntimeError as e:  # grpc's "Failed to bind"
-            port, cause = 0, e
-        else:
-            cause = None
-        if not port:
-            raise OSError(f"grpcListenPort: cannot listen on {address} (in use? choose another grpcListenPort)"
-                          ) from cause
+        with naming_the_port("grpcListenPort", c.listen_address, c.grpc_listen_port):
+            try:
+                port = (server.add_insecure_port(address) if credentials is None
+                        else server.add_secure_port(address, credentials))
+            except RuntimeError:  # grpc's "Failed to bind" (older releases answer port 0 instead)
+                port = 0
+            if not port:  # grpc says no more than that the bind failed: almost always a port in use
+                raise OSError(errno.EADDRINUSE, f"cannot bind {address}")
         await server.start()
         self.server, self.service.port = server, port
         log.info("gRPC endpoint (RocketMQ 5 clients) serving at %s:%d%s", c.listen_address, port,
