@@ -33,11 +33,14 @@ from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.grpc.server import GrpcEndpoint
 from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.pop.revive import ReviveService
+from spark_mq.broker.pop.service import PopService
 from spark_mq.broker.processors.admin import AdminProcessor
 from spark_mq.broker.processors.client import ClientProcessor
 from spark_mq.broker.processors.epoch import EpochProcessor
 from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.metadata import MetadataProcessor
+from spark_mq.broker.processors.pop import PopProcessor
 from spark_mq.broker.processors.pull import PullProcessor
 from spark_mq.broker.processors.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.processors.send import SendProcessor
@@ -133,6 +136,8 @@ class BrokerController:
         self.retry: RetryScheduler
         self.schedule: ScheduleService
         self.transactions: TransactionalMessageService
+        self.pops: PopService
+        self.revive: ReviveService
         self.timer: TimerMessageService | None = None  # a master's, with timerWheelEnable
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
@@ -243,6 +248,13 @@ class BrokerController:
                 self.timer = self._open_timer()
                 await asyncio.get_running_loop().run_in_executor(None, self.timer.load)
         self.metrics.track_timer(self.timer)
+        self.pops = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, self.sql92_filters,
+                               broker_name=self.config.broker_name, cluster=self.config.broker_cluster_name,
+                               switch_ms=self.config.pop_mode_switch_millis, readable_end=self._readable_end,
+                               refusal=self._pop_refusal, on_topic_created=self.registration.request)
+        self.revive = ReviveService(self.pops, self.retry)
+        if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
+            await asyncio.get_running_loop().run_in_executor(None, self.revive.replay)
 
     def _join_controller(self, seat: ControllerSeat) -> None:
         """Controller mode: the replicas manager, its elections acted on by the role watch."""
@@ -265,7 +277,7 @@ class BrokerController:
             duties.update({"ha-client": self.ha_client.run(), "slave-sync": self.slave_sync.run()})
         else:
             duties.update({"retry": self.retry.run(), "schedule": self.schedule.run(),
-                           "transaction-check": self.transactions.run()})
+                           "transaction-check": self.transactions.run(), "revive": self.revive.run()})
             if self.timer is not None:
                 duties["timer"] = self.timer.run()
         if self.replicas is not None:
@@ -373,6 +385,13 @@ class BrokerController:
                 f"of a set whose puts wait for replicas (controller mode): pull from its master, "
                 f"{self.registration.master}")
 
+    def _pop_refusal(self) -> str | None:
+        """Why this broker serves no pops: a slave (pops write checkpoints; RocketMQ pops on masters only)."""
+        if not self.config.is_slave:
+            return None
+        return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
+                f"pop from its master, {self.registration.master}")
+
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
         for more than the master (allAckInSyncStateSet, minInSyncReplicas)."""
@@ -396,7 +415,9 @@ class BrokerController:
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
                           in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
-                          read_refusal=self._read_refusal),
+                          read_refusal=self._read_refusal,
+                          mode_refusal=lambda g, t, q: self.pops.guard.pull_refusal(g, t, q, self.pops.now_ms())),
+            PopProcessor(self.pops),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.registration.request, self.clients.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,

@@ -262,6 +262,9 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
     # consumer groups: a queue lock (LOCK_BATCH_MQ) not renewed within this many ms is free to another member
     # (RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime system property)
     rebalance_lock_max_live_time: int = 60_000  # ms a queue lock lives without renewal
+    # pop consumption: one group does not pop and pull one queue at once; a queue left alone this long (and
+    # without popped messages in flight) may be used by the other mode
+    pop_mode_switch_millis: int = 30_000  # ms a queue stays with pop (or pull) after its group's last use
     # delay levels of messages sent with the DELAY property (level 1 first), and how often the schedule
     # service's per-level progress (delayOffset.json) is written (ms)
     message_delay_level: str = DEFAULT_DELAY_LEVELS  # the delay of each level, level 1 first

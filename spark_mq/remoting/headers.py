@@ -406,6 +406,98 @@ class PullMessageResponseHeader(Header):
     max_offset: Int64
 
 
+# --- pop consumption (RocketMQ 5) ----------------------------------------------------------
+
+
+@header("POP_MESSAGE")
+class PopMessageRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32  # -1: any queue of the topic
+    max_msg_nums: Int32
+    invisible_time: Int64
+    poll_time: Int64
+    born_time: Int64
+    init_mode: Int32  # ConsumeInitMode: 0 MIN, 1 MAX
+    exp_type: str | None = None
+    exp: str | None = None
+    order: bool = False
+    attempt_id: str | None = None
+
+
+@header("response to POP_MESSAGE and PEEK_MESSAGE")
+class PopMessageResponseHeader(Header):
+    pop_time: Int64
+    invisible_time: Int64
+    revive_qid: Int32
+    rest_num: Int64
+    start_offset_info: str | None = None
+    msg_offset_info: str | None = None
+    order_count_info: str | None = None
+
+
+@header("PEEK_MESSAGE")
+class PeekMessageRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    max_msg_nums: Int32
+
+
+@header("ACK_MESSAGE")
+class AckMessageRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    extra_info: str
+    offset: Int64
+
+
+@header("CHANGE_MESSAGE_INVISIBLETIME")
+class ChangeInvisibleTimeRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    extra_info: str
+    offset: Int64
+    invisible_time: Int64
+
+
+@header("response to CHANGE_MESSAGE_INVISIBLETIME")
+class ChangeInvisibleTimeResponseHeader(Header):
+    pop_time: Int64
+    invisible_time: Int64
+    revive_qid: Int32
+
+
+@header("NOTIFICATION")
+class NotificationRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    poll_time: Int64
+    born_time: Int64
+    order: bool = False
+    attempt_id: str | None = None
+
+
+@header("response to NOTIFICATION")
+class NotificationResponseHeader(Header):
+    has_msg: bool
+
+
+@header("POLLING_INFO")
+class PollingInfoRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+
+
+@header("response to POLLING_INFO")
+class PollingInfoResponseHeader(Header):
+    polling_num: Int32
+
+
 @header("QUERY_CONSUMER_OFFSET")
 class QueryConsumerOffsetRequestHeader(Header):
     consumer_group: Group

@@ -31,13 +31,6 @@ from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.pop.checkpoints import CheckpointTable
 from spark_mq.broker.pop.mode_guard import PopPullGuard
 from spark_mq.broker.pop.order_locks import OrderLocks
-from spark_mq.broker.pop.receipt import (
-    ORDER_REVIVE_QID,
-    Receipt,
-    ReceiptError,
-    pop_retry_topic,
-    queue_info,
-)
 from spark_mq.broker.pop.records import Ack, Checkpoint, revive_topic
 from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.pull import tag_codes
@@ -52,6 +45,13 @@ from spark_mq.common.properties import TAGS, encode_properties
 from spark_mq.remoting.bodies import SUB_ALL, TopicConfig
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.pop_receipt import (
+    ORDER_REVIVE_QID,
+    Receipt,
+    ReceiptError,
+    pop_retry_topic,
+    queue_info,
+)
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.queue_reader import UnitFilter
 from spark_mq.store.results import GetStatus
@@ -161,7 +161,7 @@ class PopService:
         return _Selector(None, found.match_units)
 
     # -- checks ----------------------------------------------------------------------------------
-    def _check(self, group: str, topic: str, queue_id: int) -> list[int]:
+    def queues_of(self, group: str, topic: str, queue_id: int) -> list[int]:
         """The queues a request for ``queue_id`` of ``topic`` serves; raises PopError."""
         refusal = self.refusal()
         if refusal is not None:
@@ -231,7 +231,7 @@ class PopService:
         if invisible_ms < MIN_INVISIBLE_MS:
             raise PopError(ResponseCode.INVALID_PARAMETER,
                            f"invisibleTime {invisible_ms} ms is too short: ask for at least {MIN_INVISIBLE_MS} ms")
-        queues = self._check(group, topic, queue_id)
+        queues = self.queues_of(group, topic, queue_id)
         selector = self.resolve_filter(flt, group, topic, peer)
         deadline = time.monotonic() + min(max(poll_ms, 0), MAX_POLL_MS) / 1000
         while True:
@@ -329,7 +329,7 @@ class PopService:
     # -- peek, notification, polling info ---------------------------------------------------------
     def peek(self, group: str, topic: str, queue_id: int, max_nums: int) -> PopResult:
         """Up to ``max_nums`` messages at the group's offsets, handed out to no one (nothing changes)."""
-        queues = self._check(group, topic, queue_id)
+        queues = self.queues_of(group, topic, queue_id)
         now = self.now_ms()
         out: list[PoppedMessage] = []
         starts = []
@@ -350,7 +350,7 @@ class PopService:
 
     def has_messages(self, group: str, topic: str, queue_id: int) -> bool:
         """Whether a pop of the group would find messages (NOTIFICATION's hasMsg), without handing any out."""
-        sources = [(topic, q) for q in self._check(group, topic, queue_id)]
+        sources = [(topic, q) for q in self.queues_of(group, topic, queue_id)]
         retry = self._retry_topic(group, topic)
         if retry is not None:
             sources.append((retry, 0))
@@ -364,7 +364,7 @@ class PopService:
             if remaining <= 0:
                 return False
             waits = [(topic, q, max(self.offsets.query(group, topic, q), 0))
-                     for q in self._check(group, topic, queue_id)]
+                     for q in self.queues_of(group, topic, queue_id)]
             await self.hold.wait_any(waits, remaining)
         return True
 
