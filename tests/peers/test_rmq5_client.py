@@ -21,7 +21,7 @@ from servers import Broker, free_port, run_cli, unique, wait_until
 from spark_mq.client.sync_api import SyncMQClientAPI
 
 try:
-    from rocketmq.client import PushConsumer
+    from rocketmq.client import Message, Producer, PushConsumer, SendStatus
 except Exception as e:  # ImportError, or OSError when librocketmq cannot load
     pytest.skip(f"the rocketmq C++ client bindings cannot be imported ({e}); pip install rocketmq==0.4.4",
                 allow_module_level=True)
@@ -29,6 +29,7 @@ except Exception as e:  # ImportError, or OSError when librocketmq cannot load
 ROOT = Path(__file__).resolve().parents[2]
 RMQ5_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
 PROGRAM = Path(__file__).with_name("rmq5_producer_process.py")
+CONSUMER = Path(__file__).with_name("rmq5_consumer_process.py")
 PROGRAM_TIMEOUT_S = 90
 
 pytestmark = pytest.mark.timeout(150)
@@ -43,6 +44,41 @@ def _rmq5_python() -> Path:
             pytest.skip(f"the RocketMQ 5.x client's venv cannot be made (scripts/install_rmq5_client.sh: "
                         f"{made.stderr.strip()[-300:]})")
     return RMQ5_PYTHON
+
+
+def cpp_send(namesrv: str, topic: str, bodies: list[str]) -> None:
+    """Send ``bodies`` with the C++ 4.x client's producer over remoting."""
+    producer = Producer(unique("cpp_p"))
+    producer.set_namesrv_addr(namesrv)
+    producer.start()
+    try:
+        for body in bodies:
+            m = Message(topic)
+            m.set_body(body)
+            assert producer.send_sync(m).status == SendStatus.OK
+    finally:
+        producer.shutdown()
+
+
+def consume_rmq5(mode: str, endpoint: str, topic: str, count: int, send) -> tuple[list[dict], str]:
+    """Run a 5.x consumer program of a new group; ``send()`` once it is READY; its JSON lines and output."""
+    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), mode, endpoint, topic, unique("rmq5_g"), str(count)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CONSUMER.parent)
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("READY"):
+                send()
+                break
+        out, err = proc.communicate(timeout=PROGRAM_TIMEOUT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    output = "".join(lines) + out
+    records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return records, output + err[-2000:]
 
 
 def run_rmq5(mode: str, endpoint: str, topic: str, *credentials: str) -> tuple[list[dict], str]:
@@ -156,5 +192,41 @@ def test_rmq5_producer_checked_against_the_acl_accounts(tmp_path: Path, namesrv)
         _, denied = run_rmq5("send", endpoint, TOPIC, DENIED.access_key, DENIED.secret_key)
         assert "ERROR" in denied and f"needs PUB on topic {TOPIC}" in denied, denied
         assert "not-the-secret" not in broker.log()
+    finally:
+        broker.stop()
+
+
+def test_rmq5_simple_consumer_receives_acks_changes_invisible_and_sees_the_unacked_again(tmp_path: Path, namesrv):
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b")
+    topic = unique("Rmq5Simple")
+    bodies = [f"cpp-{i}" for i in range(6)]
+    try:
+        _create_topic(namesrv, broker, topic, 2)
+        started = time.monotonic()
+        records, output = consume_rmq5("simple", endpoint, topic, len(bodies), lambda: cpp_send(namesrv, topic, bodies))
+        assert output.rstrip().endswith("DONE"), output
+        print(f"5.x SimpleConsumer round: {time.monotonic() - started:.1f} s")
+        (left,) = [r["left"] for r in records if "left" in r]
+        received = [(r["received"], r["attempt"]) for r in records if "received" in r]
+        assert sorted({b for b, _ in received}) == sorted(bodies), output
+        assert received.count((left, 1)) == 1 and received.count((left, 2)) == 1, output  # back after its time
+        assert sorted(r["acked"] for r in records if "acked" in r) == sorted(bodies), output
+        assert len([r for r in records if "changed" in r]) == 1, output
+        others = [b for b, _ in received if b != left]
+        assert len(others) == len(set(others)), f"an acknowledged message came again: {output}"
+    finally:
+        broker.stop()
+
+
+def test_rmq5_push_consumer_consumes_everything_exactly_once(tmp_path: Path, namesrv):
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b")
+    topic = unique("Rmq5Push")
+    bodies = [f"push-{i}" for i in range(40)]
+    try:
+        _create_topic(namesrv, broker, topic, 4)
+        records, output = consume_rmq5("push", endpoint, topic, len(bodies), lambda: cpp_send(namesrv, topic, bodies))
+        assert output.rstrip().endswith("DONE"), output
+        consumed = [r["consumed"] for r in records if "consumed" in r]
+        assert sorted(consumed) == sorted(bodies), output
     finally:
         broker.stop()

@@ -3,8 +3,8 @@ then handed to the module of its concern (routes, send, transaction, telemetry, 
 
 A call a client cannot be served gets a RocketMQ 5 ``Status`` in its answer (the client raises it), never an
 exception that would take the endpoint down. ReceiveMessage, AckMessage, ChangeInvisibleDuration and
-ForwardMessageToDeadLetterQueue need pop on the broker: until it is there they answer NOT_IMPLEMENTED, saying so.
-PullMessage, RecallMessage and SyncLiteSubscription are not served (gRPC UNIMPLEMENTED, the stub's default).
+ForwardMessageToDeadLetterQueue are served over the broker's pop (``consume.py``). PullMessage, RecallMessage and
+SyncLiteSubscription are not served (gRPC UNIMPLEMENTED, the stub's default).
 
 Thread-safety: every call runs on the broker's event loop (grpc.aio).
 """
@@ -21,7 +21,7 @@ from spark_mq.acl.gate import AclGate
 from spark_mq.acl.plain_acl import Perm
 from spark_mq.acl.resources import Need
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
-from spark_mq.broker.grpc import auth, offsets, routes
+from spark_mq.broker.grpc import auth, consume, offsets, routes
 from spark_mq.broker.grpc.send import send_message
 from spark_mq.broker.grpc.status import OK, status
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
@@ -29,6 +29,8 @@ from spark_mq.broker.grpc.stubs import service_pb2 as spb
 from spark_mq.broker.grpc.stubs.service_pb2_grpc import MessagingServiceServicer
 from spark_mq.broker.grpc.telemetry import Telemetry
 from spark_mq.broker.grpc.transaction import end_transaction
+from spark_mq.broker.pop.service import PopService
+from spark_mq.broker.processors.retry import RetryScheduler
 from spark_mq.broker.processors.send import SendProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction.service import TransactionalMessageService
@@ -38,9 +40,6 @@ from spark_mq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 CLIENT_ID = "x-mq-client-id"
-NEEDS_POP = ("this broker does not serve pop yet, which RocketMQ 5's SimpleConsumer and PushConsumer read through: "
-             "consume with a 4.x (remoting) client meanwhile")
-
 
 @dataclass(frozen=True)
 class BrokerParts:
@@ -55,6 +54,8 @@ class BrokerParts:
     transactions: TransactionalMessageService
     gate: AclGate | None
     slave_refusal: Callable[[], str | None]
+    retry: RetryScheduler
+    pops: PopService
 
 
 def peer_host(context: grpc.aio.ServicerContext) -> tuple[str, int]:
@@ -167,17 +168,34 @@ class MessagingService(MessagingServiceServicer):
         return spb.QueryOffsetResponse(status=refused) if refused else offsets.query_offset(self.parts.store, request)
 
     # -- consumption: over pop ----------------------------------------------------------------------
+    def _consume_refusal(self, context, group: str, topic: str) -> pb.Status | None:
+        return self._refusal(context, auth.group(group), auth.topic(topic, Perm.SUB))
+
     async def ReceiveMessage(self, request: spb.ReceiveMessageRequest, context
                              ) -> AsyncIterator[spb.ReceiveMessageResponse]:
-        yield spb.ReceiveMessageResponse(status=status(pb.NOT_IMPLEMENTED, NEEDS_POP))
+        refused = self._consume_refusal(context, request.group.name, request.message_queue.topic.name)
+        if refused is not None:
+            yield spb.ReceiveMessageResponse(status=refused)
+            return
+        async for response in consume.receive(self.parts.pops, request, peer_host(context)[0]):
+            yield response
 
     async def AckMessage(self, request: spb.AckMessageRequest, context) -> spb.AckMessageResponse:
-        return spb.AckMessageResponse(status=status(pb.NOT_IMPLEMENTED, NEEDS_POP))
+        refused = self._consume_refusal(context, request.group.name, request.topic.name)
+        if refused is not None:
+            return spb.AckMessageResponse(status=refused)
+        return await consume.ack(self.parts.pops, request)
 
     async def ChangeInvisibleDuration(self, request: spb.ChangeInvisibleDurationRequest, context
                                       ) -> spb.ChangeInvisibleDurationResponse:
-        return spb.ChangeInvisibleDurationResponse(status=status(pb.NOT_IMPLEMENTED, NEEDS_POP))
+        refused = self._consume_refusal(context, request.group.name, request.topic.name)
+        if refused is not None:
+            return spb.ChangeInvisibleDurationResponse(status=refused)
+        return await consume.change_invisible(self.parts.pops, request)
 
     async def ForwardMessageToDeadLetterQueue(self, request: spb.ForwardMessageToDeadLetterQueueRequest, context
                                               ) -> spb.ForwardMessageToDeadLetterQueueResponse:
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.NOT_IMPLEMENTED, NEEDS_POP))
+        refused = self._consume_refusal(context, request.group.name, request.topic.name)
+        if refused is not None:
+            return spb.ForwardMessageToDeadLetterQueueResponse(status=refused)
+        return await consume.forward_to_dlq(self.parts.pops, self.parts.retry, self.parts.store, request)

@@ -17,6 +17,9 @@ _FROM_REMOTING = {
     ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
     ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
     ResponseCode.SERVICE_NOT_AVAILABLE: pb.INTERNAL_SERVER_ERROR,
+    ResponseCode.INVALID_PARAMETER: pb.BAD_REQUEST,
+    ResponseCode.NO_MESSAGE: pb.INVALID_RECEIPT_HANDLE,  # a pop's message no longer in flight (proxy's answer)
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
 }
 
 
