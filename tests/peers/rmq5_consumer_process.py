@@ -4,10 +4,8 @@
     python rmq5_consumer_process.py simple ENDPOINT TOPIC GROUP COUNT
     python rmq5_consumer_process.py push ENDPOINT TOPIC GROUP COUNT
 
-A new group starts at the end of each queue (RocketMQ 5's proxy pops with ``ConsumeInitMode.MAX``), so each
-prints ``READY`` once the broker has held one of its receives (the push mode uses a SimpleConsumer of its group for
-that); the test sends after that. One JSON line per event, then ``DONE`` (``ERROR <text>`` and exit 1 on a
-failure).
+Each prints ``READY`` once started (a new group reads each queue from its first message); the test sends then.
+One JSON line per event, then ``DONE`` (``ERROR <text>`` and exit 1 on a failure).
 
 ``simple``: a SimpleConsumer receives until it has seen COUNT messages and the one it left unacknowledged came
 back. The first message received is never acknowledged (``{"left": body}``): it must reappear after its
@@ -36,7 +34,6 @@ from rocketmq import (
 
 INVISIBLE_S = 2  # a received message not acknowledged comes back after this
 AWAIT_S = 3  # a receive's long polling
-HELD_S = 1.0  # a receive that took this long was held by the broker
 DEADLINE_S = 60
 QUIET_S = 3
 _out = threading.Lock()
@@ -48,21 +45,10 @@ def emit(record: dict) -> None:
         sys.stdout.flush()
 
 
-def start_group(consumer: SimpleConsumer) -> None:
-    """Receive until the broker has held a receive (its long polling): its pop has then fixed the group's start in
-    every queue (a receive the client answers itself, before it has the assignment, does not)."""
-    while True:
-        started = time.monotonic()
-        consumer.receive(16, INVISIBLE_S)
-        if time.monotonic() - started >= HELD_S:
-            return
-
-
 def run_simple(config: ClientConfiguration, topic: str, group: str, count: int) -> None:
     consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=AWAIT_S)
     consumer.startup()
     try:
-        start_group(consumer)
         print("READY", flush=True)
         seen: set[str] = set()
         left: str | None = None
@@ -106,12 +92,6 @@ class Listener(MessageListener):
 
 
 def run_push(config: ClientConfiguration, topic: str, group: str, count: int) -> None:
-    starter = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=AWAIT_S)
-    starter.startup()
-    try:
-        start_group(starter)  # the push consumer's receives cannot be watched: a simple consumer of the group
-    finally:
-        starter.shutdown()
     listener = Listener()
     consumer = PushConsumer(config, group, listener, {topic: FilterExpression()})
     consumer.startup()

@@ -2,9 +2,10 @@
 ``.venv-rmq5`` made by scripts/install_rmq5_client.sh) against a broker with ``enableGrpcEndpoint=true``: its
 Producer sends normal, FIFO, delay and transactional messages (an unresolved one checked back over its Telemetry
 stream), and the official C++ 4.x client consumes them over remoting; with aclEnable it is let in with the same
-accounts as remoting. Real ``spark-mq namesrv`` / ``spark-mq broker`` processes; the 5.x client runs as
-``rmq5_producer_process.py`` in that venv. Reading over gRPC (SimpleConsumer, PushConsumer) needs pop on the
-broker and is not tested here."""
+accounts as remoting. The other way round, its SimpleConsumer (receive, ack, change invisible duration, an unacked
+message back after its invisible time) and PushConsumer (everything exactly once) read what the C++ client sent,
+through the broker's pop. Real ``spark-mq namesrv`` / ``spark-mq broker`` processes; the 5.x client runs as
+``rmq5_producer_process.py`` / ``rmq5_consumer_process.py`` in that venv."""
 
 from __future__ import annotations
 

@@ -3,29 +3,36 @@
 SimpleConsumer and PushConsumer read through the broker's pop (``broker/pop/service.py``), as the proxy does.
 
 A receive pops up to ``batch_size`` messages (queue -1: every readable queue of the topic) invisible for the
-requested duration (60 s when none is asked, as the proxy's default), waiting up to the long polling timeout; a
-group new to a queue starts at its end (``ConsumeInitMode.MAX``, as the proxy asks). The stream is a status (OK,
-or MESSAGE_NOT_FOUND when nothing came), then the messages, each carrying its receipt handle (the pop's
-``extraInfo``) and delivery attempt. A forward to the DLQ stores a copy in ``%DLQ%<group>`` through the retry
-scheduler (as a 4.x consumer's send-back past its retries) and acknowledges the message.
+requested duration (60 s when none is asked, as the proxy's default), waiting up to the long polling timeout. A
+group new to a queue starts at its first message, as a RocketMQ broker with ``initPopOffsetByCheckMsgInMem`` starts
+a queue whose first message is still kept (the proxy asks ``ConsumeInitMode.MAX``, which that setting overrides
+for such a queue; ``MAX`` applied lazily per queue would skip what a queue got before the group's first pop reached
+it). The stream is a status (OK, or MESSAGE_NOT_FOUND when nothing came), the messages, each with its receipt
+handle (the pop's ``extraInfo``) and delivery attempt, then the delivery time. A forward to the DLQ stores a copy
+in ``%DLQ%<group>`` through the retry scheduler (as a 4.x consumer's send-back past its retries) and acknowledges
+the message.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 
 from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from spark_mq.broker.grpc.messages import from_stored
 from spark_mq.broker.grpc.status import OK, from_remoting, status
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
 from spark_mq.broker.grpc.stubs import service_pb2 as spb
-from spark_mq.broker.pop.service import INIT_MODE_MAX, MAX_POP_NUMS, PopError, PopFilter, PopService
+from spark_mq.broker.pop.service import INIT_MODE_MIN, MAX_POP_NUMS, PopError, PopFilter, PopService
 from spark_mq.broker.processors.retry import RetryScheduler, SendBackError
 from spark_mq.common.unit.decode import decode_message
 from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
 from spark_mq.remoting.pop_receipt import Receipt, ReceiptError
 from spark_mq.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
 
 DEFAULT_INVISIBLE_MS = 60_000  # the proxy's defaultInvisibleTimeMills
 POLL_MARGIN_MS = 1_000  # answered this long before the client's own deadline (long polling + request timeout)
@@ -54,17 +61,21 @@ async def receive(pops: PopService, request: spb.ReceiveMessageRequest, peer: st
     poll_ms = max(_ms(request.long_polling_timeout, 0) - POLL_MARGIN_MS, 0)
     try:
         result = await pops.pop(group, topic, request.message_queue.id, min(max(request.batch_size, 1), MAX_POP_NUMS),
-                                _ms(request.invisible_duration, DEFAULT_INVISIBLE_MS), flt, INIT_MODE_MAX, poll_ms,
+                                _ms(request.invisible_duration, DEFAULT_INVISIBLE_MS), flt, INIT_MODE_MIN, poll_ms,
                                 peer=peer)
     except PopError as e:
         yield spb.ReceiveMessageResponse(status=from_remoting(e.code, str(e)))
         return
+    log.debug("ReceiveMessage of group %s, topic %s from %s: %d message(s)", group, topic, peer, len(result.messages))
     if not result.messages:
         yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
         return
     yield spb.ReceiveMessageResponse(status=OK)
     for popped in result.messages:
         yield spb.ReceiveMessageResponse(message=_popped(popped, topic))
+    delivered = Timestamp()
+    delivered.GetCurrentTime()
+    yield spb.ReceiveMessageResponse(delivery_timestamp=delivered)  # the client's delivery latency counts from it
 
 
 async def ack(pops: PopService, request: spb.AckMessageRequest) -> spb.AckMessageResponse:

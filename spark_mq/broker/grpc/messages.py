@@ -9,6 +9,8 @@ per message; no dict per message on the send path.
 
 from __future__ import annotations
 
+import zlib
+
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
@@ -131,5 +133,6 @@ def from_stored(m: StoredMessage, topic: str, queue_id: int) -> pb.Message:
     if SHARDING_KEY in props:
         sp.message_group = props[SHARDING_KEY]
     user = {k: v for k, v in props.items() if k not in RESERVED and not k.isupper()}
+    sp.body_digest.CopyFrom(pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(m.body):08X}"))  # the client checks it
     return pb.Message(topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=m.body)
 

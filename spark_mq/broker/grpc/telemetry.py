@@ -101,15 +101,17 @@ class Telemetry:
             old.closed = True
         self.sessions[client_id] = session
         reader = asyncio.get_running_loop().create_task(self._read(requests, session), name=f"telemetry-{peer}")
+        out: asyncio.Future[spb.TelemetryCommand] | None = None
         try:
             while True:
                 out = asyncio.ensure_future(session.outbox.get())
                 await asyncio.wait((out, reader), return_when=asyncio.FIRST_COMPLETED)
                 if not out.done():
-                    out.cancel()
                     break
                 yield out.result()
-        finally:
+        finally:  # the client closed its side, or the call ended under us (cancelled)
+            if out is not None:
+                out.cancel()
             reader.cancel()
             session.closed = True
             if self.sessions.get(client_id) is session:
