@@ -15,6 +15,7 @@ exits 1.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from rocketmq import ClientConfiguration, Credentials, Message, Producer, Transa
 
 CHECK_WAIT_S = 60  # for the check-back of the unresolved transaction
 DELAY_S = 2
+TLS_ENV = "RMQ5_TLS"  # "1": dial TLS (the CA to trust: gRPC's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
 
 
 def emit(record: dict) -> None:
@@ -85,7 +87,7 @@ def main() -> None:
     ak, sk = [*sys.argv[4:6], "", ""][:2]
     checker = Checker()
     producer = Producer(ClientConfiguration(endpoint, Credentials(ak, sk)), (topic,),
-                        checker if mode == "transaction" else None)
+                        checker if mode == "transaction" else None, tls_enable=os.environ.get(TLS_ENV) == "1")
     try:
         producer.startup()
         if mode == "send":

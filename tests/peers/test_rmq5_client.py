@@ -10,6 +10,7 @@ through the broker's pop. Real ``spark-mq namesrv`` / ``spark-mq broker`` proces
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -20,6 +21,8 @@ from integration.acl._support import ADMIN, DENIED, PUBLISHER, TOPIC, acl_conf, 
 from servers import Broker, free_port, run_cli, unique, wait_until
 
 from spark_mq.client.sync_api import SyncMQClientAPI
+from spark_mq.commands.certs import make_certs
+from spark_mq.common.tls import client_context
 
 try:
     from rocketmq.client import Message, Producer, PushConsumer, SendStatus
@@ -82,10 +85,15 @@ def consume_rmq5(mode: str, endpoint: str, topic: str, count: int, send) -> tupl
     return records, output + err[-2000:]
 
 
-def run_rmq5(mode: str, endpoint: str, topic: str, *credentials: str) -> tuple[list[dict], str]:
-    """Run the 5.x client program; its JSON lines and its whole output."""
+def run_rmq5(mode: str, endpoint: str, topic: str, *credentials: str, trust: Path | None = None
+             ) -> tuple[list[dict], str]:
+    """Run the 5.x client program (over TLS trusting the CA file ``trust`` when given); its JSON lines and its whole
+    output."""
+    env = dict(os.environ)
+    if trust is not None:
+        env.update(RMQ5_TLS="1", GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=str(trust))
     proc = subprocess.run([str(_rmq5_python()), str(PROGRAM), mode, endpoint, topic, *credentials],
-                          capture_output=True, text=True, timeout=PROGRAM_TIMEOUT_S, cwd=PROGRAM.parent)
+                          capture_output=True, text=True, timeout=PROGRAM_TIMEOUT_S, cwd=PROGRAM.parent, env=env)
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return records, proc.stdout + proc.stderr[-2000:]
 
@@ -229,5 +237,24 @@ def test_rmq5_push_consumer_consumes_everything_exactly_once(tmp_path: Path, nam
         assert output.rstrip().endswith("DONE"), output
         consumed = [r["consumed"] for r in records if "consumed" in r]
         assert sorted(consumed) == sorted(bodies), output
+    finally:
+        broker.stop()
+
+
+def test_rmq5_producer_over_tls(tmp_path: Path, namesrv):
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    make_certs(certs, [], [])
+    tls = (f"tls.server.mode=enforcing\ntls.server.certPath={certs / 'server.pem'}\n"
+           f"tls.server.keyPath={certs / 'server.key'}\n")
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b", tls)
+    topic = unique("Rmq5Tls")
+    try:
+        with SyncMQClientAPI(timeout=5.0, ssl_context=client_context(str(certs / "ca.pem"))) as api:
+            api.create_topic(broker.addr, topic, 2, 2)
+        sent, output = run_rmq5("send", endpoint, topic, trust=certs / "ca.pem")
+        assert output.rstrip().endswith("DONE") and len(sent) == 11, output
+        _, plaintext = run_rmq5("send", endpoint, topic)  # the client's default: plaintext, refused
+        assert "ERROR" in plaintext, plaintext
     finally:
         broker.stop()
