@@ -19,15 +19,28 @@ from spark_mq.common.java_hash import java_hash
 from spark_mq.common.message import MessageBatch, unpack_host
 from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
 from spark_mq.common.properties import (
+    CHECK_IMMUNITY_TIME,
+    DELAY,
     KEY_SEPARATOR,
     KEYS,
     NAME_VALUE_SEPARATOR,
+    ORIGIN_MESSAGE_ID,
     PRODUCER_GROUP,
     PROPERTY_SEPARATOR,
+    REAL_QUEUE_ID,
+    REAL_TOPIC,
+    RETRY_TOPIC,
     TAGS,
+    TIMER_DELAY_MS,
+    TIMER_DELAY_SEC,
     TIMER_DELIVER_MS,
+    TIMER_OUT_MS,
+    TRANSACTION_CHECK_TIMES,
+    TRANSACTION_ID,
     TRANSACTION_PREPARED,
+    TRANSACTION_PREPARED_QUEUE_OFFSET,
     UNIQ_KEY,
+    WAIT_STORE_MSG_OK,
 )
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.headers import TRANSACTION_PREPARED_TYPE
@@ -36,9 +49,16 @@ SHARDING_KEY = "__SHARDINGKEY"  # MessageConst.PROPERTY_SHARDING_KEY: a FIFO mes
 # the producer group of a 5.x client's transactional messages of a topic (its clients have no producer group;
 # a check-back goes to any live 5.x producer that publishes the topic)
 GRPC_PRODUCER_GROUP_PREFIX = "rmq_grpc_producer_"
-# properties the system properties own: a user property of one of these names would forge them
 OFFSET_MSG_ID_LENGTH = 32  # an IPv4 store host (8 bytes) and a commitlog offset (8 bytes), in hex
+# properties the system properties own: a user property of one of these names would forge them
 RESERVED = frozenset({KEYS, TAGS, UNIQ_KEY, SHARDING_KEY, TIMER_DELIVER_MS, TRANSACTION_PREPARED, PRODUCER_GROUP})
+# RocketMQ's system properties (a subset of MessageConst.STRING_HASH_SET: those our brokers and clients write), not
+# handed to a 5.x client as user properties
+SYSTEM = RESERVED | {WAIT_STORE_MSG_OK, DELAY, REAL_TOPIC, REAL_QUEUE_ID, TRANSACTION_CHECK_TIMES, CHECK_IMMUNITY_TIME,
+                     TRANSACTION_PREPARED_QUEUE_OFFSET, TRANSACTION_ID, TIMER_DELAY_SEC, TIMER_DELAY_MS, TIMER_OUT_MS,
+                     RETRY_TOPIC, ORIGIN_MESSAGE_ID, "MIN_OFFSET", "MAX_OFFSET", "CLUSTER", "CONSUME_START_TIME",
+                     "MSG_REGION", "TRACE_ON", "POP_CK", "INNER_NUM", "INNER_BASE", "TIMER_ENQUEUE_MS",
+                     "TIMER_DEQUEUE_MS", "TIMER_ROLL_TIMES", "__STARTDELIVERTIME"}
 
 
 def producer_group(topic: str) -> str:
@@ -132,7 +152,7 @@ def from_stored(m: StoredMessage, topic: str, queue_id: int) -> pb.Message:
         sp.keys.extend(k for k in props[KEYS].split(KEY_SEPARATOR) if k)
     if SHARDING_KEY in props:
         sp.message_group = props[SHARDING_KEY]
-    user = {k: v for k, v in props.items() if k not in RESERVED and not k.isupper()}
+    user = {k: v for k, v in props.items() if k not in SYSTEM}
     sp.body_digest.CopyFrom(pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(m.body):08X}"))  # the client checks it
     return pb.Message(topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=m.body)
 

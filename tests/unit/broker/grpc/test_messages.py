@@ -3,15 +3,19 @@ queue key, the transaction id round trip, and what is refused before anything is
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from spark_mq.broker.grpc.messages import fifo_key, parse_transaction_id, to_batch, transaction_id
+from spark_mq.broker.grpc.messages import fifo_key, from_stored, parse_transaction_id, to_batch, transaction_id
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.java_hash import java_hash
-from spark_mq.common.message import pack_host
-from spark_mq.common.properties import decode_properties
+from spark_mq.common.message import MessageBatch, pack_host
+from spark_mq.common.properties import decode_properties, encode_properties
+from spark_mq.common.unit.decode import decode_messages
+from spark_mq.common.unit.encode import encode_batch
 
 HOST = pack_host("127.0.0.1", 5000)
 
@@ -71,3 +75,16 @@ def test_transaction_id_round_trip_and_foreign_ids():
     for foreign in ("", "7F000001", tid + "0", "zz" * 24):
         with pytest.raises((ValueError, MessageValidationError)):
             parse_transaction_id(foreign)
+
+
+def test_a_stored_message_as_a_5x_client_reads_it():
+    props = encode_properties({"UNIQ_KEY": "ID9", "TAGS": "T1", "KEYS": "a b", "__SHARDINGKEY": "g", "ORDER_ID": "7",
+                               "REAL_TOPIC": "X", "TRAN_MSG": "true"})
+    stored = decode_messages(encode_batch(MessageBatch.of("T", 2, [b"body"], [props], born_timestamp=1000,
+                                                          born_host=HOST), 4096, 5, 2000, HOST).data, [0])[0]
+    m = from_stored(stored, "T", 2)
+    sp = m.system_properties
+    assert (sp.message_id, sp.tag, list(sp.keys), sp.message_group) == ("ID9", "T1", ["a", "b"], "g")
+    assert dict(m.user_properties) == {"ORDER_ID": "7"}  # an upper-case user property stays one
+    assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt, sp.born_timestamp.ToMilliseconds()) == (2, 5, 1, 1000)
+    assert sp.body_digest.type == pb.CRC32 and sp.body_digest.checksum == f"{zlib.crc32(b'body'):08X}"
