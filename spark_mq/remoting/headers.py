@@ -425,7 +425,7 @@ class PopMessageRequestHeader(Header):
     attempt_id: str | None = None
 
 
-@header("response to POP_MESSAGE and PEEK_MESSAGE")
+@header("response to POP_MESSAGE")  # PEEK_MESSAGE answers with it too
 class PopMessageResponseHeader(Header):
     pop_time: Int64
     invisible_time: Int64

@@ -34,6 +34,14 @@ def pop_retry_topic(group: str, topic: str) -> str:
     return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
 
 
+def topic_read(group: str, topic: str, retry: bool) -> str:
+    """The topic a message was read from (ExtraInfoUtil.getRealTopic): the pop retry topic when ``retry``. A
+    request may name the retry topic itself (RocketMQ's Java client acks with it): kept as it is."""
+    if not retry or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return topic
+    return pop_retry_topic(group, topic)
+
+
 def topic_mark(topic: str) -> str:
     return RETRY_MARK if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else NORMAL_MARK
 
@@ -60,8 +68,8 @@ class Receipt:
         return self.pop_time + self.invisible_ms
 
     def real_topic(self, group: str, topic: str) -> str:
-        """The topic the message was read from (ExtraInfoUtil.getRealTopic)."""
-        return pop_retry_topic(group, topic) if self.retry else topic
+        """The topic the message was read from (``topic_read``)."""
+        return topic_read(group, topic, self.retry)
 
     def encode(self) -> str:
         fields = [self.ck_offset, self.pop_time, self.invisible_ms, self.revive_qid,

@@ -7,6 +7,7 @@ Thread-safety: used from the broker's event loop only.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from spark_mq.broker.pop.records import Checkpoint, CheckpointKey
@@ -21,12 +22,16 @@ class OpenCheckpoint:
 class CheckpointTable:
     def __init__(self) -> None:
         self._open: dict[CheckpointKey, OpenCheckpoint] = {}
+        self._in_flight: Counter[tuple[str, str, int]] = Counter()  # pending messages by (group, topic, queue id)
 
     def __len__(self) -> int:
         return len(self._open)
 
     def add(self, ck: Checkpoint) -> None:
+        if ck.key in self._open:  # the same pop seen twice (a replay): counted once
+            self._in_flight[ck.key[:3]] -= len(self._open[ck.key].pending)
         self._open[ck.key] = OpenCheckpoint(ck, set(ck.offsets))
+        self._in_flight[ck.key[:3]] += len(ck.offsets)
 
     def pending(self, key: CheckpointKey, offset: int) -> bool:
         """Whether the message at ``offset`` of checkpoint ``key`` is still unacknowledged."""
@@ -38,10 +43,13 @@ class CheckpointTable:
         found = self._open.get(key)
         if found is None:
             return []
-        done = [o for o in offsets if o in found.pending]
+        done = list(dict.fromkeys(o for o in offsets if o in found.pending))
         found.pending.difference_update(done)
+        self._in_flight[key[:3]] -= len(done)
         if not found.pending:
             del self._open[key]
+            if not self._in_flight[key[:3]]:
+                del self._in_flight[key[:3]]
         return done
 
     def due(self, now_ms: int) -> list[tuple[Checkpoint, list[int]]]:
@@ -56,4 +64,4 @@ class CheckpointTable:
 
     def in_flight(self, group: str, topic: str, queue_id: int) -> int:
         """Unacknowledged messages of the group in the queue."""
-        return sum(len(o.pending) for k, o in self._open.items() if k[:3] == (group, topic, queue_id))
+        return self._in_flight.get((group, topic, queue_id), 0)

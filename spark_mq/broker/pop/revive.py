@@ -20,13 +20,14 @@ import asyncio
 import logging
 
 from spark_mq.broker.pop.records import ACK_TAG, BATCH_ACK_TAG, CK_TAG, REVIVE_GROUP, Ack, Checkpoint
-from spark_mq.broker.pop.service import REVIVE_QUEUE_ID, PopService
+from spark_mq.broker.pop.service import REVIVE_QUEUE_ID, PopError, PopService
 from spark_mq.broker.processors.retry import PendingRetry, RetryScheduler
 from spark_mq.common.errors import BodyError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.names import DLQ_GROUP_TOPIC_PREFIX, dlq_topic
 from spark_mq.common.properties import ORIGIN_MESSAGE_ID, RETRY_TOPIC, TAGS, UNIQ_KEY
 from spark_mq.common.unit.decode import decode_message, decode_messages
+from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.pop_receipt import pop_retry_topic
 from spark_mq.store.results import GetStatus
 
@@ -86,7 +87,7 @@ class ReviveService:
         for ck, pending in p.checkpoints.due(now_ms):
             max_times = p.groups.find(ck.group).retry_max_times
             for offset in pending:
-                self._redeliver(ck, offset, max_times)
+                self._redeliver(ck.group, ck.topic, ck.queue_id, offset, max_times)
             try:
                 p.log_ack(Ack(ck.group, ck.topic, ck.queue_id, ck.start_offset, ck.pop_time, tuple(pending),
                               p.broker_name))
@@ -95,32 +96,48 @@ class ReviveService:
                 break
             p.checkpoints.ack(ck.key, tuple(pending))
             revived += len(pending)
-        p.offsets.commit(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID, p.checkpoints.revive_offset(self._end))
+        start = p.checkpoints.revive_offset(self._end)
+        if start != p.offsets.query(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID):
+            p.offsets.commit(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID, start)
         return revived
 
-    def _redeliver(self, ck: Checkpoint, offset: int, max_times: int) -> None:
+    async def forward_to_dlq(self, group: str, topic: str, receipt: str, queue_offset: int | None = None) -> None:
+        """Move the in-flight message ``receipt`` names to ``%DLQ%<group>`` now (gRPC's
+        ForwardMessageToDeadLetterQueue) and acknowledge it. Raises PopError as ``PopService.ack``."""
+        r, offset = self.pops.parse_receipt(receipt, queue_offset)
+        real = r.real_topic(group, topic)
+        key = (group, real, r.queue_id, r.ck_offset, r.pop_time)
+        if not r.order and not self.pops.checkpoints.pending(key, offset):
+            raise PopError(ResponseCode.NO_MESSAGE, f"message {offset} of queue {r.queue_id} of {real} is not in "
+                                                    f"flight for group {group}")
+        self._redeliver(group, real, r.queue_id, offset, 0)
+        await self.pops.ack(group, topic, receipt, queue_offset)
+
+    def _redeliver(self, group: str, topic: str, queue_id: int, offset: int, max_times: int) -> None:
+        """Copy the message at ``offset`` to the pop retry topic, or to the DLQ once it was delivered
+        ``max_times`` times after its first delivery."""
         p = self.pops
-        result = p.store.get_messages(ck.topic, ck.queue_id, offset, 1)
+        result = p.store.get_messages(topic, queue_id, offset, 1)
         if result.status != GetStatus.FOUND or int(result.queue_offsets[0]) != offset:
             log.warning("pop: message %d of queue %d of %s (group %s) is no longer stored: not redelivered",
-                        offset, ck.queue_id, ck.topic, ck.group)
+                        offset, queue_id, topic, group)
             return
         msg = decode_message(result.data)
         first_topic = msg.properties.get(RETRY_TOPIC) or msg.topic
         origin = msg.properties.get(ORIGIN_MESSAGE_ID) or msg.properties.get(UNIQ_KEY) \
             or offset_msg_id(msg.store_host, msg.physical_offset)
-        target = dlq_topic(ck.group) if msg.reconsume_times >= max_times else pop_retry_topic(ck.group, first_topic)
+        target = dlq_topic(group) if msg.reconsume_times >= max_times else pop_retry_topic(group, first_topic)
         if target.startswith(DLQ_GROUP_TOPIC_PREFIX):
             self.retry.ensure_topic(target)
-            log.info("pop: message %s of group %s moved to %s after %d deliveries", origin, ck.group, target,
+            log.info("pop: message %s of group %s moved to %s after %d deliveries", origin, group, target,
                      msg.reconsume_times + 1)
         else:
-            p.ensure_retry_topic(ck.group, first_topic)
+            p.ensure_retry_topic(group, first_topic)
         try:
             self.retry.store_copy(PendingRetry(0, p.now_ms(), msg.physical_offset, target, msg.reconsume_times + 1,
                                                first_topic, origin))
         except MessageValidationError as e:
-            log.error("pop: redelivery of message %s of group %s dropped: %s", origin, ck.group, e)
+            log.error("pop: redelivery of message %s of group %s dropped: %s", origin, group, e)
 
     async def run(self) -> None:
         """Redeliver as checkpoints fall due (checked every ``POLL_S``), until cancelled."""

@@ -51,6 +51,7 @@ from spark_mq.remoting.pop_receipt import (
     ReceiptError,
     pop_retry_topic,
     queue_info,
+    topic_read,
 )
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.queue_reader import UnitFilter
@@ -266,6 +267,8 @@ class PopService:
         refusals = []
         for read_topic, q in sources:
             if order and self.order.blocked((group, read_topic, q), now):
+                # woken when the batch in flight is acknowledged (or anything arrives): see ack_offsets
+                waits.append((read_topic, q, self.offsets.query(group, read_topic, q)))
                 continue
             refusal = self.guard.pop_refusal(group, read_topic, q, now)
             if refusal is not None:
@@ -373,7 +376,8 @@ class PopService:
         return self.polling.get((group, topic, queue_id), 0)
 
     # -- ack, change invisible time ---------------------------------------------------------------
-    def _receipt(self, receipt: str, queue_offset: int | None) -> tuple[Receipt, int]:
+    def parse_receipt(self, receipt: str, queue_offset: int | None) -> tuple[Receipt, int]:
+        """The receipt and the message's queue offset (the receipt's, else ``queue_offset``); raises PopError."""
         try:
             parsed = Receipt.parse(receipt)
         except ReceiptError as e:
@@ -388,7 +392,7 @@ class PopService:
         """Acknowledge the message ``receipt`` names: it is done and never handed out again. Raises PopError
         (NO_MESSAGE when it is no longer in flight: its invisible time passed and it was redelivered, or it
         was acknowledged already)."""
-        r, offset = self._receipt(receipt, queue_offset)
+        r, offset = self.parse_receipt(receipt, queue_offset)
         self.ack_offsets(group, topic, r.retry, r.queue_id, r.ck_offset, r.pop_time, r.revive_qid, (offset,))
 
     def ack_offsets(self, group: str, topic: str, retry: bool, queue_id: int, start_offset: int, pop_time: int,
@@ -397,7 +401,7 @@ class PopService:
         flight. Raises PopError when none was."""
         if self.refusal() is not None:
             raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, self.refusal() or "")
-        real = pop_retry_topic(group, topic) if retry else topic
+        real = topic_read(group, topic, retry)
         if revive_qid == ORDER_REVIVE_QID:
             done = []
             for offset in offsets:
@@ -429,7 +433,7 @@ class PopService:
                                queue_offset: int | None = None) -> Receipt:
         """Make the message ``receipt`` names invisible for ``invisible_ms`` from now; returns its new receipt
         (the old one is spent). Raises PopError (NO_MESSAGE when it is no longer in flight)."""
-        r, offset = self._receipt(receipt, queue_offset)
+        r, offset = self.parse_receipt(receipt, queue_offset)
         if invisible_ms < MIN_INVISIBLE_MS:
             raise PopError(ResponseCode.INVALID_PARAMETER,
                            f"invisibleTime {invisible_ms} ms is too short: ask for at least {MIN_INVISIBLE_MS} ms")

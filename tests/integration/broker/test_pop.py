@@ -8,16 +8,24 @@ import threading
 import time
 
 import pytest
-from servers import unique, wait_until
+from servers import unique
 
 from spark_mq.client.config import ClientConfig
+from spark_mq.client.producer import SyncProducer
 from spark_mq.client.results import decode_units_list
 from spark_mq.client.simple_consumer import SyncSimpleConsumer
 from spark_mq.common.errors import MQClientError
+from spark_mq.common.message import Message
+from spark_mq.remoting.bodies import BatchAck, BatchAckMessageRequestBody
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import PeekMessageRequestHeader, PopMessageRequestHeader
+from spark_mq.remoting.headers import (
+    NotificationRequestHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+    PopMessageRequestHeader,
+)
 
 from ._pop_support import POP_CONF, create_group, create_topic, send_numbered
 from ._support import pull_header
@@ -25,7 +33,7 @@ from ._support import pull_header
 
 @pytest.fixture(scope="module")
 def broker_conf() -> str:
-    return POP_CONF
+    return POP_CONF + "enablePropertyFilter=true\n"
 
 
 def consumer(namesrv: str, group: str, topic: str, **kw) -> SyncSimpleConsumer:
@@ -105,6 +113,24 @@ def raw(broker, code: RequestCode, header) -> RemotingCommand:
         return client.invoke(broker.addr, RemotingCommand.request(code, header.to_ext_fields()))
 
 
+def test_pop_filters_by_sql92_and_a_bad_expression_is_refused_with_its_position(broker, namesrv):
+    topic, group = unique("PopSql"), unique("pop_sql")
+    create_topic(broker, topic, 2)
+    with SyncProducer(unique("pop_producer"), ClientConfig(namesrv)) as producer:
+        producer.start()
+        for i in range(20):
+            producer.send(Message(topic, str(i).encode(), properties={"num": str(i)}))
+    with consumer(namesrv, group, topic, expr="num >= 5 AND num < 8", expression_type="SQL92") as c:
+        got = drain(c)
+        assert numbers(got) == [5, 6, 7]
+        for m in got:
+            c.ack(m)
+    with consumer(namesrv, unique("pop_sql"), topic, expr="num >>= 5", expression_type="SQL92") as c:
+        with pytest.raises(MQClientError) as e:
+            c.receive(1, 30.0, 0.0)
+        assert e.value.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "column" in e.value.remark
+
+
 def test_four_consumers_popping_one_queue_get_disjoint_messages(broker, namesrv):
     topic, group = unique("PopDj"), unique("pop_dj")
     create_topic(broker, topic, 1)
@@ -154,14 +180,14 @@ def test_a_message_never_acknowledged_goes_to_the_dlq_after_the_groups_max_recon
     create_topic(broker, topic, 1)
     create_group(broker, group, retry_max_times=2)
     send_numbered(namesrv, topic, 1)
+    dlq = f"%DLQ%{group}"
     with consumer(namesrv, group, topic) as c:
         attempts = []
         deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and len(attempts) < 4:
-            attempts.extend(m.delivery_attempt for m in c.receive(1, 1.0, 1.5))
+        while time.monotonic() < deadline and api.get_max_offset(broker.addr, dlq, 0) != 1:
+            attempts.extend(m.delivery_attempt for m in c.receive(1, 1.0, 0.5))
         assert attempts == [1, 2, 3]  # delivered, then redelivered twice (retryMaxTimes=2), then moved
-    dlq = f"%DLQ%{group}"
-    wait_until(lambda: api.get_max_offset(broker.addr, dlq, 0) == 1, 10, "the message in the DLQ")
+        assert c.receive(1, 1.0, 1.5) == []  # and not again
 
 
 def test_one_group_does_not_pop_and_pull_one_queue_at_once_but_can_switch(broker, namesrv, api):
@@ -194,3 +220,47 @@ def test_raw_pop_answers_rocketmqs_headers(broker, namesrv, api):
     assert {"popTime", "invisibleTime", "reviveQid", "restNum", "startOffsetInfo", "msgOffsetInfo"} <= set(f)
     assert f["invisibleTime"] == "60000" and f["reviveQid"] == "0"
     assert all(entry.split(" ")[0] == "0" for entry in f["startOffsetInfo"].split(";"))
+
+
+def test_batch_ack_notification_and_polling_info_over_raw_remoting(broker, namesrv):
+    topic, group = unique("PopBa"), unique("pop_ba")
+    create_topic(broker, topic, 1)
+    send_numbered(namesrv, topic, 4)
+    note = raw(broker, RequestCode.NOTIFICATION, NotificationRequestHeader(
+        consumer_group=group, topic=topic, queue_id=-1, poll_time=0, born_time=int(time.time() * 1000)))
+    assert (note.code, note.ext_fields["hasMsg"]) == (ResponseCode.SUCCESS, "true")
+    popped = raw(broker, RequestCode.POP_MESSAGE, PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=0, max_msg_nums=32, invisible_time=1000, poll_time=0,
+        born_time=int(time.time() * 1000), init_mode=0))
+    assert popped.code == ResponseCode.SUCCESS
+    offsets = tuple(m.queue_offset for m in decode_units_list(popped.body))
+    assert offsets == (0, 1, 2, 3)
+    f = popped.ext_fields
+    ack = BatchAck(group, topic, False, int(f["startOffsetInfo"].split()[2]), 0, int(f["reviveQid"]),
+                   int(f["popTime"]), int(f["invisibleTime"]), offsets)
+    with SyncRemotingClient() as client:
+        answer = client.invoke(broker.addr, RemotingCommand.request(
+            RequestCode.BATCH_ACK_MESSAGE, body=BatchAckMessageRequestBody(broker.name, [ack]).to_json()))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    time.sleep(1.5)  # past the invisible time: nothing comes back, all were acknowledged
+    again = raw(broker, RequestCode.POP_MESSAGE, PopMessageRequestHeader(
+        consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=32, invisible_time=1000, poll_time=0,
+        born_time=int(time.time() * 1000), init_mode=0))
+    assert again.code == ResponseCode.PULL_NOT_FOUND
+    info = raw(broker, RequestCode.POLLING_INFO, PollingInfoRequestHeader(consumer_group=group, topic=topic,
+                                                                          queue_id=0))
+    assert (info.code, info.ext_fields["pollingNum"]) == (ResponseCode.SUCCESS, "0")
+
+
+def test_a_timer_message_is_popped_once_due_not_before(broker, namesrv):
+    topic, group = unique("PopTimer"), unique("pop_timer")
+    create_topic(broker, topic, 1)
+    due = int(time.time() * 1000) + 2000
+    with SyncProducer(unique("pop_producer"), ClientConfig(namesrv)) as producer:
+        producer.start()
+        producer.send(Message(topic, b"later", deliver_time_ms=due))
+    with consumer(namesrv, group, topic) as c:
+        assert c.receive(1, 30.0, 0.0) == []
+        got = c.receive(1, 30.0, 5.0)  # held until it is due
+        assert [m.body for m in got] == [b"later"] and time.time() * 1000 >= due - 1000  # timerPrecisionMs 1 s
+        c.ack(got[0])
