@@ -308,7 +308,7 @@ class BrokerController:
         if not c.enable_grpc_endpoint:
             return
         parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
-                            self.transactions, self.gate, self.slave_refusal, self.retry, self.pops)
+                            self.transactions, self.gate, self.slave_refusal, self.pops, self.revive)
         endpoint = GrpcEndpoint(c, parts, self.groups)
         try:
             await endpoint.start()

@@ -8,9 +8,8 @@ group new to a queue starts at its first message, as a RocketMQ broker with ``in
 a queue whose first message is still kept (the proxy asks ``ConsumeInitMode.MAX``, which that setting overrides
 for such a queue; ``MAX`` applied lazily per queue would skip what a queue got before the group's first pop reached
 it). The stream is a status (OK, or MESSAGE_NOT_FOUND when nothing came), the messages, each with its receipt
-handle (the pop's ``extraInfo``) and delivery attempt, then the delivery time. A forward to the DLQ stores a copy
-in ``%DLQ%<group>`` through the retry scheduler (as a 4.x consumer's send-back past its retries) and acknowledges
-the message.
+handle (the pop's ``extraInfo``) and delivery attempt, then the delivery time. A forward to the DLQ moves the message to
+``%DLQ%<group>`` and acknowledges it (``ReviveService.forward_to_dlq``).
 """
 
 from __future__ import annotations
@@ -25,18 +24,14 @@ from spark_mq.broker.grpc.messages import from_stored
 from spark_mq.broker.grpc.status import OK, from_remoting, status
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
 from spark_mq.broker.grpc.stubs import service_pb2 as spb
+from spark_mq.broker.pop.revive import ReviveService
 from spark_mq.broker.pop.service import INIT_MODE_MIN, MAX_POP_NUMS, PopError, PopFilter, PopService
-from spark_mq.broker.processors.retry import RetryScheduler, SendBackError
 from spark_mq.common.unit.decode import decode_message
-from spark_mq.remoting.headers import ConsumerSendMsgBackRequestHeader
-from spark_mq.remoting.pop_receipt import Receipt, ReceiptError
-from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INVISIBLE_MS = 60_000  # the proxy's defaultInvisibleTimeMills
 POLL_MARGIN_MS = 1_000  # answered this long before the client's own deadline (long polling + request timeout)
-DLQ_NOW = -1  # a send-back's delay level that means "to the DLQ at once"
 _FILTER_TYPES = {pb.FILTER_TYPE_UNSPECIFIED: None, pb.TAG: "TAG", pb.SQL: "SQL92"}
 
 
@@ -102,24 +97,10 @@ async def change_invisible(pops: PopService, request: spb.ChangeInvisibleDuratio
     return spb.ChangeInvisibleDurationResponse(status=OK, receipt_handle=receipt.encode())
 
 
-async def forward_to_dlq(pops: PopService, retry: RetryScheduler, store: MessageStore,
-                         request: spb.ForwardMessageToDeadLetterQueueRequest
+async def forward_to_dlq(revive: ReviveService, request: spb.ForwardMessageToDeadLetterQueueRequest
                          ) -> spb.ForwardMessageToDeadLetterQueueResponse:
-    group, topic = request.group.name, request.topic.name
     try:
-        r = Receipt.parse(request.receipt_handle)
-    except ReceiptError as e:
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(pb.INVALID_RECEIPT_HANDLE, str(e)))
-    entries = store.get_queue_entries(r.real_topic(group, topic), r.queue_id, r.queue_offset or 0, 1)
-    if r.queue_offset is None or len(entries) == 0:
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(
-            pb.MESSAGE_NOT_FOUND, f"the message of receipt handle {request.receipt_handle[:80]!r} is not in the store"))
-    try:
-        retry.send_back(ConsumerSendMsgBackRequestHeader(offset=int(entries[0]["phys"]), group=group,
-                                                         delay_level=DLQ_NOW, origin_msg_id=request.message_id))
-        await pops.ack(group, topic, request.receipt_handle)
-    except SendBackError as e:
-        return spb.ForwardMessageToDeadLetterQueueResponse(status=from_remoting(e.code, str(e)))
-    except PopError as e:  # stored in the DLQ; its invisible time had passed: it may be delivered again
+        await revive.forward_to_dlq(request.group.name, request.topic.name, request.receipt_handle)
+    except PopError as e:
         return spb.ForwardMessageToDeadLetterQueueResponse(status=from_remoting(e.code, str(e)))
     return spb.ForwardMessageToDeadLetterQueueResponse(status=OK)

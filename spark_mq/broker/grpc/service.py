@@ -29,8 +29,8 @@ from spark_mq.broker.grpc.stubs import service_pb2 as spb
 from spark_mq.broker.grpc.stubs.service_pb2_grpc import MessagingServiceServicer
 from spark_mq.broker.grpc.telemetry import Telemetry
 from spark_mq.broker.grpc.transaction import end_transaction
+from spark_mq.broker.pop.revive import ReviveService
 from spark_mq.broker.pop.service import PopService
-from spark_mq.broker.processors.retry import RetryScheduler
 from spark_mq.broker.processors.send import SendProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction.service import TransactionalMessageService
@@ -54,8 +54,8 @@ class BrokerParts:
     transactions: TransactionalMessageService
     gate: AclGate | None
     slave_refusal: Callable[[], str | None]
-    retry: RetryScheduler
     pops: PopService
+    revive: ReviveService
 
 
 def peer_host(context: grpc.aio.ServicerContext) -> tuple[str, int]:
@@ -198,4 +198,4 @@ class MessagingService(MessagingServiceServicer):
         refused = self._consume_refusal(context, request.group.name, request.topic.name)
         if refused is not None:
             return spb.ForwardMessageToDeadLetterQueueResponse(status=refused)
-        return await consume.forward_to_dlq(self.parts.pops, self.parts.retry, self.parts.store, request)
+        return await consume.forward_to_dlq(self.parts.revive, request)

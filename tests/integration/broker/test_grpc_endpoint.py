@@ -94,3 +94,27 @@ def test_grpc_listen_port_in_use_is_named(tmp_path: Path, namesrv):
                               capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert f"127.0.0.1:{port} (grpcListenPort) is already in use" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_received_message_forwarded_to_the_dlq(endpoint, api):
+    stub, broker, topic, _ = endpoint
+    group = unique("grpc_dlq")
+    message = pb.Message(topic=pb.Resource(name=topic), body=b"poison",
+                         system_properties=pb.SystemProperties(message_id="DLQ-1", message_type=pb.NORMAL))
+    sent = stub.SendMessage(spb.SendMessageRequest(messages=[message]), timeout=5)
+    assert sent.status.code == pb.OK and sent.entries[0].message_id == "DLQ-1"
+    receive = spb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=8,
+                                        message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1))
+    (status, got, delivered) = list(stub.ReceiveMessage(receive, timeout=10))
+    assert status.status.code == pb.OK and got.message.body == b"poison" and delivered.HasField("delivery_timestamp")
+    forward = spb.ForwardMessageToDeadLetterQueueRequest(
+        group=pb.Resource(name=group), topic=pb.Resource(name=topic), message_id="DLQ-1",
+        receipt_handle=got.message.system_properties.receipt_handle, delivery_attempt=1, max_delivery_attempts=1)
+    assert stub.ForwardMessageToDeadLetterQueue(forward, timeout=5).status.code == pb.OK
+    assert api.get_max_offset(broker.addr, f"%DLQ%{group}", 0) == 1
+    again = stub.ForwardMessageToDeadLetterQueue(forward, timeout=5)  # its receipt is spent
+    assert again.status.code == pb.INVALID_RECEIPT_HANDLE
+    missing = list(stub.ReceiveMessage(spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group), batch_size=1,
+        message_queue=pb.MessageQueue(topic=pb.Resource(name="NoSuchTopic"), id=-1)), timeout=5))
+    assert missing[0].status.code == pb.TOPIC_NOT_FOUND
