@@ -67,6 +67,7 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import CheckBackSender, RemotingCheckBack
 from spark_mq.broker.transaction.end_transaction import EndTransactionProcessor
 from spark_mq.broker.transaction.service import TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig
@@ -238,7 +239,7 @@ class BrokerController:
         self.schedule.load()
         self.metrics.track_schedule(self.schedule)
         self.transactions = TransactionalMessageService(
-            self.store, self._transaction_producers, self.metrics, self.config.broker_name,
+            self.store, self._producers, self.metrics, self.config.broker_name,
             TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
                               self.config.transaction_check_max), on_stored=self.hold.notify,
             ensure_topic=self._ensure_system_topic)
@@ -316,12 +317,6 @@ class BrokerController:
             await self.stop()
             raise
         self.grpc = endpoint
-
-    def _transaction_producers(self, group: str) -> list:
-        """Where a transaction check of ``group`` may go: its 4.x producers' connections, and with the gRPC
-        endpoint the Telemetry sessions of its 5.x producers (each takes the same CHECK_TRANSACTION_STATE)."""
-        remoting = self.clients.producer_connections(group)
-        return remoting if self.grpc is None else [*remoting, *self.grpc.producers(group)]
 
     async def _serve_metrics(self) -> None:
         """The metrics endpoint (it imports prometheus_client), on a worker thread so that the first requests
@@ -450,6 +445,12 @@ class BrokerController:
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     # -- duties -----------------------------------------------------------------------------
+    def _producers(self, group: str) -> list[CheckBackSender]:
+        """Where a transaction check of ``group`` can go: its producers' remoting connections, and with the gRPC
+        endpoint its 5.x producers' Telemetry streams."""
+        remoting: list[CheckBackSender] = [RemotingCheckBack(conn) for conn in self.clients.producer_connections(group)]
+        return remoting if self.grpc is None else [*remoting, *self.grpc.producers(group)]
+
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):
             self.registration.request()

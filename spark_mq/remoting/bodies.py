@@ -415,6 +415,39 @@ class HeartbeatData(Body):
         )
 
 
+@dataclass
+class ClientConnection(Body):
+    """One client connection of a group, as RocketMQ's admin ``Connection``."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_obj(self) -> Bean:
+        return Bean(clientAddr=self.client_addr, clientId=self.client_id, language=self.language,
+                    version=self.version)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ClientConnection:
+        o = _obj(o, name)
+        return cls(_str(o, "clientId"), _str(o, "clientAddr"), _str(o, "language"), _int(o, "version", 0))
+
+
+@dataclass
+class ProducerConnection(Body):
+    """GET_PRODUCER_CONNECTION_LIST response body: the group's producers (RocketMQ's ``ProducerConnection``)."""
+
+    connection_set: list[ClientConnection] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(connectionSet=[c.to_obj() for c in self.connection_set])
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ProducerConnection:
+        return cls(_list(_obj(o, name), "connectionSet", ClientConnection.from_obj))
+
+
 # --- consumer group -------------------------------------------------------------------------
 
 

@@ -639,6 +639,11 @@ class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: Group
 
 
+@header("GET_PRODUCER_CONNECTION_LIST")
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: Group
+
+
 @header("UPDATE_AND_CREATE_TOPIC")
 class CreateTopicRequestHeader(Header):
     topic: Topic

@@ -16,6 +16,7 @@ from spark_mq.broker.grpc.status import OK, from_remoting, status
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
 from spark_mq.broker.grpc.stubs import service_pb2 as spb
 from spark_mq.broker.processors.send import SendProcessor
+from spark_mq.broker.transaction.check_back import CheckBackSender
 from spark_mq.common.errors import InvalidNameError, MessageValidationError
 from spark_mq.common.names import validate_topic
 from spark_mq.common.properties import JoinedProperties
@@ -26,8 +27,10 @@ def _refused(code: int, message: str) -> spb.SendMessageResponse:
 
 
 async def send_message(sender: SendProcessor, request: spb.SendMessageRequest, born_host: bytes,
-                       slave_refusal: Callable[[], str | None]) -> spb.SendMessageResponse:
-    """Store the request's messages (one topic); one entry per message, in order."""
+                       slave_refusal: Callable[[], str | None], channel: CheckBackSender | None
+                       ) -> spb.SendMessageResponse:
+    """Store the request's messages (one topic); one entry per message, in order. ``channel``: the client's
+    Telemetry stream, where a check-back of its transactional messages may go."""
     messages = list(request.messages)
     if not messages:
         return _refused(pb.BAD_REQUEST, "a SendMessageRequest without messages")
@@ -47,7 +50,7 @@ async def send_message(sender: SendProcessor, request: spb.SendMessageRequest, b
         return _refused(pb.BAD_REQUEST, str(e))
     prepared = messages[0].system_properties.message_type == pb.TRANSACTION
     outcome = await sender.store_send(batch, JoinedProperties(batch.properties), prepared, producer_group(topic),
-                                      queue_key=queue_key)
+                                      queue_key=queue_key, sender=channel)
     answer = from_remoting(outcome.code, outcome.remark)
     result = outcome.result
     if result is None:

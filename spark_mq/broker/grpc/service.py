@@ -113,7 +113,8 @@ class MessagingService(MessagingServiceServicer):
             born = pack_host(host, port)
         except OSError:  # not IPv4 (we store IPv4 hosts only)
             born = pack_host("127.0.0.1", port)
-        return await send_message(self.parts.sender, request, born, self.parts.slave_refusal)
+        channel = self.telemetry.sessions.get(_metadata(context).get(CLIENT_ID, ""))
+        return await send_message(self.parts.sender, request, born, self.parts.slave_refusal, channel)
 
     async def QueryAssignment(self, request: spb.QueryAssignmentRequest, context) -> spb.QueryAssignmentResponse:
         refused = self._refusal(context, auth.topic(request.topic.name, Perm.SUB), auth.group(request.group.name))

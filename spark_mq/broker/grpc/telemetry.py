@@ -6,8 +6,8 @@ endpoint; it sends its ``Settings`` and gets the broker's back (settings sync), 
   subscription back, a batch size and a long polling timeout.
 - Transaction check-back to 5.x producers: a half message sent over gRPC names the producer group
   ``rmq_grpc_producer_<topic>`` (``messages.producer_group``); :meth:`Telemetry.producers` gives the check-back
-  path the live sessions of the producers that publish that topic, each a :class:`TelemetrySession` that takes
-  the CHECK_TRANSACTION_STATE the remoting path would send and writes it as a RecoverOrphanedTransactionCommand.
+  path the live sessions of the producers that publish that topic, each a :class:`TelemetrySession` (a
+  ``CheckBackSender``) that writes a check as a RecoverOrphanedTransactionCommand.
 - A client's answers to thread-stack and verify commands (the broker sends neither) are logged and dropped;
   anything else it sends is answered with a BAD_REQUEST status on the stream, which stays open.
 
@@ -27,9 +27,8 @@ from spark_mq.broker.grpc.status import OK, status
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
 from spark_mq.broker.grpc.stubs import service_pb2 as spb
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
-from spark_mq.common.unit.decode import decode_message
-from spark_mq.remoting.codes import RequestCode
-from spark_mq.remoting.command import RemotingCommand
+from spark_mq.broker.transaction.commit import real_queue
+from spark_mq.common.unit.decode import StoredMessage
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +42,7 @@ BACKOFF = pb.ExponentialBackoff(initial=Duration(nanos=10_000_000), max=Duration
 class TelemetrySession:
     """One client's open Telemetry stream: what its Settings said, and the commands waiting to be written.
 
-    Stands in for a producer's remoting connection on the transaction check-back path (``closed``, ``peer``,
-    ``send_oneway``)."""
+    A ``CheckBackSender``: the transaction check-back path asks a 5.x producer through it."""
 
     def __init__(self, client_id: str, peer: str) -> None:
         self.client_id = client_id
@@ -60,14 +58,14 @@ class TelemetrySession:
             return set()
         return {t.name for t in self.settings.publishing.topics}
 
-    def send_oneway(self, cmd: RemotingCommand) -> None:
-        """A CHECK_TRANSACTION_STATE (the remoting check-back's request) written as RocketMQ 5's
-        RecoverOrphanedTransactionCommand: the message as its producer sent it, and its transaction id."""
-        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE or cmd.body is None:
-            raise ValueError(f"a telemetry session sends only transaction checks, not request {cmd.code}")
-        m = decode_message(cmd.body)
+    def send_check(self, m: StoredMessage, broker_name: str) -> None:
+        """A check-back of half message ``m`` (``CheckBackSender``), as RocketMQ 5's RecoverOrphanedTransactionCommand:
+        the message as its producer sent it (real topic and queue) and its transaction id."""
+        if self.closed:
+            raise ConnectionError(f"the Telemetry stream of client {self.client_id} ({self.peer}) is closed")
+        topic, queue_id = real_queue(m)
         txn = transaction_id(m.store_host, m.physical_offset, m.queue_offset)
-        recover = spb.RecoverOrphanedTransactionCommand(message=from_stored(m, m.topic, m.queue_id), transaction_id=txn)
+        recover = spb.RecoverOrphanedTransactionCommand(message=from_stored(m, topic, queue_id), transaction_id=txn)
         self.outbox.put_nowait(spb.TelemetryCommand(recover_orphaned_transaction_command=recover))
 
 

@@ -28,6 +28,7 @@ from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.send_runs import put_all, stored_runs
 from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import CheckBackSender, RemotingCheckBack
 from spark_mq.broker.transaction.half_messages import is_prepared_transaction
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
@@ -125,7 +126,8 @@ class SendProcessor:
         except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
         outcome = await self.store_send(batch, props, prepared, h.producer_group, h.default_topic,
-                                        h.default_topic_queue_nums, h.queue_id if h.queue_id >= 0 else None)
+                                        h.default_topic_queue_nums, h.queue_id if h.queue_id >= 0 else None,
+                                        sender=RemotingCheckBack(conn))
         if outcome.result is None:
             return cmd.make_response(outcome.code, outcome.remark)
         return cmd.make_response(outcome.code, ext_fields={
@@ -136,10 +138,11 @@ class SendProcessor:
 
     async def store_send(self, batch: MessageBatch, props: JoinedProperties, prepared: bool, producer_group: str,
                          default_topic: str = "", default_queue_nums: int = 0, queue_id: int | None = None,
-                         queue_key: int | None = None) -> SendOutcome:
+                         queue_key: int | None = None, sender: CheckBackSender | None = None) -> SendOutcome:
         """Store a send's ``batch`` (of topic ``batch.topic``, validated) in queue ``queue_id``, or the queue
         ``queue_key`` hashes to (a FIFO message group), else a random one; every check, routing and wait of a
-        send. Shared by the remoting codes and the gRPC endpoint."""
+        send. ``sender``: the channel a prepared send came on (a check-back may go there). Shared by the remoting
+        codes and the gRPC endpoint."""
         name = batch.topic
         if prepared and self.reject_transaction_message:  # refused before anything (a topic) is created
             return SendOutcome(ResponseCode.NO_PERMISSION,
@@ -173,7 +176,7 @@ class SendProcessor:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
         if prepared:
-            self.transactions.stored_half(result.queue_offset, batch, props)
+            self.transactions.stored_half(result.queue_offset, batch, props, producer_group, sender)
         if self.ha is not None:
             self.ha.appended()
         if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result)):
