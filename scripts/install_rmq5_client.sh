@@ -16,5 +16,5 @@ if [ "$(cat "$STAMP" 2>/dev/null || true)" = "$PACKAGE" ]; then
 fi
 echo "[rmq5] installing $PACKAGE into $VENV" >&2
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet "$PACKAGE"
+"$VENV/bin/python" -m pip install --quiet "$PACKAGE" 2> >(grep -v "^WARNING: Location" >&2)
 echo "$PACKAGE" >"$STAMP"

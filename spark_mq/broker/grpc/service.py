@@ -35,6 +35,7 @@ from spark_mq.broker.processors.send import SendProcessor
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.message import pack_host
+from spark_mq.remoting.bodies import TopicConfig
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -84,20 +85,21 @@ class MessagingService(MessagingServiceServicer):
     def _broker(self) -> pb.Broker:
         return pb.Broker(name=self.parts.broker_name, id=0, endpoints=routes.endpoints(self.parts.host, self.port))
 
-    def _topic(self, name: str) -> tuple[pb.Status, None] | tuple[None, object]:
+    def _topic(self, name: str) -> TopicConfig | pb.Status:
+        """The topic's config, or the TOPIC_NOT_FOUND status saying what to do."""
         topic = self.parts.topics.get(name)
         if topic is None:
             return status(pb.TOPIC_NOT_FOUND, f"topic {name} does not exist on broker {self.parts.broker_name}: "
-                                              f"create it first (spark-mq admin topic create)"), None
-        return None, topic
+                                              f"create it first (spark-mq admin topic create)")
+        return topic
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context) -> spb.QueryRouteResponse:
         refused = self._refusal(context)
         if refused is not None:
             return spb.QueryRouteResponse(status=refused)
-        missing, topic = self._topic(request.topic.name)
-        if missing is not None:
-            return spb.QueryRouteResponse(status=missing)
+        topic = self._topic(request.topic.name)
+        if isinstance(topic, pb.Status):
+            return spb.QueryRouteResponse(status=topic)
         return spb.QueryRouteResponse(status=OK, message_queues=routes.message_queues(topic, self._broker()))
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context) -> spb.HeartbeatResponse:
@@ -120,9 +122,9 @@ class MessagingService(MessagingServiceServicer):
         refused = self._refusal(context, auth.topic(request.topic.name, Perm.SUB), auth.group(request.group.name))
         if refused is not None:
             return spb.QueryAssignmentResponse(status=refused)
-        missing, topic = self._topic(request.topic.name)
-        if missing is not None:
-            return spb.QueryAssignmentResponse(status=missing)
+        topic = self._topic(request.topic.name)
+        if isinstance(topic, pb.Status):
+            return spb.QueryAssignmentResponse(status=topic)
         return spb.QueryAssignmentResponse(status=OK, assignments=routes.assignment(topic, self._broker()))
 
     async def EndTransaction(self, request: spb.EndTransactionRequest, context) -> spb.EndTransactionResponse:
