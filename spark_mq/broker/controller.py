@@ -412,7 +412,7 @@ class BrokerController:
                           in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
                           read_refusal=self._read_refusal,
                           mode_refusal=lambda g, t, q: self.pops.guard.pull_refusal(g, t, q, self.pops.now_ms())),
-            PopProcessor(self.pops),
+            PopProcessor(self.pops, self.metrics),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.registration.request, self.clients.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,

@@ -191,9 +191,9 @@ class BrokerMetrics:
 
         for name, doc, table, col in (
             ("spark_mq_messages_in", "Messages stored", self._in, 0),
-            ("spark_mq_messages_out", "Messages delivered by pulls", self._out, 0),
+            ("spark_mq_messages_out", "Messages delivered by pulls and pops", self._out, 0),
             ("spark_mq_bytes_in", "Commitlog bytes stored", self._in, 1),
-            ("spark_mq_bytes_out", "Bytes delivered by pulls", self._out, 1),
+            ("spark_mq_bytes_out", "Bytes delivered by pulls and pops", self._out, 1),
         ):
             yield labelled(name, doc, ["topic"], {topic: row[col] for topic, row in list(table.items())})
         cumulative, buckets = 0, []

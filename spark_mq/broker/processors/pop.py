@@ -6,6 +6,9 @@ RocketMQ answers it; a held pop gives its connection's in-flight slot back like 
 
 from __future__ import annotations
 
+import time
+
+from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pop.service import PopError, PopFilter, PopResult, PopService
 from spark_mq.common.errors import BodyError
 from spark_mq.remoting.bodies import BatchAckMessageRequestBody
@@ -40,8 +43,9 @@ def _found(cmd: RemotingCommand, result: PopResult, polled: bool) -> RemotingCom
 
 
 class PopProcessor:
-    def __init__(self, pops: PopService) -> None:
+    def __init__(self, pops: PopService, metrics: BrokerMetrics) -> None:
         self.pops = pops
+        self.metrics = metrics
 
     def register_on(self, server) -> None:
         server.register(RequestCode.POP_MESSAGE, self.pop)
@@ -64,6 +68,8 @@ class PopProcessor:
         finally:
             if held:
                 await conn.end_hold()
+        if result.messages:  # counted as pulls are: the topic's and the group's figures include pops
+            self.metrics.delivered(h.topic, h.consumer_group, len(result.messages), len(result.body), time.monotonic())
         return _found(cmd, result, held)
 
     async def peek(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

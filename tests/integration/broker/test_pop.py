@@ -28,6 +28,7 @@ from spark_mq.remoting.headers import (
 )
 
 from ._pop_support import POP_CONF, create_group, create_topic, send_numbered
+from ._scheduled import metric
 from ._support import pull_header
 
 
@@ -74,6 +75,7 @@ def test_receive_ack_and_unacked_messages_come_back_after_their_invisible_time(b
             c.ack(again[0])
         assert e.value.code == ResponseCode.NO_MESSAGE
         assert c.receive(32, 1.0, 1.5) == []
+    assert metric(broker, f'spark_mq_messages_out_total{{topic="{topic}"}}') == 50  # counted as pulls are
 
 
 def test_change_invisible_duration_keeps_a_message_invisible_and_renews_its_receipt(broker, namesrv):
