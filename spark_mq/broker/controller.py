@@ -30,6 +30,8 @@ from typing import Any, Protocol
 from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.grpc.server import GrpcEndpoint
+from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.pop.revive import ReviveService
 from spark_mq.broker.pop.service import PopService
@@ -152,6 +154,8 @@ class BrokerController:
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
         self.lease_gate: LeaseGate | None = None  # controller mode, a master: acknowledges only under its lease
         self.ha_port = config.ha_port  # a master's, once it listens
+        self.sender: SendProcessor
+        self.grpc: GrpcEndpoint | None = None  # enableGrpcEndpoint: RocketMQ 5's clients
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -184,6 +188,7 @@ class BrokerController:
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
+        await self._serve_grpc()
         self.metrics.track_store(self.store)
         if self.config.is_slave:
             self.ha_client, self.slave_sync = self._replicate_master()
@@ -308,6 +313,21 @@ class BrokerController:
                                       timer_file=self.store.config_file(TIMER_CHECKPOINT))
         return ha_client, slave_sync
 
+    async def _serve_grpc(self) -> None:
+        """RocketMQ 5's gRPC endpoint on grpcListenPort, with enableGrpcEndpoint."""
+        c = self.config
+        if not c.enable_grpc_endpoint:
+            return
+        parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
+                            self.transactions, self.gate, self.slave_refusal, self.pops, self.revive)
+        endpoint = GrpcEndpoint(c, parts, self.groups)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self.grpc = endpoint
+
     async def _serve_metrics(self) -> None:
         """The metrics endpoint (it imports prometheus_client), on a worker thread so that the first requests
         are served meanwhile; not again by a broker that replaced one that served it."""
@@ -389,12 +409,14 @@ class BrokerController:
         c = self.config
         controller_mode = () if self.epochs is None or self.replicas is None else (
             EpochProcessor(self.store, self.epochs), self.replicas)
+        self.sender = SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions,
+                                    c.sync_flush_timeout, self.registration.request, self.ha_service,
+                                    self._waits_for_replicas(), self.slave_refusal,
+                                    reject_transaction_message=c.reject_transaction_message, timer=TimerLimits.of(c),
+                                    ack_refusal=self._lease_refusal)
         return (
             *controller_mode,
-            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
-                          self.registration.request, self.ha_service, self._waits_for_replicas(),
-                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message,
-                          timer=TimerLimits.of(c), ack_refusal=self._lease_refusal),
+            self.sender,
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
@@ -421,6 +443,8 @@ class BrokerController:
         if self.ha_service is not None:
             await self.ha_service.stop()
         self.hold.wake_all()
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.server.stop()
         await self.master_client.close()
         for table in (self.offsets, self.topics, self.schedule, *([self.timer] if self.timer else [])):
@@ -435,9 +459,10 @@ class BrokerController:
 
     # -- duties -----------------------------------------------------------------------------
     def _producers(self, group: str) -> list[CheckBackSender]:
-        """Where a transaction check of ``group`` can go: its producers' remoting connections (a gRPC
-        endpoint adds its 5.x clients' Telemetry streams here)."""
-        return [RemotingCheckBack(conn) for conn in self.clients.producer_connections(group)]
+        """Where a transaction check of ``group`` can go: its producers' remoting connections, and with the gRPC
+        endpoint its 5.x producers' Telemetry streams."""
+        remoting: list[CheckBackSender] = [RemotingCheckBack(conn) for conn in self.clients.producer_connections(group)]
+        return remoting if self.grpc is None else [*remoting, *self.grpc.producers(group)]
 
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):

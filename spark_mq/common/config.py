@@ -184,6 +184,8 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
     listen_port: int = 10911  # the remoting port clients and NameServers talk to
     namesrv_addr: str = ""  # the NameServers to register with, ';'-separated host:port
     metrics_port: int = 9100  # Prometheus /metrics on this port of listenAddress (0: off)
+    enable_grpc_endpoint: bool = False  # serve RocketMQ 5's gRPC protocol (its official 5.x clients) on grpcListenPort
+    grpc_listen_port: int = 8081  # the gRPC endpoint's port of listenAddress (0: any free port)
     # store layout
     store_path_root_dir: str = "./data/store"  # the store's directory: commitlog/, consumequeue/, index/, config/
     maped_file_size_commit_log: int = GiB  # bytes per commitlog file
