@@ -61,6 +61,8 @@ if [ "$want" != "$have" ]; then
     "$VENV/bin/python" -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
     echo "$want" >"$STAMP"
 fi
+# RocketMQ 5's gRPC stubs (git-ignored), generated from the kept .proto files when missing or older
+"$VENV/bin/python" scripts/gen_grpc_stubs.py --if-stale
 
 export PATH="$VENV/bin:$PATH"
 export VIRTUAL_ENV="$VENV"

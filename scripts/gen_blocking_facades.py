@@ -51,6 +51,8 @@ FACADES = (
            "PullConsumer"),
     Facade("spark_mq/client/lite_pull_consumer.py", "SyncLitePullConsumer", "spark_mq/client/lite_pull_consumer.py",
            "LitePullConsumer"),
+    Facade("spark_mq/client/simple_consumer.py", "SyncSimpleConsumer", "spark_mq/client/simple_consumer.py",
+           "SimpleConsumer"),
 )
 
 

@@ -37,3 +37,6 @@ if [ "$want" != "$(cat "$STAMP" 2>/dev/null || true)" ]; then
     "$VENV/bin/python" -m pip install --quiet -e '.[dev,bench]' --config-settings editable_mode=compat
     echo "$want" >"$STAMP"
 fi
+
+# the official RocketMQ 5.x client (gRPC), in its own venv
+"$SPARK_MQ_ROOT/scripts/install_rmq5_client.sh"

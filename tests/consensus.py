@@ -1,5 +1,7 @@
 """Real ZooKeeper servers for the controller tests: one standalone server or an ensemble of several,
-each a ``java ... QuorumPeerMain`` child process on free loopback ports with its data in a temp dir.
+each a ``java ... QuorumPeerMain`` child process on free loopback ports with its data in a temp dir, or
+each on a machine of its own (``machines``: a ``netns.Network`` host's address and launcher per member, on
+ZooKeeper's usual ports), so the network between members can be cut (``tests/faults.py``).
 
 Importable as ``consensus`` from any test (``tests/conftest.py`` puts ``tests/`` on ``sys.path``).
 ZooKeeper comes from Debian's ``zookeeper`` package (``scripts/install_consensus.sh``, which
@@ -24,6 +26,8 @@ SLF4J_BINDING = Path("/usr/share/java/slf4j-simple.jar")  # the server's log goe
 TICK_MS = 250  # sessions may then be as short as 2 ticks: tests use ~2 s so a takeover is quick
 READY_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
+LOOPBACK = "127.0.0.1"
+MACHINE_PORTS = (2181, 2888, 3888)  # client, quorum, election: each member on a machine of its own
 
 
 def require_zookeeper() -> None:
@@ -34,10 +38,10 @@ def require_zookeeper() -> None:
                     "scripts/install_consensus.sh failed or was not run")
 
 
-def four_letter(port: int, command: str) -> str:
+def four_letter(port: int, command: str, host: str = LOOPBACK) -> str:
     """A ZooKeeper four-letter command's answer ('' when the member does not answer)."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
+        with socket.create_connection((host, port), timeout=2.0) as s:
             s.sendall(command.encode())
             chunks = []
             while chunk := s.recv(4096):
@@ -50,9 +54,12 @@ def four_letter(port: int, command: str) -> str:
 class ZooKeeperMember:
     """One ZooKeeper server process of an ensemble (``myid`` counts from 1)."""
 
-    def __init__(self, root: Path, myid: int, client_port: int, servers: str) -> None:
+    def __init__(self, root: Path, myid: int, client_port: int, servers: str, host: str = LOOPBACK,
+                 launcher: list[str] | None = None) -> None:
         self.myid = myid
         self.client_port = client_port
+        self.host = host
+        self.launcher = launcher or []
         self.dir = root / f"zk{myid}"
         data = self.dir / "data"
         data.mkdir(parents=True, exist_ok=True)
@@ -60,7 +67,7 @@ class ZooKeeperMember:
         self.conf = self.dir / "zoo.cfg"
         self.conf.write_text(
             f"tickTime={TICK_MS}\ninitLimit=20\nsyncLimit=8\ndataDir={data}\n"
-            f"clientPort={client_port}\nclientPortAddress=127.0.0.1\n"
+            f"clientPort={client_port}\nclientPortAddress={host}\n"
             "admin.enableServer=false\n4lw.commands.whitelist=srvr,cons\n"
             f"maxSessionTimeout=30000\n{servers}")
         self.log_path = self.dir / "zookeeper.log"
@@ -70,25 +77,25 @@ class ZooKeeperMember:
         java = shutil.which("java")
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [java, "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                [*self.launcher, java, "-Xmx96m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                  "-cp", f"{ZOOKEEPER_JAR}:{SLF4J_BINDING}", "org.apache.zookeeper.server.quorum.QuorumPeerMain",
                  str(self.conf)],
                 stdout=log, stderr=subprocess.STDOUT, cwd=self.dir)
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     def mode(self) -> str:
         """'standalone', 'leader' or 'follower' once it serves clients, else ''."""
-        for line in four_letter(self.client_port, "srvr").splitlines():
+        for line in four_letter(self.client_port, "srvr", self.host).splitlines():
             if line.startswith("Mode: "):
                 return line.removeprefix("Mode: ").strip()
         return ""
 
     def sessions(self) -> int:
         """How many client sessions are connected to this member (the four-letter query is none)."""
-        return four_letter(self.client_port, "cons").count("sid=0x")
+        return four_letter(self.client_port, "cons", self.host).count("sid=0x")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -113,15 +120,22 @@ class ZooKeeperMember:
 
 
 class ZooKeeperEnsemble:
-    """``size`` ZooKeeper servers on free loopback ports under ``root`` (1: standalone), started and
-    serving when the constructor returns; ``hosts`` is the client connection string."""
+    """``size`` ZooKeeper servers on free loopback ports under ``root`` (1: standalone), or one on each of
+    ``machines`` ((address, launcher) pairs: ``size`` is their number), started and serving when the
+    constructor returns; ``hosts`` is the client connection string."""
 
-    def __init__(self, root: Path, size: int = 1) -> None:
+    def __init__(self, root: Path, size: int = 1, machines: list[tuple[str, list[str]]] | None = None) -> None:
         require_zookeeper()
-        ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
-        servers = "" if size == 1 else "".join(
-            f"server.{i}=127.0.0.1:{peer}:{election}\n" for i, (_, peer, election) in enumerate(ports, 1))
-        self.members = [ZooKeeperMember(root, i, client, servers) for i, (client, _, _) in enumerate(ports, 1)]
+        if machines is None:
+            machines = [(LOOPBACK, [])] * size
+            ports = [(free_port(), free_port(), free_port()) for _ in range(size)]
+        else:
+            ports = [MACHINE_PORTS] * len(machines)
+        servers = "" if len(machines) == 1 else "".join(
+            f"server.{i}={host}:{peer}:{election}\n"
+            for i, ((host, _), (_, peer, election)) in enumerate(zip(machines, ports, strict=True), 1))
+        self.members = [ZooKeeperMember(root, i, client, servers, host, launcher)
+                        for i, ((host, launcher), (client, _, _)) in enumerate(zip(machines, ports, strict=True), 1)]
         try:
             for member in self.members:
                 member.start()

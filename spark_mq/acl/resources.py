@@ -33,7 +33,7 @@ from typing import NamedTuple
 from spark_mq.acl.plain_acl import Perm
 from spark_mq.common.errors import BodyError
 from spark_mq.common.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from spark_mq.remoting.bodies import HeartbeatData, LockBatchRequestBody
+from spark_mq.remoting.bodies import BatchAckMessageRequestBody, HeartbeatData, LockBatchRequestBody
 from spark_mq.remoting.codes import RequestCode
 from spark_mq.remoting.command import RemotingCommand
 
@@ -137,8 +137,17 @@ def _lock_needs(body: bytes) -> list[Need]:
     return [Need(GROUP, request.consumer_group, Perm.SUB), *(topic_need(mq.topic, Perm.SUB) for mq in request.mq_set)]
 
 
+def _batch_ack_needs(body: bytes) -> list[Need]:
+    needs = []
+    for ack in BatchAckMessageRequestBody.from_json(body).acks:
+        needs.extend((Need(GROUP, ack.consumer_group, Perm.SUB), topic_need(ack.topic, Perm.SUB)))
+    return needs
+
+
 HEARTBEAT = BodyNeed("heartbeat", "SUB on each consumer group of the body and on each topic it subscribes",
                      _heartbeat_needs)
+BATCH_ACK = BodyNeed("batch ack", "SUB on the group (`c`) and the topic (`t`) of each ack of the body",
+                     _batch_ack_needs)
 LOCK = BodyNeed("lock", "SUB on the body's `consumerGroup` and on the topic of each queue", _lock_needs)
 
 ADMIN = Rule(Access.ADMIN)
@@ -171,6 +180,14 @@ RULES: dict[int, Rule] = {
     C.QUERY_MESSAGE: resources(topic("topic", SUB)),
     C.VIEW_MESSAGE_BY_ID: ADMIN,  # a commitlog offset: any topic's message
     C.QUERY_CONSUME_QUEUE: resources(topic("topic", SUB), group("consumerGroup", SUB, optional=True)),
+    # pop consumption
+    C.POP_MESSAGE: resources(topic("topic", SUB), group("consumerGroup", SUB)),
+    C.PEEK_MESSAGE: resources(topic("topic", SUB), group("consumerGroup", SUB)),
+    C.ACK_MESSAGE: resources(topic("topic", SUB), group("consumerGroup", SUB)),
+    C.BATCH_ACK_MESSAGE: resources(BATCH_ACK),
+    C.CHANGE_MESSAGE_INVISIBLETIME: resources(topic("topic", SUB), group("consumerGroup", SUB)),
+    C.NOTIFICATION: resources(topic("topic", SUB), group("consumerGroup", SUB)),
+    C.POLLING_INFO: resources(topic("topic", SUB), group("consumerGroup", SUB)),
     # clients and groups
     C.HEART_BEAT: resources(HEARTBEAT),
     C.UNREGISTER_CLIENT: resources(group("consumerGroup", SUB, optional=True)),

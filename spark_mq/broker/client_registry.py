@@ -30,7 +30,7 @@ class ClientChannel:
     conn: Connection
     last_update: float
     language: str = LanguageCode.JAVA.name  # the client's, from its heartbeat (what it can read)
-    version: int = 0  # its protocol version (MQVersion ordinal), from its heartbeat
+    version: int = 0  # the client's RocketMQ version code, from its heartbeat
 
 
 @dataclass
@@ -52,12 +52,17 @@ class ClientRegistry:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[Connection, ClientChannel]] = {}
 
-    def register_producer(self, group: str, client_id: str, conn: Connection) -> None:
-        self.producers.setdefault(group, {})[conn] = ClientChannel(client_id, conn, self.clock())
+    def register_producer(self, group: str, client_id: str, conn: Connection, language: str = LanguageCode.JAVA.name,
+                          version: int = 0) -> None:
+        self.producers.setdefault(group, {})[conn] = ClientChannel(client_id, conn, self.clock(), language, version)
 
     def producer_connections(self, group: str) -> list[Connection]:
         """The connections of the group's producers (a transaction check goes to one of them)."""
         return list(self.producers.get(group, {}))
+
+    def producer_channels(self, group: str) -> list[ClientChannel]:
+        """The group's producers with what their heartbeats said (GET_PRODUCER_CONNECTION_LIST)."""
+        return list(self.producers.get(group, {}).values())
 
     def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection,
                           language: str = LanguageCode.JAVA.name, version: int = 0) -> bool:

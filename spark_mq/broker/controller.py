@@ -30,12 +30,17 @@ from typing import Any, Protocol
 from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.grpc.server import GrpcEndpoint
+from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.pop.revive import ReviveService
+from spark_mq.broker.pop.service import PopService
 from spark_mq.broker.processors.admin import AdminProcessor
 from spark_mq.broker.processors.client import ClientProcessor
 from spark_mq.broker.processors.epoch import EpochProcessor
 from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.metadata import MetadataProcessor
+from spark_mq.broker.processors.pop import PopProcessor
 from spark_mq.broker.processors.pull import PullProcessor
 from spark_mq.broker.processors.retry import RetryScheduler, SendBackProcessor
 from spark_mq.broker.processors.send import SendProcessor
@@ -44,6 +49,7 @@ from spark_mq.broker.processors.unserved_features import UnservedFeatures
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.registration import NameServerRegistration
 from spark_mq.broker.replication.master_commitlog import MasterCommitLog
+from spark_mq.broker.replication.master_lease import LeaseGate
 from spark_mq.broker.replication.replicas_manager import ReplicasManager
 from spark_mq.broker.replication.role_change import (
     ControllerSeat,
@@ -62,6 +68,7 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.tiered_offsets import TieredOffsetManager
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import CheckBackSender, RemotingCheckBack
 from spark_mq.broker.transaction.end_transaction import EndTransactionProcessor
 from spark_mq.broker.transaction.service import TransactionalMessageService, TransactionConfig
 from spark_mq.common.config import SYNC_MASTER, BrokerConfig
@@ -131,6 +138,8 @@ class BrokerController:
         self.retry: RetryScheduler
         self.schedule: ScheduleService
         self.transactions: TransactionalMessageService
+        self.pops: PopService
+        self.revive: ReviveService
         self.timer: TimerMessageService | None = None  # a master's, with timerWheelEnable
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
@@ -143,7 +152,10 @@ class BrokerController:
             config.broker_id, config.all_ack_in_sync_state_set, config.min_in_sync_replicas)
         self.role_watch: RoleWatch | None = None  # controller mode: the controller's elections, acted on
         self.epochs: EpochFile | None = None  # controller mode: which master epoch wrote which part of the commitlog
+        self.lease_gate: LeaseGate | None = None  # controller mode, a master: acknowledges only under its lease
         self.ha_port = config.ha_port  # a master's, once it listens
+        self.sender: SendProcessor
+        self.grpc: GrpcEndpoint | None = None  # enableGrpcEndpoint: RocketMQ 5's clients
         self._tasks: list[asyncio.Task] = []
 
     @property
@@ -167,18 +179,23 @@ class BrokerController:
             await self._open_replication(listen_port_given)
             undo.pop_all()
         self._open_metadata()
+        if self.seat is not None and not self.config.is_slave:
+            self.lease_gate = LeaseGate(self.seat.lease, self.config.broker_name, self.config.broker_id,
+                                        self.registration.request)
         await self._open_delivery()
         if self.seat is not None:  # before serving: it answers the controller's notifies
             self._join_controller(self.seat)
         for processor in self._processors():
             processor.register_on(self.server)
         await self.server.start_serving()
+        await self._serve_grpc()
         self.metrics.track_store(self.store)
         if self.config.is_slave:
             self.ha_client, self.slave_sync = self._replicate_master()
         self._tasks = [asyncio.get_running_loop().create_task(duty, name=f"broker-{name}")
                        for name, duty in self._duties().items()]
         self.metrics.track_ha(self.ha_service, self.ha_client)
+        self.metrics.track_lease(self.lease_gate)
         # register as soon as requests can be served: clients find the broker through the route
         await self.registration.register_all()
         await self._serve_metrics()
@@ -214,7 +231,8 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(self.store.config_file(SUBSCRIPTION_GROUPS))
         self.groups.load()
         self.registration = NameServerRegistration(self.config, self.address, self.ha_port, self.topics,
-                                                   self._master_found, controller_mode=self.seat is not None)
+                                                   self._master_found, controller_mode=self.seat is not None,
+                                                   acknowledging=self._acknowledging)
 
     async def _open_delivery(self) -> None:
         """Retries, delay levels, transactions and (a master's, with timerWheelEnable) timer messages."""
@@ -228,7 +246,7 @@ class BrokerController:
         self.schedule.load()
         self.metrics.track_schedule(self.schedule)
         self.transactions = TransactionalMessageService(
-            self.store, self.clients.producer_connections, self.metrics, self.config.broker_name,
+            self.store, self._producers, self.metrics, self.config.broker_name,
             TransactionConfig(self.config.transaction_time_out, self.config.transaction_check_interval,
                               self.config.transaction_check_max), on_stored=self.hold.notify,
             ensure_topic=self._ensure_system_topic)
@@ -238,13 +256,21 @@ class BrokerController:
                 self.timer = self._open_timer()
                 await asyncio.get_running_loop().run_in_executor(None, self.timer.load)
         self.metrics.track_timer(self.timer)
+        self.pops = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, self.sql92_filters,
+                               broker_name=self.config.broker_name, cluster=self.config.broker_cluster_name,
+                               switch_ms=self.config.pop_mode_switch_millis, readable_end=self._readable_end,
+                               refusal=self._pop_refusal, on_topic_created=self.registration.request)
+        self.revive = ReviveService(self.pops, self.retry)
+        if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
+            await asyncio.get_running_loop().run_in_executor(None, self.revive.replay)
 
     def _join_controller(self, seat: ControllerSeat) -> None:
         """Controller mode: the replicas manager, its elections acted on by the role watch."""
         self.role_watch = RoleWatch(self.config, seat, self.registration.follow)
         self.replicas = ReplicasManager(self.config, seat.client, lambda: self.address,
                                         self.store.commitlog.max_offset, seat.first_election,
-                                        self.role_watch.on_master, self.sync_state_set, seat.known_epoch)
+                                        self.role_watch.on_master, self.sync_state_set, seat.lease,
+                                        seat.known_epoch)
 
     def _duties(self) -> dict[str, Coroutine[Any, Any, None]]:
         """The background duties, by task name: a slave copies its master's commitlog and metadata (delayed
@@ -260,9 +286,11 @@ class BrokerController:
             duties.update({"ha-client": self.ha_client.run(), "slave-sync": self.slave_sync.run()})
         else:
             duties.update({"retry": self.retry.run(), "schedule": self.schedule.run(),
-                           "transaction-check": self.transactions.run()})
+                           "transaction-check": self.transactions.run(), "revive": self.revive.run()})
             if self.timer is not None:
                 duties["timer"] = self.timer.run()
+        if self.lease_gate is not None:
+            duties["master-lease"] = self.lease_gate.run()
         if self.replicas is not None:
             duties["replicas"] = self.replicas.run()
             if self.ha_service is not None and self.sync_state_set is not None:
@@ -284,6 +312,21 @@ class BrokerController:
                                       self.config.slave_synchronize_interval / 1000, master.request,
                                       timer_file=self.store.config_file(TIMER_CHECKPOINT))
         return ha_client, slave_sync
+
+    async def _serve_grpc(self) -> None:
+        """RocketMQ 5's gRPC endpoint on grpcListenPort, with enableGrpcEndpoint."""
+        c = self.config
+        if not c.enable_grpc_endpoint:
+            return
+        parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
+                            self.transactions, self.gate, self.slave_refusal, self.pops, self.revive)
+        endpoint = GrpcEndpoint(c, parts, self.groups)
+        try:
+            await endpoint.start()
+        except BaseException:
+            await self.stop()
+            raise
+        self.grpc = endpoint
 
     async def _serve_metrics(self) -> None:
         """The metrics endpoint (it imports prometheus_client), on a worker thread so that the first requests
@@ -347,6 +390,13 @@ class BrokerController:
                 f"of a set whose puts wait for replicas (controller mode): pull from its master, "
                 f"{self.registration.master}")
 
+    def _pop_refusal(self) -> str | None:
+        """Why this broker serves no pops: a slave (pops write checkpoints; RocketMQ pops on masters only)."""
+        if not self.config.is_slave:
+            return None
+        return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
+                f"pop from its master, {self.registration.master}")
+
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks
         for more than the master (allAckInSyncStateSet, minInSyncReplicas)."""
@@ -359,17 +409,21 @@ class BrokerController:
         c = self.config
         controller_mode = () if self.epochs is None or self.replicas is None else (
             EpochProcessor(self.store, self.epochs), self.replicas)
+        self.sender = SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions,
+                                    c.sync_flush_timeout, self.registration.request, self.ha_service,
+                                    self._waits_for_replicas(), self.slave_refusal,
+                                    reject_transaction_message=c.reject_transaction_message, timer=TimerLimits.of(c),
+                                    ack_refusal=self._lease_refusal)
         return (
             *controller_mode,
-            SendProcessor(self.store, self.topics, self.hold, self.metrics, self.transactions, c.sync_flush_timeout,
-                          self.registration.request, self.ha_service, self._waits_for_replicas(),
-                          self.slave_refusal, reject_transaction_message=c.reject_transaction_message,
-                          timer=TimerLimits.of(c)),
+            self.sender,
             EndTransactionProcessor(self.transactions, self.slave_refusal),
             PullProcessor(self.store, self.topics, self.clients, self.offsets, self.groups, self.hold, self.metrics,
                           self.sql92_filters, slave_read_enable=c.slave_read_enable and not self._confirmed_reads(),
                           in_memory_read_bytes=c.in_memory_read_bytes, readable_end=self._readable_end,
-                          read_refusal=self._read_refusal),
+                          read_refusal=self._read_refusal,
+                          mode_refusal=lambda g, t, q: self.pops.guard.pull_refusal(g, t, q, self.pops.now_ms())),
+            PopProcessor(self.pops, self.metrics),
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.registration.request, self.clients.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
@@ -381,12 +435,16 @@ class BrokerController:
         )
 
     async def stop(self) -> None:
+        if self.lease_gate is not None:  # first: no put is acknowledged once the master role ends
+            self.lease_gate.close()
         self.registration.stop()
         await stop_tasks(self._tasks)
         await self.registration.unregister_all()
         if self.ha_service is not None:
             await self.ha_service.stop()
         self.hold.wake_all()
+        if self.grpc is not None:
+            await self.grpc.stop()
         await self.server.stop()
         await self.master_client.close()
         for table in (self.offsets, self.topics, self.schedule, *([self.timer] if self.timer else [])):
@@ -400,6 +458,12 @@ class BrokerController:
         log.info("broker %s stopped cleanly", self.config.broker_name)
 
     # -- duties -----------------------------------------------------------------------------
+    def _producers(self, group: str) -> list[CheckBackSender]:
+        """Where a transaction check of ``group`` can go: its producers' remoting connections, and with the gRPC
+        endpoint its 5.x producers' Telemetry streams."""
+        remoting: list[CheckBackSender] = [RemotingCheckBack(conn) for conn in self.clients.producer_connections(group)]
+        return remoting if self.grpc is None else [*remoting, *self.grpc.producers(group)]
+
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):
             self.registration.request()
@@ -411,6 +475,8 @@ class BrokerController:
             info.update(self.ha_service.runtime_info(time.monotonic()))
         if self.ha_client is not None:
             info.update(self.ha_client.runtime_info())
+        if self.lease_gate is not None:
+            info.update(self.lease_gate.runtime_info())
         if self.epochs is not None:  # controller mode: the replica's id there and its last recorded epoch
             last = self.epochs.entries[-1] if self.epochs.entries else None
             info.update(replicaId=str(self.config.broker_id), masterEpoch=str(last.epoch if last else 0),
@@ -428,10 +494,21 @@ class BrokerController:
         if self.slave_sync is not None:
             self.slave_sync.master_learned()
 
+    def _lease_refusal(self) -> str | None:
+        """Why a controller-mode master acknowledges no write now (its lease ran out), else None."""
+        return self.lease_gate.refusal() if self.lease_gate is not None else None
+
+    def _acknowledging(self) -> bool:
+        """Whether a master registers as one (id 0): not while its lease has run out."""
+        return self.lease_gate is None or self.lease_gate.acknowledging
+
     def slave_refusal(self) -> str | None:
         """Why a slave refuses a send (naming its master); on a master, why it refuses one while a slave
         holds more of the commitlog than it does (see ``HAService``), else None."""
         if not self.config.is_slave:
+            lease = self._lease_refusal()
+            if lease is not None:
+                return lease
             return self.ha_service.write_refusal if self.ha_service is not None else None
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
                 f"send to its master, {self.registration.master}")

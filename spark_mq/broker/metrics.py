@@ -23,6 +23,7 @@ from spark_mq.common.tls import MIN_VERSION
 if TYPE_CHECKING:
     import numpy as np
 
+    from spark_mq.broker.replication.master_lease import LeaseGate
     from spark_mq.broker.scheduled.delay_service import ScheduleService
     from spark_mq.common.config import SecurityConfig
     from spark_mq.store.ha.ha_client import HAClient
@@ -79,6 +80,7 @@ class BrokerMetrics:
         self._store: MessageStore | None = None
         self._ha_service: HAService | None = None  # a master's
         self._ha_client: HAClient | None = None  # a slave's
+        self._lease: LeaseGate | None = None  # a controller-mode master's
         self._schedule: ScheduleService | None = None
         self._timer: TimerStats | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
@@ -165,6 +167,10 @@ class BrokerMetrics:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
         self._ha_service, self._ha_client = service, client
 
+    def track_lease(self, gate: LeaseGate | None) -> None:
+        """Export a controller-mode master's lease: acknowledging or not, time left (None: not such a master)."""
+        self._lease = gate
+
     def serve(self, address: str, port: int, tls: SecurityConfig | None = None) -> None:
         """Serve ``/metrics`` on ``port`` (nothing if 0); HTTPS when ``tls.server.mode`` is permissive or
         enforcing (HTTPS only either way: one HTTP port cannot tell the two apart as cheaply as remoting's
@@ -201,9 +207,9 @@ class BrokerMetrics:
 
         for name, doc, table, col in (
             ("spark_mq_messages_in", "Messages stored", self._in, 0),
-            ("spark_mq_messages_out", "Messages delivered by pulls", self._out, 0),
+            ("spark_mq_messages_out", "Messages delivered by pulls and pops", self._out, 0),
             ("spark_mq_bytes_in", "Commitlog bytes stored", self._in, 1),
-            ("spark_mq_bytes_out", "Bytes delivered by pulls", self._out, 1),
+            ("spark_mq_bytes_out", "Bytes delivered by pulls and pops", self._out, 1),
         ):
             yield labelled(name, doc, ["topic"], {topic: row[col] for topic, row in list(table.items())})
         cumulative, buckets = 0, []
@@ -243,6 +249,7 @@ class BrokerMetrics:
                                       value=retention.kept_for_master)
             yield from self._collect_store()
         yield from self._collect_ha()
+        yield from self._collect_lease()
         if self._schedule is not None:
             pending = GaugeMetricFamily("spark_mq_delay_pending", "Delayed messages not yet delivered, per delay level",
                                         labels=["level"])
@@ -273,6 +280,19 @@ class BrokerMetrics:
             yield GaugeMetricFamily("spark_mq_store_writable",
                                     "1 while the store accepts writes, 0 while it refuses them (disk full or over "
                                     "a disk ratio)", value=0 if self._store.write_refusal else 1)
+
+    def _collect_lease(self) -> Iterator[Any]:
+        # lazy import: as in serve
+        from prometheus_client.core import GaugeMetricFamily
+
+        gate = self._lease
+        if gate is not None:  # read without side effects: a scrape runs on another thread
+            yield GaugeMetricFamily("spark_mq_master_lease_acknowledging",
+                                    "1 while this controller-mode master acknowledges writes (its master lease holds), "
+                                    "0 once the lease ran out", value=1 if gate.holds() else 0)
+            yield GaugeMetricFamily("spark_mq_master_lease_remaining_seconds",
+                                    "Time left on the master lease (renewed by each heartbeat the leading "
+                                    "controller answers)", value=gate.lease.remaining_s())
 
     def _collect_ha(self) -> Iterator[Any]:
         """Replication, from the master's side (per slave, by the slave's HA connection address) or

@@ -8,6 +8,13 @@ failing NameServer is logged and retried, never fatal. A slave learns its master
 them; in controller mode it follows only the master the controller names (``follow``): the
 NameServers may still list a dead one.
 
+A controller-mode master that is not acknowledging writes (its master lease ran out:
+``replication/master_lease.py``) registers under its replica id instead of 0, at once (``request``): the
+routes then list no master for its set until it acknowledges again (and registers as 0), so clients stop
+sending to it. Not as 0 with its topics' PERM_WRITE removed (RocketMQ's way of closing a broker for
+writes): a master deposed while it was frozen or cut off would then take id 0 back from the master
+elected meanwhile, whose route would be gone until its next registration, 30 s later.
+
 Runs on the broker's event loop; ``run`` until cancelled.
 """
 
@@ -39,14 +46,19 @@ class NameServerRegistration:
     """Registers ``address`` (the broker's, with its HA port) and the topics of ``topics``."""
 
     def __init__(self, config: BrokerConfig, address: str, ha_port: int, topics: TopicConfigManager,
-                 on_master_learned: Callable[[], None], controller_mode: bool) -> None:
+                 on_master_learned: Callable[[], None], controller_mode: bool,
+                 acknowledging: Callable[[], bool] = lambda: True) -> None:
         """``on_master_learned``: a slave's master is new (its metadata is copied at once);
-        ``controller_mode``: a slave takes its master from the controller (``follow``), not the NameServers."""
+        ``controller_mode``: a slave takes its master from the controller (``follow``), not the NameServers;
+        ``acknowledging()``: whether a master takes writes now (its lease holds): else it registers under its
+        replica id, not as the set's master (id 0)."""
         self.config = config
         self.address = address
         self.ha_address = f"{config.broker_ip1}:{ha_port}"
         self.topics = topics
         self.on_master_learned = on_master_learned
+        self.acknowledging = acknowledging
+        self.registered_id = config.registered_id  # the id of its last registration
         self.client = peer_client(config)  # REGISTER_BROKER is an admin operation: signed by the broker's account
         self.master_addr = ""  # a slave's master (remoting) and its HA address, from the NameServers
         self.master_ha_addr = ""
@@ -90,11 +102,12 @@ class NameServerRegistration:
 
     async def register_all(self) -> None:
         """REGISTER_BROKER with every NameServer; a failing one is logged and retried later."""
+        self.registered_id = self.config.registered_id if self.acknowledging() else self.config.broker_id
         body = RegisterBrokerBody(self.topics.wrapper()).to_json()
         fields = {
             "brokerName": self.config.broker_name, "brokerAddr": self.address,
             "clusterName": self.config.broker_cluster_name, "haServerAddr": self.ha_address,
-            "brokerId": self.config.registered_id, "compressed": "false", "bodyCrc32": body_crc32(body),
+            "brokerId": self.registered_id, "compressed": "false", "bodyCrc32": body_crc32(body),
         }
         for addr in self.namesrv_addrs:
             try:
@@ -122,7 +135,7 @@ class NameServerRegistration:
     async def unregister_all(self) -> None:
         """UNREGISTER_BROKER with every NameServer (a clean stop), then close the connections."""
         fields = {"brokerName": self.config.broker_name, "brokerAddr": self.address,
-                  "clusterName": self.config.broker_cluster_name, "brokerId": self.config.registered_id}
+                  "clusterName": self.config.broker_cluster_name, "brokerId": self.registered_id}
         for addr in self.namesrv_addrs:
             with contextlib.suppress(RemotingError):
                 await self.client.invoke(

@@ -23,8 +23,8 @@ CHECK_TRANSACTION_STATE) go to the callbacks registered with :meth:`MQClientAPI.
 The requests are grouped by job, one module each, and this class joins them (so callers keep one
 object): the message path — send, pull, consumer groups, transactions — is here;
 :mod:`~spark_mq.client.namesrv_requests` asks NameServers, :mod:`~spark_mq.client.offset_requests`
-brokers' offsets, :mod:`~spark_mq.client.admin_requests` lookups and admin; how a request is sent
-and its answer checked is :mod:`~spark_mq.client.requester`'s.
+brokers' offsets, :mod:`~spark_mq.client.pop_requests` pops and acks, :mod:`~spark_mq.client.admin_requests`
+lookups and admin; how a request is sent and its answer checked is :mod:`~spark_mq.client.requester`'s.
 
 Thread-safety: all coroutines run on one event loop and may interleave freely; use
 :class:`~spark_mq.client.sync_api.SyncMQClientAPI` from threads.
@@ -44,6 +44,7 @@ import numpy as np
 from spark_mq.client.admin_requests import AdminRequests
 from spark_mq.client.namesrv_requests import NamesrvRequests
 from spark_mq.client.offset_requests import OffsetRequests
+from spark_mq.client.pop_requests import PopRequests
 from spark_mq.client.results import PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult, SendResult
 from spark_mq.common.errors import BodyError, HeaderError
 from spark_mq.common.message import MessageBatch
@@ -94,7 +95,7 @@ CheckTransactionCallback = Callable[[CheckTransactionStateRequestHeader, StoredM
                                     "Awaitable[None] | None"]
 
 
-class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests):
+class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
     """Typed RocketMQ requests to NameServers and brokers over one ``RemotingClient``.
 
     ``async with MQClientAPI() as api:`` opens nothing until the first request and closes every

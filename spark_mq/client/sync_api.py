@@ -21,6 +21,7 @@ from spark_mq.client.api import (
     MQClientAPI,
     ResetOffsetCallback,
 )
+from spark_mq.client.pop_requests import PopResponse
 from spark_mq.client.results import PullResult, RegisterBrokerResult, SendResult, TieredOffset
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import AUTO_CREATE_TOPIC
@@ -47,9 +48,13 @@ from spark_mq.remoting.bodies import (
     TopicStatsTable,
 )
 from spark_mq.remoting.headers import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
     ConsumerSendMsgBackRequestHeader,
     EndTransactionRequestHeader,
     GetMetaDataResponseHeader,
+    PopMessageRequestHeader,
     PullMessageRequestHeader,
     RegisterBrokerRequestHeader,
     SendMessageRequestHeader,
@@ -357,4 +362,17 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def get_epoch_history(self, addr: str, *, timeout: float | None = None) -> EpochHistory:
         """Blocking :meth:`MQClientAPI.get_epoch_history`."""
         return self._run(self._target.get_epoch_history(addr=addr, timeout=timeout))
+
+    def pop_message(self, addr: str, header: PopMessageRequestHeader, timeout: float | None = None) -> PopResponse:
+        """Blocking :meth:`MQClientAPI.pop_message`."""
+        return self._run(self._target.pop_message(addr=addr, header=header, timeout=timeout))
+
+    def ack_message(self, addr: str, header: AckMessageRequestHeader, timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.ack_message`."""
+        return self._run(self._target.ack_message(addr=addr, header=header, timeout=timeout))
+
+    def change_invisible_time(self, addr: str, header: ChangeInvisibleTimeRequestHeader,
+                              timeout: float | None = None) -> ChangeInvisibleTimeResponseHeader:
+        """Blocking :meth:`MQClientAPI.change_invisible_time`."""
+        return self._run(self._target.change_invisible_time(addr=addr, header=header, timeout=timeout))
     # -- end of generated blocking twins --

@@ -184,6 +184,8 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
     listen_port: int = 10911  # the remoting port clients and NameServers talk to
     namesrv_addr: str = ""  # the NameServers to register with, ';'-separated host:port
     metrics_port: int = 9100  # Prometheus /metrics on this port of listenAddress (0: off)
+    enable_grpc_endpoint: bool = False  # serve RocketMQ 5's gRPC protocol (its official 5.x clients) on grpcListenPort
+    grpc_listen_port: int = 8081  # the gRPC endpoint's port of listenAddress (0: any free port)
     # store layout
     store_path_root_dir: str = "./data/store"  # the store's directory: commitlog/, consumequeue/, index/, config/
     maped_file_size_commit_log: int = GiB  # bytes per commitlog file
@@ -223,6 +225,10 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
     controller_heart_beat_timeout_mills: int = 10_000  # ms of silence before the controller takes this broker for dead
     broker_heartbeat_interval: int = 1000  # ms between heartbeats to every controller
     sync_broker_metadata_period: int = 5000  # ms between asks for the set's master (the fallback for a lost notify)
+    # a master acknowledges writes only while a heartbeat answered by the leading controller was sent less than
+    # masterLeaseMills ago; it must end a heartbeat interval before the controller deems the broker dead
+    # (masterLeaseMills + brokerHeartbeatInterval <= controllerHeartBeatTimeoutMills): see docs/architecture.md
+    master_lease_mills: int = 0  # ms; 0: controllerHeartBeatTimeoutMills - 2 * brokerHeartbeatInterval
     # the master keeps the SyncStateSet: a slave out of it once its oldest unacknowledged byte is older than
     # haMaxTimeSlaveNotCatchup ms (or it is gone that long), back in once it has everything; with
     # allAckInSyncStateSet a put is acknowledged once every member has it, else once minInSyncReplicas
@@ -260,6 +266,9 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
     # consumer groups: a queue lock (LOCK_BATCH_MQ) not renewed within this many ms is free to another member
     # (RocketMQ's rocketmq.broker.rebalance.lockMaxLiveTime system property)
     rebalance_lock_max_live_time: int = 60_000  # ms a queue lock lives without renewal
+    # pop consumption: one group does not pop and pull one queue at once; a queue left alone this long (and
+    # without popped messages in flight) may be used by the other mode
+    pop_mode_switch_millis: int = 30_000  # ms a queue stays with pop (or pull) after its group's last use
     # delay levels of messages sent with the DELAY property (level 1 first), and how often the schedule
     # service's per-level progress (delayOffset.json) is written (ms)
     message_delay_level: str = DEFAULT_DELAY_LEVELS  # the delay of each level, level 1 first
@@ -355,6 +364,8 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
                self.sync_broker_metadata_period) <= 0:
             raise ConfigError("controllerHeartBeatTimeoutMills, brokerHeartbeatInterval and syncBrokerMetadataPeriod "
                               "must be positive (ms)")
+        if self.enable_controller_mode:
+            self._check_master_lease()
         if self.ha_max_time_slave_not_catchup <= 0 or self.min_in_sync_replicas < 1:
             raise ConfigError("haMaxTimeSlaveNotCatchup must be positive (ms) and minInSyncReplicas at least 1 (the "
                               "master counts)")
@@ -380,6 +391,28 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
         """The id this broker registers with the NameServers: its brokerId, except that in controller
         mode (where brokerId is the replica's id at the controller) the current master registers as 0."""
         return MASTER_ID if self.enable_controller_mode and not self.is_slave else self.broker_id
+
+    @property
+    def master_lease_ms(self) -> int:
+        """The master lease (controller mode): masterLeaseMills, or when 0 controllerHeartBeatTimeoutMills less
+        two heartbeat intervals (see ``broker/replication/master_lease.py``)."""
+        return self.master_lease_mills or self.controller_heart_beat_timeout_mills - 2 * self.broker_heartbeat_interval
+
+    def _check_master_lease(self) -> None:
+        """The lease must end a heartbeat interval before the controller deems this broker dead, and outlast
+        the interval between two heartbeats."""
+        lease, timeout, interval = (self.master_lease_ms, self.controller_heart_beat_timeout_mills,
+                                    self.broker_heartbeat_interval)
+        if lease + interval > timeout:
+            raise ConfigError(f"masterLeaseMills={lease} must end at least one brokerHeartbeatInterval ({interval} ms) "
+                              f"before controllerHeartBeatTimeoutMills ({timeout} ms), or an isolated master could "
+                              f"still acknowledge writes when its successor is elected: give masterLeaseMills <= "
+                              f"{timeout - interval}, or raise controllerHeartBeatTimeoutMills")
+        if lease <= interval:
+            raise ConfigError(f"masterLeaseMills={lease} must be longer than brokerHeartbeatInterval ({interval} ms), "
+                              f"or the master stops acknowledging between two heartbeats: raise "
+                              f"controllerHeartBeatTimeoutMills to more than {3 * interval} ms (masterLeaseMills=0) or "
+                              f"lower brokerHeartbeatInterval")
 
     @property
     def in_memory_read_bytes(self) -> int:

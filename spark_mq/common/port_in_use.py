@@ -18,6 +18,7 @@ ZERO_MEANS = {
     "listenPort": "0 picks one",
     "haListenPort": "0 serves slaves on listenPort + 1, or a free port when that is taken",
     "metricsPort": "0 turns metrics off",
+    "grpcListenPort": "0 picks one",
 }
 
 

@@ -10,6 +10,11 @@ forward, so a late heartbeat never makes a replica look less up to date than it 
 A controller that just took over (or restarted) has not heard from every broker yet: a replica its
 records name that it never heard from is presumed alive for one default timeout (``presume_alive``), so
 its first seconds as leader neither depose a live master nor hide it from a registering slave.
+
+A master it does not hear may still hold a master lease the previous leader granted (its heartbeats
+reach that leader, not this one): ``may_hold_lease`` says so for one lease after the takeover (the
+lease the broker last reported, else the default timeout), unless its connection closed (a dead
+process, replaced at once).
 """
 
 from __future__ import annotations
@@ -44,13 +49,18 @@ class BrokerLiveTable:
         self._clock = clock
         self._table: dict[tuple[str, int], BrokerLiveInfo] = {}
         self._heard: set[tuple[str, int]] = set()  # every broker this process ever heard from
+        self._closed: set[tuple[str, int]] = set()  # brokers whose connection closed, not heard from since
+        self._lease_s: dict[tuple[str, int], float] = {}  # the master lease each broker last reported
         self._presumed: frozenset[tuple[str, int]] = frozenset()
         self._presumed_until = float("-inf")
 
     def on_heartbeat(self, cluster_name: str, broker_name: str, broker_id: int, address: str, channel: object, *,
                      epoch: int | None, max_offset: int | None, timeout_ms: int | None,
-                     election_priority: int | None) -> None:
+                     election_priority: int | None, lease_ms: int | None = None) -> None:
         key = (broker_name, broker_id)
+        self._closed.discard(key)
+        if lease_ms is not None and lease_ms > 0:
+            self._lease_s[key] = lease_ms / 1000
         timeout_s = timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else self.default_timeout_s
         priority = NO_PRIORITY if election_priority is None else election_priority
         reported = ReplicaProgress(-1 if epoch is None else epoch, -1 if max_offset is None else max_offset, priority)
@@ -71,6 +81,7 @@ class BrokerLiveTable:
         gone = [info for info in self._table.values() if info.channel is channel]
         for info in gone:
             del self._table[(info.broker_name, info.broker_id)]
+            self._closed.add((info.broker_name, info.broker_id))
             log.warning("broker %s id %d (%s) is gone: its connection closed", info.broker_name, info.broker_id,
                         info.address)
         return gone
@@ -89,6 +100,18 @@ class BrokerLiveTable:
         """For one default timeout from now, count these (broker name, id) as alive until heard from."""
         self._presumed = frozenset(replicas)
         self._presumed_until = self._clock() + self.default_timeout_s
+
+    def lease_s(self, broker_name: str, broker_id: int) -> float:
+        """The longest master lease this broker may hold: as it reported, else the default timeout (a lease
+        is always shorter than its broker's heartbeat timeout)."""
+        return self._lease_s.get((broker_name, broker_id), self.default_timeout_s)
+
+    def may_hold_lease(self, broker_name: str, broker_id: int, took_over_at: float) -> bool:
+        """Whether a master this controller does not hear may still acknowledge writes under a lease granted
+        before ``took_over_at`` (the clock's seconds): for one lease from then, unless its connection closed."""
+        if (broker_name, broker_id) in self._closed:
+            return False
+        return self._clock() < took_over_at + self.lease_s(broker_name, broker_id)
 
     def is_alive(self, broker_name: str, broker_id: int) -> bool:
         key = (broker_name, broker_id)

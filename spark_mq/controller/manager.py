@@ -14,9 +14,13 @@ leader's write fails instead of overwriting its successor's. Decisions are seria
 
 A set's master is re-elected when it is dead (see heartbeats.py) while another replica lives; right
 after taking over, brokers the leader has not heard from yet are presumed alive for one heartbeat
-timeout, so a controller restart does not depose live masters. Each election that names a master is
-pushed to the set's live brokers once persisted (``notifyBrokerRoleChanged``, see role_notifier.py);
-only the leader decides, so only the leader notifies.
+timeout, so a controller restart does not depose live masters. A new leader checks every set as soon as
+it has loaded the records (a master whose connection closed, a killed process, is replaced at once), and
+again when the presumption ends: a master it merely does not hear is replaced only one master lease
+after the takeover (``BrokerLiveTable.may_hold_lease``), as it may still acknowledge writes under a
+lease the previous leader granted (``broker/replication/master_lease.py``). Each election that names a
+master is pushed to the set's live brokers once persisted (``notifyBrokerRoleChanged``, see
+role_notifier.py); only the leader decides, so only the leader notifies.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from spark_mq.remoting.headers import (
     AlterSyncStateSetRequestHeader,
     AlterSyncStateSetResponseHeader,
     BrokerHeartbeatRequestHeader,
+    BrokerHeartbeatResponseHeader,
     ElectMasterRequestHeader,
     ElectMasterResponseHeader,
     GetMetaDataResponseHeader,
@@ -76,6 +81,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Rule = Callable[[BrokerSetState | None], tuple[BrokerSetState | None, T]]
 TAKEOVER_RETRY_S = 1.0  # a new leader that cannot read the store tries again this often
+RECHECK_MARGIN_S = 0.05  # the check after the presumption window runs just past its end
 
 
 class ControllerManager:
@@ -85,12 +91,14 @@ class ControllerManager:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.store = store
+        self._clock = clock
         self.live = BrokerLiveTable(config.controller_heart_beat_timeout_mills, clock)
         self.policy = ElectPolicy(self.live.is_alive, self.live.progress)
         self.notifier = RoleChangeNotifier(self.live.is_alive, peer_client(config, NOTIFY_TIMEOUT_S))
         self._states: dict[str, tuple[BrokerSetState, int]] = {}  # broker name -> (state, store version)
         self._leading = False  # leadership held and every record loaded
         self._term = 0  # counts the store's leadership callbacks: a take-over outlived by a loss is void
+        self._took_over_at = float("-inf")  # the clock's seconds
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._scan_task: asyncio.Task | None = None
@@ -152,9 +160,18 @@ class ControllerManager:
                 return  # lost (or re-won) while loading: the newer callback decides
             self._states = {name: (BrokerSetState.from_bytes(value), version)
                             for name, (value, version) in records.items()}
-            self.live.presume_alive((s.broker_name, i) for s, _ in self._states.values() for i in s.replicas)
+            replicas = [(s.broker_name, i) for s, _ in self._states.values() for i in s.replicas]
+            self.live.presume_alive(replicas)
+            self._took_over_at = self._clock()
             self._leading = True
         log.info("controller is the leader: %d broker set(s) loaded", len(self._states))
+        # at once: a master that died with the previous leader is replaced now, not at the next scan; again
+        # once nothing is presumed alive and no silent master may hold a lease any more
+        await self._reelect_dead_masters()
+        window = max([self.live.default_timeout_s, *(self.live.lease_s(*r) for r in replicas)])
+        await asyncio.sleep(window + RECHECK_MARGIN_S)
+        if term == self._term:
+            await self._reelect_dead_masters()
 
     def _step_down(self) -> None:
         self._term += 1
@@ -221,6 +238,9 @@ class ControllerManager:
             if not self._leading:
                 return
             if needs_new_master(state, self._alive(state.broker_name)):
+                if state.master_id is not None and self.live.may_hold_lease(state.broker_name, state.master_id,
+                                                                             self._took_over_at):
+                    continue  # silent, not gone: it may acknowledge writes until its lease ends
                 log.warning("%s: master %s (%s) is dead; electing a new one", state.broker_name, state.master_id,
                             state.master_address)
                 await self._trigger_elect(state.broker_name)
@@ -293,8 +313,10 @@ class ControllerManager:
             return cmd.make_response(ResponseCode.CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId")
         self.live.on_heartbeat(h.cluster_name, h.broker_name, h.broker_id, h.broker_addr, conn, epoch=h.epoch,
                                max_offset=h.max_offset, timeout_ms=h.heartbeat_timeout_mills,
-                               election_priority=h.election_priority)
-        return cmd.make_response(ResponseCode.SUCCESS, "Heart beat success")
+                               election_priority=h.election_priority, lease_ms=h.master_lease_mills)
+        state = self._state(h.broker_name) if self._leading else None
+        return cmd.make_response(ResponseCode.SUCCESS, "Heart beat success", BrokerHeartbeatResponseHeader(
+            is_leader=self._leading, master_epoch=state.master_epoch if state else None).to_ext_fields())
 
     async def _register(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = RegisterBrokerToControllerRequestHeader.from_ext_fields(cmd.ext_fields)

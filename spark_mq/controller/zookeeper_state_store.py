@@ -160,6 +160,10 @@ class ZooKeeperStateStore:
         self._events.put(KazooState.CONNECTED)
 
     def leader_address(self) -> str | None:
+        if not self._client.connected:
+            # kazoo would queue the read until it reconnects: for the whole of a partition from the quorum,
+            # every GET_METADATA and CONTROLLER_NOT_LEADER answer of this controller would wait on it
+            raise StateStoreError("not connected to ZooKeeper: the leader is unknown from here")
         try:
             nodes = sorted(self._client.get_children(self._election), key=_sequence)
             for node in nodes:  # the lowest, unless it vanished since the listing

@@ -42,6 +42,7 @@ mapped to names on reading. Thread-safety: bodies are plain data; nothing here i
 
 from __future__ import annotations
 
+import base64
 import struct
 import time
 import zlib
@@ -414,6 +415,39 @@ class HeartbeatData(Body):
         )
 
 
+@dataclass
+class ClientConnection(Body):
+    """One client connection of a group, as RocketMQ's admin ``Connection``."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_obj(self) -> Bean:
+        return Bean(clientAddr=self.client_addr, clientId=self.client_id, language=self.language,
+                    version=self.version)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ClientConnection:
+        o = _obj(o, name)
+        return cls(_str(o, "clientId"), _str(o, "clientAddr"), _str(o, "language"), _int(o, "version", 0))
+
+
+@dataclass
+class ProducerConnection(Body):
+    """GET_PRODUCER_CONNECTION_LIST response body: the group's producers (RocketMQ's ``ProducerConnection``)."""
+
+    connection_set: list[ClientConnection] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(connectionSet=[c.to_obj() for c in self.connection_set])
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ProducerConnection:
+        return cls(_list(_obj(o, name), "connectionSet", ClientConnection.from_obj))
+
+
 # --- consumer group -------------------------------------------------------------------------
 
 
@@ -427,26 +461,6 @@ class GetConsumerListByGroupResponseBody(Body):
     @classmethod
     def from_obj(cls, o: Any, name: str) -> GetConsumerListByGroupResponseBody:
         return cls(_list(_obj(o, name), "consumerIdList", _item_str))
-
-
-@dataclass
-class ClientConnection(Body):
-    """One member in GET_CONSUMER_CONNECTION_LIST's answer (RocketMQ's ``Connection``): its client id,
-    address, language and protocol version (MQVersion ordinal) from its heartbeats."""
-
-    client_id: str
-    client_addr: str
-    language: str
-    version: int
-
-    def to_obj(self) -> Bean:
-        return Bean(clientId=self.client_id, clientAddr=self.client_addr, language=self.language,
-                    version=self.version)
-
-    @classmethod
-    def from_obj(cls, o: Any, name: str) -> ClientConnection:
-        o = _obj(o, name)
-        return cls(_str(o, "clientId"), _str(o, "clientAddr", ""), _str(o, "language", ""), _int(o, "version", 0))
 
 
 @dataclass
@@ -523,6 +537,57 @@ def _requested_queue(o: Any, name: str) -> MessageQueue:
     _named(mq.topic, f"{name}.topic", validate_topic)
     _named(mq.broker_name, f"{name}.brokerName", validate_broker_name)
     return mq
+
+
+@dataclass(frozen=True)
+class BatchAck(Body):
+    """One pop's acknowledged messages in a BATCH_ACK_MESSAGE (RocketMQ's ``BatchAck``): ``offsets`` travel as
+    ``b``, the base64 of Java's ``BitSet.toByteArray`` over ``offset - startOffset``."""
+
+    consumer_group: str
+    topic: str
+    retry: bool  # read from the pop retry topic
+    start_offset: int
+    queue_id: int
+    revive_queue_id: int
+    pop_time: int
+    invisible_time: int
+    offsets: tuple[int, ...]
+
+    def to_obj(self) -> Bean:
+        bits = 0
+        for o in self.offsets:
+            bits |= 1 << (o - self.start_offset)
+        raw = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+        return Bean(c=self.consumer_group, t=self.topic, r="1" if self.retry else "0", so=self.start_offset,
+                    q=self.queue_id, rq=self.revive_queue_id, pt=self.pop_time, it=self.invisible_time,
+                    b=base64.b64encode(raw).decode())
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> BatchAck:
+        o = _obj(o, name)
+        start = _int(o, "so")
+        bits = int.from_bytes(base64.b64decode(_str(o, "b", "")), "little")
+        offsets = tuple(start + i for i in range(bits.bit_length()) if bits >> i & 1)
+        return cls(_named(_str(o, "c"), "c", validate_group), _named(_str(o, "t"), "t", validate_topic),
+                   _str(o, "r", "0") == "1", start, _int(o, "q"), _int(o, "rq", 0), _int(o, "pt"), _int(o, "it", 0),
+                   offsets)
+
+
+@dataclass
+class BatchAckMessageRequestBody(Body):
+    """BATCH_ACK_MESSAGE's body."""
+
+    broker_name: str
+    acks: list[BatchAck] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(brokerName=self.broker_name, acks=[a.to_obj() for a in self.acks])
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> BatchAckMessageRequestBody:
+        o = _obj(o, name)
+        return cls(_str(o, "brokerName", ""), _list(o, "acks", BatchAck.from_obj))
 
 
 class UnlockBatchRequestBody(LockBatchRequestBody):

@@ -58,6 +58,14 @@ class RequestCode(IntEnum):
     GET_CONSUME_STATS = 208
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
+    # RocketMQ 5's pop consumption (RequestCode.java)
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
     GET_KVLIST_BY_NAMESPACE = 219
     RESET_CONSUMER_CLIENT_OFFSET = 220  # broker -> the group's consumers: adopt these offsets (oneway)
     INVOKE_BROKER_TO_RESET_OFFSET = 222  # an admin's reset of a group's offsets of a topic to a time
@@ -113,6 +121,8 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     # RocketMQ 5's replication controller
     CONTROLLER_FENCED_MASTER_EPOCH = 2000
     CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001

@@ -406,6 +406,98 @@ class PullMessageResponseHeader(Header):
     max_offset: Int64
 
 
+# --- pop consumption (RocketMQ 5) ----------------------------------------------------------
+
+
+@header("POP_MESSAGE")
+class PopMessageRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32  # -1: any queue of the topic
+    max_msg_nums: Int32
+    invisible_time: Int64
+    poll_time: Int64
+    born_time: Int64
+    init_mode: Int32  # ConsumeInitMode: 0 MIN, 1 MAX
+    exp_type: str | None = None
+    exp: str | None = None
+    order: bool = False
+    attempt_id: str | None = None
+
+
+@header("response to POP_MESSAGE")  # PEEK_MESSAGE answers with it too
+class PopMessageResponseHeader(Header):
+    pop_time: Int64
+    invisible_time: Int64
+    revive_qid: Int32
+    rest_num: Int64
+    start_offset_info: str | None = None
+    msg_offset_info: str | None = None
+    order_count_info: str | None = None
+
+
+@header("PEEK_MESSAGE")
+class PeekMessageRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    max_msg_nums: Int32
+
+
+@header("ACK_MESSAGE")
+class AckMessageRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    extra_info: str
+    offset: Int64
+
+
+@header("CHANGE_MESSAGE_INVISIBLETIME")
+class ChangeInvisibleTimeRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    extra_info: str
+    offset: Int64
+    invisible_time: Int64
+
+
+@header("response to CHANGE_MESSAGE_INVISIBLETIME")
+class ChangeInvisibleTimeResponseHeader(Header):
+    pop_time: Int64
+    invisible_time: Int64
+    revive_qid: Int32
+
+
+@header("NOTIFICATION")
+class NotificationRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+    poll_time: Int64
+    born_time: Int64
+    order: bool = False
+    attempt_id: str | None = None
+
+
+@header("response to NOTIFICATION")
+class NotificationResponseHeader(Header):
+    has_msg: bool
+
+
+@header("POLLING_INFO")
+class PollingInfoRequestHeader(Header):
+    consumer_group: Group
+    topic: Topic
+    queue_id: Int32
+
+
+@header("response to POLLING_INFO")
+class PollingInfoResponseHeader(Header):
+    polling_num: Int32
+
+
 @header("QUERY_CONSUMER_OFFSET")
 class QueryConsumerOffsetRequestHeader(Header):
     consumer_group: Group
@@ -545,6 +637,11 @@ class GetConsumeStatsRequestHeader(Header):
 @header("GET_CONSUMER_CONNECTION_LIST")
 class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: Group
+
+
+@header("GET_PRODUCER_CONNECTION_LIST")
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: Group
 
 
 @header("UPDATE_AND_CREATE_TOPIC")
@@ -710,6 +807,16 @@ class BrokerHeartbeatRequestHeader(Header):
     confirm_offset: Int64 | None = None
     heartbeat_timeout_mills: Int64 | None = None  # silence after which it counts as dead (controller default if absent)
     election_priority: Int32 | None = None  # lower is preferred among equally up-to-date replicas
+    master_lease_mills: Int64 | None = None  # ours: the lease it holds as master; a new leader waits it out
+
+
+@header("response to BROKER_HEARTBEAT")
+class BrokerHeartbeatResponseHeader(Header):
+    """Ours (a RocketMQ controller answers without them): only the leader's answer renews a master's lease, and
+    only for a broker that knows its set's newest master epoch (a deposed master learns it is deposed)."""
+
+    is_leader: bool | None = None
+    master_epoch: Int32 | None = None  # the leader's: the set's master epoch
 
 
 @header("CONTROLLER_REGISTER_BROKER")

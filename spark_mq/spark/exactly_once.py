@@ -22,7 +22,7 @@ Driver, ``commit(messages, B)``:
 reaches (a crashed driver, a failed or speculative task) are decided by check-back:
 :func:`check_answer` says COMMIT if the decision of their batch names their writer, ROLLBACK if it
 names others, UNKNOW while there is none (the batch may still commit); :class:`SinkChecker` answers
-the broker's checks with it from the driver while a query commits.
+the broker's checks with it from the driver from the query's start on.
 
 Why a record in a topic and not a consumer offset or a NameServer KV entry: it is stored, flushed
 and replicated to slaves exactly as the rows are (same commitlog), holds the writer list in one
@@ -271,8 +271,12 @@ def resolve(opts: SinkOptions, mine: list[WriterTransaction], batch_id: int, *, 
 # -- check-back ------------------------------------------------------------------------------------
 class SinkChecker:
     """Answers the brokers' checks about the sink's half messages from the commit records, as a
-    producer of the sink's group: one per (NameServer, group, topic) in a driver process, started by
-    the first commit and kept for the process's life (daemon threads). Thread-safe."""
+    producer of the sink's group: one per (NameServer, group, topic) in a driver process, kept for the
+    process's life (daemon threads). Started when Spark plans the sink at the query's start (the
+    process that plans it lives on until the commits begin) and again by the commit process at its
+    first commit: a restarted query's leftover half messages are checked during Spark's start-up,
+    and every round with no producer of the group connected counts toward ``transactionCheckMax``.
+    Thread-safe."""
 
     _started: dict[tuple[str, str, str], SinkChecker] = {}
     _lock = threading.Lock()

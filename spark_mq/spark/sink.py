@@ -351,4 +351,6 @@ def make_writer(options, schema: StructType, overwrite: bool, *, streaming: bool
     if opts.topic is not None:
         with open_api(opts.client_config, REQUEST_TIMEOUT_S) as api:
             writable_queues(api, opts.namesrv_addrs, opts.topic)
+    if opts.exactly_once:
+        SinkChecker.ensure(opts)  # the query starts: announce the group before the first commit (see SinkChecker)
     return (SparkMQStreamWriter if streaming else SparkMQWriter)(opts)

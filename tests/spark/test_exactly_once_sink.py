@@ -1,7 +1,10 @@
 """The exactly-once ``spark_mq`` sink (``exactlyOnce=true``, issue 16) against real processes: a driver
 of its own (``eo_driver.py``: local[2], the deterministic ``rate-micro-batch`` source) SIGKILLed with
-its whole process group (JVM and Python workers) while it writes, restarted from its checkpoint each
-time; the broker SIGKILLed once. Afterwards a fresh read of the topic holds every row exactly once.
+its whole process tree (JVM, PySpark's daemon and Python workers, which leave its process group) while
+it writes, restarted from its checkpoint each time; the broker SIGKILLed once. Afterwards a fresh
+read of the topic holds every row exactly once. A fresh query's driver is listed by the broker as a
+producer of the sink's group from before its first half message until its first commit (check-backs
+reach it during start-up).
 
 The commit protocol's crash points are also driven one by one without Spark (the executor and driver
 functions of ``spark_mq.spark.sink`` / ``exactly_once`` on Arrow batches): after the half messages,
@@ -12,7 +15,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from process_tree import Proc, kill_tree, survivors
 from pyspark.sql.types import StringType, StructField, StructType
 from servers import Broker, start_namesrv, unique, wait_until
 
@@ -28,9 +31,13 @@ from spark_mq.client.results import PullStatus
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.client.transaction_producer import LocalTransactionState
 from spark_mq.common.errors import ConfigError
+from spark_mq.remoting.bodies import ProducerConnection
+from spark_mq.remoting.client import SyncRemotingClient
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import PullMessageRequestHeader
 from spark_mq.spark import exactly_once, sink
-from spark_mq.spark.options import SinkOptions
+from spark_mq.spark.options import DEFAULT_PRODUCER_GROUP, SinkOptions
 
 DRIVER = Path(__file__).resolve().parent / "eo_driver.py"
 QUEUES = 4
@@ -191,7 +198,7 @@ def test_every_crash_point_of_a_commit_keeps_each_row_once(eo_cluster):
 
 # -- a real driver, SIGKILLed ----------------------------------------------------------------------
 class Driver:
-    """``eo_driver.py`` in a process group of its own (its JVM and Python workers die with it)."""
+    """``eo_driver.py`` in a session of its own; :meth:`kill` kills everything it started."""
 
     def __init__(self, namesrv: str, topic: str, checkpoint: Path, rows: int, per_batch: int, log: Path) -> None:
         self.log_path = log
@@ -204,12 +211,12 @@ class Driver:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the group this test started: python, JVM, workers
-        except ProcessLookupError:  # it had exited, with everything it started
-            pass
+    def kill(self) -> set[Proc]:
+        """SIGKILL the driver's whole process tree (python, JVM, PySpark's daemon and workers, which
+        leave the driver's process group); returns the processes killed."""
+        killed = kill_tree(self.proc.pid)
         self.proc.wait(30)
+        return killed
 
 
 def committed_batches(checkpoint: Path) -> int:
@@ -217,20 +224,49 @@ def committed_batches(checkpoint: Path) -> int:
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
 
 
+def producer_count(admin: SyncRemotingClient, addr: str, group: str) -> int:
+    """How many producers of ``group`` the broker lists (GET_PRODUCER_CONNECTION_LIST)."""
+    r = admin.invoke(addr, RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}))
+    return len(ProducerConnection.from_json(r.body).connection_set) if r.code == ResponseCode.SUCCESS else 0
+
+
+def assert_announced_before_first_commit(driver: Driver, checkpoint: Path, addr: str) -> None:
+    """Watch a fresh query until its first commit: the driver's check-back answerer starts with the
+    query (when Spark plans the sink), not at the first commit, so the broker lists the sink's producer
+    group before the first half message is stored and keeps listing it until the first commit (check
+    rounds meanwhile, e.g. about a restarted query's leftover half messages, reach it instead of
+    counting toward transactionCheckMax)."""
+    polls: list[tuple[int, int]] = []  # (producers listed, half messages stored), every 50 ms
+    deadline = time.monotonic() + 300
+    with SyncRemotingClient() as admin, SyncMQClientAPI() as api:
+        while committed_batches(checkpoint) == 0:
+            assert driver.proc.poll() is None and time.monotonic() < deadline, driver.output()[-4000:]
+            polls.append((producer_count(admin, addr, DEFAULT_PRODUCER_GROUP),
+                          api.get_max_offset(addr, HALF_TOPIC, 0) or 0))
+            time.sleep(0.05)
+    announced = next((i for i, (n, _) in enumerate(polls) if n), None)
+    assert announced is not None, "the sink's producer group was never listed before the first commit"
+    assert polls[announced][1] == 0, f"announced only after {polls[announced][1]} half messages were stored"
+    assert all(n for n, _ in polls[announced:]), "the sink's producer went away before the first commit"
+
+
 def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch: int, driver_kills: int,
                    broker_kill: bool, seed: int) -> dict[str, object]:
     """Run the query to its end while its driver is SIGKILLed ``driver_kills`` times (a random pause
-    after the run committed a batch of its own and the planned number in all) and, with
-    ``broker_kill``, the broker once mid-run; returns what happened."""
+    after the run committed a batch of its own and the planned number in all; every process of its
+    tree checked gone) and, with ``broker_kill``, the broker once mid-run; returns what happened. The
+    first run's start is watched too (:func:`assert_announced_before_first_commit`)."""
     rng = random.Random(seed)
     topic = make_topic(namesrv, b)
     checkpoint = tmp_path / "ckpt"
     batches = rows // per_batch
     kill_after = sorted(rng.sample(range(1, batches), driver_kills + (1 if broker_kill else 0)))
     events: list[str] = []
+    tree_sizes: list[int] = []  # processes per killed driver
     runs = 0
     started = time.monotonic()
     driver = Driver(namesrv, topic, checkpoint, rows, per_batch, tmp_path / f"driver-{runs}.log")
+    assert_announced_before_first_commit(driver, checkpoint, b.addr)
     for i, after in enumerate(kill_after):
         # past the planned batch, and at least one batch past where this run started: every run gets going
         target = max(after, committed_batches(checkpoint) + 1)
@@ -244,7 +280,9 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
             continue
         time.sleep(rng.uniform(0, 1.5))  # anywhere in a micro-batch: writing, deciding, ending, checkpointing
         events.append(f"driver SIGKILL after {committed_batches(checkpoint)} batches")
-        driver.kill()
+        killed = driver.kill()
+        assert not survivors(killed), f"processes of the killed driver still run: {sorted(survivors(killed))}"
+        tree_sizes.append(len(killed))
         runs += 1
         driver = Driver(namesrv, topic, checkpoint, rows, per_batch, tmp_path / f"driver-{runs}.log")
     while True:  # a driver that failed (the broker was down too long for a task) is restarted too
@@ -261,7 +299,7 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
     replays = sum((tmp_path / f"driver-{r}.log").read_text(errors="replace").count("committed by an earlier attempt")
                   for r in range(runs + 1))
     return {"topic": topic, "got": got, "events": events, "runs": runs + 1, "elapsed_s": round(elapsed, 1),
-            "replays_recognised": replays}
+            "replays_recognised": replays, "killed_tree_sizes": tree_sizes}
 
 
 def test_driver_sigkilled_twice_writes_each_row_once(eo_cluster, tmp_path):

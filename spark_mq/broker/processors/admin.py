@@ -1,7 +1,8 @@
 """Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, INVOKE_BROKER_TO_RESET_OFFSET, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID,
 UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO,
-GET_CONSUME_STATS and GET_BROKER_RUNTIME_INFO (parts of RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
+GET_CONSUME_STATS, GET_PRODUCER_CONNECTION_LIST and GET_BROKER_RUNTIME_INFO (parts of RocketMQ's
+AdminBrokerProcessor and QueryMessageProcessor).
 
 A reset (RocketMQ's Broker2Client.resetOffset) moves the group's committed offsets here, then tells the
 group's online members (RESET_CONSUMER_CLIENT_OFFSET, oneway) so they adopt the new offsets instead of
@@ -27,10 +28,12 @@ from spark_mq.common.config import BrokerConfig
 from spark_mq.common.errors import RemotingError
 from spark_mq.common.unit.layout import STORE_TIMESTAMP_OFFSET
 from spark_mq.remoting.bodies import (
+    ClientConnection,
     ConsumeStats,
     KVTable,
     MessageQueue,
     OffsetWrapper,
+    ProducerConnection,
     ResetOffsetBody,
     TopicConfig,
     TopicOffset,
@@ -46,6 +49,7 @@ from spark_mq.remoting.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
@@ -104,6 +108,7 @@ class AdminProcessor:
             RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics,
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
         }.items():
             server.register(code, handler)
@@ -218,6 +223,15 @@ class AdminProcessor:
             table[MessageQueue(h.topic, self.config.broker_name, q)] = TopicOffset(
                 self.store.get_min_offset(h.topic, q), hi, last_store_time(self.store, h.topic, q, hi))
         return cmd.make_response(ResponseCode.SUCCESS, body=TopicStatsTable(table).to_json())
+
+    async def producer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The producers that announced the group (RocketMQ's ``getProducerConnectionList``)."""
+        h = GetProducerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
+        live = [c for c in self.clients.producer_channels(h.producer_group) if not c.conn.closed]
+        if not live:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
+        body = ProducerConnection([ClientConnection(c.client_id, c.conn.peer, c.language, c.version) for c in live])
+        return cmd.make_response(ResponseCode.SUCCESS, body=body.to_json())
 
     async def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)

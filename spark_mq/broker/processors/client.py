@@ -72,7 +72,7 @@ class ClientProcessor:
     async def heartbeat(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         hb = HeartbeatData.from_json(cmd.body)
         for p in hb.producer_data_set:
-            self.clients.register_producer(p.group_name, hb.client_id, conn)
+            self.clients.register_producer(p.group_name, hb.client_id, conn, cmd.language, cmd.version)
         changed = []
         for c in hb.consumer_data_set:
             if c.message_model == "CLUSTERING" and self.topics.ensure_retry_topic(c.group_name):

@@ -31,22 +31,28 @@ class PullHoldService:
 
     async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
         """Hold until a message at or past ``offset`` arrives in the queue; False on timeout."""
+        return await self.wait_any([(topic, queue_id, offset)], timeout_s)
+
+    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
+        """Hold until a message arrives in any of the queues, at or past its (topic, queue id, offset);
+        False on timeout (a pop of any queue of a topic waits on all of them)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
-        key = (topic, queue_id)
-        entry = (offset, fut)
-        self._waiters.setdefault(key, []).append(entry)
+        entries = [((topic, queue_id), (offset, fut)) for topic, queue_id, offset in positions]
+        for key, entry in entries:
+            self._waiters.setdefault(key, []).append(entry)
         timer = loop.call_later(timeout_s, _expire, fut)
         try:
             return await fut
         finally:
             timer.cancel()
-            waiters = self._waiters.get(key)
-            if waiters is not None:
-                with contextlib.suppress(ValueError):
-                    waiters.remove(entry)
-                if not waiters:
-                    del self._waiters[key]
+            for key, entry in entries:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    with contextlib.suppress(ValueError):
+                        waiters.remove(entry)
+                    if not waiters:
+                        del self._waiters[key]
 
     def has_waiters(self, topic: str, queue_id: int) -> bool:
         return (topic, queue_id) in self._waiters

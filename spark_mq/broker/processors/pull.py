@@ -62,10 +62,12 @@ class PullProcessor:
                  offsets: ConsumerOffsetManager, groups: SubscriptionGroupManager, hold: PullHoldService,
                  metrics: BrokerMetrics, filters: Sql92Filters, *, slave_read_enable: bool = False,
                  in_memory_read_bytes: int = 0, readable_end: Callable[[], int | None] = lambda: None,
-                 read_refusal: Callable[[], str | None] = lambda: None) -> None:
+                 read_refusal: Callable[[], str | None] = lambda: None,
+                 mode_refusal: Callable[[str, str, int], str | None] = lambda group, topic, queue_id: None) -> None:
         """``readable_end()``: the commitlog offset no served unit may end past (a controller-mode
         master's confirmed offset), None for no bound; ``read_refusal()``: why this broker serves no
-        pulls (answered SERVICE_NOT_AVAILABLE), else None."""
+        pulls (answered SERVICE_NOT_AVAILABLE), else None; ``mode_refusal(group, topic, queue_id)``: why
+        the group may not pull that queue (it pops it: ``pop/mode_guard.py``), else None."""
         self.store = store
         self.topics = topics
         self.clients = clients
@@ -78,6 +80,7 @@ class PullProcessor:
         self.in_memory_read_bytes = in_memory_read_bytes
         self.readable_end = readable_end
         self.read_refusal = read_refusal
+        self.mode_refusal = mode_refusal
 
     def suggest_broker_id(self, result: GetResult, group: str) -> int:
         """RocketMQ's rule (master and slave alike): with slaveReadEnable, a reader further behind than
@@ -110,6 +113,9 @@ class PullProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                 f"[{topic.read_queue_nums}]")
+        mixed = self.mode_refusal(h.consumer_group, h.topic, h.queue_id)
+        if mixed is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, mixed)
         if h.has_subscription:
             expression, expression_type = h.subscription, h.expression_type
         else:

@@ -161,7 +161,7 @@ class RetryScheduler:
             target = retry_topic(h.group)
             level = h.delay_level if h.delay_level > 0 else 3 + msg.reconsume_times
             due = now + self.delay_ms(level)
-        self._ensure_topic(target)
+        self.ensure_topic(target)
         entry = PendingRetry(self._next_id, due, h.offset, target, msg.reconsume_times + 1, first_topic, origin)
         self._next_id += 1
         self.pending[entry.id] = entry
@@ -171,7 +171,7 @@ class RetryScheduler:
             self.persist()
         return entry
 
-    def _ensure_topic(self, name: str) -> None:
+    def ensure_topic(self, name: str) -> None:
         if self.topics.get(name) is None:
             # RocketMQ makes a DLQ write-only; ours is readable so it can be inspected and replayed
             self.topics.upsert(TopicConfig(name, 1, 1, PERM_READ | PERM_WRITE))
@@ -186,7 +186,7 @@ class RetryScheduler:
         stored = 0
         for entry in due:
             try:
-                self._store(entry)
+                self.store_copy(entry)
             except StoreNotWritableError as e:
                 log.warning("redelivery of commitlog offset %d to %s postponed: %s", entry.phys_offset, entry.topic, e)
                 break
@@ -198,7 +198,8 @@ class RetryScheduler:
             self.persist()
         return stored
 
-    def _store(self, entry: PendingRetry) -> None:
+    def store_copy(self, entry: PendingRetry) -> None:
+        """Store now the copy ``entry`` describes (pop's revive service redelivers through it too)."""
         unit = self.store.look_message_by_offset(entry.phys_offset)
         if unit is None:
             log.warning("redelivery to %s dropped: commitlog offset %d is no longer stored", entry.topic,

@@ -1,16 +1,17 @@
 """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
 
-Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a
-negative queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is
-stored; so is a topic name that breaks the naming rule (``common/names.py``), checked before
-the topic is looked up (a one-line warning is logged). Under SYNC_FLUSH the response waits for
-the group commit without blocking the event loop. A stored message wakes the pulls held on its
-queue at once, and they answer before the send does. On a master every put wakes the transfers to
-its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT
-past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way). A slave
-refuses every send with SERVICE_NOT_AVAILABLE naming its master. The batch's properties are read
-once and the batch sorted into runs (``send_runs.py``): a prepared (transactional) send is stored as
-half messages (``transaction/half_messages.py``), messages with a delay level in the schedule topic
+Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a negative
+queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is stored; so is a
+topic name that breaks the naming rule (``common/names.py``), checked before the topic is looked up (a
+one-line warning is logged). Under SYNC_FLUSH the response waits for the group commit without blocking
+the event loop. A stored message wakes the pulls held on its queue at once, and they answer before the
+send does. On a master every put wakes the transfers to its slaves; under SYNC_MASTER the answer waits
+for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a
+slave in sync; stored either way). A slave refuses every send with SERVICE_NOT_AVAILABLE naming its
+master; so does a controller-mode master whose lease ran out (``replication/master_lease.py``), checked
+again when a stored put is answered. The batch's properties are read once and the batch sorted into runs
+(``send_runs.py``): a prepared (transactional) send is stored as half messages
+(``transaction/half_messages.py``), messages with a delay level in the schedule topic
 (``scheduled/delay_service.py``), messages with a timer property due later in the timer topic
 (``scheduled/timer.py``), the others where they were sent.
 """
@@ -21,12 +22,14 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.send_runs import put_all, stored_runs
 from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.topic_config import TopicConfigManager
+from spark_mq.broker.transaction.check_back import CheckBackSender, RemotingCheckBack
 from spark_mq.broker.transaction.half_messages import is_prepared_transaction
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
@@ -54,6 +57,16 @@ _STORED_CODES = {
 }
 
 
+@dataclass(frozen=True)
+class SendOutcome:
+    """What a send came to: a response code, a remark when refused, the put (None when refused) and its queue."""
+
+    code: int
+    remark: str = ""
+    result: PutResult | None = None
+    queue_id: int = -1
+
+
 def born_host(conn: Connection) -> bytes:
     host, _, port = conn.peer.rpartition(":")
     try:
@@ -70,12 +83,15 @@ class SendProcessor:
                  on_topic_created: Callable[[], None],
                  ha: HAService | None = None, sync_master: bool = False,
                  slave_refusal: Callable[[], str | None] = lambda: None,
-                 reject_transaction_message: bool = False, timer: TimerLimits | None = None) -> None:
+                 reject_transaction_message: bool = False, timer: TimerLimits | None = None,
+                 ack_refusal: Callable[[], str | None] = lambda: None) -> None:
         """``transactions`` stores prepared messages as half messages (refused with
         ``reject_transaction_message``, as RocketMQ's ``rejectTransactionMessage``);
         ``ha``: a master's replication (None on a slave), waited for when ``sync_master``;
         ``slave_refusal()``: why this broker refuses sends (it is a slave, or a master behind its slave), else None;
-        ``timer``: what timer messages may ask for (None: refused, as with timerWheelEnable=false)."""
+        ``timer``: what timer messages may ask for (None: refused, as with timerWheelEnable=false);
+        ``ack_refusal()``: why a stored put is not acknowledged now (a master whose lease ran out while it
+        waited), else None: asked again just before the answer."""
         self.store = store
         self.topics = topics
         self.hold = hold
@@ -88,6 +104,7 @@ class SendProcessor:
         self.sync_master = sync_master
         self.slave_refusal = slave_refusal
         self.timer = timer or TimerLimits(False, 1, 0)
+        self.ack_refusal = ack_refusal
         self.max_delay_level = int(store.delays_ms.size)
 
     def register_on(self, server) -> None:
@@ -113,45 +130,73 @@ class SendProcessor:
             prepared = is_prepared_transaction(h.sys_flag, props)
         except (BatchBodyError, MessageValidationError) as e:
             return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
-        if prepared:  # refused before anything (a topic) is created
-            if self.reject_transaction_message:
-                return cmd.make_response(ResponseCode.NO_PERMISSION,
-                                         f"the broker[{self.transactions.broker_name}] sending transaction message is "
-                                         f"forbidden (rejectTransactionMessage=true)")
+        outcome = await self.store_send(batch, props, prepared, h.producer_group, h.default_topic,
+                                        h.default_topic_queue_nums, h.queue_id if h.queue_id >= 0 else None,
+                                        sender=RemotingCheckBack(conn))
+        if outcome.result is None:
+            return cmd.make_response(outcome.code, outcome.remark)
+        return cmd.make_response(outcome.code, ext_fields={
+            "msgId": ",".join(outcome.result.msg_ids()),
+            "queueId": outcome.queue_id,
+            "queueOffset": outcome.result.queue_offset,
+        })
+
+    async def store_send(self, batch: MessageBatch, props: JoinedProperties, prepared: bool, producer_group: str,
+                         default_topic: str = "", default_queue_nums: int = 0, queue_id: int | None = None,
+                         queue_key: int | None = None, sender: CheckBackSender | None = None) -> SendOutcome:
+        """Store a send's ``batch`` (of topic ``batch.topic``, validated) in queue ``queue_id``, or the queue
+        ``queue_key`` hashes to (a FIFO message group), else a random one; every check, routing and wait of a
+        send. ``sender``: the channel a prepared send came on (a check-back may go there). Shared by the remoting
+        codes and the gRPC endpoint."""
+        name = batch.topic
+        if prepared and self.reject_transaction_message:  # refused before anything (a topic) is created
+            return SendOutcome(ResponseCode.NO_PERMISSION,
+                               f"the broker[{self.transactions.broker_name}] sending transaction message is "
+                               f"forbidden (rejectTransactionMessage=true)")
+        topic = self.topics.get(name)
         if topic is None:
-            topic = self.topics.create_on_send(h.topic, h.default_topic, h.default_topic_queue_nums)
+            topic = self.topics.create_on_send(name, default_topic, default_queue_nums)
             if topic is None:
-                return cmd.make_response(
-                    ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{h.topic}] not exist, apply first please! (autoCreateTopicEnable is off)")
+                return SendOutcome(ResponseCode.TOPIC_NOT_EXIST,
+                                   f"topic[{name}] not exist, apply first please! (autoCreateTopicEnable is off)")
             self.on_topic_created()
         if not topic.perm & PERM_WRITE:
-            return cmd.make_response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] sending is forbidden")
-        queue_id = h.queue_id if h.queue_id >= 0 else random.randrange(topic.write_queue_nums)
+            return SendOutcome(ResponseCode.NO_PERMISSION, f"the topic[{name}] sending is forbidden")
+        if queue_id is None:
+            queue_id = (queue_key % topic.write_queue_nums if queue_key is not None
+                        else random.randrange(topic.write_queue_nums))
         if queue_id >= max(topic.write_queue_nums, topic.read_queue_nums):
-            return cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, topic {h.topic} has {topic.write_queue_nums} write queues")
+            return SendOutcome(ResponseCode.SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, topic {name} "
+                                                          f"has {topic.write_queue_nums} write queues")
         batch.queue_id = queue_id
         try:
             if prepared:
-                batch = self.transactions.half_batch(batch, h.producer_group)
+                batch = self.transactions.half_batch(batch, producer_group)
             started = time.perf_counter()
             parts = [batch] if prepared else stored_runs(batch, self.max_delay_level, self.timer, props=props)
             result = put_all(self.store, parts)
         except MessageValidationError as e:
-            return cmd.make_response(ResponseCode.MESSAGE_ILLEGAL, str(e))
+            return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
-            return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+            return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
         self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
         if prepared:
-            self.transactions.stored_half(result.queue_offset, batch, props)
+            self.transactions.stored_half(result.queue_offset, batch, props, producer_group, sender)
         if self.ha is not None:
             self.ha.appended()
-        if self.hold.notify(h.topic, queue_id, self._queue_end(h, queue_id, parts, result)):
+        if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result)):
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)
+        status = await self._stored_status(result)
+        refusal = self.ack_refusal()
+        if refusal is not None:  # stored, but never acknowledged once the master lease ran out
+            return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, f"{refusal} (the message was stored here but is "
+                                                                   f"not acknowledged: send it again)")
+        return SendOutcome(_STORED_CODES[status], "", result, queue_id)
+
+    async def _stored_status(self, result: PutResult) -> PutStatus:
+        """The put's status once it is as durable as the broker's flush and replication settings ask."""
         status = result.status
         durable = self.store.durable(result.end_offset)
         if durable is not None:
@@ -163,21 +208,16 @@ class SendProcessor:
             replicated = await self.ha.replicated(result.end_offset, self.sync_flush_timeout_s)
             if replicated != PutStatus.PUT_OK:  # as RocketMQ: the slave's status wins over the disk's
                 status = replicated
-        return cmd.make_response(_STORED_CODES[status], ext_fields={
-            "msgId": ",".join(result.msg_ids()),
-            "queueId": queue_id,
-            "queueOffset": result.queue_offset,
-        })
+        return status
 
-    def _queue_end(self, h: SendMessageRequestHeader, queue_id: int, parts: list[MessageBatch], result: PutResult
-                   ) -> int:
+    def _queue_end(self, topic: str, queue_id: int, parts: list[MessageBatch], result: PutResult) -> int:
         """The end of the requested queue after this put, for held pulls (0 when every message went to
         the schedule or timer topic: nothing arrived in it)."""
         if all(p.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for p in parts):
             return 0
         if len(parts) == 1:
             return result.queue_offset + result.count
-        return self.store.get_max_offset(h.topic, queue_id)
+        return self.store.get_max_offset(topic, queue_id)
 
     @staticmethod
     def _batch(cmd: RemotingCommand, h: SendMessageRequestHeader, queue_id: int, conn: Connection) -> MessageBatch:

@@ -6,7 +6,9 @@ CONTROLLER_NOT_LEADER to the leader it names); a broker configured as its set's 
 set's first election with its own id (ELECT_MASTER), so the controller's records start from the
 deployed roles. It heartbeats to every controller each ``brokerHeartbeatInterval`` ms with its
 commitlog end and the master epoch it knows (each controller judges liveness on its own), and asks
-for its set's master and epoch every ``syncBrokerMetadataPeriod`` ms (GET_REPLICA_INFO).
+for its set's master and epoch every ``syncBrokerMetadataPeriod`` ms (GET_REPLICA_INFO). A heartbeat
+the leading controller answers SUCCESS renews the master lease from the moment it was sent
+(``master_lease.py``).
 
 The leading controller also pushes each election (NOTIFY_BROKER_ROLE_CHANGED, RocketMQ's code and
 header, served here): the broker acts on it at once, as on a poll's answer, so a new master takes over
@@ -28,6 +30,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from spark_mq.broker.replication.master_lease import MasterLease
 from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import SyncStateSet
@@ -39,6 +42,7 @@ from spark_mq.remoting.headers import (
     AlterSyncStateSetRequestHeader,
     AlterSyncStateSetResponseHeader,
     BrokerHeartbeatRequestHeader,
+    BrokerHeartbeatResponseHeader,
     ElectMasterRequestHeader,
     GetReplicaInfoRequestHeader,
     GetReplicaInfoResponseHeader,
@@ -46,6 +50,7 @@ from spark_mq.remoting.headers import (
     NotifyBrokerRoleChangedRequestHeader,
     RegisterBrokerToControllerRequestHeader,
 )
+from spark_mq.remoting.loop import wait_event
 from spark_mq.remoting.server import RemotingServer
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 
@@ -60,13 +65,16 @@ class ReplicasManager:
     def __init__(self, config: BrokerConfig, client: RemotingClient, address: Callable[[], str],
                  max_offset: Callable[[], int], first_election: bool,
                  on_master: Callable[[int | None, str | None, int], None],
-                 sync_state_set: BrokerSyncStateSet, known_epoch: int = 0) -> None:
+                 sync_state_set: BrokerSyncStateSet, lease: MasterLease, known_epoch: int = 0) -> None:
         """``first_election``: this broker was configured master, so it asks for its set's first election;
+        ``lease``: renewed by the leader's heartbeat answers;
         ``known_epoch``: the newest master epoch this process learned (before a role switch)."""
         self.config = config
         self.first_election = first_election
         self.on_master = on_master
         self.sync_state_set = sync_state_set  # written here with what the controller has
+        self.lease = lease
+        self._sync_now = asyncio.Event()  # a heartbeat's answer named a newer master epoch
         self.client = client
         self.controllers = split_addresses(config.controller_addr)
         self._address = address
@@ -91,13 +99,29 @@ class ReplicasManager:
             header = BrokerHeartbeatRequestHeader(
                 cluster_name=self.config.broker_cluster_name, broker_addr=self._address(),
                 broker_name=self.config.broker_name, broker_id=self.config.broker_id, epoch=self.master_epoch,
-                max_offset=self._max_offset(), heartbeat_timeout_mills=self.config.controller_heart_beat_timeout_mills)
+                max_offset=self._max_offset(), heartbeat_timeout_mills=self.config.controller_heart_beat_timeout_mills,
+                master_lease_mills=self.lease.lease_ms)
+            sent_at = self.lease.clock()
             try:
-                await self.client.invoke(addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT,
-                                                                       header.to_ext_fields()), CONTROLLER_TIMEOUT_S)
+                answer = await self.client.invoke(addr, RemotingCommand.request(RequestCode.BROKER_HEARTBEAT,
+                                                                                header.to_ext_fields()),
+                                                  CONTROLLER_TIMEOUT_S)
+                if answer.code == ResponseCode.SUCCESS and self._renews(addr, answer, header.epoch or 0):
+                    self.lease.grant(sent_at)
             except RemotingError as e:
                 log.debug("heartbeat to controller %s failed: %s", addr, e)
             await asyncio.sleep(self.config.broker_heartbeat_interval / 1000)
+
+    def _renews(self, addr: str, answer: RemotingCommand, reported_epoch: int) -> bool:
+        """Whether a heartbeat's answer renews the master lease: it came from the leading controller (as it
+        says, ``isLeader``; a RocketMQ controller says nothing: the one this broker last found leading), and
+        names no master epoch newer than the heartbeat reported (else this broker was deposed: it asks the
+        controller for the set's master now instead of at its next poll)."""
+        h = BrokerHeartbeatResponseHeader.from_ext_fields(answer.ext_fields)
+        if h.master_epoch is not None and h.master_epoch > reported_epoch:
+            self._sync_now.set()
+            return False
+        return h.is_leader if h.is_leader is not None else addr == self._leader
 
     # -- the controller's view --------------------------------------------------------------------
 
@@ -108,7 +132,8 @@ class ReplicasManager:
             except RemotingError as e:
                 log.warning("controller unreachable (retrying in %d ms): %s", self.config.sync_broker_metadata_period,
                             e)
-            await asyncio.sleep(self.config.sync_broker_metadata_period / 1000)
+            await wait_event(self._sync_now, self.config.sync_broker_metadata_period / 1000)
+            self._sync_now.clear()
 
     async def sync(self) -> None:
         """Register if not yet (and ask for the first election as the configured master), then learn the

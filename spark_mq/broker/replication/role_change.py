@@ -15,8 +15,8 @@ same port and store, which registers again in its new role), not a change in pla
 the store, the HA service or client, the metadata sync and the retry scheduler are all built for one
 role, and a clean stop and start is the path every one of them is already tested on. What outlives
 the switch is passed in: the connection to the controllers (``ControllerSeat.client``: the
-controller takes a closed connection for a dead broker, which would depose a master just elected)
-and the metrics.
+controller takes a closed connection for a dead broker, which would depose a master just elected),
+the master lease (``master_lease.py``) and the metrics.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from spark_mq.broker.replication.master_lease import MasterLease
 from spark_mq.common.config import ASYNC_MASTER, SLAVE, BrokerConfig
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.store.ha.epoch_file import EpochFile
@@ -44,6 +45,7 @@ class ControllerSeat:
     client: RemotingClient  # to the controllers, one connection each for the process's life
     master_role: str  # the role it takes when elected: its configured one, ASYNC_MASTER if configured SLAVE
     first_election: bool  # configured master: it asks for its set's first election
+    lease: MasterLease  # renewed by the leading controller's heartbeat answers, whatever the role
     master_epoch: int = 0  # the master epoch it serves as master in (0 while a slave)
     known_epoch: int = 0  # the newest master epoch learned from the controller: an older view is stale
 
@@ -58,7 +60,8 @@ class RoleChange:
 
 def controller_start(config: BrokerConfig, client: RemotingClient) -> RoleChange:
     """The first broker of a controller-mode process: a slave until the controller says otherwise."""
-    seat = ControllerSeat(client, ASYNC_MASTER if config.is_slave else config.broker_role, not config.is_slave)
+    seat = ControllerSeat(client, ASYNC_MASTER if config.is_slave else config.broker_role, not config.is_slave,
+                          MasterLease(config.master_lease_ms))
     return RoleChange(dataclasses.replace(config, broker_role=SLAVE), seat)
 
 

@@ -12,6 +12,13 @@ Every ``transactionCheckInterval`` the half queue is scanned in bulk from the fi
 message; those past their timeout are renewed and checked, or discarded past
 ``transactionCheckMax`` (``check_back.py``).
 
+Who is asked: a producer that announced the group (HEART_BEAT), else a still open connection that
+sent one of the group's half messages. The second closes a gap RocketMQ leaves: a client announces
+a producer group only in its periodic heartbeat (a Java 4.x client every 30 s, a Spark driver not
+before it commits), and until then every round found "no producer of the group is connected" and
+counted toward ``transactionCheckMax``, which with a short check interval discards a live
+producer's transaction unasked.
+
 Exactly one outcome per transaction: END_TRANSACTION about a renewed (or, after a restart, any
 resolved) copy goes to the live copies of its transaction, and a decision marks every live copy of
 the transaction resolved, so neither a late answer nor a copy left by a crash between a renewal's
@@ -35,8 +42,9 @@ from dataclasses import dataclass
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.transaction.check_back import (
     CHECK_MAX_TIME_TOPIC,
-    check_request,
+    CheckBackSender,
     check_times,
+    message_name,
     renewal,
     renewed_copy,
     timed_out,
@@ -62,7 +70,6 @@ from spark_mq.common.properties import (
 )
 from spark_mq.common.unit.decode import StoredMessage, decode_message, decode_messages
 from spark_mq.remoting.codes import ResponseCode
-from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
@@ -82,8 +89,8 @@ SCAN_BATCH = 1024  # units read per bulk read of the half or op queue
 MAX_ROUND_UNITS = 64 * SCAN_BATCH  # half messages one check round looks at (the rest wait for the next)
 _REMOVE_PROPS = encode_properties({TAGS: REMOVE_TAG})
 
-# group -> the connections of its live producers (the broker's ClientRegistry)
-Producers = Callable[[str], list[Connection]]
+# group -> its announced producers (from the broker's ClientRegistry, and a 5.x client's Telemetry streams)
+Producers = Callable[[str], list[CheckBackSender]]
 # (topic, queue id, next queue offset) of a stored message: the broker wakes held pulls with it
 Stored = Callable[[str, int, int], None]
 
@@ -116,6 +123,7 @@ class TransactionalMessageService:
         self.done: set[int] = set()  # resolved half queue offsets at or past ``progress``
         self.live: dict[int, str] = {}  # unresolved half queue offset -> its transaction (UNIQ_KEY)
         self.by_key: dict[str, set[int]] = {}  # transaction -> its unresolved half queue offsets
+        self.senders: dict[str, set[CheckBackSender]] = {}  # group -> open channels its half messages came on
 
     # -- start-up --------------------------------------------------------------------------------
     def load(self) -> None:
@@ -251,12 +259,19 @@ class TransactionalMessageService:
         self.ensure_topic(HALF_TOPIC)  # as RocketMQ, the system topics have configs (tools list them)
         return half_batch(batch, producer_group)
 
-    def stored_half(self, queue_offset: int, batch: MessageBatch, props: JoinedProperties | None = None) -> None:
+    def stored_half(self, queue_offset: int, batch: MessageBatch, props: JoinedProperties | None = None,
+                    group: str = "", sender: CheckBackSender | None = None) -> None:
         """The half messages of ``batch`` were stored from ``queue_offset`` on: live from now. ``props``:
-        the joined properties of the send (read for the transaction keys; default: the batch's)."""
+        the joined properties of the send (read for the transaction keys; default: the batch's);
+        ``sender``: the channel the send of producer group ``group`` came on, asked while the group
+        has no announced producer."""
         keys = transaction_keys(props if props is not None else JoinedProperties(batch.properties), queue_offset)
         for i, key in enumerate(keys):
             self._track(queue_offset + i, key)
+        if sender is not None and group:
+            senders = self.senders.setdefault(group, set())
+            senders.difference_update([c for c in senders if c.closed])
+            senders.add(sender)
         self.metrics.transaction("half", len(batch))
 
     # -- END_TRANSACTION -------------------------------------------------------------------------
@@ -366,29 +381,38 @@ class TransactionalMessageService:
         """Past ``check_max``: kept in TRANS_CHECK_MAX_TIME_TOPIC for an operator, counted, logged."""
         topic = m.properties.get(REAL_TOPIC, "?")
         log.warning("transaction %s (half offset %d, topic %s, group %s) discarded: no outcome after %d checks",
-                    m.properties.get(UNIQ_KEY), m.queue_offset, topic, m.properties.get(PRODUCER_GROUP),
-                    self.config.check_max)
+                    message_name(m), m.queue_offset, topic, m.properties.get(PRODUCER_GROUP), self.config.check_max)
         self.ensure_topic(CHECK_MAX_TIME_TOPIC)
         try:
             self.store.put_messages(real_batch([m], CHECK_MAX_TIME_TOPIC, 0), wait_flush=False)
         except MessageValidationError as e:
-            log.error("discarded transaction %s not kept: %s", m.properties.get(UNIQ_KEY), e)
+            log.error("discarded transaction %s not kept: %s", message_name(m), e)
         self.metrics.transaction("discarded")
+
+    def _check_back_senders(self, group: str) -> list[CheckBackSender]:
+        """The group's announced producers, else the open channels its half messages came on."""
+        announced = [c for c in self.producers(group) if not c.closed]
+        if announced:
+            return announced
+        senders = self.senders.get(group, set())
+        senders.difference_update([c for c in senders if c.closed])
+        if not senders:
+            self.senders.pop(group, None)
+        return list(senders)
 
     def _send_check(self, m: StoredMessage) -> None:
         group = m.properties.get(PRODUCER_GROUP, "")
-        conns = [c for c in self.producers(group) if not c.closed]
+        senders = self._check_back_senders(group)
         self.metrics.transaction("check")
-        if not conns:
+        if not senders:
             log.warning("transaction check of %s (group %s) not sent: no producer of the group is connected",
-                        m.properties.get(UNIQ_KEY), group)
+                        message_name(m), group)
             return
-        key = m.properties.get(UNIQ_KEY)
-        conn = random.choice(conns)
+        sender = random.choice(senders)
         try:
-            conn.send_oneway(check_request(m, self.broker_name))
-        except Exception as e:  # the connection closed under us: the next round asks again
-            log.info("transaction check of %s to %s failed: %s", key, conn.peer, e)
+            sender.send_check(m, self.broker_name)
+        except Exception as e:  # the channel closed under us: the next round asks again
+            log.info("transaction check of %s to %s failed: %s", message_name(m), sender.peer, e)
 
     async def run(self) -> None:
         """A check round every ``check_interval_ms`` until cancelled."""

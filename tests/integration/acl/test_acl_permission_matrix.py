@@ -14,7 +14,15 @@ import pytest
 
 from spark_mq.acl.plain_acl import Perm
 from spark_mq.acl.resources import RULES, Access, BodyNeed, FieldNeed, Rule
-from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, LockBatchRequestBody, MessageQueue, SubscriptionData
+from spark_mq.remoting.bodies import (
+    BatchAck,
+    BatchAckMessageRequestBody,
+    ConsumerData,
+    HeartbeatData,
+    LockBatchRequestBody,
+    MessageQueue,
+    SubscriptionData,
+)
 from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 
@@ -24,10 +32,12 @@ BODIES = {
     "heartbeat": HeartbeatData("acl-matrix-client", consumer_data_set=[
         ConsumerData(GROUP, subscription_data_set=[SubscriptionData(TOPIC)])]).to_json(),
     "lock": LockBatchRequestBody(GROUP, "acl-matrix-client", [MessageQueue(TOPIC, "broker-a", 0)]).to_json(),
+    "batch ack": BatchAckMessageRequestBody("broker-a", [BatchAck(GROUP, TOPIC, False, 0, 0, 0, 1, 1, (0,))]).to_json(),
 }
 # what a body names, for the expectation: (kind, perm) per name it holds
 BODY_NEEDS = {"heartbeat": [("group", Perm.SUB), ("topic", Perm.SUB)], "lock": [("group", Perm.SUB),
-                                                                                 ("topic", Perm.SUB)]}
+                                                                                 ("topic", Perm.SUB)],
+              "batch ack": [("group", Perm.SUB), ("topic", Perm.SUB)]}
 
 
 def fields_and_body(rule: Rule) -> tuple[dict[str, str], bytes]:

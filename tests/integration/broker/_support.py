@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import socket
+import struct
 import time
 
 from spark_mq.common.properties import encode_properties
+from spark_mq.remoting.codec import decode_frame, encode
+from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader, build_pull_sys_flag
 
 # --- request builders -----------------------------------------------------------------------
@@ -41,7 +44,6 @@ def pull_header(group: str, topic: str, queue_id: int, offset: int, *, max_nums:
         sub_version=0, subscription=subscription)
 
 
-
 # --- raw sockets ----------------------------------------------------------------------------
 
 
@@ -62,3 +64,57 @@ def closed_by_peer(sock: socket.socket, timeout: float = 3.0) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+class RawConnection:
+    """One plain socket speaking remoting frames, as a foreign client would: ``request`` waits for
+    its response and keeps every request the broker sends meanwhile (``received``)."""
+
+    def __init__(self, addr: str) -> None:
+        self.sock = socket.create_connection(host_port(addr), timeout=5)
+        self.received: list[RemotingCommand] = []
+
+    def __enter__(self) -> RawConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def _read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            out += chunk
+        return out
+
+    def _read(self, timeout: float) -> RemotingCommand:
+        self.sock.settimeout(timeout)
+        length = struct.unpack(">i", self._read_exactly(4))[0]
+        return decode_frame(self._read_exactly(length))
+
+    def request(self, cmd: RemotingCommand, timeout: float = 5.0) -> RemotingCommand:
+        self.sock.sendall(encode(cmd))
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self._read(max(0.01, deadline - time.monotonic()))
+            if got.is_response and got.opaque == cmd.opaque:
+                return got
+            if not got.is_response:
+                self.received.append(got)
+
+    def wait_request(self, code: int, timeout: float) -> RemotingCommand | None:
+        """The first request with ``code`` the broker sent (already or within ``timeout``), else None."""
+        deadline = time.monotonic() + timeout
+        while not any(c.code == code for c in self.received):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                got = self._read(left)
+            except TimeoutError:
+                return None
+            if not got.is_response:
+                self.received.append(got)
+        return next(c for c in self.received if c.code == code)

@@ -26,9 +26,11 @@ from spark_mq.client.transaction_producer import LocalTransactionState, SyncTran
 from spark_mq.common.errors import MQClientError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.properties import encode_properties
-from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.bodies import HeartbeatData, ProducerConnection, ProducerData
+from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.command import RemotingCommand
 
-from ._support import pull_header, send_header
+from ._support import RawConnection, pull_header, send_header
 from .test_admin import scrape
 
 QUEUES = 2
@@ -364,3 +366,36 @@ def test_broker_sigkilled_while_transactions_run_loses_and_duplicates_nothing(lo
 def test_broker_sigkilled_three_times_during_600_transactions(lone_cluster, api):
     figures = run_kill_loop(*lone_cluster, api, transactions=600, kills=3)
     print("kill loop:", figures)
+
+
+
+def test_a_producer_announcing_its_group_only_in_its_periodic_heartbeat_is_checked_back(namesrv, broker, api):
+    """A 4.x producer that sets no UNIQ_KEY and names its group only in its periodic HEART_BEAT (a
+    Java client's comes every 30 s) stays connected: the check reaches it on the connection its half
+    message came on within a few check rounds, before that heartbeat, and names the half message by
+    its offset message id (RocketMQ's ``MessageExt.getMsgId()``)."""
+    topic, group = make_topic(namesrv, broker, api, "TxForeign"), unique("tx_foreign")
+    header = send_header(topic, 0, props={"TRAN_MSG": "true", "PGROUP": group}, group=group)
+    with RawConnection(broker.addr) as producer:
+        sent = producer.request(RemotingCommand.request(RequestCode.SEND_MESSAGE, header.to_ext_fields(),
+                                                        b"no uniq key"))
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        # due after transactionTimeOut (1 s); the heartbeat would come at 30 s, transactionCheckMax (3) is
+        # used up after 3 rounds (0.9 s) with no producer reached
+        check = producer.wait_request(RequestCode.CHECK_TRANSACTION_STATE, timeout=3.0)
+        assert check is not None, f"no CHECK_TRANSACTION_STATE reached the producer:\n{broker.log()[-2000:]}"
+        heartbeat = HeartbeatData("127.0.0.1@raw", [ProducerData(group)], [])
+        listed = RemotingCommand.request(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+        assert producer.request(listed).code == ResponseCode.SYSTEM_ERROR  # "the producer group[...] not exist"
+        beat = producer.request(RemotingCommand.request(RequestCode.HEART_BEAT, body=heartbeat.to_json()))
+        assert beat.code == ResponseCode.SUCCESS, beat.remark
+        (announced,) = ProducerConnection.from_json(producer.request(listed).body).connection_set
+        again = producer.wait_request(RequestCode.CHECK_TRANSACTION_STATE, timeout=3.0)  # announced now
+    assert (announced.client_id, announced.language) == ("127.0.0.1@raw", "PYTHON")
+    fields = check.ext_fields
+    assert fields["msgId"] == fields["offsetMsgId"] == fields["transactionId"]
+    assert int(fields["commitLogOffset"]) == int(fields["offsetMsgId"][16:], 16)
+    assert check.body and b"no uniq key" in check.body
+    assert again is not None
+    assert f"(group {group}) not sent" not in broker.log()
+    assert "transaction check of None" not in broker.log()

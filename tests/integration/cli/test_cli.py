@@ -40,6 +40,21 @@ def test_produce_then_consume_json_gives_the_lines_back(cli):
     assert last_id in {r["msg_id"] for r in records}
 
 
+def test_consume_pop_prints_and_acknowledges_and_a_delayed_message_pops_after_its_delay(cli):
+    topic, group = unique("CliPop"), unique("g")
+    create_topic(cli, topic, queues=2)
+    cli("produce", "--topic", topic, input="".join(f"m{i}\n" for i in range(6)))
+    cli("produce", "--topic", topic, "--delay-level", "1", input="late\n")  # level 1: 1 s
+    out = cli("consume", "--topic", topic, "--group", group, "--pop", "--from", "first", "--max", "4",
+              "--timeout", "3")
+    first = out.stdout.split()
+    assert len(first) == 4 and "consumed 4 message(s)" in out.stderr and "(pop)" in out.stderr
+    rest = cli("consume", "--topic", topic, "--group", group, "--pop", "--timeout", "3").stdout.split()
+    assert sorted(first + rest) == sorted([f"m{i}" for i in range(6)] + ["late"])  # acknowledged: none twice
+    assert "--pop takes --from first or --from last" in cli("consume", "--topic", topic, "--group", group, "--pop",
+                                                            "--from", "2024-01-01", ok=False).stderr
+
+
 def test_produce_with_a_delay_level_arrives_after_the_delay(cli):
     topic = unique("CliDelay")
     create_topic(cli, topic, queues=1)

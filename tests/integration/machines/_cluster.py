@@ -137,10 +137,12 @@ def start_namesrv_on(net: Network, role: str, root: Path, security: Security) ->
                          launcher=net.launcher(role))
 
 
-def start_controller_on(net: Network, role: str, root: Path, security: Security) -> ServerProcess:
-    """A controller (controllerType=file) on host ``role`` at CONTROLLER_PORT of its address."""
-    return start_controller(root, f"{FAST_CONF}listenAddress={net.hosts[role].address}\n{security.server_conf()}",
-                            port=CONTROLLER_PORT, launcher=net.launcher(role))
+def start_controller_on(net: Network, role: str, root: Path, security: Security,
+                        extra_conf: str = "") -> ServerProcess:
+    """A controller on host ``role`` at CONTROLLER_PORT of its address: controllerType=file, unless ``extra_conf``
+    says otherwise (``_support.zookeeper_conf``)."""
+    return start_controller(root, f"{FAST_CONF}listenAddress={net.hosts[role].address}\n{security.server_conf()}"
+                            f"{extra_conf}", port=CONTROLLER_PORT, launcher=net.launcher(role))
 
 
 def broker_host_conf(net: Network, role: str, security: Security) -> str:

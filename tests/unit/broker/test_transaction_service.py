@@ -8,7 +8,7 @@ from __future__ import annotations
 from unit_helpers import FakeClock
 
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.transaction.check_back import CHECK_MAX_TIME_TOPIC
+from spark_mq.broker.transaction.check_back import CHECK_MAX_TIME_TOPIC, RemotingCheckBack
 from spark_mq.broker.transaction.commit import real_batch
 from spark_mq.broker.transaction.half_messages import HALF_TOPIC
 from spark_mq.broker.transaction.service import OP_HALF_TOPIC, TransactionalMessageService, TransactionConfig
@@ -40,7 +40,7 @@ class RecordingConnection:
 
 
 def service(store, clock, conn, tmp_path, metrics=None) -> TransactionalMessageService:
-    s = TransactionalMessageService(store, lambda group: [conn] if group == GROUP else [],
+    s = TransactionalMessageService(store, lambda group: [RemotingCheckBack(conn)] if group == GROUP else [],
                                     metrics or BrokerMetrics(tmp_path), "broker-a", CONFIG,
                                     on_stored=lambda *a: None, ensure_topic=lambda name: None, clock=clock)
     s.load()

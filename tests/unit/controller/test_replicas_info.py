@@ -105,3 +105,24 @@ def test_heartbeat_progress_only_moves_forward_and_silence_kills():
     assert not table.is_alive(NAME, 1)
     assert [i.broker_id for i in table.expire()] == [1]
     assert table.progress(NAME, 1) == ReplicaProgress()
+
+
+def test_after_a_takeover_a_silent_master_may_hold_its_lease_for_one_lease_a_closed_one_not():
+    now = [10.0]
+    table = BrokerLiveTable(4000, clock=lambda: now[0])
+    conn_1, conn_2 = object(), object()
+    table.on_heartbeat("c", NAME, 1, "h:1", conn_1, epoch=1, max_offset=0, timeout_ms=None, election_priority=None,
+                       lease_ms=3000)
+    table.on_heartbeat("c", NAME, 2, "h:2", conn_2, epoch=1, max_offset=0, timeout_ms=None, election_priority=None)
+    now[0] = 20.0  # both silent past their timeout: dead to this controller
+    table.expire()
+    took_over = 20.0
+    assert table.may_hold_lease(NAME, 1, took_over)  # its lease, as it reported it: 3 s
+    assert table.may_hold_lease(NAME, 3, took_over)  # never heard: the default timeout bounds any lease
+    now[0] = 23.5
+    assert not table.may_hold_lease(NAME, 1, took_over) and table.may_hold_lease(NAME, 3, took_over)
+    now[0] = 24.5
+    assert not table.may_hold_lease(NAME, 3, took_over)
+    table.on_heartbeat("c", NAME, 2, "h:2", conn_2, epoch=1, max_offset=0, timeout_ms=None, election_priority=None)
+    table.on_channel_closed(conn_2)  # a dead process: replaced at once
+    assert not table.may_hold_lease(NAME, 2, now[0])

@@ -1,0 +1,58 @@
+"""QueryRoute and QueryAssignment (RocketMQ proxy's ``RouteActivity``) of the broker-local endpoint: the topic's
+queues on this broker, from its topic configs, each with this endpoint's address, the queue's permission and the
+message types a topic accepts (any: our topics are untyped, so RocketMQ 5's ``message.type`` attribute is not
+enforced).
+
+A 5.x client sends to and receives from the endpoints a route names, so the route names this endpoint only: the
+other brokers of the NameServer's route speak remoting at their registered addresses, and a gRPC address of theirs
+is not known here (RocketMQ's cluster-mode proxy is the piece that would front several broker sets).
+"""
+
+from __future__ import annotations
+
+from spark_mq.broker.grpc.stubs import definition_pb2 as pb
+from spark_mq.common.perm import PERM_READ, PERM_WRITE
+from spark_mq.remoting.bodies import TopicConfig
+
+ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+POP_QUEUE_ID = -1  # an assignment of every queue of a broker: the broker hands out messages (pop)
+
+
+def endpoints(host: str, port: int) -> pb.Endpoints:
+    """This endpoint's address, as a route names it."""
+    scheme = pb.IPv4 if host.replace(".", "").isdigit() else pb.DOMAIN_NAME
+    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+
+def permission(perm: int) -> int:
+    """A topic's perm bits as RocketMQ 5's Permission."""
+    readable, writable = bool(perm & PERM_READ), bool(perm & PERM_WRITE)
+    if readable and writable:
+        return pb.READ_WRITE
+    return pb.READ if readable else pb.WRITE if writable else pb.NONE
+
+
+def message_queues(topic: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueue]:
+    """The queues of ``topic`` on this broker: ids below the larger of its read and write queue counts, each readable
+    below readQueueNums and writable below writeQueueNums (as RocketMQ's ``TopicRouteData`` to queue views)."""
+    out = []
+    resource = pb.Resource(name=topic.topic_name)
+    for queue_id in range(max(topic.read_queue_nums, topic.write_queue_nums)):
+        perm = topic.perm
+        if queue_id >= topic.read_queue_nums:
+            perm &= ~PERM_READ
+        if queue_id >= topic.write_queue_nums:
+            perm &= ~PERM_WRITE
+        out.append(pb.MessageQueue(topic=resource, id=queue_id, permission=permission(perm), broker=broker,
+                                   accept_message_types=ACCEPTED_TYPES))
+    return out
+
+
+def assignment(topic: TopicConfig, broker: pb.Broker) -> list[pb.Assignment]:
+    """The assignment of a consumer group's topic: this broker as a whole (queue -1), which hands out messages of
+    every queue to any member, as RocketMQ 5's pop-based consumers expect; none when the topic is not readable."""
+    if not topic.perm & PERM_READ or topic.read_queue_nums == 0:
+        return []
+    queue = pb.MessageQueue(topic=pb.Resource(name=topic.topic_name), id=POP_QUEUE_ID,
+                            permission=permission(topic.perm), broker=broker, accept_message_types=ACCEPTED_TYPES)
+    return [pb.Assignment(message_queue=queue)]
