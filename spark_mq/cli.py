@@ -175,6 +175,44 @@ def _broker(args: argparse.Namespace) -> int:
         lambda: serve(config, lambda addr: print(f"spark-mq broker serving at {addr}", flush=True)), "the broker")
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    """Serve the web console of the cluster --namesrv names (overview, topics, groups and lag, messages,
+    the controller's view) on http://--host:--port/ until SIGTERM/SIGINT. Bound to 127.0.0.1 by default:
+    the console changes the cluster. With ACL on the servers, operators log in with their account (kept
+    in the console's memory, never in a page); --access-key signs the console's own sampling."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
+    from spark_mq.commands.common import client_config
+    from spark_mq.common.serve_until_signal import serve_until_signal
+
+    config = _dashboard_config(client_config(args), args.host, args.port, args.controller, args.sample_interval,
+                               args.allow_insecure_remote)
+    return _run_until_signal(lambda: serve_until_signal(lambda stop: _serve_dashboard(config, stop)),
+                             "the console", f"{args.host}:{args.port}")
+
+
+def _dashboard_config(client, host: str, port: int, controller: str | None = None,
+                      sample_interval_s: float | None = None, allow_insecure_remote: bool = False):
+    # lazy import: the console's web stack loads only for the commands that serve it
+    import dataclasses
+
+    from spark_mq.dashboard.auth import ANONYMOUS, Account
+    from spark_mq.dashboard.server import DashboardConfig
+
+    account = Account(client.access_key, client.secret_key, admin=True) if client.access_key else ANONYMOUS
+    client = dataclasses.replace(client, access_key="", secret_key="")  # operators sign with their own account
+    controllers = tuple(a.strip() for a in (controller or "").split(";") if a.strip())
+    interval = {} if sample_interval_s is None else {"sample_interval_s": sample_interval_s}
+    return DashboardConfig(client, host, port, account, controllers, allow_insecure_remote=allow_insecure_remote,
+                           **interval)
+
+
+async def _serve_dashboard(config, stop) -> None:
+    # lazy import: the console's web stack loads only for the commands that serve it
+    from spark_mq.dashboard.server import serve
+
+    await serve(config, stop, lambda url: print(f"spark-mq dashboard: console on {url}", flush=True))
+
+
 def _replica_configs(master, replicas: int) -> list:
     """The other members of ``master``'s set for ``spark-mq dev --replicas``: member k = 1.. on the master's
     port + 10 * k (any free one if the master's is 0), metrics port + k (off if the master's is), and its
@@ -252,6 +290,9 @@ def _dev(args: argparse.Namespace) -> int:
                     return  # stopped by a signal while starting
                 brokers.append(ready.result())
             _print_dev(args, namesrv, brokers, controller, accounts)
+            if args.dashboard:
+                tasks.append(loop.create_task(_serve_dashboard(_dev_dashboard_config(args, namesrv, accounts),
+                                                               stop)))
             done, _ = await asyncio.wait([loop.create_task(stop.wait()), *tasks], return_when=asyncio.FIRST_COMPLETED)
             for task in done & set(tasks):
                 task.result()  # a broker that ended by itself failed (a role switch that could not start): why
@@ -261,6 +302,19 @@ def _dev(args: argparse.Namespace) -> int:
             await namesrv.stop()
 
     return _run_until_signal(lambda: serve_until_signal(main), "the dev servers")
+
+
+def _dev_dashboard_config(args: argparse.Namespace, namesrv, accounts):
+    """``spark-mq dev --dashboard``: the console of the dev cluster, on 127.0.0.1:--dashboard-port; with
+    --acl it samples with the admin account and asks the operator to log in (credentials.env has theirs)."""
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
+    from spark_mq.client.config import ClientConfig
+
+    ca = str(Path(args.store).resolve().parent / "tls" / "ca.pem") if args.tls else ""
+    client = ClientConfig(namesrv.address, tls_enable=args.tls, tls_trust_cert_path=ca,
+                          access_key=accounts.admin_access_key if accounts else "",
+                          secret_key=accounts.admin_secret if accounts else "")
+    return _dashboard_config(client, "127.0.0.1", args.dashboard_port, namesrv.address if args.controller else None)
 
 
 def _dev_tls(args: argparse.Namespace) -> dict[str, object]:
@@ -326,7 +380,27 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     add_client_commands(sub)  # produce, consume, admin, query, status
     offload.add_parser(sub)
     copy_store.add_parser(sub)
+    _add_dashboard_command(sub)
     return parser
+
+
+def _add_dashboard_command(sub: argparse._SubParsersAction) -> None:
+    # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
+    from spark_mq.commands.common import add_command
+
+    dashboard = add_command(sub, "dashboard", _dashboard, help="serve the web console of a cluster",
+                            description=_dashboard.__doc__)
+    dashboard.add_argument("--host", default="127.0.0.1",
+                           help="address to listen on (default 127.0.0.1: this machine only; the console changes "
+                                "the cluster)")
+    dashboard.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080, 0 picks one)")
+    dashboard.add_argument("--controller", help="replication controller address(es), ';'-separated, for the "
+                                                "controller's view (default: ask the NameServers)")
+    dashboard.add_argument("--sample-interval", type=float,
+                           help="seconds between the samples the charts draw (default 10; an hour is kept)")
+    dashboard.add_argument("--allow-insecure-remote", action="store_true",
+                           help="let --host be other than loopback: the console then serves plain HTTP to the "
+                                "network (a trusted one only; better, a TLS reverse proxy on this machine)")
 
 
 def _add_server_commands(sub: argparse._SubParsersAction) -> None:
@@ -377,6 +451,9 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     dev.add_argument("--tls", action="store_true",
                      help="TLS only on every port (remoting, HA, metrics), with throwaway certificates made in "
                           "<store's directory>/tls; prints how clients connect")
+    dev.add_argument("--dashboard", action="store_true",
+                     help="also serve the web console (as `spark-mq dashboard`) on 127.0.0.1:--dashboard-port")
+    dev.add_argument("--dashboard-port", type=int, default=8080, help="the console's port (default 8080)")
     dev.set_defaults(func=_dev)
 
 

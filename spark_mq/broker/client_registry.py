@@ -65,7 +65,7 @@ class ClientRegistry:
         return list(self.producers.get(group, {}).values())
 
     def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection,
-                          language: str = LanguageCode.JAVA.name) -> bool:
+                          language: str = LanguageCode.JAVA.name, version: int = 0) -> bool:
         """Record a consumer heartbeat; True if the group's membership changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))
         info.consume_type = data.consume_type
@@ -73,7 +73,7 @@ class ClientRegistry:
         info.consume_from_where = data.consume_from_where
         info.subscriptions = {s.topic: s for s in data.subscription_data_set}
         before = info.client_ids()
-        info.channels[conn] = ClientChannel(client_id, conn, self.clock(), language)
+        info.channels[conn] = ClientChannel(client_id, conn, self.clock(), language, version)
         return info.client_ids() != before
 
     def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> list[str]:

@@ -122,6 +122,17 @@ class ConsumerOffsetManager:
             self.table.update(changed)
             self._dirty = True
 
+    def drop_group(self, group: str) -> int:
+        """Forget every committed offset of ``group``; how many topics it had offsets of."""
+        suffix = TOPIC_GROUP_SEPARATOR + group
+        keys = [k for k in self.table if k.endswith(suffix)]
+        for k in keys:
+            del self.table[k]
+            if self.for_master is not None:
+                self.for_master.pop(k, None)
+        self._dirty = self._dirty or bool(keys)
+        return len(keys)
+
     def drop_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for k in [k for k in self.table if k.startswith(prefix)]:

@@ -153,6 +153,16 @@ class BrokerMetrics:
         """Export timer messages: pending, delivered, lateness (read at scrape time; None on a slave)."""
         self._timer = service
 
+    def held(self) -> dict[str, str]:
+        """Messages held back for later, for GET_BROKER_RUNTIME_INFO: delayed ones not yet delivered
+        (``scheduleMessagePending``) and timer ones in the wheel (``timerPending``), where tracked."""
+        out = {}
+        if self._schedule is not None:
+            out["scheduleMessagePending"] = str(sum(self._schedule.pending().values()))
+        if self._timer is not None:
+            out["timerPending"] = str(self._timer.pending)
+        return out
+
     def track_ha(self, service: HAService | None, client: HAClient | None) -> None:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""
         self._ha_service, self._ha_client = service, client

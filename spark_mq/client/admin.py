@@ -27,7 +27,14 @@ from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
-from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, ReplicasInfo, TopicRouteData
+from spark_mq.remoting.bodies import (
+    ClientConnection,
+    ClusterInfo,
+    ConsumerConnection,
+    MessageQueue,
+    ReplicasInfo,
+    TopicRouteData,
+)
 from spark_mq.remoting.codes import ResponseCode
 
 T = TypeVar("T")
@@ -94,6 +101,16 @@ class BrokerStatus:
         return self._int("msgGetTotalTodayNow")
 
     @property
+    def delay_pending(self) -> int | None:
+        """Delayed (delay-level) messages the broker holds, not yet delivered (None: it does not say)."""
+        return self._int("scheduleMessagePending")
+
+    @property
+    def timer_pending(self) -> int | None:
+        """Timer messages in the broker's timing wheel, not yet due (None: it runs none, or does not say)."""
+        return self._int("timerPending")
+
+    @property
     def role(self) -> str:
         """``brokerRole`` as the broker answered, else what its id says (0 is a set's master)."""
         return self.runtime.get("brokerRole") or ("MASTER" if self.broker_id == 0 else "SLAVE")
@@ -124,7 +141,8 @@ class BrokerStatus:
 class QueueStats:
     """GET_TOPIC_STATS_INFO for one queue: offsets [min, max) and the last message's store time (ms);
     ``archived_offset``: offsets below it are in the tiered archive (None: the broker keeps no
-    tiered offsets, as RocketMQ's own)."""
+    tiered offsets, as RocketMQ's own); ``cold_offset``: offsets below it lie in closed commitlog files,
+    what an offload may archive (the boundary between hot and cold)."""
 
     broker_name: str
     queue_id: int
@@ -132,6 +150,7 @@ class QueueStats:
     max_offset: int
     last_update_timestamp: int
     archived_offset: int | None = None
+    cold_offset: int | None = None
 
     @property
     def count(self) -> int:
@@ -333,7 +352,8 @@ class Admin:
             table = await self.api.get_topic_stats_info(addr, topic)
             tiered = await self._tiered_at(addr, topic, [mq.queue_id for mq in table.offset_table])
             queues += [QueueStats(mq.broker_name, mq.queue_id, o.min_offset, o.max_offset, o.last_update_timestamp,
-                                  None if tiered is None else tiered[mq.queue_id].offset)
+                                  *((None, None) if tiered is None else
+                                    (tiered[mq.queue_id].offset, tiered[mq.queue_id].cold_offset)))
                        for mq, o in table.offset_table.items()]
         return TopicStats(topic, sorted(queues, key=lambda q: (q.broker_name, q.queue_id)))
 
@@ -429,6 +449,68 @@ class Admin:
             queues += [QueueProgress(mq.topic, mq.broker_name, mq.queue_id, o.broker_offset, o.consumer_offset,
                                      o.last_timestamp) for mq, o in stats.offset_table.items()]
         return GroupProgress(group, sorted(queues, key=lambda q: (q.topic, q.broker_name, q.queue_id)), tps)
+
+    async def groups(self) -> dict[str, set[str]]:
+        """Every consumer group the masters know, with the topics it has committed offsets of: the
+        subscription group configs and the offset tables of every master (GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        GET_ALL_CONSUMER_OFFSET: admin requests when the brokers check ACLs). A master that does not answer
+        is left out."""
+        out: dict[str, set[str]] = {}
+        for addr in sorted(set((await self.master_addrs()).values())):
+            try:
+                configs = await self.api.get_all_subscription_groups(addr)
+                offsets = await self.api.get_all_consumer_offsets(addr)
+            except RemotingError:
+                continue
+            for name in configs.subscription_group_table:
+                out.setdefault(name, set())
+            for key in offsets.offset_table:
+                topic, _, group = key.rpartition("@")
+                out.setdefault(group, set()).add(topic)
+        return out
+
+    async def members(self, group: str) -> ConsumerConnection:
+        """``group``'s online members (client id, address, language, version) and subscriptions, as the
+        masters know them (GET_CONSUMER_CONNECTION_LIST), merged; empty when no member is online."""
+        merged = ConsumerConnection()
+        seen: dict[str, ClientConnection] = {}
+        for addr in sorted(set((await self.master_addrs()).values())):
+            try:
+                found = await self.api.get_consumer_connection_list(addr, group)
+            except (RemotingError, MQClientError):
+                continue  # a dead master, or one the group never met
+            seen.update((c.client_id, c) for c in found.connection_set)
+            merged = ConsumerConnection([], {**merged.subscription_table, **found.subscription_table},
+                                        found.consume_type, found.message_model, found.consume_from_where)
+        merged.connection_set = sorted(seen.values(), key=lambda c: c.client_id)
+        return merged
+
+    async def set_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Commit ``offset`` as ``group``'s position in ``queue`` (UPDATE_CONSUMER_OFFSET to its master), for a
+        group with no member online: online members would write their own positions over it (reset those to
+        a time instead, :meth:`reset_offsets_by_time`). The offset must lie in the queue's [min, max]."""
+        if (await self.members(group)).connection_set:
+            raise ClientError(f"group {group} has members online, which would overwrite an offset set by hand: "
+                              f"stop them first, or reset the group to a time")
+        route = await self._route_or_raise(queue.topic)
+        addr = self._masters(route).get(queue.broker_name)
+        if addr is None:
+            raise ClientError(f"broker set {queue.broker_name} has no master serving {queue.topic}")
+        low = await self.api.get_min_offset(addr, queue.topic, queue.queue_id)
+        high = await self.api.get_max_offset(addr, queue.topic, queue.queue_id)
+        if not low <= offset <= high:
+            raise ClientError(f"offset {offset} is outside queue {queue.queue_id} of {queue.topic} on "
+                              f"{queue.broker_name}, which holds [{low}, {high}]")
+        await self.api.update_consumer_offset(addr, group, queue.topic, queue.queue_id, offset)
+
+    async def delete_group(self, group: str) -> list[str]:
+        """Delete ``group`` from every master: its subscription config and committed offsets
+        (DELETE_SUBSCRIPTIONGROUP with cleanOffset, an admin request). Online members keep consuming
+        from where the broker then starts them. Returns the broker addresses it was deleted from."""
+        addrs = sorted(set((await self.master_addrs()).values()))
+        for addr in addrs:
+            await self.api.delete_subscription_group(addr, group)
+        return addrs
 
     async def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Move ``group``'s committed offset of every readable queue of ``topic`` to the first message
@@ -569,6 +651,22 @@ class SyncAdmin(BlockingFacade[Admin]):
     def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """Blocking :meth:`Admin.group_progress`."""
         return self._run(self._target.group_progress(group=group, topic=topic))
+
+    def groups(self) -> dict[str, set[str]]:
+        """Blocking :meth:`Admin.groups`."""
+        return self._run(self._target.groups())
+
+    def members(self, group: str) -> ConsumerConnection:
+        """Blocking :meth:`Admin.members`."""
+        return self._run(self._target.members(group=group))
+
+    def set_offset(self, group: str, queue: MessageQueue, offset: int) -> None:
+        """Blocking :meth:`Admin.set_offset`."""
+        return self._run(self._target.set_offset(group=group, queue=queue, offset=offset))
+
+    def delete_group(self, group: str) -> list[str]:
+        """Blocking :meth:`Admin.delete_group`."""
+        return self._run(self._target.delete_group(group=group))
 
     def reset_offsets_by_time(self, group: str, topic: str, timestamp_ms: int) -> dict[MessageQueue, int]:
         """Blocking :meth:`Admin.reset_offsets_by_time`."""

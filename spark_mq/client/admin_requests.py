@@ -19,16 +19,23 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
+    ConsumerConnection,
+    ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    EpochHistory,
     KVTable,
     ResetOffsetBody,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
 )
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMetaDataResponseHeader,
     GetTopicStatsInfoRequestHeader,
@@ -138,3 +145,44 @@ class AdminRequests(Requester):
         """DELETE_TOPIC_IN_BROKER."""
         await self._invoke(addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic),
                            timeout=timeout)
+
+    async def get_all_subscription_groups(self, addr: str, *,
+                                          timeout: float | None = None) -> SubscriptionGroupWrapper:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every subscription group config of the broker (admin)."""
+        response = await self._invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout=timeout)
+        return SubscriptionGroupWrapper.from_json(response.body)
+
+    async def get_all_consumer_offsets(self, addr: str, *,
+                                       timeout: float | None = None) -> ConsumerOffsetSerializeWrapper:
+        """GET_ALL_CONSUMER_OFFSET: every committed offset of the broker, keyed ``topic@group`` (admin)."""
+        response = await self._invoke(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, timeout=timeout)
+        return ConsumerOffsetSerializeWrapper.from_json(response.body)
+
+    async def get_consumer_connection_list(self, addr: str, consumer_group: str, *,
+                                           timeout: float | None = None) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST: the group's online members on this broker (id, address, language,
+        version) and their subscriptions; CONSUMER_NOT_ONLINE when none is."""
+        response = await self._invoke(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                      GetConsumerConnectionListRequestHeader(consumer_group=consumer_group),
+                                      timeout=timeout)
+        return ConsumerConnection.from_json(response.body)
+
+    async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                        timeout: float | None = None) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's config on this broker (admin)."""
+        await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.to_json(),
+                           timeout=timeout)
+
+    async def delete_subscription_group(self, addr: str, group: str, *, clean_offset: bool = True,
+                                        timeout: float | None = None) -> None:
+        """DELETE_SUBSCRIPTIONGROUP: the broker forgets the group's config and, with ``clean_offset``, its
+        committed offsets (admin)."""
+        await self._invoke(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                           DeleteSubscriptionGroupRequestHeader(group_name=group, clean_offset=clean_offset),
+                           timeout=timeout)
+
+    async def get_epoch_history(self, addr: str, *, timeout: float | None = None) -> EpochHistory:
+        """GET_EPOCH_HISTORY (spark_mq's own, controller mode): the broker's commitlog range and epoch entries,
+        one per master term (election) it has seen (admin)."""
+        response = await self._invoke(addr, RequestCode.GET_EPOCH_HISTORY, timeout=timeout)
+        return EpochHistory.from_json(response.body)

@@ -43,8 +43,24 @@ UNIQ_KEY_LENGTH = 2 * UNIQ_KEY_BYTES
 PREFIX_BYTES = 10
 COUNTER_SPAN = 1 << 16
 DEFAULT_INSTANCE_NAME = "DEFAULT"
+SPARK_DRIVER_INSTANCE_PREFIX = "spark_mq_"  # + 12 hex digits: a Spark driver's group member (spark/group_member.py)
+SPARK_DRIVER_INSTANCE_HEX = 12
 
 _HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)
+
+
+def spark_driver_instance() -> str:
+    """A fresh instance name for a Spark driver's group member, which tools recognise (:func:`is_spark_driver`)."""
+    return SPARK_DRIVER_INSTANCE_PREFIX + secrets.token_hex(SPARK_DRIVER_INSTANCE_HEX // 2)
+
+
+def is_spark_driver(client_id: str) -> bool:
+    """Whether ``client_id`` (``ip@instance[@unit]``) is a Spark driver's group member."""
+    parts = client_id.split("@")
+    instance = parts[1] if len(parts) > 1 else ""
+    tail = instance.removeprefix(SPARK_DRIVER_INSTANCE_PREFIX)
+    return (instance != tail and len(tail) == SPARK_DRIVER_INSTANCE_HEX
+            and all(c in "0123456789abcdef" for c in tail))
 
 
 @functools.cache

@@ -32,11 +32,16 @@ from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     CheckClientRequestBody,
     ClusterInfo,
+    ConsumerConnection,
+    ConsumerOffsetSerializeWrapper,
     ConsumeStats,
+    EpochHistory,
     HeartbeatData,
     MessageQueue,
     RegisterBrokerBody,
     ResetOffsetBody,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
@@ -328,6 +333,35 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def delete_topic_in_broker(self, addr: str, topic: str, *, timeout: float | None = None) -> None:
         """Blocking :meth:`MQClientAPI.delete_topic_in_broker`."""
         return self._run(self._target.delete_topic_in_broker(addr=addr, topic=topic, timeout=timeout))
+
+    def get_all_subscription_groups(self, addr: str, *, timeout: float | None = None) -> SubscriptionGroupWrapper:
+        """Blocking :meth:`MQClientAPI.get_all_subscription_groups`."""
+        return self._run(self._target.get_all_subscription_groups(addr=addr, timeout=timeout))
+
+    def get_all_consumer_offsets(self, addr: str, *, timeout: float | None = None) -> ConsumerOffsetSerializeWrapper:
+        """Blocking :meth:`MQClientAPI.get_all_consumer_offsets`."""
+        return self._run(self._target.get_all_consumer_offsets(addr=addr, timeout=timeout))
+
+    def get_consumer_connection_list(self, addr: str, consumer_group: str, *,
+                                     timeout: float | None = None) -> ConsumerConnection:
+        """Blocking :meth:`MQClientAPI.get_consumer_connection_list`."""
+        return self._run(self._target.get_consumer_connection_list(addr=addr, consumer_group=consumer_group,
+                                                                   timeout=timeout))
+
+    def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                  timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.create_subscription_group`."""
+        return self._run(self._target.create_subscription_group(addr=addr, config=config, timeout=timeout))
+
+    def delete_subscription_group(self, addr: str, group: str, *, clean_offset: bool = True,
+                                  timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.delete_subscription_group`."""
+        return self._run(self._target.delete_subscription_group(addr=addr, group=group, clean_offset=clean_offset,
+                                                                timeout=timeout))
+
+    def get_epoch_history(self, addr: str, *, timeout: float | None = None) -> EpochHistory:
+        """Blocking :meth:`MQClientAPI.get_epoch_history`."""
+        return self._run(self._target.get_epoch_history(addr=addr, timeout=timeout))
 
     def pop_message(self, addr: str, header: PopMessageRequestHeader, timeout: float | None = None) -> PopResponse:
         """Blocking :meth:`MQClientAPI.pop_message`."""

@@ -31,11 +31,12 @@ TOPIC_MAX_LENGTH = 127  # stored behind an int8 length
 AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC: unknown topics route through it
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # TopicValidator.RMQ_SYS_SCHEDULE_TOPIC: delayed messages wait in it
+TRANSACTION_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"  # TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC: prepared messages
 TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC: timer messages wait in its queue 0
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 GROUP_MAX_LENGTH = TOPIC_MAX_LENGTH - len(RETRY_GROUP_TOPIC_PREFIX)
 # RocketMQ's TopicValidator.SYSTEM_TOPIC_SET and SYSTEM_TOPIC_PREFIX: topics no user subscribes to
-SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+SYSTEM_TOPICS = frozenset({AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, "BenchmarkTest", TRANSACTION_HALF_TOPIC,
                            "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
                            "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
 SYSTEM_TOPIC_PREFIXES = (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX, "rmq_sys_")

@@ -464,6 +464,56 @@ class GetConsumerListByGroupResponseBody(Body):
 
 
 @dataclass
+class ConsumerConnection(Body):
+    """GET_CONSUMER_CONNECTION_LIST response body: a group's online members and what they subscribe to."""
+
+    connection_set: list[ClientConnection] = field(default_factory=list)
+    subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+
+    def to_obj(self) -> Bean:
+        return Bean(connectionSet=[c.to_obj() for c in self.connection_set],
+                    subscriptionTable={k: v.to_obj() for k, v in self.subscription_table.items()},
+                    consumeType=self.consume_type, messageModel=self.message_model,
+                    consumeFromWhere=self.consume_from_where)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ConsumerConnection:
+        o = _obj(o, name)
+        return cls(_list(o, "connectionSet", ClientConnection.from_obj),
+                   {str(k): SubscriptionData.from_obj(v, f"subscriptionTable[{k}]")
+                    for k, v in _map(o, "subscriptionTable").items()},
+                   _str(o, "consumeType", "CONSUME_PASSIVELY"), _str(o, "messageModel", "CLUSTERING"),
+                   _str(o, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"))
+
+
+@dataclass
+class EpochHistory(Body):
+    """GET_EPOCH_HISTORY response body (spark_mq's own, controller mode): the broker's commitlog range and
+    its epoch entries ``[[epoch, startOffset], ...]``, oldest first: one per master term it has seen."""
+
+    min_offset: int
+    max_offset: int
+    epochs: list[tuple[int, int]] = field(default_factory=list)
+
+    def to_obj(self) -> Bean:
+        return Bean(minOffset=self.min_offset, maxOffset=self.max_offset, epochs=[[e, s] for e, s in self.epochs])
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> EpochHistory:
+        o = _obj(o, name)
+
+        def entry(v: Any, where: str) -> tuple[int, int]:
+            if not isinstance(v, list) or len(v) != 2:
+                raise _Bad(f"{where} must be [epoch, startOffset], got {v!r}")
+            return _as_int(v[0], where), _as_int(v[1], where)
+
+        return cls(_int(o, "minOffset"), _int(o, "maxOffset"), _list(o, "epochs", entry))
+
+
+@dataclass
 class LockBatchRequestBody(Body):
     """LOCK_BATCH_MQ request body; UNLOCK_BATCH_MQ's has the same properties."""
 

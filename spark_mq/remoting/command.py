@@ -17,6 +17,15 @@ ONEWAY_FLAG = 1 << 1  # RemotingCommand.RPC_ONEWAY
 # A RocketMQ NameServer serves standard JSON routes to versions >= V4_9_4 (ordinal 401) and
 # takes REGISTER_BROKER bodies as RegisterBrokerBody from versions >= V3_0_11.
 ROCKETMQ_VERSION = 407
+V4_0_0_SNAPSHOT = 212  # its ordinal: from there on every x.y.z has a SNAPSHOT and a release, in order
+
+
+def version_desc(ordinal: int) -> str:
+    """MQVersion's name of a 4.x version ordinal (407 -> ``V4_9_7``); others as the number."""
+    index, release = divmod(ordinal - V4_0_0_SNAPSHOT, 2)
+    if not 0 <= index < 100:
+        return f"version {ordinal}"
+    return f"V4_{index // 10}_{index % 10}" + ("" if release else "_SNAPSHOT")
 
 
 class LanguageCode(IntEnum):

@@ -661,6 +661,12 @@ class DeleteTopicRequestHeader(Header):
     topic: Topic
 
 
+@header("DELETE_SUBSCRIPTIONGROUP")
+class DeleteSubscriptionGroupRequestHeader(Header):
+    group_name: Group
+    clean_offset: bool = False  # also forget the group's committed offsets on this broker
+
+
 # --- tiered storage (spark_mq extensions, no RocketMQ counterpart) -------------------------------
 
 

@@ -33,11 +33,11 @@ import os
 import signal
 import threading
 import time
-import uuid
 
 from spark_mq.arrow.queues import QueueKey, TopicQueues
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.group_membership import GroupMembership
+from spark_mq.client.ids import spark_driver_instance
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.rebalance import get_strategy
 from spark_mq.common.errors import RemotingError
@@ -102,7 +102,7 @@ class DriverGroupMember:
         self._members_changed: set[str] = set()  # topics whose allocation the group's change made stale
         self._renew: asyncio.Task | None = None
         self._thread = LoopThread(f"spark-mq-member-{opts.group}")
-        config = opts.connection.client_config(opts.namesrv, instance_name=f"spark_mq_{uuid.uuid4().hex[:12]}")
+        config = opts.connection.client_config(opts.namesrv, instance_name=spark_driver_instance())
         try:
             self.membership: GroupMembership = self._thread.run(self._start(config))
         except BaseException:

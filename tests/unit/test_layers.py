@@ -39,7 +39,8 @@ LAYERS: dict[str, set[str]] = {
     "tiered": {"arrow"},  # never pyspark: `spark-mq offload` and `query --archive` run without Spark
     "spark": {"tiered", "filter"},  # filter: SQL92 filters checked at planning, applied to archive reads
     "commands": {"tiered", "store"},  # never spark: commands run without pyspark; offline store tools (copy-store)
-    "cli": {"commands", "broker", "namesrv", "controller"},
+    "dashboard": {"commands"},  # the web console over the admin API; never spark
+    "cli": {"commands", "dashboard", "broker", "namesrv", "controller"},
 }
 
 

@@ -271,6 +271,7 @@ class AdminProcessor:
             "bootTimestamp": str(self.started_ms),
             "flushDiskType": self.config.flush_disk_type,
             "storeWritable": str(store.write_refusal is None).lower(),
+            **self.metrics.held(),
             **self.replication_info(),
         }
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

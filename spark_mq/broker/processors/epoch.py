@@ -7,13 +7,14 @@ remoting before it connects (its last unit, the master's end), the answer needs 
 connection's state, and the HA stream stays RocketMQ 4.x's byte for byte. A broker not in controller
 mode does not serve it (REQUEST_CODE_NOT_SUPPORTED).
 
-Body (JSON): ``{"minOffset": int, "maxOffset": int, "epochs": [[epoch, startOffset], ...]}``.
+Body: :class:`~spark_mq.remoting.bodies.EpochHistory` (``{"epochs":[[epoch,startOffset],...],"maxOffset":..,
+"minOffset":..}``); admin tools read it too (the console's history of elections).
 """
 
 from __future__ import annotations
 
-import json
-
+from spark_mq.common.errors import BodyError
+from spark_mq.remoting.bodies import EpochHistory
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
@@ -25,18 +26,16 @@ from spark_mq.store.message_store import MessageStore
 
 
 def encode_history(log: ReplicaLog) -> bytes:
-    return json.dumps({"minOffset": log.min_offset, "maxOffset": log.max_offset,
-                       "epochs": [[e.epoch, e.start_offset] for e in log.epochs]}).encode()
+    return EpochHistory(log.min_offset, log.max_offset, [(e.epoch, e.start_offset) for e in log.epochs]).to_json()
 
 
 def decode_history(body: bytes) -> ReplicaLog:
-    """``ValueError`` for a body that is not one (``json.JSONDecodeError`` is one)."""
-    obj = json.loads(body)
+    """``ValueError`` for a body that is not one."""
     try:
-        return ReplicaLog(int(obj["minOffset"]), int(obj["maxOffset"]),
-                          tuple(EpochEntry(int(e), int(s)) for e, s in obj["epochs"]))
-    except (KeyError, TypeError) as e:
+        history = EpochHistory.from_json(body)
+    except BodyError as e:
         raise ValueError(f"not an epoch history: {e}") from None
+    return ReplicaLog(history.min_offset, history.max_offset, tuple(EpochEntry(e, s) for e, s in history.epochs))
 
 
 class EpochProcessor:

@@ -1,8 +1,9 @@
 """The broker's metadata tables served whole, as RocketMQ's AdminBrokerProcessor serves them to a
 slave's SlaveSynchronize and to admin tools: GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET,
-GET_ALL_DELAY_OFFSET, GET_TIMER_CHECK_POINT (GET_ALL_TOPIC_CONFIG is the AdminProcessor's), and
-UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, which fills the first; and, spark_mq's own, OFFER_CONSUMER_OFFSETS:
-a slave's offsets committed by clients while they could not reach this master, each taken where ahead.
+GET_ALL_DELAY_OFFSET, GET_TIMER_CHECK_POINT (GET_ALL_TOPIC_CONFIG is the AdminProcessor's),
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP and DELETE_SUBSCRIPTIONGROUP, which fill and empty the first; and,
+spark_mq's own, OFFER_CONSUMER_OFFSETS: a slave's offsets committed by clients while they could not reach
+this master, each taken where ahead.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from spark_mq.remoting.bodies import (
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
+from spark_mq.remoting.headers import DeleteSubscriptionGroupRequestHeader
 from spark_mq.remoting.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ class MetadataProcessor:
     def register_on(self, server: RemotingServer) -> None:
         for code, handler in {
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.create_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
@@ -51,6 +54,16 @@ class MetadataProcessor:
 
     async def create_group(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         self.groups.upsert(SubscriptionGroupConfig.from_json(cmd.body or b"{}"))
+        return cmd.make_response(ResponseCode.SUCCESS)
+
+    async def delete_group(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The group's config goes, and with ``cleanOffset`` its committed offsets (RocketMQ deletes the
+        config only; its offsets then expire with their topics)."""
+        h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
+        had_config = self.groups.delete(h.group_name)
+        topics = self.offsets.drop_group(h.group_name) if h.clean_offset else 0
+        log.info("subscription group %s deleted (config %s, offsets of %d topic(s) forgotten) by %s", h.group_name,
+                 "removed" if had_config else "absent", topics, conn.peer)
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def all_groups(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import MessageBatch
+from spark_mq.common.names import TRANSACTION_HALF_TOPIC
 from spark_mq.common.properties import (
     NAME_VALUE_SEPARATOR,
     PRODUCER_GROUP,
@@ -35,7 +36,7 @@ from spark_mq.remoting.headers import (
     transaction_type,
 )
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+HALF_TOPIC = TRANSACTION_HALF_TOPIC
 HALF_QUEUE_ID = 0
 _PREPARED_NEEDLE = f"{TRANSACTION_PREPARED}{NAME_VALUE_SEPARATOR}".encode()
 _GROUP_NAME = f"{PRODUCER_GROUP}{NAME_VALUE_SEPARATOR}".encode()

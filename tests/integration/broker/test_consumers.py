@@ -1,15 +1,26 @@
-"""Consumer groups against a real broker: HEART_BEAT, GET_CONSUMER_LIST_BY_GROUP,
-NOTIFY_CONSUMER_IDS_CHANGED, UNREGISTER_CLIENT, QUERY/UPDATE_CONSUMER_OFFSET (across a restart)
-and LOCK_BATCH_MQ / UNLOCK_BATCH_MQ."""
+"""Consumer groups against a real broker: HEART_BEAT, DELETE_SUBSCRIPTIONGROUP, GET_CONSUMER_LIST_BY_GROUP,
+GET_CONSUMER_CONNECTION_LIST, NOTIFY_CONSUMER_IDS_CHANGED, UNREGISTER_CLIENT, QUERY/UPDATE_CONSUMER_OFFSET
+(across a restart) and LOCK_BATCH_MQ / UNLOCK_BATCH_MQ."""
 
 from __future__ import annotations
 
 import json
 import threading
 
+import pytest
 from servers import unique, wait_until
 
-from spark_mq.remoting.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData, SubscriptionData
+from spark_mq.common.errors import MQClientError
+from spark_mq.remoting.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    SubscriptionData,
+    SubscriptionGroupConfig,
+)
+from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.command import ROCKETMQ_VERSION
 
 from ._support import pull_header, send_header
 
@@ -76,6 +87,21 @@ def test_heartbeat_join_unregister_and_disconnect_notify_members(broker, make_ap
     assert notes_b.wait_for(2) == [group, group]  # b heard only while it was a member (b and c joining)
 
 
+def test_consumer_connection_list_names_members_versions_and_subscriptions(broker, api):
+    topic, group = unique("Conns"), unique("cg")
+    api.create_topic(broker.addr, topic, 1, 1)
+    with pytest.raises(MQClientError) as none:
+        api.get_consumer_connection_list(broker.addr, group)
+    assert none.value.code == ResponseCode.CONSUMER_NOT_ONLINE
+    heartbeat(api, broker.addr, "10.0.0.1@conn", group, topic)
+    found = api.get_consumer_connection_list(broker.addr, group)
+    [member] = found.connection_set
+    assert (member.client_id, member.language, member.version) == ("10.0.0.1@conn", "PYTHON", ROCKETMQ_VERSION)
+    assert member.client_addr.startswith("127.0.0.1:")
+    assert list(found.subscription_table) == [topic] and found.subscription_table[topic].sub_string == "*"
+    assert (found.message_model, found.consume_from_where) == ("CLUSTERING", "CONSUME_FROM_FIRST_OFFSET")
+
+
 def test_retry_topic_is_created_for_clustering_groups_only(broker, api, namesrv):
     topic, clustering, broadcasting = unique("Retry"), unique("cg_cl"), unique("cg_bc")
     api.create_topic(broker.addr, topic, 1, 1)
@@ -116,6 +142,20 @@ def test_consumer_offsets_round_trip_and_survive_a_restart(broker, make_api):
     assert [api.query_consumer_offset(broker.addr, group, topic, q) for q in range(4)] == [2, 3, 0, 2]
     assert api.query_consumer_offset(broker.addr, other, topic, 2) == 1
     assert api.get_max_offset(broker.addr, topic, 0) == 3  # messages survived too
+
+
+def test_delete_subscription_group_forgets_its_config_and_offsets(broker, api):
+    topic, group, other = unique("DelGroup"), unique("cg"), unique("cg")
+    api.create_topic(broker.addr, topic, 2, 2)
+    for g in (group, other):
+        api.create_subscription_group(broker.addr, SubscriptionGroupConfig(g))
+        api.update_consumer_offset(broker.addr, g, topic, 0, 5)
+    api.delete_subscription_group(broker.addr, group)
+    assert group not in api.get_all_subscription_groups(broker.addr).subscription_group_table
+    offsets = api.get_all_consumer_offsets(broker.addr).offset_table
+    assert f"{topic}@{group}" not in offsets and offsets[f"{topic}@{other}"] == {0: 5}  # the other group stays
+    assert api.get_all_subscription_groups(broker.addr).subscription_group_table[other].group_name == other
+    api.delete_subscription_group(broker.addr, group)  # again: nothing left to delete, still answered
 
 
 def test_lock_batch_mq_excludes_other_clients_until_unlocked(broker, make_api):
