@@ -172,6 +172,8 @@ class PopPushConsumer:
                 await self._room.wait()
                 continue
             try:
+                if self.simple.instance.broker_addr(broker) is None:
+                    raise ClientError(f"the route of {topic} names no master of broker {broker}")
                 got = await self.simple.pop(topic, broker, min(room, MAX_RECEIVE), self.invisible_s, self.poll_s)
             except _ERRORS as e:
                 log.warning("group %s: pop of %s at %s failed: %s", self.group, topic, broker, e)
@@ -219,6 +221,8 @@ class PopPushConsumer:
             while held:
                 n = min(self.consume_batch_size, len(held))
                 while not await self._listen(held, n):
+                    if not self._running:  # shut down: the rest comes back after its invisible time
+                        return
                     await asyncio.sleep(ORDERLY_SUSPEND_S)
                 await self._ack(held[:n])
                 del held[:n]
