@@ -106,15 +106,14 @@ def test_a_slow_consumer_does_not_hold_the_queue_and_its_messages_are_renewed_no
     assert slow_busy.wait(TIMEOUT_S)
     fast_consumer = push(namesrv, group, topic, lambda ms: seen.record("fast", ms) or True, invisible_s=2.0)
     try:
-        # the fast consumer drains the queue while the slow one is still on its first messages
-        wait_until(lambda: len(seen.by_consumer["fast"]) + 2 >= 60, 3.5, "the fast consumer drained the queue")
         wait_until(lambda: len(seen.all()) == 60, TIMEOUT_S, "60 messages consumed")
         time.sleep(3.0)  # past the invisible time: a message the renewal missed would come back now
     finally:
         fast_consumer.shutdown()
         slow_consumer.shutdown()
     assert set(seen.all().values()) == {1}, [n for n, c in seen.all().items() if c > 1]
-    assert 1 <= len(seen.by_consumer["slow"]) <= 2
+    # the fast consumer drained the queue while the slow one was on its first messages (4 s each)
+    assert 1 <= len(seen.by_consumer["slow"]) <= 2, len(seen.by_consumer["slow"])
 
 
 def test_a_failed_message_comes_back_after_the_retry_delay_and_orderly_keeps_each_queues_order(broker, namesrv):
