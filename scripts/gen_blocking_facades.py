@@ -53,6 +53,8 @@ FACADES = (
            "LitePullConsumer"),
     Facade("spark_mq/client/simple_consumer.py", "SyncSimpleConsumer", "spark_mq/client/simple_consumer.py",
            "SimpleConsumer"),
+    Facade("spark_mq/client/pop_push_consumer.py", "SyncPopPushConsumer", "spark_mq/client/pop_push_consumer.py",
+           "PopPushConsumer"),
 )
 
 

@@ -94,6 +94,7 @@ from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 from spark_mq.store.message_store import MessageStore
+from spark_mq.store.results import PutStatus
 from spark_mq.store.retention import no_floor
 from spark_mq.store.store_paths import TIMER_LOG_DIR, TIMER_WHEEL_FILE, store_path
 from spark_mq.store.timer_log import TimerLog
@@ -259,7 +260,8 @@ class BrokerController:
         self.pops = PopService(self.store, self.topics, self.groups, self.offsets, self.hold, self.sql92_filters,
                                broker_name=self.config.broker_name, cluster=self.config.broker_cluster_name,
                                switch_ms=self.config.pop_mode_switch_millis, readable_end=self._readable_end,
-                               refusal=self._pop_refusal, on_topic_created=self.registration.request)
+                               refusal=self._pop_refusal, on_topic_created=self.registration.request,
+                               replicated=self._replicated)
         self.revive = ReviveService(self.pops, self.retry)
         if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
             await asyncio.get_running_loop().run_in_executor(None, self.revive.replay)
@@ -396,6 +398,14 @@ class BrokerController:
             return None
         return (f"broker {self.config.broker_name} at {self.address} is a slave (brokerId {self.config.broker_id}): "
                 f"pop from its master, {self.registration.master}")
+
+    async def _replicated(self, end: int) -> bool:
+        """Whether the replicas a put waits for (``_waits_for_replicas``) have the commitlog below ``end`` within
+        syncFlushTimeout; True at once when puts wait for none."""
+        if not self._waits_for_replicas() or self.ha_service is None:
+            return True
+        status = await self.ha_service.replicated(end, self.config.sync_flush_timeout / 1000)
+        return status == PutStatus.PUT_OK
 
     def _waits_for_replicas(self) -> bool:
         """Whether a put's answer waits for replicas: a SYNC_MASTER's, and in controller mode one that asks

@@ -48,6 +48,17 @@ class ConsumeStatus(enum.Enum):
 Listener = Callable[[list[StoredMessage]], "bool | ConsumeStatus | None"]
 
 
+def listener_verdict(listener: Listener, messages: list[StoredMessage], group: str, source: object) -> bool:
+    """On a pool thread: whether ``listener`` consumed ``messages`` (of ``source``, for the log) successfully;
+    False, None, RECONSUME_LATER or an exception mean failure."""
+    try:
+        status = listener(messages)
+    except Exception:
+        log.exception("group %s: the listener raised on %d messages of %s", group, len(messages), source)
+        return False
+    return status is True or status == ConsumeStatus.CONSUME_SUCCESS
+
+
 @dataclasses.dataclass(eq=False)
 class QueueSlot:
     """One queue a push consumer was assigned: its ProcessQueue, pull position and tasks."""
@@ -96,12 +107,7 @@ class ConsumeService:
         """On a pool thread: the listener's verdict; None when the queue was dropped before it ran."""
         if slot.pq.dropped and not self.orderly:
             return None
-        try:
-            status = self.listener(messages)
-        except Exception:
-            log.exception("group %s: the listener raised on %d messages of %s", self.group, len(messages), slot.mq)
-            return False
-        return status is True or status == ConsumeStatus.CONSUME_SUCCESS
+        return listener_verdict(self.listener, messages, self.group, slot.mq)
 
     def dispatch(self, slot: QueueSlot, messages: list[StoredMessage]) -> None:
         if self.orderly:

@@ -101,7 +101,8 @@ class SimpleConsumer:
         if not self._started:
             raise ClientError(f"simple consumer of group {self.group} is not started: call start() first")
 
-    async def _brokers(self, topic: str) -> list[str]:
+    async def brokers(self, topic: str) -> list[str]:
+        """The names of the brokers serving ``topic``'s readable queues."""
         return sorted({mq.broker_name for mq in await self.instance.subscribe_queues(topic)})
 
     async def receive(self, max_nums: int = 16, invisible_s: float = 30.0,
@@ -113,22 +114,25 @@ class SimpleConsumer:
         if not 0 < max_nums <= MAX_RECEIVE:
             raise ConfigError(f"max_nums must be in 1..{MAX_RECEIVE}, got {max_nums}")
         turn = next(self._turn)
-        targets = [(t, b) for t in self.subscriptions for b in await self._brokers(t)]
+        targets = [(t, b) for t in self.subscriptions for b in await self.brokers(t)]
         targets = targets[turn % len(targets):] + targets[:turn % len(targets)]
         for i, (topic, broker) in enumerate(targets):
             last = i == len(targets) - 1
-            found = await self._pop(topic, broker, max_nums, invisible_s, wait_s if last else 0.0)
+            found = await self.pop(topic, broker, max_nums, invisible_s, wait_s if last else 0.0)
             if found:
                 return found
         return []
 
-    async def _pop(self, topic: str, broker: str, max_nums: int, invisible_s: float,
-                   wait_s: float) -> list[ReceivedMessage]:
+    async def pop(self, topic: str, broker: str, max_nums: int, invisible_s: float,
+                  wait_s: float, queue_id: int = -1) -> list[ReceivedMessage]:
+        """One POP_MESSAGE of ``topic`` (queue ``queue_id``, -1: every queue) at broker ``broker``:
+        :meth:`receive` asks each broker in turn with it; a push consumer long-polls each one."""
+        self._check_started()
         addr = self.instance.broker_addr(broker)
         if addr is None:
             return []
         header = PopMessageRequestHeader(
-            consumer_group=self.group, topic=topic, queue_id=-1, max_msg_nums=max_nums,
+            consumer_group=self.group, topic=topic, queue_id=queue_id, max_msg_nums=max_nums,
             invisible_time=int(invisible_s * 1000), poll_time=int(wait_s * 1000), born_time=int(time.time() * 1000),
             init_mode=self.init_mode, exp_type=self.expression_type, exp=self.subscriptions[topic] or SUB_ALL,
             order=self.order)
@@ -195,9 +199,19 @@ class SyncSimpleConsumer(BlockingFacade[SimpleConsumer]):
         """Blocking :meth:`SimpleConsumer.shutdown`."""
         self._close_with(self._target.shutdown)
 
+    def brokers(self, topic: str) -> list[str]:
+        """Blocking :meth:`SimpleConsumer.brokers`."""
+        return self._run(self._target.brokers(topic=topic))
+
     def receive(self, max_nums: int = 16, invisible_s: float = 30.0, wait_s: float = 0.0) -> list[ReceivedMessage]:
         """Blocking :meth:`SimpleConsumer.receive`."""
         return self._run(self._target.receive(max_nums=max_nums, invisible_s=invisible_s, wait_s=wait_s))
+
+    def pop(self, topic: str, broker: str, max_nums: int, invisible_s: float, wait_s: float,
+            queue_id: int = -1) -> list[ReceivedMessage]:
+        """Blocking :meth:`SimpleConsumer.pop`."""
+        return self._run(self._target.pop(topic=topic, broker=broker, max_nums=max_nums, invisible_s=invisible_s,
+                                          wait_s=wait_s, queue_id=queue_id))
 
     def ack(self, message: ReceivedMessage) -> None:
         """Blocking :meth:`SimpleConsumer.ack`."""

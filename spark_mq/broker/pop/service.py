@@ -24,7 +24,7 @@ import itertools
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
@@ -125,9 +125,13 @@ class PopService:
                  offsets: ConsumerOffsetManager, hold: PullHoldService, filters: Sql92Filters, *, broker_name: str,
                  cluster: str, switch_ms: int, readable_end: Callable[[], int | None] = lambda: None,
                  refusal: Callable[[], str | None] = lambda: None, on_topic_created: Callable[[], None] = lambda: None,
+                 replicated: Callable[[int], Awaitable[bool]] | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         """``refusal()``: why this broker serves no pops now (a slave), else None; ``readable_end()``: as the
-        pull processor's."""
+        pull processor's; ``replicated(end)``: whether the replicas a send waits for (SYNC_MASTER,
+        allAckInSyncStateSet) have the commitlog below ``end`` in time, None when sends do not wait. Pops, acks
+        and changes of invisible time are answered only once their revive records are replicated so: a slave
+        promoted after an answer knows what was handed out and what was acknowledged."""
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -139,6 +143,8 @@ class PopService:
         self.readable_end = readable_end
         self.refusal = refusal
         self.on_topic_created = on_topic_created
+        self.replicated = replicated
+        self.written_end = 0  # commitlog offset past the last revive record written
         self.clock = clock
         self.checkpoints = CheckpointTable()
         self.order = OrderLocks()
@@ -215,7 +221,17 @@ class PopService:
         if self.topics.ensure_system_topic(self.revive_topic):
             self.on_topic_created()
         batch = MessageBatch.of(self.revive_topic, REVIVE_QUEUE_ID, [body], [encode_properties({TAGS: tag})])
-        return self.store.put_messages(batch, wait_flush=False).queue_offset
+        result = self.store.put_messages(batch, wait_flush=False)
+        self.written_end = max(self.written_end, result.end_offset)
+        return result.queue_offset
+
+    async def records_replicated(self, what: str) -> None:
+        """Return once the revive records written so far are on the replicas sends wait for (at once when sends
+        wait for none); raises PopError FLUSH_SLAVE_TIMEOUT naming ``what`` when they are not in time (what
+        it recorded stands: a popped message comes back after its invisible time)."""
+        if self.replicated is not None and not await self.replicated(self.written_end):
+            raise PopError(ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                           f"{what} recorded but not replicated to the slaves in time: try again")
 
     def log_ack(self, ack: Ack) -> None:
         self._log(ack.tag, ack.to_json())
@@ -239,6 +255,8 @@ class PopService:
             result, waits = self._pop_once(group, topic, queues, queue_id < 0, max_nums, invisible_ms, selector,
                                            init_mode, order)
             remaining = deadline - time.monotonic()
+            if result.messages and not order:  # orderly pops write no record
+                await self.records_replicated("the pop")
             if result.messages or remaining <= 0 or not waits:
                 return result
             key = (group, topic, queue_id)
@@ -394,6 +412,7 @@ class PopService:
         was acknowledged already)."""
         r, offset = self.parse_receipt(receipt, queue_offset)
         self.ack_offsets(group, topic, r.retry, r.queue_id, r.ck_offset, r.pop_time, r.revive_qid, (offset,))
+        await self.records_replicated("the ack")
 
     def ack_offsets(self, group: str, topic: str, retry: bool, queue_id: int, start_offset: int, pop_time: int,
                     revive_qid: int, offsets: tuple[int, ...]) -> list[int]:
@@ -460,4 +479,5 @@ class PopService:
         except StoreNotWritableError as e:
             raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, f"change of invisible time not recorded: {e}") from e
         self.checkpoints.ack(key, (offset,))
+        await self.records_replicated("the change of invisible time")
         return Receipt(offset, now, invisible_ms, REVIVE_QUEUE_ID, r.retry, self.broker_name, r.queue_id, offset)

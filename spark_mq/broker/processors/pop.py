@@ -101,6 +101,10 @@ class PopProcessor:
                                       a.revive_queue_id, a.offsets)
             except PopError as e:
                 first = first or e
+        try:
+            await self.pops.records_replicated("the batch ack")
+        except PopError as e:
+            first = first or e
         if first is not None:
             return cmd.make_response(first.code, str(first))
         return cmd.make_response(ResponseCode.SUCCESS)
