@@ -10,6 +10,7 @@ Importing it (and the ``http.server``/``email`` modules it pulls in) cost a brok
 from __future__ import annotations
 
 import bisect
+import json
 import logging
 import shutil
 import time
@@ -23,8 +24,10 @@ from spark_mq.common.tls import MIN_VERSION
 if TYPE_CHECKING:
     import numpy as np
 
+    from spark_mq.broker.pop.checkpoints import CheckpointTable
     from spark_mq.broker.replication.master_lease import LeaseGate
     from spark_mq.broker.scheduled.delay_service import ScheduleService
+    from spark_mq.broker.transaction.service import TransactionalMessageService
     from spark_mq.common.config import SecurityConfig
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
@@ -83,6 +86,8 @@ class BrokerMetrics:
         self._lease: LeaseGate | None = None  # a controller-mode master's
         self._schedule: ScheduleService | None = None
         self._timer: TimerStats | None = None
+        self._half_service: TransactionalMessageService | None = None
+        self._pops: CheckpointTable | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -153,14 +158,25 @@ class BrokerMetrics:
         """Export timer messages: pending, delivered, lateness (read at scrape time; None on a slave)."""
         self._timer = service
 
+    def track_held(self, transactions: TransactionalMessageService, pops: CheckpointTable) -> None:
+        """Report undecided half messages and pop messages in flight in GET_BROKER_RUNTIME_INFO."""
+        self._half_service, self._pops = transactions, pops
+
     def held(self) -> dict[str, str]:
         """Messages held back for later, for GET_BROKER_RUNTIME_INFO: delayed ones not yet delivered
-        (``scheduleMessagePending``) and timer ones in the wheel (``timerPending``), where tracked."""
+        (``scheduleMessagePending``), timer ones in the wheel (``timerPending``), undecided half messages
+        (``transactionHalfUndecided``: the live table, not what the half topic stores) and popped messages
+        not acknowledged yet (``popInFlight``: JSON ``[[group, topic, queueId, count], ...]``), where tracked."""
         out = {}
         if self._schedule is not None:
             out["scheduleMessagePending"] = str(sum(self._schedule.pending().values()))
         if self._timer is not None:
             out["timerPending"] = str(self._timer.pending)
+        if self._half_service is not None:
+            out["transactionHalfUndecided"] = str(len(self._half_service.live))
+        if self._pops is not None:
+            out["popInFlight"] = json.dumps([[*key, n] for key, n in sorted(self._pops.in_flight_queues().items())],
+                                            separators=(",", ":"))
         return out
 
     def track_ha(self, service: HAService | None, client: HAClient | None) -> None:
