@@ -260,7 +260,7 @@ class BrokerController:
                                broker_name=self.config.broker_name, cluster=self.config.broker_cluster_name,
                                switch_ms=self.config.pop_mode_switch_millis, readable_end=self._readable_end,
                                refusal=self._pop_refusal, on_topic_created=self.registration.request)
-        self.metrics.track_held(self.transactions, self.pops.checkpoints)
+        self.metrics.track_held(lambda: len(self.transactions.live), self.pops.checkpoints.in_flight_queues)
         self.revive = ReviveService(self.pops, self.retry)
         if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
             await asyncio.get_running_loop().run_in_executor(None, self.revive.replay)

@@ -15,7 +15,7 @@ import logging
 import shutil
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,10 +24,8 @@ from spark_mq.common.tls import MIN_VERSION
 if TYPE_CHECKING:
     import numpy as np
 
-    from spark_mq.broker.pop.checkpoints import CheckpointTable
     from spark_mq.broker.replication.master_lease import LeaseGate
     from spark_mq.broker.scheduled.delay_service import ScheduleService
-    from spark_mq.broker.transaction.service import TransactionalMessageService
     from spark_mq.common.config import SecurityConfig
     from spark_mq.store.ha.ha_client import HAClient
     from spark_mq.store.ha.ha_service import HAService
@@ -86,8 +84,8 @@ class BrokerMetrics:
         self._lease: LeaseGate | None = None  # a controller-mode master's
         self._schedule: ScheduleService | None = None
         self._timer: TimerStats | None = None
-        self._half_service: TransactionalMessageService | None = None
-        self._pops: CheckpointTable | None = None
+        self._half_undecided: Callable[[], int] | None = None
+        self._pops_in_flight: Callable[[], dict[tuple[str, str, int], int]] | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -158,9 +156,11 @@ class BrokerMetrics:
         """Export timer messages: pending, delivered, lateness (read at scrape time; None on a slave)."""
         self._timer = service
 
-    def track_held(self, transactions: TransactionalMessageService, pops: CheckpointTable) -> None:
-        """Report undecided half messages and pop messages in flight in GET_BROKER_RUNTIME_INFO."""
-        self._half_service, self._pops = transactions, pops
+    def track_held(self, half_undecided: Callable[[], int],
+                   pops_in_flight: Callable[[], dict[tuple[str, str, int], int]]) -> None:
+        """Report undecided half messages and pop messages in flight (by group, topic, queue id) in
+        GET_BROKER_RUNTIME_INFO."""
+        self._half_undecided, self._pops_in_flight = half_undecided, pops_in_flight
 
     def held(self) -> dict[str, str]:
         """Messages held back for later, for GET_BROKER_RUNTIME_INFO: delayed ones not yet delivered
@@ -172,10 +172,10 @@ class BrokerMetrics:
             out["scheduleMessagePending"] = str(sum(self._schedule.pending().values()))
         if self._timer is not None:
             out["timerPending"] = str(self._timer.pending)
-        if self._half_service is not None:
-            out["transactionHalfUndecided"] = str(len(self._half_service.live))
-        if self._pops is not None:
-            out["popInFlight"] = json.dumps([[*key, n] for key, n in sorted(self._pops.in_flight_queues().items())],
+        if self._half_undecided is not None:
+            out["transactionHalfUndecided"] = str(self._half_undecided())
+        if self._pops_in_flight is not None:
+            out["popInFlight"] = json.dumps([[*key, n] for key, n in sorted(self._pops_in_flight().items())],
                                             separators=(",", ":"))
         return out
 
