@@ -7,7 +7,7 @@ and popped messages not acknowledged yet (the broker's own counts and tables, GE
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from spark_mq.client.admin import MASTER_ID, Admin, BrokerStatus, ControllerView
 from spark_mq.common.errors import MQClientError, RemotingError
@@ -34,25 +34,26 @@ class Held:
     delayed: int | None  # delay-level messages not yet delivered
     timer: int | None  # timer messages not yet due
     half_undecided: int | None  # half messages with no commit or rollback yet (the broker's live table)
-    in_flight: list[InFlight] = field(default_factory=list)
+    in_flight: list[InFlight] | None = None  # None: the broker does not say (not a spark_mq broker)
     error: str | None = None
 
 
-def _held(status: BrokerStatus) -> Held:
+def held_of(status: BrokerStatus) -> Held:
     if status.error is not None:
         return Held(status.broker_name, status.addr, None, None, None, error=status.error)
-    in_flight = [InFlight(g, t, status.broker_name, q, n) for (g, t, q), n in (status.pop_in_flight or {}).items()]
+    pops = status.pop_in_flight
+    in_flight = None if pops is None else [InFlight(g, t, status.broker_name, q, n) for (g, t, q), n in pops.items()]
     return Held(status.broker_name, status.addr, status.delay_pending, status.timer_pending, status.half_undecided,
                 in_flight)
 
 
 async def held_messages(admin: Admin) -> list[Held]:
-    return [_held(s) for s in await admin.brokers() if s.broker_id == MASTER_ID]
+    return [held_of(s) for s in await admin.brokers() if s.broker_id == MASTER_ID]
 
 
 def in_flight_of(held: list[Held], group: str | None = None) -> list[InFlight]:
     """The pop messages in flight of every master (of ``group`` only, when given), by group, topic and queue."""
-    found = [f for h in held for f in h.in_flight if group is None or f.group == group]
+    found = [f for h in held for f in h.in_flight or () if group is None or f.group == group]
     return sorted(found, key=lambda f: (f.group, f.topic, f.broker_name, f.queue_id))
 
 

@@ -1,5 +1,6 @@
 """The console's pure parts: topic kinds and pages (thousands of topics, one small page), body views,
-charts, sessions that forget an idle account, client version names, and its config's safe defaults."""
+charts, sessions that forget an idle account and release its clients, the login limit, held messages from
+runtime info, client version names, and its config's safe defaults."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import json
 
 import pytest
 
+from spark_mq.client.admin import BrokerStatus
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import client_id, is_spark_driver, spark_driver_instance
 from spark_mq.common.errors import ConfigError
 from spark_mq.dashboard.auth import Account, LoginLimiter, Sessions
 from spark_mq.dashboard.charts import line_chart
 from spark_mq.dashboard.clients import ClusterClients
+from spark_mq.dashboard.internals import held_of, in_flight_of
 from spark_mq.dashboard.messages import HEX_MAX, body_views
 from spark_mq.dashboard.sampler import Point
 from spark_mq.dashboard.server import DashboardConfig
@@ -110,6 +113,16 @@ def test_login_failures_are_limited_per_address_within_the_window():
     assert limiter.wait_s("10.0.0.2") == 0  # another address
     now[0] = 60
     assert limiter.wait_s("10.0.0.1") == 0
+
+
+def test_held_messages_from_runtime_info_and_what_a_broker_does_not_say():
+    ours = BrokerStatus("c", "broker-a", 0, "127.0.0.1:1", {"transactionHalfUndecided": "2",
+                                                           "popInFlight": '[["g","t",1,3],["h","t",0,1]]'})
+    other = BrokerStatus("c", "broker-b", 0, "127.0.0.1:2", {"popInFlight": "not json"})
+    held = [held_of(ours), held_of(other)]
+    assert held[0].half_undecided == 2 and held[1].half_undecided is None and held[1].in_flight is None
+    assert [(f.group, f.queue_id, f.count) for f in in_flight_of(held)] == [("g", 1, 3), ("h", 0, 1)]
+    assert [f.count for f in in_flight_of(held, "h")] == [1]
 
 
 def test_client_versions_by_name():
