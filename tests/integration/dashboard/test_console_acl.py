@@ -4,6 +4,7 @@ cluster and refuses such an account's changes even when posted directly; an admi
 
 from __future__ import annotations
 
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -12,7 +13,7 @@ import pytest
 from integration.dashboard._browser import PAGE_WAIT_S, Browser, start_console
 from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
-from servers import AclCluster, unique
+from servers import AclCluster, unique, wait_until
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
@@ -94,6 +95,34 @@ def test_an_admin_account_changes_the_cluster(browser, acl, admin):
     browser.open("/topics")
     browser.submit("#create-topic", {"topic": name})
     assert admin.route(name) is not None
+
+
+def cluster_connections(console_pid: int, acl) -> int:
+    """The console process's TCP connections to the cluster's NameServer and broker."""
+    ports = {addr.rsplit(":", 1)[1] for addr in (acl.namesrv.addr, acl.broker.addr)}
+    lines = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    return sum(f"pid={console_pid}," in line and line.split()[3].rsplit(":", 1)[1] in ports for line in lines)
+
+
+def test_logging_out_an_accounts_last_session_closes_its_connections(driver, acl, tmp_path_factory):
+    console = start_console(acl.namesrv.addr, tmp_path_factory.mktemp("console_logout") / "console.log")
+    try:
+        browser = Browser(driver, console.addr)
+        log_in(browser, acl.user)
+        user_cookie = browser.driver.get_cookie(SESSION_COOKIE)["value"]
+        log_in(browser, acl.admin)  # the sampler now signs with the admin account; the user's session stays
+        browser.open("/")
+        both = cluster_connections(console.proc.pid, acl)
+        request = urllib.request.Request(console.addr.rstrip("/") + "/logout", b"", method="POST",
+                                         headers={"Cookie": f"{SESSION_COOKIE}={user_cookie}"})
+        urllib.request.urlopen(request).close()
+        wait_until(lambda: cluster_connections(console.proc.pid, acl) < both, timeout=10,
+                   what="the user's connections closed")
+        browser.open("/")  # the admin's still work
+        assert {r.get_attribute("data-addr") for r in browser.all("#brokers tbody tr")} == {acl.broker.addr}
+    finally:
+        console.stop_cleanly()
 
 
 def test_the_consoles_own_account_signs_its_sampling_only(driver, acl, tmp_path_factory):
