@@ -185,13 +185,14 @@ def _dashboard(args: argparse.Namespace) -> int:
     from spark_mq.common.serve_until_signal import serve_until_signal
 
     config = _dashboard_config(client_config(args), args.host, args.port, args.controller, args.sample_interval,
-                               args.allow_insecure_remote)
+                               args.allow_insecure_remote, args.archive)
     return _run_until_signal(lambda: serve_until_signal(lambda stop: _serve_dashboard(config, stop)),
                              "the console", f"{args.host}:{args.port}")
 
 
 def _dashboard_config(client, host: str, port: int, controller: str | None = None,
-                      sample_interval_s: float | None = None, allow_insecure_remote: bool = False):
+                      sample_interval_s: float | None = None, allow_insecure_remote: bool = False,
+                      archive: str | None = None):
     # lazy import: the console's web stack loads only for the commands that serve it
     import dataclasses
 
@@ -203,7 +204,7 @@ def _dashboard_config(client, host: str, port: int, controller: str | None = Non
     controllers = tuple(a.strip() for a in (controller or "").split(";") if a.strip())
     interval = {} if sample_interval_s is None else {"sample_interval_s": sample_interval_s}
     return DashboardConfig(client, host, port, account, controllers, allow_insecure_remote=allow_insecure_remote,
-                           **interval)
+                           archive_root=archive or "", **interval)
 
 
 async def _serve_dashboard(config, stop) -> None:
@@ -398,6 +399,9 @@ def _add_dashboard_command(sub: argparse._SubParsersAction) -> None:
                                                 "controller's view (default: ask the NameServers)")
     dashboard.add_argument("--sample-interval", type=float,
                            help="seconds between the samples the charts draw (default 10; an hour is kept)")
+    dashboard.add_argument("--archive", metavar="ROOT",
+                           help="the tiered archive's root (tieredStoreRoot, as spark-mq offload --root): topic pages "
+                                "then show each queue's archived range, bytes and table version")
     dashboard.add_argument("--allow-insecure-remote", action="store_true",
                            help="let --host be other than loopback: the console then serves plain HTTP to the "
                                 "network (a trusted one only; better, a TLS reverse proxy on this machine)")

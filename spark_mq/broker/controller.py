@@ -262,6 +262,7 @@ class BrokerController:
                                switch_ms=self.config.pop_mode_switch_millis, readable_end=self._readable_end,
                                refusal=self._pop_refusal, on_topic_created=self.registration.request,
                                replicated=self._replicated)
+        self.metrics.track_held(lambda: len(self.transactions.live), self.pops.checkpoints.in_flight_queues)
         self.revive = ReviveService(self.pops, self.retry)
         if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
             await asyncio.get_running_loop().run_in_executor(None, self.revive.replay)

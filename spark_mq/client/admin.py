@@ -12,6 +12,7 @@ be called from any number of threads.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -109,6 +110,22 @@ class BrokerStatus:
     def timer_pending(self) -> int | None:
         """Timer messages in the broker's timing wheel, not yet due (None: it runs none, or does not say)."""
         return self._int("timerPending")
+
+    @property
+    def half_undecided(self) -> int | None:
+        """Half (transactional) messages the broker has no decision for yet (None: it does not say)."""
+        return self._int("transactionHalfUndecided")
+
+    @property
+    def pop_in_flight(self) -> dict[tuple[str, str, int], int] | None:
+        """Popped messages not acknowledged yet, by (group, topic, queue id) (None: the broker does not say)."""
+        value = self.runtime.get("popInFlight")
+        if value is None:
+            return None
+        try:
+            return {(str(g), str(t), int(q)): int(n) for g, t, q, n in json.loads(value)}
+        except (ValueError, TypeError):
+            return None
 
     @property
     def role(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 
 from spark_mq.common.errors import MQClientError, RemotingError
 from spark_mq.dashboard import actions, pages
-from spark_mq.dashboard.auth import ANONYMOUS, SESSION_COOKIE, Account, Sessions
+from spark_mq.dashboard.auth import ANONYMOUS, LOGIN_FAILURES_MAX, SESSION_COOKIE, Account, LoginLimiter, Sessions
 from spark_mq.dashboard.clients import ClusterClients, refused
 from spark_mq.dashboard.sampler import SAMPLE_INTERVAL_S, Sampler
 from spark_mq.dashboard.web import TEMPLATES, ConsoleState, account_of, redirect
@@ -37,7 +38,13 @@ async def login(request: Request) -> Response:
     state: ConsoleState = request.app.state.console
     next_path = _safe_next(request.query_params.get("next", "/"))
     error = None
-    if request.method == "POST":
+    status = 200
+    addr = request.client.host if request.client else ""
+    wait_s = state.login_limiter.wait_s(addr) if request.method == "POST" else 0.0
+    if wait_s:
+        status, error = 429, (f"Too many failed log-ins from {addr}: try again in {math.ceil(wait_s)} s "
+                              f"(at most {LOGIN_FAILURES_MAX} a minute).")
+    elif request.method == "POST":
         form = await request.form()
         access, secret = str(form.get("access_key", "")).strip(), str(form.get("secret_key", ""))
         if access and secret:
@@ -45,8 +52,11 @@ async def login(request: Request) -> Response:
             try:
                 account = Account(access, secret, admin=await state.clients.is_admin(probe))
             except (RemotingError, MQClientError) as e:
-                error = ("The servers do not know this account, or its secret key is wrong." if refused(e)
-                         else f"The cluster did not answer: {e}")
+                error = f"The cluster did not answer: {e}"
+                if refused(e):
+                    error = "The servers do not know this account, or its secret key is wrong."
+                    state.login_limiter.failed(addr)
+                    state.clients.release(probe)  # a wrong key or secret: nothing will use its connections
             else:
                 if not state.fixed_account:
                     state.sampler.account = account
@@ -58,7 +68,7 @@ async def login(request: Request) -> Response:
             error = "Give the account's access key and secret key."
     return TEMPLATES.TemplateResponse(request, "login.html", {"account": account_of(request) or ANONYMOUS,
                                                                "error": error, "next": next_path, "note": None},
-                                      status_code=200)  # the form again, saying what was wrong
+                                      status_code=status)  # the form again, saying what was wrong
 
 
 async def logout(request: Request) -> Response:
@@ -91,13 +101,18 @@ ROUTES = [
 
 
 def create_app(clients: ClusterClients, *, account: Account = ANONYMOUS, controller_addrs: list[str] | None = None,
-               sample_interval_s: float = SAMPLE_INTERVAL_S) -> Starlette:
+               sample_interval_s: float = SAMPLE_INTERVAL_S, archive_root: str = "") -> Starlette:
     """The console over ``clients``' cluster. ``account`` signs the sampler's requests (ANONYMOUS: the
     last login's, with ACL on); ``controller_addrs`` (default: the NameServers, which may embed one) are
-    asked for the controller's view."""
+    asked for the controller's view; ``archive_root`` is the tiered archive's ("": none)."""
     sampler = Sampler(clients, account, sample_interval_s)
-    state = ConsoleState(clients, Sessions(), sampler, controller_addrs or clients.base.namesrv_addrs,
-                         account.signed)
+
+    def forget(ended: Account) -> None:  # an account's last session ended: close its connections
+        if ended != sampler.account:
+            clients.release(ended)
+
+    state = ConsoleState(clients, Sessions(on_forget=forget), sampler, controller_addrs or clients.base.namesrv_addrs,
+                         account.signed, LoginLimiter(), archive_root)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -6,6 +6,7 @@ Thread-safety: coroutines of the server's one event loop.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 from spark_mq.client.admin import Admin
@@ -30,6 +31,7 @@ class ClusterClients:
         self.base = base
         self._admins: dict[tuple[str, str], Admin] = {}
         self._producers: dict[tuple[str, str], Producer] = {}
+        self._closing: set[asyncio.Task] = set()  # closes of released accounts' clients, still running
 
     def _config(self, account: Account) -> ClientConfig:
         if not account.signed:
@@ -64,7 +66,28 @@ class ClusterClients:
             raise
         return True
 
+    def release(self, account: Account) -> None:
+        """Close ``account``'s clients in the background (its last session ended): the next use opens new ones."""
+        key = (account.access_key, account.secret_key)
+        admin, producer = self._admins.pop(key, None), self._producers.pop(key, None)
+        if admin is not None or producer is not None:
+            task = asyncio.get_running_loop().create_task(self._close(admin, producer))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close(admin: Admin | None, producer: Producer | None) -> None:
+        if producer is not None:
+            await producer.shutdown()
+        if admin is not None:
+            await admin.close()
+
+    def open_accounts(self) -> int:
+        """How many accounts have clients open."""
+        return len(self._admins.keys() | self._producers.keys())
+
     async def close(self) -> None:
+        await asyncio.gather(*self._closing)
         for producer in self._producers.values():
             await producer.shutdown()
         for admin in self._admins.values():

@@ -1,7 +1,7 @@
 """What the console shows beside the anchors' pages: the replication controller's view (each broker set's
 master, epochs and SyncStateSet, and its history of elections) and the messages each master holds back:
-delayed (delay levels) and timer messages not yet due (the broker's own counts, GET_BROKER_RUNTIME_INFO),
-and what its half (transactional) topic stores.
+delayed (delay levels) and timer messages not yet due, half (transactional) messages not decided yet,
+and popped messages not acknowledged yet (the broker's own counts and tables, GET_BROKER_RUNTIME_INFO).
 """
 
 from __future__ import annotations
@@ -11,8 +11,18 @@ from dataclasses import dataclass
 
 from spark_mq.client.admin import MASTER_ID, Admin, BrokerStatus, ControllerView
 from spark_mq.common.errors import MQClientError, RemotingError
-from spark_mq.common.names import TRANSACTION_HALF_TOPIC
 from spark_mq.remoting.bodies import EpochHistory, ReplicasInfo
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """Popped messages of ``group`` in one queue that no one has acknowledged yet (invisible until then)."""
+
+    group: str
+    topic: str
+    broker_name: str
+    queue_id: int
+    count: int
 
 
 @dataclass(frozen=True)
@@ -23,31 +33,28 @@ class Held:
     addr: str
     delayed: int | None  # delay-level messages not yet delivered
     timer: int | None  # timer messages not yet due
-    half_stored: int | None  # messages in the half topic's queues (decided ones stay until their files expire)
+    half_undecided: int | None  # half messages with no commit or rollback yet (the broker's live table)
+    in_flight: list[InFlight] | None = None  # None: the broker does not say (not a spark_mq broker)
     error: str | None = None
 
 
-async def _half_stored(admin: Admin, addr: str) -> int:
-    try:
-        table = await admin.api.get_topic_stats_info(addr, TRANSACTION_HALF_TOPIC)
-    except MQClientError:
-        return 0  # no half topic there yet: no transaction was ever prepared
-    return sum(max(o.max_offset - o.min_offset, 0) for o in table.offset_table.values())
+def held_of(status: BrokerStatus) -> Held:
+    if status.error is not None:
+        return Held(status.broker_name, status.addr, None, None, None, error=status.error)
+    pops = status.pop_in_flight
+    in_flight = None if pops is None else [InFlight(g, t, status.broker_name, q, n) for (g, t, q), n in pops.items()]
+    return Held(status.broker_name, status.addr, status.delay_pending, status.timer_pending, status.half_undecided,
+                in_flight)
 
 
 async def held_messages(admin: Admin) -> list[Held]:
-    masters = [s for s in await admin.brokers() if s.broker_id == MASTER_ID]
+    return [held_of(s) for s in await admin.brokers() if s.broker_id == MASTER_ID]
 
-    async def one(status: BrokerStatus) -> Held:
-        if status.error is not None:
-            return Held(status.broker_name, status.addr, None, None, None, status.error)
-        try:
-            half = await _half_stored(admin, status.addr)
-        except RemotingError as e:
-            return Held(status.broker_name, status.addr, None, None, None, str(e))
-        return Held(status.broker_name, status.addr, status.delay_pending, status.timer_pending, half)
 
-    return list(await asyncio.gather(*map(one, masters)))
+def in_flight_of(held: list[Held], group: str | None = None) -> list[InFlight]:
+    """The pop messages in flight of every master (of ``group`` only, when given), by group, topic and queue."""
+    found = [f for h in held for f in h.in_flight or () if group is None or f.group == group]
+    return sorted(found, key=lambda f: (f.group, f.topic, f.broker_name, f.queue_id))
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ async def topic_list(visit: Visit) -> Response:
 @page
 async def topic(visit: Visit) -> Response:
     name = visit.request.path_params["topic"]
-    detail = await topics.topic_detail(visit.admin, name, visit.account.admin)
+    detail = await topics.topic_detail(visit.admin, name, visit.account.admin, visit.state.archive_root)
     if detail is None:
         raise ClientError(f"topic {name!r} is not known to the NameServers")
     return visit.render("topic.html", topic=detail)
@@ -94,5 +94,5 @@ async def message_search(visit: Visit) -> Response:
 async def controller(visit: Visit) -> Response:
     controllers = await internals.controller(visit.admin, visit.state.controller_addrs)
     held = await internals.held_messages(visit.admin)
-    return visit.render("internals.html", controllers=controllers, held=held,
+    return visit.render("internals.html", controllers=controllers, held=held, in_flight=internals.in_flight_of(held),
                         controller_addrs=visit.state.controller_addrs)

@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 SAMPLE_INTERVAL_S = 10.0
 WINDOW_S = 3600.0  # the charts' span: the last hour
+LAG_CONCURRENCY = 16  # groups asked for their lag at once: a sample of 100 groups is ~7 rounds, not 100
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Sampler:
     account: Account  # what it signs with; replaced by the last login when no account was given
     interval_s: float = SAMPLE_INTERVAL_S
     window_s: float = WINDOW_S
+    lag_concurrency: int = LAG_CONCURRENCY
     clock: Callable[[], float] = time.time
     messages_in: deque[Point] = field(init=False)
     messages_out: deque[Point] = field(init=False)
@@ -88,9 +90,15 @@ class Sampler:
             now = self.clock()
             self._take_rates(now, statuses)
             self.groups = await admin.groups() if self.account.admin else {}
-            for group in sorted(self.groups):
-                progress = await admin.group_progress(group)
-                self.group_lag.setdefault(group, self._series()).append(Point(now, progress.total_lag))
+            bound = asyncio.Semaphore(self.lag_concurrency)
+
+            async def lag(group: str) -> int:
+                async with bound:
+                    return (await admin.group_progress(group)).total_lag
+
+            names = sorted(self.groups)
+            for group, total in zip(names, await asyncio.gather(*map(lag, names)), strict=True):
+                self.group_lag.setdefault(group, self._series()).append(Point(now, total))
             self.error = None
         except (RemotingError, MQClientError) as e:
             if str(e) != self.error:  # once per new failure, not once per sample

@@ -37,6 +37,7 @@ class DashboardConfig:
     controller_addrs: tuple[str, ...] = ()  # () : ask the NameServers
     sample_interval_s: float = SAMPLE_INTERVAL_S
     allow_insecure_remote: bool = False  # serve beyond loopback over plain HTTP (a trusted network only)
+    archive_root: str = ""  # the tiered archive's root ("" : no archive figures)
 
     def __post_init__(self) -> None:
         if self.sample_interval_s <= 0:
@@ -75,7 +76,8 @@ async def serve(config: DashboardConfig, stop: asyncio.Event, ready: Callable[[s
     """Serve the console until ``stop`` is set; ``ready(url)`` once it listens."""
     sock = bind(config.host, config.port)
     app = create_app(ClusterClients(config.client), account=config.account,
-                     controller_addrs=list(config.controller_addrs), sample_interval_s=config.sample_interval_s)
+                     controller_addrs=list(config.controller_addrs), sample_interval_s=config.sample_interval_s,
+                     archive_root=config.archive_root)
     server = _Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started and not task.done():

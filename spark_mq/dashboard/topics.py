@@ -1,18 +1,24 @@
 """Topics as the console lists them: each topic's kind (normal, retry, DLQ, system), a filtered page of
-the list (so thousands of topics stay one small page), and one topic's route, queues and readers.
+the list (so thousands of topics stay one small page), and one topic's route, queues, readers and tiered
+archive (per queue: the archived range, whose end is the boundary between the cold tier and the hot one,
+and its bytes; the table's version), read from the table itself with delta-rs or pyarrow, no Spark.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass
 
+from deltalake.exceptions import DeltaError
+
 from spark_mq.client.admin import Admin, TopicStats
-from spark_mq.common.errors import MQClientError, RemotingError
+from spark_mq.common.errors import MQClientError, RemotingError, SparkMQError
 from spark_mq.common.names import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, is_system_topic
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.dashboard.clients import refused
 from spark_mq.remoting.bodies import TopicRouteData
+from spark_mq.tiered.archive import detect_format, open_archive
 
 PAGE_SIZE = 50
 
@@ -54,6 +60,34 @@ def perm_text(perm: int) -> str:
 
 
 @dataclass(frozen=True)
+class QueueArchive:
+    first: int | None  # the queue's first archived offset
+    end: int | None  # just past its last archived one: below it the cold tier, from it the broker (hot)
+    bytes: int  # of its data files
+
+
+@dataclass(frozen=True)
+class TopicArchive:
+    uri: str
+    format: str
+    version: int | None  # the Delta table's version; None for Parquet
+    queues: dict[tuple[str, int], QueueArchive]  # by (broker set, queue id)
+
+
+def topic_archive(root: str, topic: str, queues: list[tuple[str, int]]) -> TopicArchive | None:
+    """The archive of ``topic`` under ``root`` for ``queues``; None when it has no table yet. Blocking
+    (file reads): run it off the event loop."""
+    if detect_format(root, topic) is None:
+        return None
+    archive = open_archive(root, topic)
+    found = {}
+    for broker, queue_id in queues:
+        first, end = archive.archived_range(broker, queue_id)
+        found[(broker, queue_id)] = QueueArchive(first, end, archive.queue_bytes(broker, queue_id) if end else 0)
+    return TopicArchive(archive.uri, archive.format, archive.version(), found)
+
+
+@dataclass(frozen=True)
 class TopicDetail:
     name: str
     kind: TopicKind
@@ -61,10 +95,13 @@ class TopicDetail:
     stats: TopicStats | None
     readers: list[str] | None  # groups with committed offsets of the topic; None: the account may not list groups
     error: str | None  # why stats are missing (a dead broker)
+    archive: TopicArchive | None = None  # None: no archive root given, or no table of the topic there
+    archive_error: str | None = None  # why the archive could not be read
 
 
-async def topic_detail(admin: Admin, topic: str, may_list_groups: bool) -> TopicDetail | None:
-    """The topic's route, queue offsets and readers; None when no NameServer knows it."""
+async def topic_detail(admin: Admin, topic: str, may_list_groups: bool, archive_root: str = "") -> TopicDetail | None:
+    """The topic's route, queue offsets, readers and archive (under ``archive_root``, when given); None
+    when no NameServer knows it."""
     route = await admin.route(topic)
     if route is None:
         return None
@@ -80,4 +117,11 @@ async def topic_detail(admin: Admin, topic: str, may_list_groups: bool) -> Topic
         except MQClientError as e:
             if not refused(e):
                 raise
-    return TopicDetail(topic, kind_of(topic), route, stats, readers, error)
+    archive = archive_error = None
+    if archive_root and stats is not None:
+        queues = [(q.broker_name, q.queue_id) for q in stats.queues]
+        try:
+            archive = await asyncio.get_running_loop().run_in_executor(None, topic_archive, archive_root, topic, queues)
+        except (OSError, DeltaError, SparkMQError) as e:  # an unreadable root or table: said, the page shown
+            archive_error = f"the archive at {archive_root} cannot be read: {e}"
+    return TopicDetail(topic, kind_of(topic), route, stats, readers, error, archive, archive_error)

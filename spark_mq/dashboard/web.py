@@ -28,7 +28,7 @@ from spark_mq.client.admin import Admin
 from spark_mq.client.ids import is_spark_driver
 from spark_mq.commands.common import format_ms
 from spark_mq.common.errors import ClientError, ConfigError, MessageValidationError, SparkMQError
-from spark_mq.dashboard.auth import ANONYMOUS, SESSION_COOKIE, Account, Sessions
+from spark_mq.dashboard.auth import ANONYMOUS, SESSION_COOKIE, Account, LoginLimiter, Sessions
 from spark_mq.dashboard.clients import ClusterClients, refused
 from spark_mq.dashboard.sampler import Sampler
 from spark_mq.dashboard.topics import perm_text
@@ -50,6 +50,8 @@ class ConsoleState:
     sampler: Sampler
     controller_addrs: list[str]  # where to ask for the controller's view
     fixed_account: bool  # the sampler signs with an account given at start, not the last login's
+    login_limiter: LoginLimiter
+    archive_root: str = ""  # the tiered archive's root ("": the topic pages show archived offsets only)
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,14 @@ class Archive(ABC):
         return (None, None) if end is None else (self.first_offset(broker_name, queue_id), end)
 
     @abstractmethod
+    def queue_bytes(self, broker_name: str, queue_id: int) -> int:
+        """Bytes of the queue's archived data files (what it costs in the archive)."""
+
+    def version(self) -> int | None:
+        """The table's version (a Delta table's last commit); None for a format without versions or no table."""
+        return None
+
+    @abstractmethod
     def _write(self, broker_name: str, queue_id: int, start: int, end: int, rows: pa.Table) -> None:
         """Append checked, stored rows atomically."""
 
@@ -195,13 +203,26 @@ class DeltaArchive(Archive):
 
     def first_offset(self, broker_name: str, queue_id: int) -> int | None:
         """From the file statistics in the log (delta-rs writes min/max of ``queue_offset`` for every file)."""
+        actions = self._queue_actions(broker_name, queue_id)
+        return None if actions is None else pc.min(actions.column(f"min.{OFFSET_COLUMN}")).as_py()
+
+    def _queue_actions(self, broker_name: str, queue_id: int) -> pa.Table | None:
+        """The log's add actions (live files, with their statistics) of the queue; None without a table."""
         table = self._loaded()
         if table is None:
             return None
         actions = pa.table(table.get_add_actions(flatten=True))
         mine = pc.and_(pc.equal(actions.column(f"partition.{BROKER_COLUMN}"), broker_name),
                        pc.equal(actions.column(f"partition.{QUEUE_COLUMN}"), queue_id))
-        return pc.min(actions.filter(mine).column(f"min.{OFFSET_COLUMN}")).as_py()
+        return actions.filter(mine)
+
+    def queue_bytes(self, broker_name: str, queue_id: int) -> int:
+        actions = self._queue_actions(broker_name, queue_id)
+        return 0 if actions is None else int(pc.sum(actions.column("size_bytes")).as_py() or 0)
+
+    def version(self) -> int | None:
+        table = self._loaded()
+        return None if table is None else table.version()
 
     def _write(self, broker_name: str, queue_id: int, start: int, end: int, rows: pa.Table) -> None:
         app_id = transaction_app_id(broker_name, self.topic, queue_id)
@@ -277,6 +298,10 @@ class ParquetArchive(Archive):
     def first_offset(self, broker_name: str, queue_id: int) -> int | None:
         ranges = self._ranges(broker_name, queue_id)
         return ranges[0][0] if ranges else None
+
+    def queue_bytes(self, broker_name: str, queue_id: int) -> int:
+        paths = [path for _, _, path in self._ranges(broker_name, queue_id)]
+        return sum(info.size or 0 for info in self.fs.get_file_info(paths)) if paths else 0
 
     def discard_incomplete(self, broker_name: str, queue_id: int) -> int:
         base = partition_dir(self.path, broker_name, queue_id)

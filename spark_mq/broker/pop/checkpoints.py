@@ -65,3 +65,7 @@ class CheckpointTable:
     def in_flight(self, group: str, topic: str, queue_id: int) -> int:
         """Unacknowledged messages of the group in the queue."""
         return self._in_flight.get((group, topic, queue_id), 0)
+
+    def in_flight_queues(self) -> dict[tuple[str, str, int], int]:
+        """Unacknowledged messages by (group, topic, queue id), of the queues that have any."""
+        return {key: n for key, n in self._in_flight.items() if n > 0}

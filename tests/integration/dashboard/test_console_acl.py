@@ -4,17 +4,20 @@ cluster and refuses such an account's changes even when posted directly; an admi
 
 from __future__ import annotations
 
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
-from integration.dashboard._browser import Browser, start_console
-from servers import AclCluster, unique
+from integration.dashboard._browser import PAGE_WAIT_S, Browser, start_console
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.ui import WebDriverWait
+from servers import AclCluster, unique, wait_until
 
 from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
-from spark_mq.dashboard.auth import SESSION_COOKIE
+from spark_mq.dashboard.auth import LOGIN_FAILURES_MAX, SESSION_COOKIE
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +97,34 @@ def test_an_admin_account_changes_the_cluster(browser, acl, admin):
     assert admin.route(name) is not None
 
 
+def cluster_connections(console_pid: int, acl) -> int:
+    """The console process's TCP connections to the cluster's NameServer and broker."""
+    ports = {addr.rsplit(":", 1)[1] for addr in (acl.namesrv.addr, acl.broker.addr)}
+    lines = subprocess.run(["ss", "-Htnp", "state", "established"], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    return sum(f"pid={console_pid}," in line and line.split()[3].rsplit(":", 1)[1] in ports for line in lines)
+
+
+def test_logging_out_an_accounts_last_session_closes_its_connections(driver, acl, tmp_path_factory):
+    console = start_console(acl.namesrv.addr, tmp_path_factory.mktemp("console_logout") / "console.log")
+    try:
+        browser = Browser(driver, console.addr)
+        log_in(browser, acl.user)
+        user_cookie = browser.driver.get_cookie(SESSION_COOKIE)["value"]
+        log_in(browser, acl.admin)  # the sampler now signs with the admin account; the user's session stays
+        browser.open("/")
+        both = cluster_connections(console.proc.pid, acl)
+        request = urllib.request.Request(console.addr.rstrip("/") + "/logout", b"", method="POST",
+                                         headers={"Cookie": f"{SESSION_COOKIE}={user_cookie}"})
+        urllib.request.urlopen(request).close()
+        wait_until(lambda: cluster_connections(console.proc.pid, acl) < both, timeout=10,
+                   what="the user's connections closed")
+        browser.open("/")  # the admin's still work
+        assert {r.get_attribute("data-addr") for r in browser.all("#brokers tbody tr")} == {acl.broker.addr}
+    finally:
+        console.stop_cleanly()
+
+
 def test_the_consoles_own_account_signs_its_sampling_only(driver, acl, tmp_path_factory):
     """--access-key signs the console's sampling, not its visitors' requests: a visitor still logs in."""
     access, secret = acl.admin
@@ -104,5 +135,34 @@ def test_the_consoles_own_account_signs_its_sampling_only(driver, acl, tmp_path_
         browser.driver.delete_all_cookies()
         browser.open("/topics")
         assert "/login" in browser.driver.current_url
+    finally:
+        console.stop_cleanly()
+
+
+def test_repeated_failed_log_ins_are_refused_for_a_minute(driver, acl, tmp_path_factory):
+    console = start_console(acl.namesrv.addr, tmp_path_factory.mktemp("console_limit") / "console.log")
+    try:
+        browser = Browser(driver, console.addr)
+        browser.driver.delete_all_cookies()
+        access, secret = acl.admin
+        for _ in range(LOGIN_FAILURES_MAX):
+            browser.open("/login")
+            browser.submit("form.stack", {"access_key": access, "secret_key": "guess"})
+            assert "do not know this account" in browser.find("#error").text
+        browser.open("/login")
+        page = browser.find("html")
+        browser.find("[name=access_key]").send_keys(access)
+        browser.find("[name=secret_key]").send_keys(secret)  # even the right one, now
+        browser.find("form.stack button").click()
+        WebDriverWait(browser.driver, PAGE_WAIT_S).until(staleness_of(page))
+        assert "Too many failed log-ins" in browser.find("#error").text
+        errors = [e["message"] for e in browser.driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert len(errors) == 1 and "429 (Too Many Requests)" in errors[0]  # the refusal's own status only
+        assert browser.driver.get_cookie(SESSION_COOKIE) is None
+        request = urllib.request.Request(console.addr.rstrip("/") + "/login", urllib.parse.urlencode(
+            {"access_key": access, "secret_key": secret}).encode(), method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request)
+        assert refused.value.code == 429
     finally:
         console.stop_cleanly()

@@ -1,17 +1,22 @@
 """The console's pure parts: topic kinds and pages (thousands of topics, one small page), body views,
-charts, sessions that forget an idle account, client version names, and its config's safe defaults."""
+charts, sessions that forget an idle account and release its clients, the login limit, held messages from
+runtime info, client version names, and its config's safe defaults."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
+from spark_mq.client.admin import BrokerStatus
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.ids import client_id, is_spark_driver, spark_driver_instance
 from spark_mq.common.errors import ConfigError
-from spark_mq.dashboard.auth import Account, Sessions
+from spark_mq.dashboard.auth import Account, LoginLimiter, Sessions
 from spark_mq.dashboard.charts import line_chart
+from spark_mq.dashboard.clients import ClusterClients
+from spark_mq.dashboard.internals import held_of, in_flight_of
 from spark_mq.dashboard.messages import HEX_MAX, body_views
 from spark_mq.dashboard.sampler import Point
 from spark_mq.dashboard.server import DashboardConfig
@@ -64,6 +69,60 @@ def test_sessions_forget_an_idle_account():
     now[0] = 59 + 61
     assert sessions.account(token) is None
     assert sessions.account(None) is None and "s3cret" not in repr(account)
+
+
+def test_an_accounts_last_session_ending_releases_its_connections():
+    now = [0.0]
+    forgotten = []
+    sessions = Sessions(idle_s=60, clock=lambda: now[0], on_forget=forgotten.append)
+    ops, dev = Account("ops", "s1", admin=True), Account("dev", "s2", admin=False)
+    first, second, other = sessions.open(ops), sessions.open(ops), sessions.open(dev)
+    sessions.close(first)
+    assert forgotten == []  # ops still has a session
+    now[0] = 30
+    assert sessions.account(other) == dev
+    now[0] = 61
+    assert sessions.account(other) == dev and forgotten == [ops]  # second expired: ops's last
+    sessions.close(other)
+    assert forgotten == [ops, dev] and sessions.account(second) is None
+
+
+def test_released_accounts_clients_are_closed_and_opened_again_on_use():
+    async def run() -> None:
+        clients = ClusterClients(ClientConfig("127.0.0.1:9876"))
+        ops = Account("ops", "s1", admin=True)
+        first = clients.admin(ops)
+        assert clients.open_accounts() == 1
+        clients.release(ops)
+        assert clients.open_accounts() == 0
+        await clients.close()  # waits for the release's close
+        assert clients.admin(ops) is not first
+        await clients.close()
+
+    asyncio.run(run())
+
+
+def test_login_failures_are_limited_per_address_within_the_window():
+    now = [0.0]
+    limiter = LoginLimiter(max_failures=2, window_s=60, clock=lambda: now[0])
+    limiter.failed("10.0.0.1")
+    assert limiter.wait_s("10.0.0.1") == 0
+    now[0] = 10
+    limiter.failed("10.0.0.1")
+    assert limiter.wait_s("10.0.0.1") == 50  # until the first failure leaves the window
+    assert limiter.wait_s("10.0.0.2") == 0  # another address
+    now[0] = 60
+    assert limiter.wait_s("10.0.0.1") == 0
+
+
+def test_held_messages_from_runtime_info_and_what_a_broker_does_not_say():
+    ours = BrokerStatus("c", "broker-a", 0, "127.0.0.1:1", {"transactionHalfUndecided": "2",
+                                                           "popInFlight": '[["g","t",1,3],["h","t",0,1]]'})
+    other = BrokerStatus("c", "broker-b", 0, "127.0.0.1:2", {"popInFlight": "not json"})
+    held = [held_of(ours), held_of(other)]
+    assert held[0].half_undecided == 2 and held[1].half_undecided is None and held[1].in_flight is None
+    assert [(f.group, f.queue_id, f.count) for f in in_flight_of(held)] == [("g", 1, 3), ("h", 0, 1)]
+    assert [f.count for f in in_flight_of(held, "h")] == [1]
 
 
 def test_client_versions_by_name():
