@@ -31,7 +31,8 @@ except Exception as e:  # ImportError, or OSError when librocketmq cannot load
                 allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-RMQ5_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
+# the venv's python; RMQ5_PYTHON names another (a git worktree using its main checkout's venv)
+RMQ5_PYTHON = Path(os.environ.get("RMQ5_PYTHON", ROOT / ".venv-rmq5" / "bin" / "python"))
 PROGRAM = Path(__file__).with_name("rmq5_producer_process.py")
 CONSUMER = Path(__file__).with_name("rmq5_consumer_process.py")
 PROGRAM_TIMEOUT_S = 90
@@ -64,9 +65,12 @@ def cpp_send(namesrv: str, topic: str, bodies: list[str]) -> None:
         producer.shutdown()
 
 
-def consume_rmq5(mode: str, endpoint: str, topic: str, count: int, send) -> tuple[list[dict], str]:
-    """Run a 5.x consumer program of a new group; ``send()`` once it is READY; its JSON lines and output."""
-    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), mode, endpoint, topic, unique("rmq5_g"), str(count)],
+def consume_rmq5(mode: str, endpoint: str, topic: str, count: int, send, group: str | None = None
+                 ) -> tuple[list[dict], str]:
+    """Run a 5.x consumer program of ``group`` (a new one by default); ``send()`` once it is READY; its JSON lines and
+    output."""
+    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), mode, endpoint, topic, group or unique("rmq5_g"),
+                             str(count)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CONSUMER.parent)
     try:
         lines = []
@@ -258,3 +262,31 @@ def test_rmq5_producer_over_tls(tmp_path: Path, namesrv):
         assert "ERROR" in plaintext, plaintext
     finally:
         broker.stop()
+
+
+def _stored(broker: Broker, topic: str, queues: int) -> int:
+    """How many messages of ``topic`` ``broker`` stores."""
+    with SyncMQClientAPI(timeout=5.0) as api:
+        return sum(api.get_max_offset(broker.addr, topic, q) for q in range(queues))
+
+
+def test_rmq5_client_at_one_broker_reaches_every_broker_set(tmp_path: Path, namesrv):
+    """Each broker announces its gRPC port (runtime info ``grpcListenPort``); the one a 5.x client dials names every
+    set's queues with their masters' gRPC addresses, so its sends and receives reach both sets."""
+    (a, endpoint), (b, _) = grpc_broker(namesrv, tmp_path / "a"), grpc_broker(namesrv, tmp_path / "b")
+    topic = unique("Rmq5Sets")
+    try:
+        for broker in (a, b):
+            _create_topic(namesrv, broker, topic, 2)
+        with SyncMQClientAPI(timeout=5.0) as api:
+            wait_until(lambda: len(api.get_route_info(namesrv, topic).broker_datas) == 2, what="both sets routed")
+        sent, output = run_rmq5("normal", endpoint, topic)
+        assert output.rstrip().endswith("DONE") and len(sent) == 20, output
+        on_a, on_b = _stored(a, topic, 2), _stored(b, topic, 2)
+        assert on_a + on_b == 20 and on_a > 0 and on_b > 0, f"{on_a} on {a.name}, {on_b} on {b.name}"
+        records, output = consume_rmq5("push", endpoint, topic, len(sent), lambda: None)
+        assert output.rstrip().endswith("DONE"), output
+        assert sorted({r["consumed"] for r in records if "consumed" in r}) == sorted(m["body"] for m in sent), output
+    finally:
+        a.stop()
+        b.stop()

@@ -81,7 +81,7 @@ class AdminProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
                  offsets: ConsumerOffsetManager, tiered: TieredOffsetManager, hold: PullHoldService,
                  metrics: BrokerMetrics, on_topic_changed: Callable[[], None],
-                 replication_info: Callable[[], dict[str, str]]) -> None:
+                 runtime_extras: Callable[[], dict[str, str]]) -> None:
         self.config = config
         self.store = store
         self.topics = topics
@@ -91,7 +91,7 @@ class AdminProcessor:
         self.hold = hold
         self.metrics = metrics
         self.on_topic_changed = on_topic_changed
-        self.replication_info = replication_info  # brokerRole and the HA figures of a master or a slave
+        self.runtime_extras = runtime_extras  # brokerRole, the HA figures of a master or a slave, grpcListenPort
         self.started_ms = int(time.time() * 1000)
 
     def register_on(self, server) -> None:
@@ -271,6 +271,6 @@ class AdminProcessor:
             "bootTimestamp": str(self.started_ms),
             "flushDiskType": self.config.flush_disk_type,
             "storeWritable": str(store.write_refusal is None).lower(),
-            **self.replication_info(),
+            **self.runtime_extras(),
         }
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
