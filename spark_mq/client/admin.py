@@ -27,7 +27,13 @@ from spark_mq.common.message_id import offset_msg_id, parse_offset_msg_id
 from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
-from spark_mq.remoting.bodies import ClusterInfo, MessageQueue, ReplicasInfo, TopicRouteData
+from spark_mq.remoting.bodies import (
+    ClusterInfo,
+    MessageQueue,
+    ReplicasInfo,
+    SubscriptionGroupConfig,
+    TopicRouteData,
+)
 from spark_mq.remoting.codes import ResponseCode
 
 T = TypeVar("T")
@@ -410,6 +416,20 @@ class Admin:
 
     # -- consumer groups --------------------------------------------------------------------------
 
+    async def update_group(self, group: str, *, orderly: bool = False, retry_max_times: int = 16,
+                           cluster: str | None = None) -> list[str]:
+        """Create or update consumer group ``group`` (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, an admin request) on every
+        master of ``cluster`` (None: of every cluster): ``orderly`` is RocketMQ's ``consumeMessageOrderly`` (its 5.x
+        consumers read each queue in order), ``retry_max_times`` the redeliveries before the DLQ. Returns the
+        broker addresses written."""
+        addrs = sorted((await self.master_addrs(cluster)).values())
+        if not addrs:
+            raise ClientError("no broker is registered with the NameServers: start `spark-mq broker` first")
+        config = SubscriptionGroupConfig(group, retry_max_times=retry_max_times, consume_message_orderly=orderly)
+        for addr in addrs:
+            await self.api.update_subscription_group(addr, config)
+        return addrs
+
     async def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """The group's broker offset, committed offset and lag per queue (GET_CONSUME_STATS on every
         broker of ``topic``'s route, or of every cluster). No queues: the group has no offsets."""
@@ -565,6 +585,12 @@ class SyncAdmin(BlockingFacade[Admin]):
                         broker_names: Iterable[str] | None = None) -> ControllerView:
         """Blocking :meth:`Admin.controller_view`."""
         return self._run(self._target.controller_view(controller_addrs=controller_addrs, broker_names=broker_names))
+
+    def update_group(self, group: str, *, orderly: bool = False, retry_max_times: int = 16,
+                     cluster: str | None = None) -> list[str]:
+        """Blocking :meth:`Admin.update_group`."""
+        return self._run(self._target.update_group(group=group, orderly=orderly, retry_max_times=retry_max_times,
+                                                   cluster=cluster))
 
     def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """Blocking :meth:`Admin.group_progress`."""

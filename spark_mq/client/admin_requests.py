@@ -22,6 +22,7 @@ from spark_mq.remoting.bodies import (
     ConsumeStats,
     KVTable,
     ResetOffsetBody,
+    SubscriptionGroupConfig,
     TopicConfigSerializeWrapper,
     TopicStatsTable,
 )
@@ -127,6 +128,12 @@ class AdminRequests(Requester):
                                           topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
                                           order=order)
         await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
+
+    async def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                        timeout: float | None = None) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker: the group's config there, replaced whole."""
+        await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.to_json(),
+                           timeout=timeout)
 
     async def get_all_topic_config(self, addr: str, *,
                                    timeout: float | None = None) -> TopicConfigSerializeWrapper:

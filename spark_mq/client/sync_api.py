@@ -37,6 +37,7 @@ from spark_mq.remoting.bodies import (
     MessageQueue,
     RegisterBrokerBody,
     ResetOffsetBody,
+    SubscriptionGroupConfig,
     TopicConfigSerializeWrapper,
     TopicList,
     TopicRouteData,
@@ -320,6 +321,11 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                    write_queue_nums=write_queue_nums, perm=perm,
                                                    default_topic=default_topic, topic_filter_type=topic_filter_type,
                                                    topic_sys_flag=topic_sys_flag, order=order, timeout=timeout))
+
+    def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                  timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.update_subscription_group`."""
+        return self._run(self._target.update_subscription_group(addr=addr, config=config, timeout=timeout))
 
     def get_all_topic_config(self, addr: str, *, timeout: float | None = None) -> TopicConfigSerializeWrapper:
         """Blocking :meth:`MQClientAPI.get_all_topic_config`."""

@@ -3,6 +3,7 @@
 
     python rmq5_consumer_process.py simple ENDPOINT TOPIC GROUP COUNT
     python rmq5_consumer_process.py push ENDPOINT TOPIC GROUP COUNT
+    python rmq5_consumer_process.py fifo ENDPOINT TOPIC GROUP COUNT
 
 Each prints ``READY`` once started (a new group reads each queue from its first message); the test sends then.
 One JSON line per event, then ``DONE`` (``ERROR <text>`` and exit 1 on a failure).
@@ -13,6 +14,9 @@ invisible time (``{"received": body, "attempt": 2}``) and is acknowledged then; 
 duration changed before its ack (``{"changed": body}``); every other one is acknowledged at once.
 ``push``: a PushConsumer prints ``{"consumed": body}`` for every message its listener gets (SUCCESS each time) and
 stops once COUNT distinct bodies came and nothing more arrived for 3 s.
+``fifo``: a SimpleConsumer (of a group made orderly by the test) receives ``FIFO_FIRST`` messages and, holding them
+unacknowledged, receives again (``{"received": body, "batch": "held"}``); then it acknowledges both and receives
+and acknowledges until it has COUNT messages (``"batch": "first"`` / ``"rest"``), in the order received.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ INVISIBLE_S = 2  # a received message not acknowledged comes back after this
 AWAIT_S = 3  # a receive's long polling
 DEADLINE_S = 60
 QUIET_S = 3
+FIFO_FIRST = 2
+FIFO_INVISIBLE_S = 20  # longer than the run: nothing comes back by its invisible time
 _out = threading.Lock()
 
 
@@ -78,6 +84,31 @@ def run_simple(config: ClientConfiguration, topic: str, group: str, count: int) 
         consumer.shutdown()
 
 
+def run_fifo(config: ClientConfiguration, topic: str, group: str, count: int) -> None:
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=AWAIT_S)
+    consumer.startup()
+    try:
+        print("READY", flush=True)
+        seen = 0
+        pending = []
+        for batch, size in (("first", FIFO_FIRST), ("held", 32)):
+            for m in consumer.receive(size, FIFO_INVISIBLE_S):
+                emit({"received": m.body.decode(), "batch": batch, "attempt": m.delivery_attempt})
+                pending.append(m)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            for m in pending:
+                consumer.ack(m)
+            seen += len(pending)
+            if seen >= count or time.monotonic() > deadline:
+                break
+            pending = consumer.receive(32, FIFO_INVISIBLE_S)
+            for m in pending:
+                emit({"received": m.body.decode(), "batch": "rest", "attempt": m.delivery_attempt})
+    finally:
+        consumer.shutdown()
+
+
 class Listener(MessageListener):
     def __init__(self) -> None:
         self.bodies: set[str] = set()
@@ -109,7 +140,7 @@ def main() -> None:
     mode, endpoint, topic, group, count = sys.argv[1:6]
     config = ClientConfiguration(endpoint, Credentials())
     try:
-        {"simple": run_simple, "push": run_push}[mode](config, topic, group, int(count))
+        {"simple": run_simple, "push": run_push, "fifo": run_fifo}[mode](config, topic, group, int(count))
     except Exception as e:
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         sys.exit(1)

@@ -290,3 +290,40 @@ def test_rmq5_client_at_one_broker_reaches_every_broker_set(tmp_path: Path, name
     finally:
         a.stop()
         b.stop()
+
+
+def test_rmq5_fifo_messages_consumed_in_order_by_an_orderly_group(tmp_path: Path, namesrv):
+    """A group with consumeMessageOrderly (``spark-mq admin group update --orderly``): its 5.x SimpleConsumer gets
+    each message group in send order, and nothing more of a message group while one of its messages is in flight;
+    its 5.x PushConsumer (told fifo=true in its Telemetry settings) consumes each message group in order."""
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b")
+    topic, simple, push = unique("Rmq5Fifo"), unique("rmq5_fifo_s"), unique("rmq5_fifo_p")
+    try:
+        _create_topic(namesrv, broker, topic, 1)  # every message group in one queue: a pop not orderly hands out
+        # the messages after those in flight, of the same groups
+        for group in (simple, push):
+            made = run_cli("admin", "group", "update", "--group", group, "--orderly", namesrv=namesrv)
+            assert made.returncode == 0, made.stderr
+        sent, output = run_rmq5("fifo", endpoint, topic)
+        assert output.rstrip().endswith("DONE") and len(sent) == 20, output
+        order = {m["body"]: (m["group"], m["seq"]) for m in sent}
+        records, output = consume_rmq5("fifo", endpoint, topic, len(sent), lambda: None, group=simple)
+        assert output.rstrip().endswith("DONE"), output
+        received = [r for r in records if "received" in r]
+        assert sorted(r["received"] for r in received) == sorted(order), output
+        in_flight = {order[r["received"]][0] for r in received if r["batch"] == "first"}
+        held = {order[r["received"]][0] for r in received if r["batch"] == "held"}
+        assert in_flight and not in_flight & held, f"a message group's next message came while one was unacked: " \
+                                                   f"{output}"
+        for group in {g for g, _ in order.values()}:
+            seqs = [order[r["received"]][1] for r in received if order[r["received"]][0] == group]
+            assert seqs == sorted(seqs), f"message group {group} out of order: {seqs}"
+        records, output = consume_rmq5("push", endpoint, topic, len(sent), lambda: None, group=push)
+        assert output.rstrip().endswith("DONE"), output
+        consumed = [r["consumed"] for r in records if "consumed" in r]
+        assert sorted(set(consumed)) == sorted(order), output
+        for group in {g for g, _ in order.values()}:
+            seqs = [order[b][1] for b in consumed if order[b][0] == group]
+            assert seqs == sorted(seqs), f"message group {group} consumed out of order: {seqs}"
+    finally:
+        broker.stop()

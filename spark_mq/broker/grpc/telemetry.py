@@ -3,7 +3,8 @@ endpoint; it sends its ``Settings`` and gets the broker's back (settings sync), 
 
 - Settings: a producer gets its retry policy, the largest body the broker accepts and no message-type check (our
   topics are untyped); a consumer its group's retry policy (``retryMaxTimes`` + 1 attempts), its own
-  subscription back, a batch size and a long polling timeout.
+  subscription back with ``fifo`` set for a group with ``consumeMessageOrderly`` (its receives are orderly pops:
+  ``consume.py``), a batch size and a long polling timeout.
 - Transaction check-back to 5.x producers: a half message sent over gRPC names the producer group
   ``rmq_grpc_producer_<topic>`` (``messages.producer_group``); :meth:`Telemetry.producers` gives the check-back
   path the live sessions of the producers that publish that topic, each a :class:`TelemetrySession` (a
@@ -138,6 +139,7 @@ class Telemetry:
             out.backoff_policy.CopyFrom(pb.RetryPolicy(max_attempts=group.retry_max_times + 1,
                                                        exponential_backoff=BACKOFF))
             out.subscription.CopyFrom(sent.subscription)
+            out.subscription.fifo = group.consume_message_orderly
             out.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
             out.subscription.long_polling_timeout.CopyFrom(Duration(seconds=LONG_POLLING_TIMEOUT_S))
         else:
