@@ -321,7 +321,7 @@ class BrokerController:
             return
         parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
                             self.transactions, self.gate, self.slave_refusal, self.pops, self.revive)
-        endpoint = GrpcEndpoint(c, parts, self.groups)
+        endpoint = GrpcEndpoint(c, parts, self.groups, self.clients)
         try:
             await endpoint.start()
         except BaseException:

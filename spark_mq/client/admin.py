@@ -28,6 +28,7 @@ from spark_mq.common.perm import PERM_READ, PERM_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import (
+    ClientConnection,
     ClusterInfo,
     MessageQueue,
     ReplicasInfo,
@@ -430,6 +431,20 @@ class Admin:
             await self.api.update_subscription_group(addr, config)
         return addrs
 
+    async def group_clients(self, group: str, *, producers: bool = False) -> dict[str, list[ClientConnection]]:
+        """The online clients of consumer group ``group`` (``producers``: of producer group ``group``) per master
+        address (GET_CONSUMER_CONNECTION_LIST / GET_PRODUCER_CONNECTION_LIST): remoting clients and RocketMQ 5.x
+        gRPC clients alike. A broker with none is left out."""
+        out: dict[str, list[ClientConnection]] = {}
+        for addr in sorted((await self.master_addrs()).values()):
+            if producers:
+                listing = await self.api.get_producer_connection_list(addr, group)
+            else:
+                listing = await self.api.get_consumer_connection_list(addr, group)
+            if listing is not None:
+                out[addr] = sorted(listing.connection_set, key=lambda c: c.client_id)
+        return out
+
     async def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """The group's broker offset, committed offset and lag per queue (GET_CONSUME_STATS on every
         broker of ``topic``'s route, or of every cluster). No queues: the group has no offsets."""
@@ -591,6 +606,10 @@ class SyncAdmin(BlockingFacade[Admin]):
         """Blocking :meth:`Admin.update_group`."""
         return self._run(self._target.update_group(group=group, orderly=orderly, retry_max_times=retry_max_times,
                                                    cluster=cluster))
+
+    def group_clients(self, group: str, *, producers: bool = False) -> dict[str, list[ClientConnection]]:
+        """Blocking :meth:`Admin.group_clients`."""
+        return self._run(self._target.group_clients(group=group, producers=producers))
 
     def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """Blocking :meth:`Admin.group_progress`."""

@@ -19,8 +19,10 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
+    ConsumerConnection,
     ConsumeStats,
     KVTable,
+    ProducerConnection,
     ResetOffsetBody,
     SubscriptionGroupConfig,
     TopicConfigSerializeWrapper,
@@ -30,8 +32,10 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMetaDataResponseHeader,
+    GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
@@ -128,6 +132,23 @@ class AdminRequests(Requester):
                                           topic_filter_type=topic_filter_type, topic_sys_flag=topic_sys_flag,
                                           order=order)
         await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
+
+    async def get_consumer_connection_list(self, addr: str, group: str, *,
+                                           timeout: float | None = None) -> ConsumerConnection | None:
+        """GET_CONSUMER_CONNECTION_LIST: the group's consumers online at the broker; None when none is."""
+        response = await self._invoke(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                      GetConsumerConnectionListRequestHeader(consumer_group=group), timeout=timeout,
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+        return ConsumerConnection.from_json(response.body) if response.code == ResponseCode.SUCCESS else None
+
+    async def get_producer_connection_list(self, addr: str, group: str, *,
+                                           timeout: float | None = None) -> ProducerConnection | None:
+        """GET_PRODUCER_CONNECTION_LIST: the group's producers connected to the broker; None when none is (the
+        broker answers SYSTEM_ERROR, as RocketMQ's)."""
+        response = await self._invoke(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                      GetProducerConnectionListRequestHeader(producer_group=group), timeout=timeout,
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+        return ProducerConnection.from_json(response.body) if response.code == ResponseCode.SUCCESS else None
 
     async def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
                                         timeout: float | None = None) -> None:

@@ -32,9 +32,11 @@ from spark_mq.remoting.bodies import (
     BrokerReplicasInfo,
     CheckClientRequestBody,
     ClusterInfo,
+    ConsumerConnection,
     ConsumeStats,
     HeartbeatData,
     MessageQueue,
+    ProducerConnection,
     RegisterBrokerBody,
     ResetOffsetBody,
     SubscriptionGroupConfig,
@@ -321,6 +323,16 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                    write_queue_nums=write_queue_nums, perm=perm,
                                                    default_topic=default_topic, topic_filter_type=topic_filter_type,
                                                    topic_sys_flag=topic_sys_flag, order=order, timeout=timeout))
+
+    def get_consumer_connection_list(self, addr: str, group: str, *,
+                                     timeout: float | None = None) -> ConsumerConnection | None:
+        """Blocking :meth:`MQClientAPI.get_consumer_connection_list`."""
+        return self._run(self._target.get_consumer_connection_list(addr=addr, group=group, timeout=timeout))
+
+    def get_producer_connection_list(self, addr: str, group: str, *,
+                                     timeout: float | None = None) -> ProducerConnection | None:
+        """Blocking :meth:`MQClientAPI.get_producer_connection_list`."""
+        return self._run(self._target.get_producer_connection_list(addr=addr, group=group, timeout=timeout))
 
     def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
                                   timeout: float | None = None) -> None:

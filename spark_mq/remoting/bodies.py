@@ -448,6 +448,34 @@ class ProducerConnection(Body):
         return cls(_list(_obj(o, name), "connectionSet", ClientConnection.from_obj))
 
 
+@dataclass
+class ConsumerConnection(Body):
+    """GET_CONSUMER_CONNECTION_LIST response body: the group's online consumers and what they subscribe (RocketMQ's
+    ``ConsumerConnection``)."""
+
+    connection_set: list[ClientConnection] = field(default_factory=list)
+    subscription_table: dict[str, SubscriptionData] = field(default_factory=dict)
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+
+    def to_obj(self) -> Bean:
+        return Bean(connectionSet=[c.to_obj() for c in self.connection_set],
+                    subscriptionTable={t: s.to_obj() for t, s in self.subscription_table.items()},
+                    consumeType=self.consume_type, messageModel=self.message_model,
+                    consumeFromWhere=self.consume_from_where)
+
+    @classmethod
+    def from_obj(cls, o: Any, name: str) -> ConsumerConnection:
+        o = _obj(o, name)
+        subs = {str(t): SubscriptionData.from_obj(v, f"subscriptionTable[{t}]")
+                for t, v in _map(o, "subscriptionTable").items()}
+        return cls(_list(o, "connectionSet", ClientConnection.from_obj), subs,
+                   _enum(o, "consumeType", CONSUME_TYPES, "CONSUME_PASSIVELY"),
+                   _enum(o, "messageModel", MESSAGE_MODELS, "CLUSTERING"),
+                   _enum(o, "consumeFromWhere", CONSUME_FROM_WHERE, "CONSUME_FROM_LAST_OFFSET"))
+
+
 # --- consumer group -------------------------------------------------------------------------
 
 

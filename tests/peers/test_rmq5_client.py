@@ -327,3 +327,60 @@ def test_rmq5_fifo_messages_consumed_in_order_by_an_orderly_group(tmp_path: Path
             assert seqs == sorted(seqs), f"message group {group} consumed out of order: {seqs}"
     finally:
         broker.stop()
+
+
+def _start_idle_clients(endpoint: str, topic: str, group: str) -> tuple[subprocess.Popen, dict[str, str]]:
+    """A 5.x SimpleConsumer of ``group`` and Producer of ``topic`` that stay connected; their client ids by kind."""
+    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), "idle", endpoint, topic, group, "0"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=CONSUMER.parent)
+    ids = {}
+    for line in proc.stdout:
+        if line.startswith("{"):
+            record = json.loads(line)
+            ids[record["kind"]] = record["client_id"]
+        if line.startswith(("READY", "ERROR")):
+            break
+    assert len(ids) == 2, f"the 5.x clients did not start: {proc.stderr.read()[-2000:] if proc.poll() else ''}"
+    return proc, ids
+
+
+def test_rmq5_clients_listed_in_the_admin_views_until_they_end(tmp_path: Path, namesrv):
+    """5.x clients show in GET_CONSUMER_LIST_BY_GROUP and in ``spark-mq admin group clients`` (consumer and producer
+    groups) while connected, and are gone once they shut down (NotifyClientTermination) or are killed (stream end)."""
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b")
+    topic, group = unique("Rmq5Clients"), unique("rmq5_listed")
+    producer_group = f"rmq_grpc_producer_{topic}"
+
+    def listed(*extra: str) -> str:
+        return run_cli("admin", "group", "clients", *extra, namesrv=namesrv).stdout
+
+    try:
+        _create_topic(namesrv, broker, topic, 2)
+        with SyncMQClientAPI(timeout=5.0) as api:
+            for end in ("shutdown", "kill"):
+                proc, ids = _start_idle_clients(endpoint, topic, group)
+                try:
+                    member = ids["consumer"]
+                    wait_until(lambda m=member: m in api.get_consumer_list_by_group(broker.addr, group), 10,
+                               "the 5.x consumer in its group")
+                    consumers = listed("--group", group)
+                    assert ids["consumer"] in consumers and "PYTHON" in consumers, consumers
+                    producers = listed("--group", producer_group, "--producer")
+                    assert ids["producer"] in producers and "PYTHON" in producers, producers
+                    if end == "shutdown":
+                        proc.communicate("\n", timeout=PROGRAM_TIMEOUT_S)
+                    else:
+                        proc.kill()
+                        proc.wait()
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                wait_until(lambda: "no client online" in run_cli("admin", "group", "clients", "--group", group,
+                                                                  namesrv=namesrv).stderr, 10,
+                           f"the 5.x consumer gone after its {end}")
+                assert "no client online" in run_cli("admin", "group", "clients", "--group", producer_group,
+                                                     "--producer", namesrv=namesrv).stderr
+    finally:
+        broker.stop()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 
+from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.grpc.peers import GrpcPeers
 from spark_mq.broker.grpc.service import BrokerParts, MessagingService
 from spark_mq.broker.grpc.stubs.service_pb2_grpc import add_MessagingServiceServicer_to_server
@@ -50,9 +51,10 @@ def _credentials(config: BrokerConfig) -> grpc.ServerCredentials | None:
 class GrpcEndpoint:
     """The endpoint's lifecycle: ``start`` binds and serves, ``stop`` ends the calls in flight."""
 
-    def __init__(self, config: BrokerConfig, parts: BrokerParts, groups: SubscriptionGroupManager) -> None:
+    def __init__(self, config: BrokerConfig, parts: BrokerParts, groups: SubscriptionGroupManager,
+                 clients: ClientRegistry) -> None:
         self.config = config
-        self.telemetry = Telemetry(groups, config.max_message_size)
+        self.telemetry = Telemetry(groups, clients, config.max_message_size)
         self.peer_client = peer_client(config)  # routes ask the NameServers and the other sets' masters
         peers = GrpcPeers(self.peer_client, lambda: split_addresses(config.namesrv_addr), parts.broker_name)
         self.service = MessagingService(parts, self.telemetry, peers)

@@ -111,7 +111,10 @@ class MessagingService(MessagingServiceServicer):
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context) -> spb.HeartbeatResponse:
         needs = (auth.group(request.group.name),) if request.HasField("group") and request.group.name else ()
-        return spb.HeartbeatResponse(status=self._refusal(context, *needs) or OK)
+        refused = self._refusal(context, *needs)
+        if refused is None:
+            self.telemetry.heartbeat(_metadata(context).get(CLIENT_ID, ""))
+        return spb.HeartbeatResponse(status=refused or OK)
 
     async def SendMessage(self, request: spb.SendMessageRequest, context) -> spb.SendMessageResponse:
         refused = self._refusal(context, *{auth.topic(m.topic.name, Perm.PUB) for m in request.messages})
@@ -159,7 +162,8 @@ class MessagingService(MessagingServiceServicer):
         if not client_id:
             yield spb.TelemetryCommand(status=status(pb.CLIENT_ID_REQUIRED, f"no {CLIENT_ID} in the call's metadata"))
             return
-        async for command in self.telemetry.stream(request_iterator, client_id, context.peer()):
+        host, port = peer_host(context)
+        async for command in self.telemetry.stream(request_iterator, client_id, f"{host}:{port}"):
             yield command
 
     async def GetOffset(self, request: spb.GetOffsetRequest, context) -> spb.GetOffsetResponse:
