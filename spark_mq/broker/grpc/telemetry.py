@@ -36,7 +36,7 @@ from spark_mq.broker.grpc.stubs import service_pb2 as spb
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.transaction.commit import real_queue
 from spark_mq.common.unit.decode import StoredMessage
-from spark_mq.remoting.bodies import ConsumerData, SubscriptionData
+from spark_mq.remoting.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL, ConsumerData, SubscriptionData
 from spark_mq.remoting.command import RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ LONG_POLLING_TIMEOUT_S = 20
 REQUEST_TIMEOUT_S = 3
 # how a 5.x consumer shows in the admin listings: a PushConsumer is pushed messages, a SimpleConsumer pulls them
 CONSUME_TYPES = {pb.PUSH_CONSUMER: "CONSUME_PASSIVELY", pb.SIMPLE_CONSUMER: "CONSUME_ACTIVELY"}
-SQL92 = "SQL92"
 BACKOFF = pb.ExponentialBackoff(initial=Duration(nanos=10_000_000), max=Duration(seconds=1), multiplier=2.0)
 
 
@@ -118,9 +117,9 @@ class Telemetry:
         s = session.settings
         language = pb.Language.Name(s.user_agent.language)
         if s.WhichOneof("pub_sub") == "subscription":
-            subs = [SubscriptionData(e.topic.name, e.expression.expression or "*",
-                                     expression_type=SQL92 if e.expression.type == pb.SQL else "TAG")
-                    for e in s.subscription.subscriptions]
+            subs = [SubscriptionData(e.topic.name, e.expression.expression or SUB_ALL,
+                                     expression_type=EXPRESSION_SQL92 if e.expression.type == pb.SQL
+                                     else EXPRESSION_TAG) for e in s.subscription.subscriptions]
             data = ConsumerData(s.subscription.group.name, CONSUME_TYPES.get(s.client_type, "CONSUME_ACTIVELY"),
                                 subscription_data_set=subs)
             if self.clients.register_consumer(data, session.client_id, session, language):
