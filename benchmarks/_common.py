@@ -379,19 +379,22 @@ class Server:
 class Cluster:
     namesrv: str
     broker: str
+    broker_pid: int = 0
 
 
 @contextlib.contextmanager
-def local_cluster(root: Path) -> Iterator[Cluster]:
-    """A NameServer and a broker (default config, store in ``root/store``, logs in ``root``) as two
-    processes on free loopback ports, as in production; stopped when the block exits."""
+def local_cluster(root: Path, broker_conf: str = "") -> Iterator[Cluster]:
+    """A NameServer and a broker (default config plus the properties ``broker_conf``, store in ``root/store``, logs
+    in ``root``) as two processes on free loopback ports, as in production; stopped when the block exits."""
     root.mkdir(parents=True, exist_ok=True)
+    conf = root / "broker.conf"
+    conf.write_text(broker_conf)
     namesrv = Server(["namesrv", "--port", "0"], root / "namesrv.log", NAMESRV_READY)
     try:
-        broker = Server(["broker", "--namesrv", namesrv.addr, "--port", "0", "--store", str(root / "store"),
-                         "--metrics-port", "0"], root / "broker.log", BROKER_READY)
+        broker = Server(["broker", "-c", str(conf), "--namesrv", namesrv.addr, "--port", "0", "--store",
+                         str(root / "store"), "--metrics-port", "0"], root / "broker.log", BROKER_READY)
         try:
-            yield Cluster(namesrv.addr, broker.addr)
+            yield Cluster(namesrv.addr, broker.addr, broker.proc.pid)
         finally:
             broker.stop()
     finally:

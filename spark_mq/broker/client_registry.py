@@ -1,4 +1,6 @@
-"""Who is connected: producers and consumers per group, learned from HEART_BEAT.
+"""Who is connected: producers and consumers per group, learned from HEART_BEAT, and RocketMQ 5.x clients learned from
+their Telemetry settings and gRPC heartbeats (``grpc/telemetry.py``): each client is keyed by its connection, a
+remoting ``Connection`` or a 5.x client's Telemetry stream (a :class:`ClientConn` both are).
 
 A consumer group's member list is what rebalancing runs on, so every change (a new client, an
 unregister, a dropped connection, a heartbeat older than the expiry) is reported to the
@@ -14,6 +16,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from spark_mq.common.errors import RemotingError
 from spark_mq.remoting.bodies import ConsumerData, SubscriptionData
@@ -24,10 +27,20 @@ from spark_mq.remoting.connection import Connection
 CHANNEL_EXPIRED_S = 120.0
 
 
+class ClientConn(Protocol):
+    """What the registry and the admin listings use of a client's connection."""
+
+    peer: str
+    closed: bool
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        """A notice to the client (a 5.x client's stream takes none: it needs no rebalance)."""
+
+
 @dataclass
 class ClientChannel:
     client_id: str
-    conn: Connection
+    conn: ClientConn
     last_update: float
     language: str = LanguageCode.JAVA.name  # the client's, from its heartbeat (what it can read)
     version: int = 0  # the client's RocketMQ version code, from its heartbeat
@@ -40,7 +53,7 @@ class ConsumerGroupInfo:
     message_model: str = "CLUSTERING"
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
-    channels: dict[Connection, ClientChannel] = field(default_factory=dict)
+    channels: dict[ClientConn, ClientChannel] = field(default_factory=dict)
 
     def client_ids(self) -> list[str]:
         return sorted({c.client_id for c in self.channels.values()})
@@ -50,21 +63,22 @@ class ClientRegistry:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.consumers: dict[str, ConsumerGroupInfo] = {}
-        self.producers: dict[str, dict[Connection, ClientChannel]] = {}
+        self.producers: dict[str, dict[ClientConn, ClientChannel]] = {}
 
-    def register_producer(self, group: str, client_id: str, conn: Connection, language: str = LanguageCode.JAVA.name,
+    def register_producer(self, group: str, client_id: str, conn: ClientConn, language: str = LanguageCode.JAVA.name,
                           version: int = 0) -> None:
         self.producers.setdefault(group, {})[conn] = ClientChannel(client_id, conn, self.clock(), language, version)
 
     def producer_connections(self, group: str) -> list[Connection]:
-        """The connections of the group's producers (a transaction check goes to one of them)."""
-        return list(self.producers.get(group, {}))
+        """The remoting connections of the group's producers (a transaction check goes to one of them; a 5.x
+        producer is checked over its Telemetry stream)."""
+        return [c for c in self.producers.get(group, {}) if isinstance(c, Connection)]
 
     def producer_channels(self, group: str) -> list[ClientChannel]:
         """The group's producers with what their heartbeats said (GET_PRODUCER_CONNECTION_LIST)."""
         return list(self.producers.get(group, {}).values())
 
-    def register_consumer(self, data: ConsumerData, client_id: str, conn: Connection,
+    def register_consumer(self, data: ConsumerData, client_id: str, conn: ClientConn,
                           language: str = LanguageCode.JAVA.name, version: int = 0) -> bool:
         """Record a consumer heartbeat; True if the group's membership changed."""
         info = self.consumers.setdefault(data.group_name, ConsumerGroupInfo(data.group_name))
@@ -92,7 +106,7 @@ class ClientRegistry:
                 changed.append(info.group)
         return changed
 
-    def drop_connection(self, conn: Connection) -> list[str]:
+    def drop_connection(self, conn: ClientConn) -> list[str]:
         """A connection closed: forget its registrations; returns changed consumer groups."""
         for group in self.producers.values():
             group.pop(conn, None)

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
+from spark_mq.broker.grpc.peers import GRPC_PORT_KEY
 from spark_mq.broker.grpc.server import GrpcEndpoint
 from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
@@ -323,7 +324,7 @@ class BrokerController:
             return
         parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
                             self.transactions, self.gate, self.slave_refusal, self.pops, self.revive)
-        endpoint = GrpcEndpoint(c, parts, self.groups)
+        endpoint = GrpcEndpoint(c, parts, self.groups, self.clients)
         try:
             await endpoint.start()
         except BaseException:
@@ -438,7 +439,7 @@ class BrokerController:
             ClientProcessor(self.store, self.topics, self.clients, self.offsets, self.locks, self.sql92_filters,
                             self.registration.request, self.clients.notify_group_changes),
             AdminProcessor(c, self.store, self.topics, self.clients, self.offsets, self.tiered, self.hold,
-                           self.metrics, self.registration.request, self.replication_info),
+                           self.metrics, self.registration.request, self.runtime_extras),
             SendBackProcessor(self.retry),
             TieredOffsetProcessor(self.store, self.topics, self.tiered, self.slave_refusal),
             MetadataProcessor(self.groups, self.offsets, self.retry, self.schedule, self.timer),
@@ -478,6 +479,12 @@ class BrokerController:
     def _ensure_system_topic(self, name: str) -> None:
         if self.topics.ensure_system_topic(name):
             self.registration.request()
+
+    def runtime_extras(self) -> dict[str, str]:
+        """What GET_BROKER_RUNTIME_INFO adds to the store's figures: the replication figures, and with the gRPC
+        endpoint its port (the other brokers name it in their routes: ``grpc/peers.py``)."""
+        grpc = {} if self.grpc is None else {GRPC_PORT_KEY: str(self.grpc.port)}
+        return {**self.replication_info(), **grpc}
 
     def replication_info(self) -> dict[str, str]:
         """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""

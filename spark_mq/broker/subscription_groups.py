@@ -48,8 +48,8 @@ class SubscriptionGroupManager:
         """Create or update; raises InvalidNameError for a name that breaks the naming rule."""
         validate_group(group.group_name)
         self.groups[group.group_name] = group
-        log.info("subscription group %s: consumeEnable %s, retryMaxTimes %d", group.group_name,
-                 group.consume_enable, group.retry_max_times)
+        log.info("subscription group %s: consumeEnable %s, retryMaxTimes %d, consumeMessageOrderly %s",
+                 group.group_name, group.consume_enable, group.retry_max_times, group.consume_message_orderly)
         self._changed()
 
     def delete(self, group: str) -> bool:

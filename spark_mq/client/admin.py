@@ -34,6 +34,7 @@ from spark_mq.remoting.bodies import (
     ConsumerConnection,
     MessageQueue,
     ReplicasInfo,
+    SubscriptionGroupConfig,
     TopicRouteData,
 )
 from spark_mq.remoting.codes import ResponseCode
@@ -447,6 +448,34 @@ class Admin:
 
     # -- consumer groups --------------------------------------------------------------------------
 
+    async def update_group(self, group: str, *, orderly: bool = False, retry_max_times: int = 16,
+                           cluster: str | None = None) -> list[str]:
+        """Create or update consumer group ``group`` (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, an admin request) on every
+        master of ``cluster`` (None: of every cluster): ``orderly`` is RocketMQ's ``consumeMessageOrderly`` (its 5.x
+        consumers read each queue in order), ``retry_max_times`` the redeliveries before the DLQ. Returns the
+        broker addresses written."""
+        addrs = sorted((await self.master_addrs(cluster)).values())
+        if not addrs:
+            raise ClientError("no broker is registered with the NameServers: start `spark-mq broker` first")
+        config = SubscriptionGroupConfig(group, retry_max_times=retry_max_times, consume_message_orderly=orderly)
+        for addr in addrs:
+            await self.api.update_subscription_group(addr, config)
+        return addrs
+
+    async def group_clients(self, group: str, *, producers: bool = False) -> dict[str, list[ClientConnection]]:
+        """The online clients of consumer group ``group`` (``producers``: of producer group ``group``) per master
+        address (GET_CONSUMER_CONNECTION_LIST / GET_PRODUCER_CONNECTION_LIST): remoting clients and RocketMQ 5.x
+        gRPC clients alike. A broker with none is left out."""
+        out: dict[str, list[ClientConnection]] = {}
+        for addr in sorted((await self.master_addrs()).values()):
+            if producers:
+                listing = await self.api.get_producer_connection_list(addr, group)
+            else:
+                listing = await self.api.get_consumer_connection_list(addr, group)
+            if listing is not None:
+                out[addr] = sorted(listing.connection_set, key=lambda c: c.client_id)
+        return out
+
     async def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """The group's broker offset, committed offset and lag per queue (GET_CONSUME_STATS on every
         broker of ``topic``'s route, or of every cluster). No queues: the group has no offsets."""
@@ -495,7 +524,9 @@ class Admin:
             try:
                 found = await self.api.get_consumer_connection_list(addr, group)
             except (RemotingError, MQClientError):
-                continue  # a dead master, or one the group never met
+                continue  # a dead master
+            if found is None:
+                continue  # no member of the group online there
             seen.update((c.client_id, c) for c in found.connection_set)
             merged = ConsumerConnection([], {**merged.subscription_table, **found.subscription_table},
                                         found.consume_type, found.message_model, found.consume_from_where)
@@ -664,6 +695,16 @@ class SyncAdmin(BlockingFacade[Admin]):
                         broker_names: Iterable[str] | None = None) -> ControllerView:
         """Blocking :meth:`Admin.controller_view`."""
         return self._run(self._target.controller_view(controller_addrs=controller_addrs, broker_names=broker_names))
+
+    def update_group(self, group: str, *, orderly: bool = False, retry_max_times: int = 16,
+                     cluster: str | None = None) -> list[str]:
+        """Blocking :meth:`Admin.update_group`."""
+        return self._run(self._target.update_group(group=group, orderly=orderly, retry_max_times=retry_max_times,
+                                                   cluster=cluster))
+
+    def group_clients(self, group: str, *, producers: bool = False) -> dict[str, list[ClientConnection]]:
+        """Blocking :meth:`Admin.group_clients`."""
+        return self._run(self._target.group_clients(group=group, producers=producers))
 
     def group_progress(self, group: str, topic: str | None = None) -> GroupProgress:
         """Blocking :meth:`Admin.group_progress`."""

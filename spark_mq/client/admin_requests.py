@@ -24,6 +24,7 @@ from spark_mq.remoting.bodies import (
     ConsumeStats,
     EpochHistory,
     KVTable,
+    ProducerConnection,
     ResetOffsetBody,
     SubscriptionGroupConfig,
     SubscriptionGroupWrapper,
@@ -38,6 +39,7 @@ from spark_mq.remoting.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetMetaDataResponseHeader,
+    GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
@@ -135,6 +137,29 @@ class AdminRequests(Requester):
                                           order=order)
         await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
 
+    async def get_consumer_connection_list(self, addr: str, group: str, *,
+                                           timeout: float | None = None) -> ConsumerConnection | None:
+        """GET_CONSUMER_CONNECTION_LIST: the group's consumers online at the broker; None when none is."""
+        response = await self._invoke(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                                      GetConsumerConnectionListRequestHeader(consumer_group=group), timeout=timeout,
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+        return ConsumerConnection.from_json(response.body) if response.code == ResponseCode.SUCCESS else None
+
+    async def get_producer_connection_list(self, addr: str, group: str, *,
+                                           timeout: float | None = None) -> ProducerConnection | None:
+        """GET_PRODUCER_CONNECTION_LIST: the group's producers connected to the broker; None when none is (the
+        broker answers SYSTEM_ERROR, as RocketMQ's)."""
+        response = await self._invoke(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                                      GetProducerConnectionListRequestHeader(producer_group=group), timeout=timeout,
+                                      ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+        return ProducerConnection.from_json(response.body) if response.code == ResponseCode.SUCCESS else None
+
+    async def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                        timeout: float | None = None) -> None:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker: the group's config there, replaced whole."""
+        await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.to_json(),
+                           timeout=timeout)
+
     async def get_all_topic_config(self, addr: str, *,
                                    timeout: float | None = None) -> TopicConfigSerializeWrapper:
         """GET_ALL_TOPIC_CONFIG: every topic config of the broker, with its data version."""
@@ -157,21 +182,6 @@ class AdminRequests(Requester):
         """GET_ALL_CONSUMER_OFFSET: every committed offset of the broker, keyed ``topic@group`` (admin)."""
         response = await self._invoke(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, timeout=timeout)
         return ConsumerOffsetSerializeWrapper.from_json(response.body)
-
-    async def get_consumer_connection_list(self, addr: str, consumer_group: str, *,
-                                           timeout: float | None = None) -> ConsumerConnection:
-        """GET_CONSUMER_CONNECTION_LIST: the group's online members on this broker (id, address, language,
-        version) and their subscriptions; CONSUMER_NOT_ONLINE when none is."""
-        response = await self._invoke(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                                      GetConsumerConnectionListRequestHeader(consumer_group=consumer_group),
-                                      timeout=timeout)
-        return ConsumerConnection.from_json(response.body)
-
-    async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
-                                        timeout: float | None = None) -> None:
-        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: create or replace a group's config on this broker (admin)."""
-        await self._invoke(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=config.to_json(),
-                           timeout=timeout)
 
     async def delete_subscription_group(self, addr: str, group: str, *, clean_offset: bool = True,
                                         timeout: float | None = None) -> None:

@@ -38,6 +38,7 @@ from spark_mq.remoting.bodies import (
     EpochHistory,
     HeartbeatData,
     MessageQueue,
+    ProducerConnection,
     RegisterBrokerBody,
     ResetOffsetBody,
     SubscriptionGroupConfig,
@@ -326,6 +327,21 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                    default_topic=default_topic, topic_filter_type=topic_filter_type,
                                                    topic_sys_flag=topic_sys_flag, order=order, timeout=timeout))
 
+    def get_consumer_connection_list(self, addr: str, group: str, *,
+                                     timeout: float | None = None) -> ConsumerConnection | None:
+        """Blocking :meth:`MQClientAPI.get_consumer_connection_list`."""
+        return self._run(self._target.get_consumer_connection_list(addr=addr, group=group, timeout=timeout))
+
+    def get_producer_connection_list(self, addr: str, group: str, *,
+                                     timeout: float | None = None) -> ProducerConnection | None:
+        """Blocking :meth:`MQClientAPI.get_producer_connection_list`."""
+        return self._run(self._target.get_producer_connection_list(addr=addr, group=group, timeout=timeout))
+
+    def update_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
+                                  timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.update_subscription_group`."""
+        return self._run(self._target.update_subscription_group(addr=addr, config=config, timeout=timeout))
+
     def get_all_topic_config(self, addr: str, *, timeout: float | None = None) -> TopicConfigSerializeWrapper:
         """Blocking :meth:`MQClientAPI.get_all_topic_config`."""
         return self._run(self._target.get_all_topic_config(addr=addr, timeout=timeout))
@@ -341,17 +357,6 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def get_all_consumer_offsets(self, addr: str, *, timeout: float | None = None) -> ConsumerOffsetSerializeWrapper:
         """Blocking :meth:`MQClientAPI.get_all_consumer_offsets`."""
         return self._run(self._target.get_all_consumer_offsets(addr=addr, timeout=timeout))
-
-    def get_consumer_connection_list(self, addr: str, consumer_group: str, *,
-                                     timeout: float | None = None) -> ConsumerConnection:
-        """Blocking :meth:`MQClientAPI.get_consumer_connection_list`."""
-        return self._run(self._target.get_consumer_connection_list(addr=addr, consumer_group=consumer_group,
-                                                                   timeout=timeout))
-
-    def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig, *,
-                                  timeout: float | None = None) -> None:
-        """Blocking :meth:`MQClientAPI.create_subscription_group`."""
-        return self._run(self._target.create_subscription_group(addr=addr, config=config, timeout=timeout))
 
     def delete_subscription_group(self, addr: str, group: str, *, clean_offset: bool = True,
                                   timeout: float | None = None) -> None:

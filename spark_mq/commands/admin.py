@@ -75,7 +75,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     controller.add_argument("--broker-name", action="append",
                             help="only this broker set (repeatable; default: every set the NameServers know)")
 
-    group_actions = _actions(what, "group", help="consumer group progress", description="Consumer group progress.")
+    group_actions = _actions(what, "group", help="consumer group settings and progress",
+                             description="Consumer group settings and progress.")
+    update = add_command(
+        group_actions, "update", _group_update, help="create or update a group's settings on its brokers",
+        description="Create or update the consumer group on every master (of --cluster, default every cluster): "
+                    "RocketMQ's UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, an admin request when the brokers check ACLs. "
+                    "The group's settings are replaced whole.")
+    update.add_argument("--group", required=True)
+    update.add_argument("--orderly", action="store_true",
+                        help="consumeMessageOrderly: RocketMQ 5.x consumers of the group read each queue in order "
+                             "(FIFO messages of a message group one after another)")
+    update.add_argument("--retry-max-times", type=int, default=16, help="redeliveries before the DLQ (default 16)")
+    update.add_argument("--cluster", help="only this cluster's masters")
+    clients = add_command(group_actions, "clients", _group_clients, help="the group's online clients per broker",
+                          description="The online consumers of the group (with --producer: producers of the "
+                                      "producer group), remoting and RocketMQ 5.x gRPC clients, on every master: "
+                                      "client id, address, language, version.")
+    clients.add_argument("--group", required=True)
+    clients.add_argument("--producer", action="store_true", help="a producer group (5.x producers of topic T: "
+                                                                 "rmq_grpc_producer_T)")
     lag = add_command(group_actions, "lag", _group_lag, help="broker offset, committed offset and lag per queue",
                       description="The group's broker offset, committed offset, lag and last consumed "
                                   "store time per queue, and the total lag.")
@@ -215,6 +234,33 @@ def _controller(args: argparse.Namespace) -> int:
         sets.add_row(name, master, str(info.master_epoch), members(info.in_sync_replicas),
                      str(info.sync_state_set_epoch), members(info.not_in_sync_replicas))
     out.print(sets)
+    return 0
+
+
+def _group_update(args: argparse.Namespace) -> int:
+    with _admin(args) as admin:
+        addrs = admin.update_group(args.group, orderly=args.orderly, retry_max_times=args.retry_max_times,
+                                   cluster=args.cluster)
+    console().print(f"group {args.group} (orderly {args.orderly}, retryMaxTimes {args.retry_max_times}) "
+                    f"written to {', '.join(addrs)}")
+    return 0
+
+
+def _group_clients(args: argparse.Namespace) -> int:
+    # lazy import: loaded when the command runs, so `spark-mq --help` and a broker's start stay fast
+    from rich.table import Table
+
+    with _admin(args) as admin:
+        listing = admin.group_clients(args.group, producers=args.producer)
+    if not listing:
+        raise SparkMQError(f"{'producer' if args.producer else 'consumer'} group {args.group} has no client online")
+    table = Table(title=f"{'producer' if args.producer else 'consumer'} group {args.group}")
+    for name in ("broker", "client id", "address", "language", "version"):
+        table.add_column(name)
+    for addr, conns in listing.items():
+        for c in conns:
+            table.add_row(addr, c.client_id, c.client_addr, c.language, str(c.version))
+    console().print(table)
     return 0
 
 

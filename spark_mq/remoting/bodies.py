@@ -1016,8 +1016,9 @@ class ResetOffsetBody(Body):
 
 @dataclass
 class SubscriptionGroupConfig(Body):
-    """``org.apache.rocketmq.common.subscription.SubscriptionGroupConfig`` (4.x fields and defaults);
-    the UPDATE_AND_CREATE_SUBSCRIPTIONGROUP request body."""
+    """``org.apache.rocketmq.common.subscription.SubscriptionGroupConfig`` (4.x fields and defaults, and 5.x's
+    ``consumeMessageOrderly``: a 5.x consumer of the group reads each queue in order, over orderly pop); the
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP request body."""
 
     group_name: str
     consume_enable: bool = True
@@ -1028,6 +1029,7 @@ class SubscriptionGroupConfig(Body):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     def to_obj(self) -> Bean:
         return Bean(
@@ -1036,6 +1038,7 @@ class SubscriptionGroupConfig(Body):
             retryQueueNums=self.retry_queue_nums, retryMaxTimes=self.retry_max_times, brokerId=self.broker_id,
             whichBrokerWhenConsumeSlowly=self.which_broker_when_consume_slowly,
             notifyConsumerIdsChangedEnable=self.notify_consumer_ids_changed_enable,
+            consumeMessageOrderly=self.consume_message_orderly,
         )
 
     @classmethod
@@ -1045,7 +1048,7 @@ class SubscriptionGroupConfig(Body):
             _str(o, "groupName"), _bool(o, "consumeEnable", True), _bool(o, "consumeFromMinEnable", True),
             _bool(o, "consumeBroadcastEnable", True), _int(o, "retryQueueNums", 1), _int(o, "retryMaxTimes", 16),
             _int(o, "brokerId", 0), _int(o, "whichBrokerWhenConsumeSlowly", 1),
-            _bool(o, "notifyConsumerIdsChangedEnable", True),
+            _bool(o, "notifyConsumerIdsChangedEnable", True), _bool(o, "consumeMessageOrderly", False),
         )
 
 

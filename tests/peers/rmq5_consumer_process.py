@@ -3,6 +3,8 @@
 
     python rmq5_consumer_process.py simple ENDPOINT TOPIC GROUP COUNT
     python rmq5_consumer_process.py push ENDPOINT TOPIC GROUP COUNT
+    python rmq5_consumer_process.py fifo ENDPOINT TOPIC GROUP COUNT
+    python rmq5_consumer_process.py idle ENDPOINT TOPIC GROUP 0
 
 Each prints ``READY`` once started (a new group reads each queue from its first message); the test sends then.
 One JSON line per event, then ``DONE`` (``ERROR <text>`` and exit 1 on a failure).
@@ -13,6 +15,11 @@ invisible time (``{"received": body, "attempt": 2}``) and is acknowledged then; 
 duration changed before its ack (``{"changed": body}``); every other one is acknowledged at once.
 ``push``: a PushConsumer prints ``{"consumed": body}`` for every message its listener gets (SUCCESS each time) and
 stops once COUNT distinct bodies came and nothing more arrived for 3 s.
+``fifo``: a SimpleConsumer (of a group made orderly by the test) receives ``FIFO_FIRST`` messages and, holding them
+unacknowledged, receives again (``{"received": body, "batch": "held"}``); then it acknowledges both and receives
+and acknowledges until it has COUNT messages (``"batch": "first"`` / ``"rest"``), in the order received.
+``idle``: a SimpleConsumer of GROUP and a Producer of TOPIC start, print ``{"client_id": id}`` each, and stay
+connected until a line comes on stdin; then they shut down (NotifyClientTermination).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from rocketmq import (
     Credentials,
     FilterExpression,
     MessageListener,
+    Producer,
     PushConsumer,
     SimpleConsumer,
 )
@@ -36,6 +44,8 @@ INVISIBLE_S = 2  # a received message not acknowledged comes back after this
 AWAIT_S = 3  # a receive's long polling
 DEADLINE_S = 60
 QUIET_S = 3
+FIFO_FIRST = 2
+FIFO_INVISIBLE_S = 20  # longer than the run: nothing comes back by its invisible time
 _out = threading.Lock()
 
 
@@ -78,6 +88,46 @@ def run_simple(config: ClientConfiguration, topic: str, group: str, count: int) 
         consumer.shutdown()
 
 
+def run_fifo(config: ClientConfiguration, topic: str, group: str, count: int) -> None:
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=AWAIT_S)
+    consumer.startup()
+    try:
+        print("READY", flush=True)
+        seen = 0
+        pending = []
+        for batch, size in (("first", FIFO_FIRST), ("held", 32)):
+            for m in consumer.receive(size, FIFO_INVISIBLE_S):
+                emit({"received": m.body.decode(), "batch": batch, "attempt": m.delivery_attempt})
+                pending.append(m)
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            for m in pending:
+                consumer.ack(m)
+            seen += len(pending)
+            if seen >= count or time.monotonic() > deadline:
+                break
+            pending = consumer.receive(32, FIFO_INVISIBLE_S)
+            for m in pending:
+                emit({"received": m.body.decode(), "batch": "rest", "attempt": m.delivery_attempt})
+    finally:
+        consumer.shutdown()
+
+
+def run_idle(config: ClientConfiguration, topic: str, group: str, count: int) -> None:
+    consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=AWAIT_S)
+    producer = Producer(config, (topic,))
+    consumer.startup()
+    producer.startup()
+    try:
+        emit({"client_id": consumer.client_id, "kind": "consumer"})
+        emit({"client_id": producer.client_id, "kind": "producer"})
+        print("READY", flush=True)
+        sys.stdin.readline()
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+
+
 class Listener(MessageListener):
     def __init__(self) -> None:
         self.bodies: set[str] = set()
@@ -109,7 +159,8 @@ def main() -> None:
     mode, endpoint, topic, group, count = sys.argv[1:6]
     config = ClientConfiguration(endpoint, Credentials())
     try:
-        {"simple": run_simple, "push": run_push}[mode](config, topic, group, int(count))
+        modes = {"simple": run_simple, "push": run_push, "fifo": run_fifo, "idle": run_idle}
+        modes[mode](config, topic, group, int(count))
     except Exception as e:
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         sys.exit(1)

@@ -7,7 +7,9 @@ broker's gRPC endpoint. It imports nothing of spark_mq.
 MODE ``send``: 3 normal messages (tag, keys, a user property), 3 FIFO messages in each of message groups ``g1``
 and ``g2``, 2 delay messages due 2 s after they are sent. MODE ``transaction``: 3 half messages, the first
 committed, the second rolled back, the third left unresolved: the broker checks it back over the Telemetry
-stream, the checker answers COMMIT. One JSON line per message sent (``kind``, ``id``, ``body``, ``group``,
+stream, the checker answers COMMIT. MODE ``normal``: ``NORMAL_COUNT`` normal messages (spread over the route's
+queues, of every broker set it names). MODE ``fifo``: ``FIFO_PER_GROUP`` FIFO messages in each of message groups
+``f0`` .. ``f3``, interleaved. One JSON line per message sent (``kind``, ``id``, ``body``, ``group``,
 ``due_ms``), ``{"checked": id}`` when a check-back arrives, then ``DONE``; an error prints ``ERROR <text>`` and
 exits 1.
 """
@@ -24,6 +26,9 @@ from rocketmq import ClientConfiguration, Credentials, Message, Producer, Transa
 
 CHECK_WAIT_S = 60  # for the check-back of the unresolved transaction
 DELAY_S = 2
+NORMAL_COUNT = 20
+FIFO_GROUPS = 4
+FIFO_PER_GROUP = 5
 TLS_ENV = "RMQ5_TLS"  # "1": dial TLS (the CA to trust: gRPC's GRPC_DEFAULT_SSL_ROOTS_FILE_PATH)
 
 
@@ -55,6 +60,19 @@ def send_all(producer: Producer, topic: str) -> None:
         body = f"delay-{i}"
         emit({"kind": "delay", "id": producer.send(message(topic, body, delivery_timestamp=due)).message_id,
               "body": body, "due_ms": due * 1000})
+
+
+def send_normal(producer: Producer, topic: str) -> None:
+    for i in range(NORMAL_COUNT):
+        emit({"kind": "normal", "id": producer.send(message(topic, f"normal-{i}")).message_id, "body": f"normal-{i}"})
+
+
+def send_fifo(producer: Producer, topic: str) -> None:
+    for i in range(FIFO_PER_GROUP):
+        for g in range(FIFO_GROUPS):
+            body, group = f"fifo-f{g}-{i}", f"f{g}"
+            emit({"kind": "fifo", "id": producer.send(message(topic, body, message_group=group)).message_id,
+                  "body": body, "group": group, "seq": i})
 
 
 class Checker(TransactionChecker):
@@ -90,10 +108,10 @@ def main() -> None:
                         checker if mode == "transaction" else None, tls_enable=os.environ.get(TLS_ENV) == "1")
     try:
         producer.startup()
-        if mode == "send":
-            send_all(producer, topic)
-        else:
+        if mode == "transaction":
             transactions(producer, topic, checker)
+        else:
+            {"send": send_all, "normal": send_normal, "fifo": send_fifo}[mode](producer, topic)
     except Exception as e:
         print(f"ERROR {type(e).__name__}: {e}", flush=True)
         sys.exit(1)

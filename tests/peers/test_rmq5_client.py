@@ -31,7 +31,8 @@ except Exception as e:  # ImportError, or OSError when librocketmq cannot load
                 allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
-RMQ5_PYTHON = ROOT / ".venv-rmq5" / "bin" / "python"
+# the venv's python; RMQ5_PYTHON names another (a git worktree using its main checkout's venv)
+RMQ5_PYTHON = Path(os.environ.get("RMQ5_PYTHON", ROOT / ".venv-rmq5" / "bin" / "python"))
 PROGRAM = Path(__file__).with_name("rmq5_producer_process.py")
 CONSUMER = Path(__file__).with_name("rmq5_consumer_process.py")
 PROGRAM_TIMEOUT_S = 90
@@ -64,9 +65,12 @@ def cpp_send(namesrv: str, topic: str, bodies: list[str]) -> None:
         producer.shutdown()
 
 
-def consume_rmq5(mode: str, endpoint: str, topic: str, count: int, send) -> tuple[list[dict], str]:
-    """Run a 5.x consumer program of a new group; ``send()`` once it is READY; its JSON lines and output."""
-    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), mode, endpoint, topic, unique("rmq5_g"), str(count)],
+def consume_rmq5(mode: str, endpoint: str, topic: str, count: int, send, group: str | None = None
+                 ) -> tuple[list[dict], str]:
+    """Run a 5.x consumer program of ``group`` (a new one by default); ``send()`` once it is READY; its JSON lines and
+    output."""
+    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), mode, endpoint, topic, group or unique("rmq5_g"),
+                             str(count)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CONSUMER.parent)
     try:
         lines = []
@@ -256,5 +260,127 @@ def test_rmq5_producer_over_tls(tmp_path: Path, namesrv):
         assert output.rstrip().endswith("DONE") and len(sent) == 11, output
         _, plaintext = run_rmq5("send", endpoint, topic)  # the client's default: plaintext, refused
         assert "ERROR" in plaintext, plaintext
+    finally:
+        broker.stop()
+
+
+def _stored(broker: Broker, topic: str, queues: int) -> int:
+    """How many messages of ``topic`` ``broker`` stores."""
+    with SyncMQClientAPI(timeout=5.0) as api:
+        return sum(api.get_max_offset(broker.addr, topic, q) for q in range(queues))
+
+
+def test_rmq5_client_at_one_broker_reaches_every_broker_set(tmp_path: Path, namesrv):
+    """Each broker announces its gRPC port (runtime info ``grpcListenPort``); the one a 5.x client dials names every
+    set's queues with their masters' gRPC addresses, so its sends and receives reach both sets."""
+    (a, endpoint), (b, _) = grpc_broker(namesrv, tmp_path / "a"), grpc_broker(namesrv, tmp_path / "b")
+    topic = unique("Rmq5Sets")
+    try:
+        for broker in (a, b):
+            _create_topic(namesrv, broker, topic, 2)
+        with SyncMQClientAPI(timeout=5.0) as api:
+            wait_until(lambda: len(api.get_route_info(namesrv, topic).broker_datas) == 2, what="both sets routed")
+        sent, output = run_rmq5("normal", endpoint, topic)
+        assert output.rstrip().endswith("DONE") and len(sent) == 20, output
+        on_a, on_b = _stored(a, topic, 2), _stored(b, topic, 2)
+        assert on_a + on_b == 20 and on_a > 0 and on_b > 0, f"{on_a} on {a.name}, {on_b} on {b.name}"
+        records, output = consume_rmq5("push", endpoint, topic, len(sent), lambda: None)
+        assert output.rstrip().endswith("DONE"), output
+        assert sorted({r["consumed"] for r in records if "consumed" in r}) == sorted(m["body"] for m in sent), output
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_rmq5_fifo_messages_consumed_in_order_by_an_orderly_group(tmp_path: Path, namesrv):
+    """A group with consumeMessageOrderly (``spark-mq admin group update --orderly``): its 5.x SimpleConsumer gets
+    each message group in send order, and nothing more of a message group while one of its messages is in flight;
+    its 5.x PushConsumer (told fifo=true in its Telemetry settings) consumes each message group in order."""
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b")
+    topic, simple, push = unique("Rmq5Fifo"), unique("rmq5_fifo_s"), unique("rmq5_fifo_p")
+    try:
+        _create_topic(namesrv, broker, topic, 1)  # every message group in one queue: a pop not orderly hands out
+        # the messages after those in flight, of the same groups
+        for group in (simple, push):
+            made = run_cli("admin", "group", "update", "--group", group, "--orderly", namesrv=namesrv)
+            assert made.returncode == 0, made.stderr
+        sent, output = run_rmq5("fifo", endpoint, topic)
+        assert output.rstrip().endswith("DONE") and len(sent) == 20, output
+        order = {m["body"]: (m["group"], m["seq"]) for m in sent}
+        records, output = consume_rmq5("fifo", endpoint, topic, len(sent), lambda: None, group=simple)
+        assert output.rstrip().endswith("DONE"), output
+        received = [r for r in records if "received" in r]
+        assert sorted(r["received"] for r in received) == sorted(order), output
+        in_flight = {order[r["received"]][0] for r in received if r["batch"] == "first"}
+        held = {order[r["received"]][0] for r in received if r["batch"] == "held"}
+        assert in_flight and not in_flight & held, f"a message group's next message came while one was unacked: " \
+                                                   f"{output}"
+        for group in {g for g, _ in order.values()}:
+            seqs = [order[r["received"]][1] for r in received if order[r["received"]][0] == group]
+            assert seqs == sorted(seqs), f"message group {group} out of order: {seqs}"
+        records, output = consume_rmq5("push", endpoint, topic, len(sent), lambda: None, group=push)
+        assert output.rstrip().endswith("DONE"), output
+        consumed = [r["consumed"] for r in records if "consumed" in r]
+        assert sorted(set(consumed)) == sorted(order), output
+        for group in {g for g, _ in order.values()}:
+            seqs = [order[b][1] for b in consumed if order[b][0] == group]
+            assert seqs == sorted(seqs), f"message group {group} consumed out of order: {seqs}"
+    finally:
+        broker.stop()
+
+
+def _start_idle_clients(endpoint: str, topic: str, group: str) -> tuple[subprocess.Popen, dict[str, str]]:
+    """A 5.x SimpleConsumer of ``group`` and Producer of ``topic`` that stay connected; their client ids by kind."""
+    proc = subprocess.Popen([str(_rmq5_python()), str(CONSUMER), "idle", endpoint, topic, group, "0"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=CONSUMER.parent)
+    ids = {}
+    for line in proc.stdout:
+        if line.startswith("{"):
+            record = json.loads(line)
+            ids[record["kind"]] = record["client_id"]
+        if line.startswith(("READY", "ERROR")):
+            break
+    assert len(ids) == 2, f"the 5.x clients did not start: {proc.stderr.read()[-2000:] if proc.poll() else ''}"
+    return proc, ids
+
+
+def test_rmq5_clients_listed_in_the_admin_views_until_they_end(tmp_path: Path, namesrv):
+    """5.x clients show in GET_CONSUMER_LIST_BY_GROUP and in ``spark-mq admin group clients`` (consumer and producer
+    groups) while connected, and are gone once they shut down (NotifyClientTermination) or are killed (stream end)."""
+    broker, endpoint = grpc_broker(namesrv, tmp_path / "b")
+    topic, group = unique("Rmq5Clients"), unique("rmq5_listed")
+    producer_group = f"rmq_grpc_producer_{topic}"
+
+    def listed(*extra: str) -> str:
+        return run_cli("admin", "group", "clients", *extra, namesrv=namesrv).stdout
+
+    try:
+        _create_topic(namesrv, broker, topic, 2)
+        with SyncMQClientAPI(timeout=5.0) as api:
+            for end in ("shutdown", "kill"):
+                proc, ids = _start_idle_clients(endpoint, topic, group)
+                try:
+                    member = ids["consumer"]
+                    wait_until(lambda m=member: m in api.get_consumer_list_by_group(broker.addr, group), 10,
+                               "the 5.x consumer in its group")
+                    consumers = listed("--group", group)
+                    assert ids["consumer"] in consumers and "PYTHON" in consumers, consumers
+                    producers = listed("--group", producer_group, "--producer")
+                    assert ids["producer"] in producers and "PYTHON" in producers, producers
+                    if end == "shutdown":
+                        proc.communicate("\n", timeout=PROGRAM_TIMEOUT_S)
+                    else:
+                        proc.kill()
+                        proc.wait()
+                finally:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+                wait_until(lambda: "no client online" in run_cli("admin", "group", "clients", "--group", group,
+                                                                  namesrv=namesrv).stderr, 10,
+                           f"the 5.x consumer gone after its {end}")
+                assert "no client online" in run_cli("admin", "group", "clients", "--group", producer_group,
+                                                     "--producer", namesrv=namesrv).stderr
     finally:
         broker.stop()

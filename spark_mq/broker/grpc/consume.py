@@ -51,13 +51,16 @@ def _popped(popped, topic: str) -> pb.Message:
 
 async def receive(pops: PopService, request: spb.ReceiveMessageRequest, peer: str
                   ) -> AsyncIterator[spb.ReceiveMessageResponse]:
+    """Pop for the request; orderly (a queue's next message not handed out while one is in flight) for a group with
+    ``consumeMessageOrderly``, as RocketMQ's proxy pops for a FIFO subscription."""
     topic, group = request.message_queue.topic.name, request.group.name
+    orderly = pops.groups.find(group).consume_message_orderly
     flt = PopFilter(_FILTER_TYPES.get(request.filter_expression.type), request.filter_expression.expression or "*")
     poll_ms = max(_ms(request.long_polling_timeout, 0) - POLL_MARGIN_MS, 0)
     try:
         result = await pops.pop(group, topic, request.message_queue.id, min(max(request.batch_size, 1), MAX_POP_NUMS),
                                 _ms(request.invisible_duration, DEFAULT_INVISIBLE_MS), flt, INIT_MODE_MIN, poll_ms,
-                                peer=peer)
+                                order=orderly, peer=peer)
     except PopError as e:
         yield spb.ReceiveMessageResponse(status=from_remoting(e.code, str(e)))
         return

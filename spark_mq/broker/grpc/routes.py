@@ -1,11 +1,10 @@
 """QueryRoute and QueryAssignment (RocketMQ proxy's ``RouteActivity``) of the broker-local endpoint: the topic's
-queues on this broker, from its topic configs, each with this endpoint's address, the queue's permission and the
-message types a topic accepts (any: our topics are untyped, so RocketMQ 5's ``message.type`` attribute is not
-enforced).
+queues on this broker, from its topic configs, with this endpoint's address, and those of the topic's other broker
+sets with their masters' gRPC addresses (``peers.py``); each with the queue's permission and the message types a
+topic accepts (any: our topics are untyped, so RocketMQ 5's ``message.type`` attribute is not enforced).
 
-A 5.x client sends to and receives from the endpoints a route names, so the route names this endpoint only: the
-other brokers of the NameServer's route speak remoting at their registered addresses, and a gRPC address of theirs
-is not known here (RocketMQ's cluster-mode proxy is the piece that would front several broker sets).
+A 5.x client sends to and receives from the endpoints a route names: a send or a receive for another set goes to
+that set's master directly.
 """
 
 from __future__ import annotations
@@ -18,10 +17,11 @@ ACCEPTED_TYPES = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
 POP_QUEUE_ID = -1  # an assignment of every queue of a broker: the broker hands out messages (pop)
 
 
-def endpoints(host: str, port: int) -> pb.Endpoints:
-    """This endpoint's address, as a route names it."""
+def broker(name: str, host: str, port: int) -> pb.Broker:
+    """A set's master as a route names it: its name and its gRPC address."""
     scheme = pb.IPv4 if host.replace(".", "").isdigit() else pb.DOMAIN_NAME
-    return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+    return pb.Broker(name=name, id=0, endpoints=pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host,
+                                                                                              port=port)]))
 
 
 def permission(perm: int) -> int:
@@ -33,7 +33,7 @@ def permission(perm: int) -> int:
 
 
 def message_queues(topic: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueue]:
-    """The queues of ``topic`` on this broker: ids below the larger of its read and write queue counts, each readable
+    """The queues of ``topic`` on ``broker``: ids below the larger of its read and write queue counts, each readable
     below readQueueNums and writable below writeQueueNums (as RocketMQ's ``TopicRouteData`` to queue views)."""
     out = []
     resource = pb.Resource(name=topic.topic_name)
@@ -50,7 +50,8 @@ def message_queues(topic: TopicConfig, broker: pb.Broker) -> list[pb.MessageQueu
 
 def assignment(topic: TopicConfig, broker: pb.Broker) -> list[pb.Assignment]:
     """The assignment of a consumer group's topic: this broker as a whole (queue -1), which hands out messages of
-    every queue to any member, as RocketMQ 5's pop-based consumers expect; none when the topic is not readable."""
+    every queue to any member, as RocketMQ 5's pop-based consumers expect; none when the topic is not readable
+    there."""
     if not topic.perm & PERM_READ or topic.read_queue_nums == 0:
         return []
     queue = pb.MessageQueue(topic=pb.Resource(name=topic.topic_name), id=POP_QUEUE_ID,

@@ -15,13 +15,16 @@ from pathlib import Path
 
 import grpc
 
+from spark_mq.broker.client_registry import ClientRegistry
+from spark_mq.broker.grpc.peers import GrpcPeers
 from spark_mq.broker.grpc.service import BrokerParts, MessagingService
 from spark_mq.broker.grpc.stubs.service_pb2_grpc import add_MessagingServiceServicer_to_server
 from spark_mq.broker.grpc.telemetry import Telemetry, TelemetrySession
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
-from spark_mq.common.config import BrokerConfig
+from spark_mq.common.config import BrokerConfig, split_addresses
 from spark_mq.common.errors import ConfigError
 from spark_mq.common.port_in_use import naming_the_port
+from spark_mq.remoting.peer_client import peer_client
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +51,19 @@ def _credentials(config: BrokerConfig) -> grpc.ServerCredentials | None:
 class GrpcEndpoint:
     """The endpoint's lifecycle: ``start`` binds and serves, ``stop`` ends the calls in flight."""
 
-    def __init__(self, config: BrokerConfig, parts: BrokerParts, groups: SubscriptionGroupManager) -> None:
+    def __init__(self, config: BrokerConfig, parts: BrokerParts, groups: SubscriptionGroupManager,
+                 clients: ClientRegistry) -> None:
         self.config = config
-        self.telemetry = Telemetry(groups, config.max_message_size)
-        self.service = MessagingService(parts, self.telemetry)
+        self.telemetry = Telemetry(groups, clients, config.max_message_size)
+        self.peer_client = peer_client(config)  # routes ask the NameServers and the other sets' masters
+        peers = GrpcPeers(self.peer_client, lambda: split_addresses(config.namesrv_addr), parts.broker_name)
+        self.service = MessagingService(parts, self.telemetry, peers)
         self.server: grpc.aio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        """The port bound (0 before ``start``), announced in the runtime info as ``grpcListenPort``."""
+        return self.service.port
 
     def producers(self, group: str) -> list[TelemetrySession]:
         """The 5.x producers a transaction check of ``group`` may go to (see ``Telemetry.producers``)."""
@@ -84,3 +95,4 @@ class GrpcEndpoint:
         if self.server is not None:
             await self.server.stop(STOP_GRACE_S)
             self.server = None
+        await self.peer_client.close()

@@ -22,6 +22,7 @@ from spark_mq.acl.plain_acl import Perm
 from spark_mq.acl.resources import Need
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.grpc import auth, consume, offsets, routes
+from spark_mq.broker.grpc.peers import GrpcPeers
 from spark_mq.broker.grpc.send import send_message
 from spark_mq.broker.grpc.status import OK, status
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
@@ -74,37 +75,46 @@ def _metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 class MessagingService(MessagingServiceServicer):
     """The RPCs; ``port`` is the endpoint's own, set once it is bound (routes name it)."""
 
-    def __init__(self, parts: BrokerParts, telemetry: Telemetry) -> None:
+    def __init__(self, parts: BrokerParts, telemetry: Telemetry, peers: GrpcPeers) -> None:
         self.parts = parts
         self.telemetry = telemetry
+        self.peers = peers
         self.port = 0
 
     def _refusal(self, context: grpc.aio.ServicerContext, *needs: Need) -> pb.Status | None:
         return auth.refusal(self.parts.gate, context.invocation_metadata() or (), peer_host(context)[0], needs)
 
-    def _broker(self) -> pb.Broker:
-        return pb.Broker(name=self.parts.broker_name, id=0, endpoints=routes.endpoints(self.parts.host, self.port))
-
-    def _topic(self, name: str) -> TopicConfig | pb.Status:
-        """The topic's config, or the TOPIC_NOT_FOUND status saying what to do."""
-        topic = self.parts.topics.get(name)
-        if topic is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {name} does not exist on broker {self.parts.broker_name}: "
-                                              f"create it first (spark-mq admin topic create)")
-        return topic
+    async def _sets(self, name: str) -> list[tuple[TopicConfig, pb.Broker]] | pb.Status:
+        """The topic's config on every broker set serving gRPC with the set's master (this broker's first), or the
+        TOPIC_NOT_FOUND status saying what to do."""
+        here = self.parts.topics.get(name)
+        sets = [] if here is None else [(here, routes.broker(self.parts.broker_name, self.parts.host, self.port))]
+        for peer in await self.peers.other_sets(name):
+            q = peer.queues
+            sets.append((TopicConfig(name, q.read_queue_nums, q.write_queue_nums, q.perm),
+                         routes.broker(q.broker_name, peer.host, peer.port)))
+        if not sets:
+            return status(pb.TOPIC_NOT_FOUND, f"topic {name} exists on no broker serving gRPC (this one is "
+                                              f"{self.parts.broker_name}): create it first (spark-mq admin topic "
+                                              f"create)")
+        return sets
 
     async def QueryRoute(self, request: spb.QueryRouteRequest, context) -> spb.QueryRouteResponse:
         refused = self._refusal(context)
         if refused is not None:
             return spb.QueryRouteResponse(status=refused)
-        topic = self._topic(request.topic.name)
-        if isinstance(topic, pb.Status):
-            return spb.QueryRouteResponse(status=topic)
-        return spb.QueryRouteResponse(status=OK, message_queues=routes.message_queues(topic, self._broker()))
+        sets = await self._sets(request.topic.name)
+        if isinstance(sets, pb.Status):
+            return spb.QueryRouteResponse(status=sets)
+        return spb.QueryRouteResponse(status=OK, message_queues=[q for topic, broker in sets
+                                                                 for q in routes.message_queues(topic, broker)])
 
     async def Heartbeat(self, request: spb.HeartbeatRequest, context) -> spb.HeartbeatResponse:
         needs = (auth.group(request.group.name),) if request.HasField("group") and request.group.name else ()
-        return spb.HeartbeatResponse(status=self._refusal(context, *needs) or OK)
+        refused = self._refusal(context, *needs)
+        if refused is None:
+            self.telemetry.heartbeat(_metadata(context).get(CLIENT_ID, ""))
+        return spb.HeartbeatResponse(status=refused or OK)
 
     async def SendMessage(self, request: spb.SendMessageRequest, context) -> spb.SendMessageResponse:
         refused = self._refusal(context, *{auth.topic(m.topic.name, Perm.PUB) for m in request.messages})
@@ -122,10 +132,11 @@ class MessagingService(MessagingServiceServicer):
         refused = self._refusal(context, auth.topic(request.topic.name, Perm.SUB), auth.group(request.group.name))
         if refused is not None:
             return spb.QueryAssignmentResponse(status=refused)
-        topic = self._topic(request.topic.name)
-        if isinstance(topic, pb.Status):
-            return spb.QueryAssignmentResponse(status=topic)
-        return spb.QueryAssignmentResponse(status=OK, assignments=routes.assignment(topic, self._broker()))
+        sets = await self._sets(request.topic.name)
+        if isinstance(sets, pb.Status):
+            return spb.QueryAssignmentResponse(status=sets)
+        return spb.QueryAssignmentResponse(status=OK, assignments=[a for topic, broker in sets
+                                                                   for a in routes.assignment(topic, broker)])
 
     async def EndTransaction(self, request: spb.EndTransactionRequest, context) -> spb.EndTransactionResponse:
         refused = self._refusal(context, auth.topic(request.topic.name, Perm.PUB))
@@ -151,7 +162,8 @@ class MessagingService(MessagingServiceServicer):
         if not client_id:
             yield spb.TelemetryCommand(status=status(pb.CLIENT_ID_REQUIRED, f"no {CLIENT_ID} in the call's metadata"))
             return
-        async for command in self.telemetry.stream(request_iterator, client_id, context.peer()):
+        host, port = peer_host(context)
+        async for command in self.telemetry.stream(request_iterator, client_id, f"{host}:{port}"):
             yield command
 
     async def GetOffset(self, request: spb.GetOffsetRequest, context) -> spb.GetOffsetResponse:

@@ -1,8 +1,8 @@
 """Offsets, lookups and administration: GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
 GET_EARLIEST_MSG_STORETIME, INVOKE_BROKER_TO_RESET_OFFSET, QUERY_MESSAGE, VIEW_MESSAGE_BY_ID,
 UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, GET_ALL_TOPIC_CONFIG, GET_TOPIC_STATS_INFO,
-GET_CONSUME_STATS, GET_PRODUCER_CONNECTION_LIST and GET_BROKER_RUNTIME_INFO (parts of RocketMQ's
-AdminBrokerProcessor and QueryMessageProcessor).
+GET_CONSUME_STATS, GET_PRODUCER_CONNECTION_LIST, GET_CONSUMER_CONNECTION_LIST and GET_BROKER_RUNTIME_INFO (parts of
+RocketMQ's AdminBrokerProcessor and QueryMessageProcessor).
 
 A reset (RocketMQ's Broker2Client.resetOffset) moves the group's committed offsets here, then tells the
 group's online members (RESET_CONSUMER_CLIENT_OFFSET, oneway) so they adopt the new offsets instead of
@@ -29,6 +29,7 @@ from spark_mq.common.errors import RemotingError
 from spark_mq.common.unit.layout import STORE_TIMESTAMP_OFFSET
 from spark_mq.remoting.bodies import (
     ClientConnection,
+    ConsumerConnection,
     ConsumeStats,
     KVTable,
     MessageQueue,
@@ -45,6 +46,7 @@ from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
@@ -81,7 +83,7 @@ class AdminProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager, clients: ClientRegistry,
                  offsets: ConsumerOffsetManager, tiered: TieredOffsetManager, hold: PullHoldService,
                  metrics: BrokerMetrics, on_topic_changed: Callable[[], None],
-                 replication_info: Callable[[], dict[str, str]]) -> None:
+                 runtime_extras: Callable[[], dict[str, str]]) -> None:
         self.config = config
         self.store = store
         self.topics = topics
@@ -91,7 +93,7 @@ class AdminProcessor:
         self.hold = hold
         self.metrics = metrics
         self.on_topic_changed = on_topic_changed
-        self.replication_info = replication_info  # brokerRole and the HA figures of a master or a slave
+        self.runtime_extras = runtime_extras  # brokerRole, the HA figures of a master or a slave, grpcListenPort
         self.started_ms = int(time.time() * 1000)
 
     def register_on(self, server) -> None:
@@ -109,6 +111,7 @@ class AdminProcessor:
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
         }.items():
             server.register(code, handler)
@@ -233,6 +236,20 @@ class AdminProcessor:
         body = ProducerConnection([ClientConnection(c.client_id, c.conn.peer, c.language, c.version) for c in live])
         return cmd.make_response(ResponseCode.SUCCESS, body=body.to_json())
 
+    async def consumer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The group's online consumers (remoting and 5.x gRPC clients) and their subscriptions (RocketMQ's
+        ``getConsumerConnectionList``)."""
+        h = GetConsumerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
+        info = self.clients.consumer_group(h.consumer_group)
+        live = [c for c in info.channels.values() if not c.conn.closed] if info else []
+        if info is None or not live:
+            return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE,
+                                     f"the consumer group[{h.consumer_group}] not online")
+        body = ConsumerConnection([ClientConnection(c.client_id, c.conn.peer, c.language, c.version) for c in live],
+                                  dict(info.subscriptions), info.consume_type, info.message_model,
+                                  info.consume_from_where)
+        return cmd.make_response(ResponseCode.SUCCESS, body=body.to_json())
+
     async def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
         info = self.clients.consumer_group(h.consumer_group)
@@ -272,6 +289,6 @@ class AdminProcessor:
             "flushDiskType": self.config.flush_disk_type,
             "storeWritable": str(store.write_refusal is None).lower(),
             **self.metrics.held(),
-            **self.replication_info(),
+            **self.runtime_extras(),
         }
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())

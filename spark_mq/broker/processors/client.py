@@ -17,8 +17,6 @@ from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.remoting.bodies import (
-    ClientConnection,
-    ConsumerConnection,
     GetConsumerListByGroupResponseBody,
     HeartbeatData,
     LockBatchRequestBody,
@@ -29,7 +27,6 @@ from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import (
-    GetConsumerConnectionListRequestHeader,
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -59,7 +56,6 @@ class ClientProcessor:
         server.register(RequestCode.HEART_BEAT, self.heartbeat)
         server.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.consumer_list)
-        server.register(RequestCode.GET_CONSUMER_CONNECTION_LIST, self.consumer_connections)
         server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_offset)
         server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_offset)
         server.register(RequestCode.LOCK_BATCH_MQ, self.lock)
@@ -104,19 +100,6 @@ class ClientProcessor:
             return cmd.make_response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
         return cmd.make_response(ResponseCode.SUCCESS,
                                  body=GetConsumerListByGroupResponseBody(info.client_ids()).to_json())
-
-    async def consumer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """GET_CONSUMER_CONNECTION_LIST: the group's online members (client id, address, language,
-        version) and subscriptions, as RocketMQ's admin tools and dashboards show them."""
-        h = GetConsumerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self.clients.consumer_group(h.consumer_group)
-        if info is None or not info.channels:
-            return cmd.make_response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group {h.consumer_group} "
-                                                                       f"has no member online on this broker")
-        members = [ClientConnection(c.client_id, c.conn.peer, c.language, c.version) for c in info.channels.values()]
-        body = ConsumerConnection(sorted(members, key=lambda c: c.client_id), dict(info.subscriptions),
-                                  info.consume_type, info.message_model, info.consume_from_where)
-        return cmd.make_response(ResponseCode.SUCCESS, body=body.to_json())
 
     async def query_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)

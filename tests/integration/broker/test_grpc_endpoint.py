@@ -11,7 +11,7 @@ from pathlib import Path
 
 import grpc
 import pytest
-from servers import SMALL_BROKER_CONF, free_port, unique
+from servers import SMALL_BROKER_CONF, free_port, unique, wait_until
 
 from spark_mq.broker.grpc.stubs import definition_pb2 as pb
 from spark_mq.broker.grpc.stubs import service_pb2 as spb
@@ -48,6 +48,30 @@ def test_route_names_this_endpoint_and_the_topics_queues(endpoint):
     assert addresses == {("127.0.0.1", port)}
     missing = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")), timeout=5)
     assert missing.status.code == pb.TOPIC_NOT_FOUND and "create it first" in missing.status.message
+
+
+def test_route_and_assignment_name_every_broker_set_serving_grpc(endpoint, own_broker, api, namesrv):
+    """The answering broker adds the NameServers' other sets of the topic at their masters' gRPC ports (announced in
+    their runtime info); a set whose broker serves no gRPC is left out (a 5.x client cannot reach it)."""
+    stub, broker, topic, port = endpoint
+    other_port = free_port()
+    other = own_broker("grpc_b", f"enableGrpcEndpoint=true\ngrpcListenPort={other_port}\n")
+    remoting_only = own_broker("grpc_c")
+    for b in (other, remoting_only):
+        api.create_topic(b.addr, topic, 2, 2)
+    assert api.get_broker_runtime_info(other.addr)["grpcListenPort"] == str(other_port)
+    assert "grpcListenPort" not in api.get_broker_runtime_info(remoting_only.addr)
+    wait_until(lambda: len(api.get_route_info(namesrv, topic).broker_datas) == 3, what="three sets routed")
+    route = stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=topic)), timeout=5)
+    assert route.status.code == pb.OK
+    by_set = {}
+    for q in route.message_queues:
+        by_set.setdefault(q.broker.name, set()).add((q.id, q.broker.endpoints.addresses[0].port))
+    assert by_set == {broker.name: {(0, port), (1, port), (2, port)}, other.name: {(0, other_port), (1, other_port)}}
+    assignment = stub.QueryAssignment(spb.QueryAssignmentRequest(topic=pb.Resource(name=topic),
+                                                                 group=pb.Resource(name=unique("grpc_g"))), timeout=5)
+    assert {(a.message_queue.broker.name, a.message_queue.broker.endpoints.addresses[0].port)
+            for a in assignment.assignments} == {(broker.name, port), (other.name, other_port)}
 
 
 def test_offsets_share_the_remoting_table(endpoint, api):
