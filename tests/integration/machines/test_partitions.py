@@ -174,10 +174,11 @@ def client_host(cluster: Cluster, tmp_path, stack: ExitStack, group: str) -> tup
     """The client host's producer and consumer group ``group`` (partition_client.py); ``files``: stop, drain,
     out."""
     files = {name: tmp_path / f"client-{name}" for name in ("stop", "drain", "out")}
+    log = stack.enter_context(open(tmp_path / "client.log", "wb"))
     proc = cluster.net.popen(CLIENT_HOST, [
         sys.executable, str(CLIENT_SCRIPT), f"--namesrv={cluster.namesrv}", f"--topic={cluster.topic}",
         f"--group={group}", f"--timeout={READ_TIMEOUT_S}", *(f"--{k}={v}" for k, v in files.items())],
-        cwd=REPO, stderr=open(tmp_path / "client.log", "wb"),
+        cwd=REPO, stderr=log,
         env=dict(os.environ, PYTHONPATH=f"{REPO / 'tests'}{os.pathsep}{REPO}"))
     stack.callback(lambda: proc.poll() is None and proc.kill())
     return proc, files
@@ -218,6 +219,15 @@ def run_faults(cluster: Cluster, schedule: Schedule, root: Side, kills: bool) ->
 
 
 def partitions(network, tmp_path, schedule: Schedule, kills: bool) -> None:
+    """The run, its checks and figures; whatever fails prints the schedule with its seed (to replay it)."""
+    try:
+        checked_run(network, tmp_path, schedule, kills)
+    except BaseException:
+        print(schedule)
+        raise
+
+
+def checked_run(network, tmp_path, schedule: Schedule, kills: bool) -> None:
     started = time.monotonic()
     with ExitStack() as stack:
         cluster = Cluster(network, tmp_path, stack)
@@ -229,15 +239,11 @@ def partitions(network, tmp_path, schedule: Schedule, kills: bool) -> None:
         stack.callback(root.close)
         polls = OffsetPolls(cluster.api, cluster.namesrv, cluster.topic, rs.name, [root.group, client_group], QUEUES)
         stack.callback(polls.close)
-        try:
-            figures = run_faults(cluster, schedule, root, kills)
-            final_id = wait_until(cluster.settled, TIMEOUT_S, "the set settled after the last heal")
-            root.stop_producing()
-            files["stop"].touch()
-            wait_until(lambda: files["out"].with_suffix(".acked").exists(), TIMEOUT_S, "the client host's producer")
-        except BaseException:
-            print(schedule)
-            raise
+        figures = run_faults(cluster, schedule, root, kills)
+        final_id = wait_until(cluster.settled, TIMEOUT_S, "the set settled after the last heal")
+        root.stop_producing()
+        files["stop"].touch()
+        wait_until(lambda: files["out"].with_suffix(".acked").exists(), TIMEOUT_S, "the client host's producer")
         final = rs.brokers[final_id]
         log = identical_to(final, rs)  # every replica: the final master's commitlog and epoch file
         stored = {k for u in log.units if u.topic == cluster.topic and (k := key_of(u.body)) is not None}
@@ -297,7 +303,7 @@ def partitions(network, tmp_path, schedule: Schedule, kills: bool) -> None:
         problems.append(f"acknowledged messages the client host's group was not given: {sorted(unread_client)[:20]}")
     if any(s is None or s > LEASE_MS / 1000 + WALL_SLACK_S for _, s, _ in stop_after):
         problems.append(f"an isolated master acknowledged past its lease after the cut: {stop_after}")
-    assert not problems, f"{schedule}\n" + "\n".join(problems)
+    assert not problems, "\n".join(problems)
     assert acked_root and acked_client
     assert len(figures.faults) == len(schedule.steps) // 2
 
