@@ -7,13 +7,14 @@ one-line warning is logged). Under SYNC_FLUSH the response waits for the group c
 the event loop. A stored message wakes the pulls held on its queue at once, and they answer before the
 send does. On a master every put wakes the transfers to its slaves; under SYNC_MASTER the answer waits
 for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a
-slave in sync; stored either way). A slave refuses every send with SERVICE_NOT_AVAILABLE naming its
-master; so does a controller-mode master whose lease ran out (``replication/master_lease.py``), checked
-again when a stored put is answered. The batch's properties are read once and the batch sorted into runs
-(``send_runs.py``): a prepared (transactional) send is stored as half messages
-(``transaction/half_messages.py``), messages with a delay level in the schedule topic
-(``scheduled/delay_service.py``), messages with a timer property due later in the timer topic
-(``scheduled/timer.py``), the others where they were sent.
+slave in sync; stored either way), except that a controller-mode master whose SyncStateSet is smaller
+than minInSyncReplicas refuses a send before storing it (SYSTEM_ERROR "in-sync replicas not enough", as
+RocketMQ 5). A slave refuses every send with SERVICE_NOT_AVAILABLE naming its master; so does a
+controller-mode master whose lease ran out (``replication/master_lease.py``), checked again when a stored
+put is answered. The batch's properties are read once and the batch sorted into runs (``send_runs.py``):
+a prepared (transactional) send is stored as half messages (``transaction/half_messages.py``), messages
+with a delay level in the schedule topic (``scheduled/delay_service.py``), messages with a timer property
+due later in the timer topic (``scheduled/timer.py``), the others where they were sent.
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ class SendProcessor:
         refusal = self.slave_refusal()
         if refusal is not None:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
+        if self.sync_master and self.ha is not None and (refusal := self.ha.too_few_in_sync()) is not None:
+            return cmd.make_response(ResponseCode.SYSTEM_ERROR, refusal)  # RocketMQ 5's answer to it
         h = parse_send_request_header(cmd.code, cmd.ext_fields)
         topic = self.topics.get(h.topic)
         if topic is None:  # a known topic passed the naming rule when it was added

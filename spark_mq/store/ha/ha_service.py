@@ -11,12 +11,12 @@ A slave that reports an end past this master's (its store was lost and it starte
 makes ``write_refusal`` say why sends are refused, until a slave connects at an offset this master
 has: what the master would write next lies at offsets the slave holds other bytes at.
 
-Controller mode (a ``BrokerSyncStateSet`` given): slaves name themselves on connecting
-(``ha_protocol``'s hello) and a put waits for members of the SyncStateSet (``sync_state_set.py``,
-which owns the set and the confirmed offset consumers may read up to); with
-fewer members than minInSyncReplicas it is answered SLAVE_NOT_AVAILABLE at once (stored all the
-same). This service tells the set of every acknowledgement, and the set releases the puts it
-completes.
+Controller mode (a ``BrokerSyncStateSet`` given): slaves name themselves on connecting (``ha_protocol``'s
+hello) and a put waits for members of the SyncStateSet (``sync_state_set.py``, which owns the set and the
+confirmed offset consumers may read up to); with fewer members than minInSyncReplicas a put is refused
+before it is stored (``too_few_in_sync``, as RocketMQ 5; a set that shrinks while a put is stored answers
+it SLAVE_NOT_AVAILABLE). This service tells the set of every acknowledgement, and the set releases the
+puts it completes.
 
 Who may connect: with ``tls.server.mode`` permissive or enforcing the port serves TLS (mutual where
 ``tls.server.need.client.auth=require``; enforcing refuses plaintext slaves), and with ``aclEnable`` or an
@@ -172,11 +172,22 @@ class HAService:
         acked = self.slave_ack_offset()
         return acked >= 0 and offset - acked < self.config.ha_max_gap_not_in_sync
 
+    def too_few_in_sync(self) -> str | None:
+        """Why no put can be acknowledged now, whatever it waits for (controller mode: a SyncStateSet smaller than
+        minInSyncReplicas), so that it is refused before it is stored, as RocketMQ 5's IN_SYNC_REPLICAS_NOT_ENOUGH;
+        None otherwise."""
+        sss = self.sync_state_set
+        if sss is None or len(sss.members) >= self.config.min_in_sync_replicas:
+            return None
+        return (f"in-sync replicas not enough: the SyncStateSet {sorted(sss.members)} is smaller than "
+                f"minInSyncReplicas={self.config.min_in_sync_replicas} (the other replicas are down, cut off or "
+                "behind); nothing was stored: send again once they are back in sync")
+
     async def replicated(self, offset: int, timeout_s: float) -> PutStatus:
         """Wait until a slave has every byte below ``offset`` (a SYNC_MASTER put's end)."""
         self._wake.set()
         if self.sync_state_set is not None:
-            if len(self.sync_state_set.members) < self.config.min_in_sync_replicas:
+            if self.too_few_in_sync() is not None:  # the set shrank while the put was being stored
                 return PutStatus.SLAVE_NOT_AVAILABLE
             if self.sync_state_set.members_needed() <= 0:
                 return PutStatus.PUT_OK

@@ -66,9 +66,12 @@ class Ledger:
     topic: str
     body_size: int = 200
     config: ClientConfig | None = None  # the producer's (default: ClientConfig(namesrv), no credentials)
+    pause_s: float = 0.0  # between two keys (a bounded rate, for long runs)
+    key_prefix: str = "m"  # keys are KEY_PREFIX + a count: ledgers writing one topic need prefixes of their own
     acked: set[str] = field(default_factory=set)
-    # each SEND_OK in order: time.monotonic() when answered, and the address ("ip:port") of the broker storing it
-    answers: list[tuple[float, str]] = field(default_factory=list)
+    # each SEND_OK in order: time.monotonic() when answered, the address ("ip:port") of the broker storing it, and
+    # time.monotonic() when the answered attempt was sent
+    answers: list[tuple[float, str, float]] = field(default_factory=list)
     attempts: Counter = field(default_factory=Counter)  # answers other than SEND_OK, by kind
     sent: int = 0  # distinct keys sent
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -100,21 +103,23 @@ class Ledger:
         at ``not_by`` (a send answered just before a kill may be counted a little after it), None if none yet."""
         with self._lock:
             i = bisect.bisect_right(self.answers, (moment, ""))
-            return next((t for t, host in self.answers[i:] if host != not_by), None)
+            return next((t for t, host, _ in self.answers[i:] if host != not_by), None)
 
     def _run(self) -> None:
         config = self.config or ClientConfig(namesrv_addr=self.namesrv)
         with SyncProducer("ledger_producer", config, send_timeout_s=5.0, retry_times=0) as producer:
             n = 0
             while not self._stop.is_set():
-                key = f"m{n}"
+                key = f"{self.key_prefix}{n}"
                 n += 1
                 self.sent = n
                 self._send_until_ok(producer, key)
+                self._stop.wait(self.pause_s)
 
     def _send_until_ok(self, producer: SyncProducer, key: str) -> None:
         msg = Message(self.topic, body_of(key, self.body_size), keys=key)
         while not self._stop.is_set():
+            sent = time.monotonic()
             try:
                 result = producer.send(msg)
                 status = result.status
@@ -125,7 +130,7 @@ class Ledger:
             if status == SendStatus.SEND_OK:
                 with self._lock:
                     self.acked.add(key)
-                    self.answers.append((time.monotonic(), _store_host(result.offset_msg_id)))
+                    self.answers.append((time.monotonic(), _store_host(result.offset_msg_id), sent))
                 return
             self.attempts[status.name] += 1
             time.sleep(RETRY_PAUSE_S)
