@@ -30,9 +30,12 @@ _ONE_WAY = re.compile(r"^(\w+)>(\w+)$")
 _ON_HOSTS = re.compile(r"^(latency|loss):(\w+)$")
 
 
-def seed_from_env() -> int:
-    """``SEED_ENV``'s seed when set (a replay), else a fresh one (printed by whoever fails)."""
-    return int(os.environ[SEED_ENV]) if os.environ.get(SEED_ENV) else random.SystemRandom().randrange(1 << 32)
+def seed_from_env(default: int | None = None) -> int:
+    """``SEED_ENV``'s seed when set (a replay), else ``default`` (a suite run that must repeat itself), else a
+    fresh one (printed by whoever fails)."""
+    if os.environ.get(SEED_ENV):
+        return int(os.environ[SEED_ENV])
+    return default if default is not None else random.SystemRandom().randrange(1 << 32)
 
 
 @dataclass(frozen=True)
