@@ -42,7 +42,7 @@ from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.perm import PERM_READ, PERM_READ_WRITE
 from spark_mq.common.properties import TAGS, encode_properties
-from spark_mq.remoting.bodies import SUB_ALL, TopicConfig
+from spark_mq.remoting.bodies import SUB_ALL, BatchAck, TopicConfig
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.pop_receipt import (
@@ -218,9 +218,15 @@ class PopService:
     # -- the revive log --------------------------------------------------------------------------
     def _log(self, tag: str, body: bytes) -> int:
         """Append a record to the revive topic; returns its offset in the revive queue."""
+        return self._log_many([(tag, body)])
+
+    def _log_many(self, records: list[tuple[str, bytes]]) -> int:
+        """Append (tag, body) records to the revive topic in one write; returns the first one's offset in the
+        revive queue."""
         if self.topics.ensure_system_topic(self.revive_topic):
             self.on_topic_created()
-        batch = MessageBatch.of(self.revive_topic, REVIVE_QUEUE_ID, [body], [encode_properties({TAGS: tag})])
+        batch = MessageBatch.of(self.revive_topic, REVIVE_QUEUE_ID, [body for _, body in records],
+                                [encode_properties({TAGS: tag}) for tag, _ in records])
         result = self.store.put_messages(batch, wait_flush=False)
         self.written_end = max(self.written_end, result.end_offset)
         return result.queue_offset
@@ -285,7 +291,7 @@ class PopService:
         refusals = []
         for read_topic, q in sources:
             if order and self.order.blocked((group, read_topic, q), now):
-                # woken when the batch in flight is acknowledged (or anything arrives): see ack_offsets
+                # woken when the batch in flight is acknowledged (or anything arrives): see _ack_order
                 waits.append((read_topic, q, self.offsets.query(group, read_topic, q)))
                 continue
             refusal = self.guard.pop_refusal(group, read_topic, q, now)
@@ -416,36 +422,60 @@ class PopService:
 
     def ack_offsets(self, group: str, topic: str, retry: bool, queue_id: int, start_offset: int, pop_time: int,
                     revive_qid: int, offsets: tuple[int, ...]) -> list[int]:
-        """Acknowledge messages of one pop of one queue (BATCH_ACK_MESSAGE's unit); returns those that were in
-        flight. Raises PopError when none was."""
+        """Acknowledge messages of one pop of one queue; returns those that were in flight. Raises PopError
+        when none was."""
+        return self.ack_batch([BatchAck(group, topic, retry, start_offset, queue_id, revive_qid, pop_time, 0,
+                                        offsets)])[0]
+
+    def ack_batch(self, acks: list[BatchAck]) -> list[int]:
+        """Acknowledge each entry's messages (BATCH_ACK_MESSAGE: one entry per pop of one queue), with one
+        write of the revive records of them all (a ``bAck`` record per entry); returns the offsets that were
+        in flight. Raises PopError (what to do) when an entry acknowledged nothing: the others are done all
+        the same."""
         if self.refusal() is not None:
             raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, self.refusal() or "")
-        real = topic_read(group, topic, retry)
-        if revive_qid == ORDER_REVIVE_QID:
-            done = []
-            for offset in offsets:
-                try:
-                    next_offset = self.order.ack((group, real, queue_id), offset)
-                except KeyError:
-                    continue
-                done.append(offset)
-                if next_offset is not None:
-                    self.offsets.commit(group, real, queue_id, next_offset)
-                    self.hold.notify(real, queue_id, next_offset + 1)
-        else:
-            key = (group, real, queue_id, start_offset, pop_time)
-            done = [o for o in offsets if self.checkpoints.pending(key, o)]
-            if done:
-                try:
-                    self.log_ack(Ack(group, real, queue_id, start_offset, pop_time, tuple(done), self.broker_name))
-                except StoreNotWritableError as e:
-                    raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, f"ack not recorded: {e}") from e
-                self.checkpoints.ack(key, tuple(done))
-        if not done:
-            raise PopError(ResponseCode.NO_MESSAGE,
-                           f"no message of offsets {list(offsets)[:8]} of queue {queue_id} of {real} popped by group "
-                           f"{group} is in flight: its invisible time passed (it is or will be delivered again) or "
-                           "it was acknowledged already")
+        records: list[Ack] = []
+        done_all: list[int] = []
+        refused: PopError | None = None
+        for a in acks:
+            real = topic_read(a.consumer_group, a.topic, a.retry)
+            if a.revive_queue_id == ORDER_REVIVE_QID:
+                done = self._ack_order(a.consumer_group, real, a.queue_id, a.offsets)
+            else:
+                key = (a.consumer_group, real, a.queue_id, a.start_offset, a.pop_time)
+                done = [o for o in a.offsets if self.checkpoints.pending(key, o)]
+                if done:
+                    records.append(Ack(a.consumer_group, real, a.queue_id, a.start_offset, a.pop_time, tuple(done),
+                                       self.broker_name))
+            done_all.extend(done)
+            if not done and refused is None:
+                refused = PopError(ResponseCode.NO_MESSAGE,
+                                   f"no message of offsets {list(a.offsets)[:8]} of queue {a.queue_id} of {real} "
+                                   f"popped by group {a.consumer_group} is in flight: its invisible time passed (it is "
+                                   "or will be delivered again) or it was acknowledged already")
+        if records:
+            try:
+                self._log_many([(r.tag, r.to_json()) for r in records])
+            except StoreNotWritableError as e:
+                raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, f"ack not recorded: {e}") from e
+            for r in records:
+                self.checkpoints.ack(r.key, r.offsets)
+        if refused is not None:
+            raise refused
+        return done_all
+
+    def _ack_order(self, group: str, topic: str, queue_id: int, offsets: tuple[int, ...]) -> list[int]:
+        """Acknowledge messages of an orderly pop (no record: the group's offset moves); returns those held."""
+        done = []
+        for offset in offsets:
+            try:
+                next_offset = self.order.ack((group, topic, queue_id), offset)
+            except KeyError:
+                continue
+            done.append(offset)
+            if next_offset is not None:
+                self.offsets.commit(group, topic, queue_id, next_offset)
+                self.hold.notify(topic, queue_id, next_offset + 1)
         return done
 
     async def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int,

@@ -95,12 +95,10 @@ class PopProcessor:
         except BodyError as e:
             return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
         first: PopError | None = None
-        for a in body.acks:
-            try:
-                self.pops.ack_offsets(a.consumer_group, a.topic, a.retry, a.queue_id, a.start_offset, a.pop_time,
-                                      a.revive_queue_id, a.offsets)
-            except PopError as e:
-                first = first or e
+        try:
+            self.pops.ack_batch(body.acks)
+        except PopError as e:
+            first = e
         try:
             await self.pops.records_replicated("the batch ack")
         except PopError as e:
