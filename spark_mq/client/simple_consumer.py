@@ -26,7 +26,7 @@ from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import EXPRESSION_TAG, SUB_ALL, BatchAck, BatchAckMessageRequestBody
 from spark_mq.remoting.headers import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader
-from spark_mq.remoting.pop_receipt import Receipt, parse_queue_info
+from spark_mq.remoting.pop_receipt import Receipt, parse_queue_info, pop_of
 
 MAX_RECEIVE = 32  # the broker's maximum per pop
 INIT_MODE_MIN = 0  # ConsumeInitMode.MIN: a group new to a queue starts at its first message
@@ -143,14 +143,18 @@ class SimpleConsumer:
             return []
         h = response.header
         starts = parse_queue_info(h.start_offset_info)  # where the pop started in each queue: names its checkpoint
+        prefixes: dict[tuple[bool, int], str] = {}  # the receipt fields the messages of one queue share
         out = []
         for msg in response.messages:
             retry = msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-            receipt = Receipt(int(starts.get((retry, msg.queue_id), msg.queue_offset)), h.pop_time, h.invisible_time,
-                              h.revive_qid, retry, broker, msg.queue_id, msg.queue_offset)
+            prefix = prefixes.get((retry, msg.queue_id))
+            if prefix is None:
+                receipt = Receipt(int(starts.get((retry, msg.queue_id), msg.queue_offset)), h.pop_time,
+                                  h.invisible_time, h.revive_qid, retry, broker, msg.queue_id, None)
+                prefix = prefixes[(retry, msg.queue_id)] = receipt.prefix
             if retry:
                 msg = replace(msg, topic=msg.properties.get(RETRY_TOPIC, topic))
-            out.append(ReceivedMessage(msg, topic, broker, receipt.encode()))
+            out.append(ReceivedMessage(msg, topic, broker, prefix + str(msg.queue_offset)))
         return out
 
     async def ack(self, message: ReceivedMessage) -> None:
@@ -168,19 +172,20 @@ class SimpleConsumer:
         MQClientError NO_MESSAGE when a pop's messages were all no longer in flight; the others are
         acknowledged all the same."""
         self._check_started()
-        by_broker: dict[str, dict[tuple, list[int]]] = {}
+        by_pop: dict[tuple[str, str, str], list[ReceivedMessage]] = {}
         for m in messages:
-            r = Receipt.parse(m.receipt)
-            key = (m.topic, r.retry, r.queue_id, r.ck_offset, r.pop_time, r.revive_qid, r.invisible_ms)
-            by_broker.setdefault(m.broker_name, {}).setdefault(key, []).append(m.message.queue_offset)
+            by_pop.setdefault((m.broker_name, m.topic, pop_of(m.receipt)), []).append(m)
+        by_broker: dict[str, list[BatchAck]] = {}
+        for (broker, topic, _), acked in by_pop.items():
+            r = Receipt.parse(acked[0].receipt)
+            by_broker.setdefault(broker, []).append(BatchAck(
+                self.group, topic, r.retry, r.ck_offset, r.queue_id, r.revive_qid, r.pop_time, r.invisible_ms,
+                tuple(m.message.queue_offset for m in acked)))
         requests = []
-        for broker, pops in by_broker.items():
+        for broker, acks in by_broker.items():
             addr = self.instance.broker_addr(broker)
             if addr is None:
                 raise ClientError(f"broker {broker} of the messages is not in the route of their topic")
-            acks = [BatchAck(self.group, topic, retry, start, queue_id, revive_qid, pop_time, invisible_ms,
-                             tuple(offsets))
-                    for (topic, retry, queue_id, start, pop_time, revive_qid, invisible_ms), offsets in pops.items()]
             requests.append(self.instance.api.batch_ack_message(addr, BatchAckMessageRequestBody(broker, acks)))
         results = await asyncio.gather(*requests, return_exceptions=True)
         for e in results:
