@@ -8,8 +8,8 @@ offset: the messages are the checkpoint's from now on), and writes one checkpoin
 topic before it answers. An ack writes an ack record; a batch ack one per pop of a queue, all in one write.
 ``ReviveService`` redelivers what is not acknowledged once its invisible time has passed. A pop of queue -1
 serves every readable queue of the topic, starting at a rotating queue, and the group's pop retry topic
-``%RETRY%<group>_<topic>`` (first one pop in ``RETRY_FIRST_EVERY``, after the topic's queues otherwise). An orderly pop (``order=True``) is served by
-``OrderLocks`` instead of checkpoints.
+``%RETRY%<group>_<topic>`` (first one pop in ``RETRY_FIRST_EVERY``, after the topic's queues otherwise). An
+orderly pop (``order=True``) is served by ``OrderLocks`` instead of checkpoints.
 
 Errors are ``PopError(code, remark)``, the remoting response code and a remark that says what to do.
 
