@@ -5,8 +5,8 @@ A NameServer and a broker (default config, store in a temp dir under ``--dir``);
 100-byte messages over 4 queues (sent in batches, not timed). Then each mode drains the whole backlog with its
 own consumer group, with 1 and with 4 consumer processes:
 
-  pop    ``SimpleConsumer.receive(32, 60 s)`` of every queue (queue -1), each message acknowledged
-         (ACK_MESSAGE, the batch's acks in flight together): the broker hands out and tracks each message
+  pop    ``SimpleConsumer.receive(32, 60 s)`` of every queue (queue -1), the batch acknowledged with
+         ``ack_many`` (one BATCH_ACK_MESSAGE): the broker hands out and tracks each message
   pull   ``PullConsumer.pull(mq, offset, 32)``: each process owns whole queues (4 processes: one each) and
          commits its offsets at the end; nothing is tracked per message
 
@@ -63,7 +63,7 @@ async def drain_pop(namesrv: str, group: str, topic: str) -> tuple[int, float]:
     got, last = 0, time.time()
     try:
         while batch := await c.receive(POP_NUMS, 60.0, EMPTY_WAIT_S):
-            await asyncio.gather(*(c.ack(m) for m in batch))
+            await c.ack_many(batch)
             got += len(batch)
             last = time.time()
     finally:

@@ -253,11 +253,11 @@ class PopPushConsumer:
 
     async def _ack(self, batch: list[ReceivedMessage]) -> None:
         assert self.simple is not None
-        results = await asyncio.gather(*(self.simple.ack(m) for m in batch), return_exceptions=True)
-        for m, r in zip(batch, results, strict=True):
-            if isinstance(r, Exception):
-                log.warning("group %s: ack of %s:%d failed (it will be delivered again): %s", self.group, m.topic,
-                            m.message.queue_offset, r)
+        try:
+            await self.simple.ack_many(batch)
+        except Exception as e:  # what failed comes back after its invisible time
+            log.warning("group %s: ack of %d message(s) failed (those not acknowledged will be delivered again): %s",
+                        self.group, len(batch), e)
 
     async def _change_invisible(self, batch: list[ReceivedMessage], invisible_s: float) -> list[ReceivedMessage]:
         """``batch`` made invisible for ``invisible_s`` from now; a message whose change failed keeps its

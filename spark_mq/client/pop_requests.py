@@ -1,6 +1,6 @@
 """``PopRequests``: the pop requests :class:`~spark_mq.client.api.MQClientAPI` sends to a broker (RocketMQ 5):
-POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME. A pop that found nothing (PULL_NOT_FOUND, or
-POLLING_TIMEOUT after a long poll) is an empty result, not an error.
+POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME. A pop that found nothing
+(PULL_NOT_FOUND, or POLLING_TIMEOUT after a long poll) is an empty result, not an error.
 
 Thread-safety: coroutines of one event loop, as the API's.
 """
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from spark_mq.client.requester import Requester
 from spark_mq.client.results import decode_units_list
 from spark_mq.common.unit.decode import StoredMessage
+from spark_mq.remoting.bodies import BatchAckMessageRequestBody
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.headers import (
     AckMessageRequestHeader,
@@ -50,6 +51,12 @@ class PopRequests(Requester):
     async def ack_message(self, addr: str, header: AckMessageRequestHeader, timeout: float | None = None) -> None:
         """ACK_MESSAGE; MQClientError NO_MESSAGE when the message is no longer in flight."""
         await self._invoke(addr, RequestCode.ACK_MESSAGE, header, timeout=timeout)
+
+    async def batch_ack_message(self, addr: str, body: BatchAckMessageRequestBody,
+                                timeout: float | None = None) -> None:
+        """BATCH_ACK_MESSAGE; MQClientError NO_MESSAGE when the messages of one of its pops were all no longer
+        in flight (the broker acknowledges the others all the same)."""
+        await self._invoke(addr, RequestCode.BATCH_ACK_MESSAGE, body=body.to_json(), timeout=timeout)
 
     async def change_invisible_time(self, addr: str, header: ChangeInvisibleTimeRequestHeader,
                                     timeout: float | None = None) -> ChangeInvisibleTimeResponseHeader:

@@ -29,6 +29,7 @@ from spark_mq.common.perm import PERM_READ_WRITE
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import (
+    BatchAckMessageRequestBody,
     BrokerReplicasInfo,
     CheckClientRequestBody,
     ClusterInfo,
@@ -375,6 +376,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
     def ack_message(self, addr: str, header: AckMessageRequestHeader, timeout: float | None = None) -> None:
         """Blocking :meth:`MQClientAPI.ack_message`."""
         return self._run(self._target.ack_message(addr=addr, header=header, timeout=timeout))
+
+    def batch_ack_message(self, addr: str, body: BatchAckMessageRequestBody, timeout: float | None = None) -> None:
+        """Blocking :meth:`MQClientAPI.batch_ack_message`."""
+        return self._run(self._target.batch_ack_message(addr=addr, body=body, timeout=timeout))
 
     def change_invisible_time(self, addr: str, header: ChangeInvisibleTimeRequestHeader,
                               timeout: float | None = None) -> ChangeInvisibleTimeResponseHeader:

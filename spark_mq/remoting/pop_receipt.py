@@ -14,7 +14,7 @@ The pop response header describes every popped queue in three strings (``startOf
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
 from spark_mq.common.properties import KEY_SEPARATOR
@@ -78,6 +78,12 @@ class Receipt:
             fields.append(self.queue_offset)
         return KEY_SEPARATOR.join(map(str, fields))
 
+    @property
+    def prefix(self) -> str:
+        """What the receipts of the messages one pop handed out of one queue share, separator included: a
+        message's receipt is this and its queue offset (encoded once per pop, not per message)."""
+        return replace(self, queue_offset=None).encode() + KEY_SEPARATOR
+
     @classmethod
     def parse(cls, extra_info: str) -> Receipt:
         """Raises ReceiptError, saying what is wrong, for anything but RocketMQ's 7 or 8 fields."""
@@ -91,6 +97,14 @@ class Receipt:
         except ValueError as e:
             raise ReceiptError(f"receipt handle (extraInfo) {extra_info[:200]!r} is malformed ({e}): pass back "
                               "the receipt handle the pop returned, unchanged") from e
+
+
+def pop_of(extra_info: str) -> str:
+    """What names the pop of one queue a receipt handle comes from (its fields but the message's offset):
+    equal for the messages one pop handed out of one queue."""
+    if extra_info.count(KEY_SEPARATOR) == 7:
+        return extra_info.rpartition(KEY_SEPARATOR)[0]
+    return extra_info
 
 
 def queue_info(entries: Iterable[tuple[str, int, str]]) -> str:

@@ -5,11 +5,11 @@ ChangeInvisibleDuration) share one implementation.
 
 A pop reads from the group's offset in each queue it serves, advances that offset at once (RocketMQ's pop
 offset: the messages are the checkpoint's from now on), and writes one checkpoint per queue to the revive
-topic before it answers. An ack writes an ack record. ``ReviveService`` redelivers what is not acknowledged
-once its invisible time has passed. A pop of queue -1 serves every readable queue of the topic, starting at
-a rotating queue, and the group's pop retry topic ``%RETRY%<group>_<topic>`` (first one pop in
-``RETRY_FIRST_EVERY``, after the topic's queues otherwise). An orderly pop (``order=True``) is served by
-``OrderLocks`` instead of checkpoints.
+topic before it answers. An ack writes an ack record; a batch ack one per pop of a queue, all in one write.
+``ReviveService`` redelivers what is not acknowledged once its invisible time has passed. A pop of queue -1
+serves every readable queue of the topic, starting at a rotating queue, and the group's pop retry topic
+``%RETRY%<group>_<topic>`` (first one pop in ``RETRY_FIRST_EVERY``, after the topic's queues otherwise). An
+orderly pop (``order=True``) is served by ``OrderLocks`` instead of checkpoints.
 
 Errors are ``PopError(code, remark)``, the remoting response code and a remark that says what to do.
 
@@ -25,13 +25,16 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
 
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.pop.checkpoints import CheckpointTable
 from spark_mq.broker.pop.mode_guard import PopPullGuard
 from spark_mq.broker.pop.order_locks import OrderLocks
-from spark_mq.broker.pop.records import Ack, Checkpoint, revive_topic
+from spark_mq.broker.pop.records import CK_TAG, Ack, Checkpoint, revive_topic
 from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.pull import tag_codes
 from spark_mq.broker.sql92_filters import Sql92Filters
@@ -42,7 +45,7 @@ from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.perm import PERM_READ, PERM_READ_WRITE
 from spark_mq.common.properties import TAGS, encode_properties
-from spark_mq.remoting.bodies import SUB_ALL, TopicConfig
+from spark_mq.remoting.bodies import SUB_ALL, BatchAck, TopicConfig
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.pop_receipt import (
@@ -98,8 +101,45 @@ class PoppedMessage:
 
 
 @dataclass(frozen=True)
+class PoppedQueue:
+    """What one pop (or peek) read from one queue, as the store returned it: the units back to back in
+    ``data`` (``sizes`` each) at ``queue_offsets``, and what their receipt handles say. The answer's body is
+    built from ``data`` with no object per message; ``messages()`` makes them for the gRPC endpoint."""
+
+    topic: str  # the topic read: the pop retry topic for a redelivery
+    queue_id: int
+    data: bytes
+    sizes: np.ndarray
+    queue_offsets: np.ndarray
+    ck_offset: int  # where the pop started in the queue; -1 for a peek (no receipt)
+    pop_time: int
+    invisible_ms: int
+    revive_qid: int
+    attempt: int
+    broker_name: str
+
+    @property
+    def count(self) -> int:
+        return int(self.sizes.size)
+
+    def messages(self) -> list[PoppedMessage]:
+        starts = np.zeros(self.sizes.size, dtype=np.int64)
+        np.cumsum(self.sizes[:-1], out=starts[1:])
+        offsets = self.queue_offsets.tolist()
+        if self.ck_offset < 0:
+            receipts = [""] * len(offsets)
+        else:
+            prefix = Receipt(self.ck_offset, self.pop_time, self.invisible_ms, self.revive_qid,
+                             self.topic.startswith(RETRY_GROUP_TOPIC_PREFIX), self.broker_name, self.queue_id,
+                             None).prefix
+            receipts = [prefix + str(o) for o in offsets]
+        return [PoppedMessage(self.data[s:s + n], self.topic, self.queue_id, o, r, self.attempt)
+                for s, n, o, r in zip(starts.tolist(), self.sizes.tolist(), offsets, receipts, strict=True)]
+
+
+@dataclass(frozen=True)
 class PopResult:
-    messages: list[PoppedMessage]
+    queues: list[PoppedQueue]
     pop_time: int
     invisible_ms: int
     revive_qid: int
@@ -109,9 +149,17 @@ class PopResult:
     order_count_info: str = ""
 
     @property
+    def count(self) -> int:
+        return sum(q.count for q in self.queues)
+
+    @property
     def body(self) -> bytes:
         """The units back to back: a POP_MESSAGE response's body."""
-        return b"".join(m.unit for m in self.messages)
+        return b"".join(q.data for q in self.queues)
+
+    @cached_property
+    def messages(self) -> list[PoppedMessage]:
+        return [m for q in self.queues for m in q.messages()]
 
 
 @dataclass(frozen=True)
@@ -218,9 +266,15 @@ class PopService:
     # -- the revive log --------------------------------------------------------------------------
     def _log(self, tag: str, body: bytes) -> int:
         """Append a record to the revive topic; returns its offset in the revive queue."""
+        return self._log_many([(tag, body)])
+
+    def _log_many(self, records: list[tuple[str, bytes]]) -> int:
+        """Append (tag, body) records to the revive topic in one write; returns the first one's offset in the
+        revive queue."""
         if self.topics.ensure_system_topic(self.revive_topic):
             self.on_topic_created()
-        batch = MessageBatch.of(self.revive_topic, REVIVE_QUEUE_ID, [body], [encode_properties({TAGS: tag})])
+        batch = MessageBatch.of(self.revive_topic, REVIVE_QUEUE_ID, [body for _, body in records],
+                                [encode_properties({TAGS: tag}) for tag, _ in records])
         result = self.store.put_messages(batch, wait_flush=False)
         self.written_end = max(self.written_end, result.end_offset)
         return result.queue_offset
@@ -255,9 +309,9 @@ class PopService:
             result, waits = self._pop_once(group, topic, queues, queue_id < 0, max_nums, invisible_ms, selector,
                                            init_mode, order)
             remaining = deadline - time.monotonic()
-            if result.messages and not order:  # orderly pops write no record
+            if result.queues and not order:  # orderly pops write no record
                 await self.records_replicated("the pop")
-            if result.messages or remaining <= 0 or not waits:
+            if result.queues or remaining <= 0 or not waits:
                 return result
             key = (group, topic, queue_id)
             self.polling[key] += 1
@@ -279,13 +333,14 @@ class PopService:
         retry = None if order else self._retry_topic(group, topic)
         if retry is not None:
             sources = [(retry, 0), *sources] if turn % RETRY_FIRST_EVERY == 0 else [*sources, (retry, 0)]
-        out: list[PoppedMessage] = []
+        out: list[PoppedQueue] = []
+        taken = 0
         starts, msg_offsets, counts, waits = [], [], [], []
         rest = 0
         refusals = []
         for read_topic, q in sources:
             if order and self.order.blocked((group, read_topic, q), now):
-                # woken when the batch in flight is acknowledged (or anything arrives): see ack_offsets
+                # woken when the batch in flight is acknowledged (or anything arrives): see _ack_order
                 waits.append((read_topic, q, self.offsets.query(group, read_topic, q)))
                 continue
             refusal = self.guard.pop_refusal(group, read_topic, q, now)
@@ -293,7 +348,7 @@ class PopService:
                 refusals.append(refusal)
                 continue
             offset = self._start_offset(group, read_topic, q, init_mode)
-            need = max_nums - len(out)
+            need = max_nums - taken
             if need <= 0:
                 rest += max(0, self.store.get_max_offset(read_topic, q) - offset)
                 continue
@@ -301,11 +356,12 @@ class PopService:
             if got is None:
                 waits.append((read_topic, q, offset))
                 continue
-            messages, next_offset, attempt = got
-            out.extend(messages)
+            popped, next_offset = got
+            out.append(popped)
+            taken += popped.count
             starts.append((read_topic, q, str(offset)))
-            msg_offsets.append((read_topic, q, ",".join(str(m.queue_offset) for m in messages)))
-            counts.append((read_topic, q, str(attempt - 1)))
+            msg_offsets.append((read_topic, q, ",".join(map(str, popped.queue_offsets.tolist()))))
+            counts.append((read_topic, q, str(popped.attempt - 1)))
             rest += max(0, self.store.get_max_offset(read_topic, q) - next_offset)
         if refusals and len(refusals) >= len(queues) and not out:  # the topic's queues are all the pulls'
             raise PopError(ResponseCode.SYSTEM_ERROR, refusals[0])
@@ -313,9 +369,9 @@ class PopService:
                          queue_info(starts), queue_info(msg_offsets), queue_info(counts) if order else ""), waits
 
     def _pop_queue(self, group: str, topic: str, queue_id: int, offset: int, need: int, invisible_ms: int,
-                   selector: _Selector, now: int, order: bool) -> tuple[list[PoppedMessage], int, int] | None:
-        """Pop up to ``need`` messages of one queue from ``offset``: the messages, the group's next offset and
-        their attempt number; None when the queue has nothing for the group."""
+                   selector: _Selector, now: int, order: bool) -> tuple[PoppedQueue, int] | None:
+        """Pop up to ``need`` messages of one queue from ``offset``: the messages and the group's next offset;
+        None when the queue has nothing for the group."""
         result = self.store.get_messages(topic, queue_id, offset, need, selector.codes,
                                          unit_filter=selector.unit_filter, readable_end=self.readable_end())
         if result.status != GetStatus.FOUND or result.count == 0:
@@ -323,9 +379,7 @@ class PopService:
                     GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
                 self.offsets.commit(group, topic, queue_id, result.next_begin_offset)  # skipped or moved
             return None
-        queue_offsets = [int(o) for o in result.queue_offsets]
-        units = [result.data[s:s + n] for s, n in zip(result.unit_starts().tolist(), result.sizes.tolist(),
-                                                      strict=True)]
+        queue_offsets = result.queue_offsets.tolist()
         if order:
             attempt = self.order.hold((group, topic, queue_id), queue_offsets, result.next_begin_offset,
                                       now + invisible_ms)
@@ -334,39 +388,35 @@ class PopService:
             ck = Checkpoint(group, topic, queue_id, offset, now, invisible_ms,
                             tuple(o - offset for o in queue_offsets), self.broker_name)
             try:
-                ck = Checkpoint(**{**ck.__dict__, "revive_offset": self._log("ck", ck.to_json())})
+                ck = replace(ck, revive_offset=self._log(CK_TAG, ck.to_json()))
             except StoreNotWritableError as e:
                 raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, f"pop not served: {e}") from e
             self.checkpoints.add(ck)
             self.offsets.commit(group, topic, queue_id, result.next_begin_offset)
             attempt, qid = 1, REVIVE_QUEUE_ID
-        retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
-        messages = [PoppedMessage(unit, topic, queue_id, o,
-                                  Receipt(offset, now, invisible_ms, qid, retry, self.broker_name, queue_id,
-                                          o).encode(), attempt)
-                    for unit, o in zip(units, queue_offsets, strict=True)]
-        return messages, result.next_begin_offset, attempt
+        return PoppedQueue(topic, queue_id, result.data, result.sizes, result.queue_offsets, offset, now,
+                           invisible_ms, qid, attempt, self.broker_name), result.next_begin_offset
 
     # -- peek, notification, polling info ---------------------------------------------------------
     def peek(self, group: str, topic: str, queue_id: int, max_nums: int) -> PopResult:
         """Up to ``max_nums`` messages at the group's offsets, handed out to no one (nothing changes)."""
         queues = self.queues_of(group, topic, queue_id)
         now = self.now_ms()
-        out: list[PoppedMessage] = []
+        out: list[PoppedQueue] = []
+        taken = 0
         starts = []
         for q in queues:
-            if len(out) >= max_nums:
+            if taken >= max_nums:
                 break
             offset = self.offsets.query(group, topic, q)
             offset = self.store.get_min_offset(topic, q) if offset < 0 else offset
-            result = self.store.get_messages(topic, q, offset, max_nums - len(out),
-                                             readable_end=self.readable_end())
+            result = self.store.get_messages(topic, q, offset, max_nums - taken, readable_end=self.readable_end())
             if result.status != GetStatus.FOUND:
                 continue
             starts.append((topic, q, str(offset)))
-            for s, n, o in zip(result.unit_starts().tolist(), result.sizes.tolist(), result.queue_offsets.tolist(),
-                               strict=True):
-                out.append(PoppedMessage(result.data[s:s + n], topic, q, int(o), "", 0))
+            out.append(PoppedQueue(topic, q, result.data, result.sizes, result.queue_offsets, -1, now, 0,
+                                   REVIVE_QUEUE_ID, 0, self.broker_name))
+            taken += out[-1].count
         return PopResult(out, now, 0, REVIVE_QUEUE_ID, 0, queue_info(starts))
 
     def has_messages(self, group: str, topic: str, queue_id: int) -> bool:
@@ -416,36 +466,60 @@ class PopService:
 
     def ack_offsets(self, group: str, topic: str, retry: bool, queue_id: int, start_offset: int, pop_time: int,
                     revive_qid: int, offsets: tuple[int, ...]) -> list[int]:
-        """Acknowledge messages of one pop of one queue (BATCH_ACK_MESSAGE's unit); returns those that were in
-        flight. Raises PopError when none was."""
+        """Acknowledge messages of one pop of one queue; returns those that were in flight. Raises PopError
+        when none was."""
+        return self.ack_batch([BatchAck(group, topic, retry, start_offset, queue_id, revive_qid, pop_time, 0,
+                                        offsets)])[0]
+
+    def ack_batch(self, acks: list[BatchAck]) -> list[int]:
+        """Acknowledge each entry's messages (BATCH_ACK_MESSAGE: one entry per pop of one queue), with one
+        write of the revive records of them all (a ``bAck`` record per entry); returns the offsets that were
+        in flight. Raises PopError (what to do) when an entry acknowledged nothing: the others are done all
+        the same."""
         if self.refusal() is not None:
             raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, self.refusal() or "")
-        real = topic_read(group, topic, retry)
-        if revive_qid == ORDER_REVIVE_QID:
-            done = []
-            for offset in offsets:
-                try:
-                    next_offset = self.order.ack((group, real, queue_id), offset)
-                except KeyError:
-                    continue
-                done.append(offset)
-                if next_offset is not None:
-                    self.offsets.commit(group, real, queue_id, next_offset)
-                    self.hold.notify(real, queue_id, next_offset + 1)
-        else:
-            key = (group, real, queue_id, start_offset, pop_time)
-            done = [o for o in offsets if self.checkpoints.pending(key, o)]
-            if done:
-                try:
-                    self.log_ack(Ack(group, real, queue_id, start_offset, pop_time, tuple(done), self.broker_name))
-                except StoreNotWritableError as e:
-                    raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, f"ack not recorded: {e}") from e
-                self.checkpoints.ack(key, tuple(done))
-        if not done:
-            raise PopError(ResponseCode.NO_MESSAGE,
-                           f"no message of offsets {list(offsets)[:8]} of queue {queue_id} of {real} popped by group "
-                           f"{group} is in flight: its invisible time passed (it is or will be delivered again) or "
-                           "it was acknowledged already")
+        records: list[Ack] = []
+        done_all: list[int] = []
+        refused: PopError | None = None
+        for a in acks:
+            real = topic_read(a.consumer_group, a.topic, a.retry)
+            if a.revive_queue_id == ORDER_REVIVE_QID:
+                done = self._ack_order(a.consumer_group, real, a.queue_id, a.offsets)
+            else:
+                key = (a.consumer_group, real, a.queue_id, a.start_offset, a.pop_time)
+                done = [o for o in a.offsets if self.checkpoints.pending(key, o)]
+                if done:
+                    records.append(Ack(a.consumer_group, real, a.queue_id, a.start_offset, a.pop_time, tuple(done),
+                                       self.broker_name))
+            done_all.extend(done)
+            if not done and refused is None:
+                refused = PopError(ResponseCode.NO_MESSAGE,
+                                   f"no message of offsets {list(a.offsets)[:8]} of queue {a.queue_id} of {real} "
+                                   f"popped by group {a.consumer_group} is in flight: its invisible time passed (it is "
+                                   "or will be delivered again) or it was acknowledged already")
+        if records:
+            try:
+                self._log_many([(r.tag, r.to_json()) for r in records])
+            except StoreNotWritableError as e:
+                raise PopError(ResponseCode.SERVICE_NOT_AVAILABLE, f"ack not recorded: {e}") from e
+            for r in records:
+                self.checkpoints.ack(r.key, r.offsets)
+        if refused is not None:
+            raise refused
+        return done_all
+
+    def _ack_order(self, group: str, topic: str, queue_id: int, offsets: tuple[int, ...]) -> list[int]:
+        """Acknowledge messages of an orderly pop (no record: the group's offset moves); returns those held."""
+        done = []
+        for offset in offsets:
+            try:
+                next_offset = self.order.ack((group, topic, queue_id), offset)
+            except KeyError:
+                continue
+            done.append(offset)
+            if next_offset is not None:
+                self.offsets.commit(group, topic, queue_id, next_offset)
+                self.hold.notify(topic, queue_id, next_offset + 1)
         return done
 
     async def change_invisible(self, group: str, topic: str, receipt: str, invisible_ms: int,
@@ -473,7 +547,7 @@ class PopService:
                            "invisible time passed or it was acknowledged")
         ck = Checkpoint(group, real, r.queue_id, offset, now, invisible_ms, (0,), self.broker_name)
         try:
-            ck = Checkpoint(**{**ck.__dict__, "revive_offset": self._log("ck", ck.to_json())})
+            ck = replace(ck, revive_offset=self._log(CK_TAG, ck.to_json()))
             self.checkpoints.add(ck)
             self.log_ack(Ack(group, real, r.queue_id, r.ck_offset, r.pop_time, (offset,), self.broker_name))
         except StoreNotWritableError as e:

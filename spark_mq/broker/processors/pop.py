@@ -35,7 +35,7 @@ def _found(cmd: RemotingCommand, result: PopResult, polled: bool) -> RemotingCom
                                       start_offset_info=result.start_offset_info or None,
                                       msg_offset_info=result.msg_offset_info or None,
                                       order_count_info=result.order_count_info or None)
-    if result.messages:
+    if result.queues:
         code = ResponseCode.SUCCESS
     else:
         code = ResponseCode.POLLING_TIMEOUT if polled else ResponseCode.PULL_NOT_FOUND
@@ -68,8 +68,8 @@ class PopProcessor:
         finally:
             if held:
                 await conn.end_hold()
-        if result.messages:  # counted as pulls are: the topic's and the group's figures include pops
-            self.metrics.delivered(h.topic, h.consumer_group, len(result.messages), len(result.body), time.monotonic())
+        if result.queues:  # counted as pulls are: the topic's and the group's figures include pops
+            self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.body), time.monotonic())
         return _found(cmd, result, held)
 
     async def peek(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -95,12 +95,10 @@ class PopProcessor:
         except BodyError as e:
             return cmd.make_response(ResponseCode.INVALID_PARAMETER, str(e))
         first: PopError | None = None
-        for a in body.acks:
-            try:
-                self.pops.ack_offsets(a.consumer_group, a.topic, a.retry, a.queue_id, a.start_offset, a.pop_time,
-                                      a.revive_queue_id, a.offsets)
-            except PopError as e:
-                first = first or e
+        try:
+            self.pops.ack_batch(body.acks)
+        except PopError as e:
+            first = e
         try:
             await self.pops.records_replicated("the batch ack")
         except PopError as e:

@@ -45,3 +45,21 @@ def test_the_table_closes_a_checkpoint_once_every_message_is_done_and_says_where
     assert table.revive_offset(end=20) == 9 and not table.pending(first.key, 120)
     table.ack(second.key, (125,))
     assert len(table) == 0 and table.revive_offset(end=20) == 20 and table.in_flight("readers", "orders", 2) == 0
+
+
+def test_due_checkpoints_come_from_a_heap_and_stay_due_until_acknowledged():
+    table = CheckpointTable()
+    cks = [ck(start=100 * i, pop_time=1000 + i, diffs=(0, 1), ro=i) for i in range(500)]
+    for c in cks:
+        table.add(c)
+    table.add(cks[3])  # the same pop seen twice (a replay): counted once, due once
+    assert table.in_flight("readers", "orders", 2) == 1000
+    assert [c.key for c, _ in table.due(61_004)] == [c.key for c in cks[:5]]  # soonest first
+    for c in cks[:250]:
+        table.ack(c.key, tuple(c.offsets))
+    # the checkpoints not acknowledged after they fell due come up again; closed ones never do
+    assert [c.key for c, _ in table.due(61_260)] == [c.key for c in cks[250:261]]
+    assert table.revive_offset(end=9_999) == 250  # the oldest open checkpoint's record
+    for c in cks[250:]:
+        table.ack(c.key, tuple(c.offsets))
+    assert table.due(10**9) == [] and table.revive_offset(end=9_999) == 9_999
