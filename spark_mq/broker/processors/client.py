@@ -116,6 +116,9 @@ class ClientProcessor:
     async def update_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if not cmd.is_oneway and not await self.offsets.recorded():
+            return cmd.make_response(ResponseCode.FLUSH_SLAVE_TIMEOUT, "offset committed but not replicated to the "
+                                                                       "slaves in time: commit it again")
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def lock(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
