@@ -36,6 +36,8 @@ class OffsetJournal(Protocol):
 
     async def recorded(self) -> bool: ...
 
+    def confirmed(self, key: str, queue_id: int, offset: int) -> int: ...
+
 
 def _ints(raw: dict[str, dict[str, int]]) -> dict[str, dict[int, int]]:
     return {k: {int(q): int(o) for q, o in v.items()} for k, v in raw.items()}
@@ -83,7 +85,7 @@ class ConsumerOffsetManager:
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """A client's commit."""
         key = self.key(topic, group)
-        if self.table.get(key, {}).get(queue_id) != offset and not group.startswith(SYSTEM_GROUP_PREFIX):
+        if self.of_key(key, queue_id) != offset and not group.startswith(SYSTEM_GROUP_PREFIX):
             self._note([(COMMIT, key, queue_id, offset)])
         self.table.setdefault(key, {})[queue_id] = offset
         if self.for_master is not None:
@@ -106,21 +108,26 @@ class ConsumerOffsetManager:
     def advance(self, table: dict[str, dict[int, int]]) -> int:
         """A master takes the offsets its slave's clients committed there: each replaces ours only
         where it is ahead (or we have none); returns how many it took."""
-        taken: list[OffsetChange] = []
-        for key, offsets in table.items():
-            for queue_id, offset in offsets.items():
-                ours = self.table.get(key, {}).get(queue_id, -1)
-                if offset > ours:
-                    self.table.setdefault(key, {})[queue_id] = offset
-                    taken.append((COMMIT, key, queue_id, offset))
-        if taken:
-            self._dirty = True
-            self._note(taken)
+        taken = [(COMMIT, key, queue_id, offset) for key, offsets in table.items()
+                 for queue_id, offset in offsets.items() if offset > self.of_key(key, queue_id)]
+        self._note(taken)
+        for _, key, queue_id, offset in taken:
+            self.table.setdefault(key, {})[queue_id] = offset
+        self._dirty = self._dirty or bool(taken)
         return len(taken)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """Committed offset, or -1 if the group never committed for this queue."""
-        return self.table.get(self.key(topic, group), {}).get(queue_id, -1)
+        return self.of_key(self.key(topic, group), queue_id)
+
+    def of_key(self, key: str, queue_id: int) -> int:
+        return self.table.get(key, {}).get(queue_id, -1)
+
+    def answer(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset a consumer is told: ``query`` as far as the offset log is on the replicas sends
+        wait for, so that no master elected later answers less than a consumer was told."""
+        offset = self.query(group, topic, queue_id)
+        return offset if self.journal is None else self.journal.confirmed(self.key(topic, group), queue_id, offset)
 
     def committed(self, topic: str, queue_id: int) -> dict[str, int]:
         """The committed offset of every group with one for the queue: what forced retention must
@@ -150,7 +157,7 @@ class ConsumerOffsetManager:
         for kind, key, queue_id, offset in changes:
             if kind == DROP:
                 moved += self.table.pop(key, None) is not None
-            elif kind == RESET or offset > self.table.get(key, {}).get(queue_id, -1):
+            elif kind == RESET or offset > self.of_key(key, queue_id):
                 moved += self.table.setdefault(key, {}).get(queue_id) != offset
                 self.table[key][queue_id] = offset
         self._dirty = self._dirty or moved > 0

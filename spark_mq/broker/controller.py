@@ -143,6 +143,7 @@ class BrokerController:
         self.transactions: TransactionalMessageService
         self.pops: PopService
         self.revive: ReviveService
+        self.offset_log: OffsetLog | None = None  # a master's with replicas (offset_log.py)
         self.timer: TimerMessageService | None = None  # a master's, with timerWheelEnable
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
@@ -275,10 +276,10 @@ class BrokerController:
         commitlog, and first replays what its offset table is behind of (offset_log.py)."""
         if self.seat is None and self.config.broker_role != SYNC_MASTER:
             return
-        offset_log = OffsetLog(self.store, self.topics, self.offsets, self.config.broker_name,
-                               self.registration.request, self._replicated)
-        await asyncio.get_running_loop().run_in_executor(None, offset_log.replay)
-        offset_log.enable()
+        self.offset_log = OffsetLog(self.store, self.topics, self.offsets, self.config.broker_name,
+                                    self.registration.request, self._replicated)
+        await asyncio.get_running_loop().run_in_executor(None, self.offset_log.replay)
+        self.offset_log.enable()
 
     def _join_controller(self, seat: ControllerSeat) -> None:
         """Controller mode: the replicas manager, its elections acted on by the role watch."""
@@ -303,6 +304,8 @@ class BrokerController:
         else:
             duties.update({"retry": self.retry.run(), "schedule": self.schedule.run(),
                            "transaction-check": self.transactions.run(), "revive": self.revive.run()})
+            if self.offset_log is not None:
+                duties["offset-log"] = self.offset_log.run()
             if self.timer is not None:
                 duties["timer"] = self.timer.run()
         if self.lease_gate is not None:

@@ -103,7 +103,7 @@ class ClientProcessor:
 
     async def query_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self.offsets.answer(h.consumer_group, h.topic, h.queue_id)
         # RocketMQ 5: a client that resolves its own start (consume-from) sends setZeroIfNotFound=false
         zero_if_not_found = str(cmd.ext_fields.get("setZeroIfNotFound", "true")).lower() != "false"
         if offset < 0 and zero_if_not_found and self.store.get_min_offset(h.topic, h.queue_id) <= 0:
