@@ -2,9 +2,13 @@
 long before its slaves' next metadata sync (slaveSynchronizeInterval). The elected slave answers the offsets
 committed, not the older ones of its last copy of the master's table: the master logged each commit in the
 commitlog (rmq_sys_CONSUMER_OFFSET_LOG_<broker>), the commit was answered once the SyncStateSet had it, and the
-promoted slave replayed the log at its start."""
+promoted slave replayed the log at its start. A oneway commit the slaves do not have yet (frozen) is not told to
+consumers until they have it: no later master could tell less."""
 
 from __future__ import annotations
+
+import signal
+import time
 
 from servers import unique, wait_until
 
@@ -37,8 +41,20 @@ def test_the_elected_slave_answers_the_offsets_committed_on_the_killed_master(em
     for offset in (3, 5, 9):  # one queue committed several times, the other once
         api.update_consumer_offset(master, group, topic, 0, offset)
     api.update_consumer_offset(master, group, topic, 1, 4)
+    slaves = [rs.brokers[2], rs.brokers[3]]
+    for b in slaves:
+        b.server.signal(signal.SIGSTOP)
+    try:
+        api.update_consumer_offset(master, group, topic, 0, 15, oneway=True)
+        time.sleep(0.5)
+        assert api.query_consumer_offset(master, group, topic, 0) == 9  # on the master only so far
+    finally:
+        for b in slaves:
+            b.server.signal(signal.SIGCONT)
+    wait_until(lambda: api.query_consumer_offset(master, group, topic, 0) == 15, TIMEOUT_S,
+               "the oneway commit told once the slaves have it")
     rs.brokers[1].kill()
     new_master = elected(api, namesrv, topic, rs)
-    assert api.query_consumer_offset(new_master.addr, group, topic, 0) == 9
+    assert api.query_consumer_offset(new_master.addr, group, topic, 0) == 15
     assert api.query_consumer_offset(new_master.addr, group, topic, 1) == 4
     assert "Traceback" not in new_master.log()
