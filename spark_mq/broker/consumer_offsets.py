@@ -8,16 +8,35 @@ On a slave, what clients commit is also kept aside (``for_master``, persisted be
 they cannot reach the master, and the master takes each such offset only where it is ahead of its
 own (``advance``; see SlaveSynchronize and docs/operations.md, "Master and slave (replication)").
 
+A master with replicas also writes every change to its offset log (``journal``, see offset_log.py), so that
+a slave promoted after a commit was answered knows it.
+
 Thread-safety: changed from the broker's event loop only; ``committed`` may be called from any
 thread (the store's retention thread).
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from spark_mq.store.config_file import JsonConfigFile
 
 TOPIC_GROUP_SEPARATOR = "@"
 FOR_MASTER_KEY = "offsetsForMaster"
+SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"  # the broker's own groups: not journaled (derived from their own logs)
+COMMIT, RESET, DROP = "c", "r", "d"
+
+OffsetChange = tuple[str, str, int, int]
+"""(kind, ``topic@group``, queue id, offset): a COMMIT (a replay keeps it only where it is ahead), a RESET (taken
+as is) or a DROP of the whole ``topic@group`` (queue id and offset -1)."""
+
+
+class OffsetJournal(Protocol):
+    def note(self, changes: list[OffsetChange]) -> None: ...
+
+    async def recorded(self) -> bool: ...
+
+    def confirmed(self, key: str, queue_id: int, offset: int) -> int: ...
 
 
 def _ints(raw: dict[str, dict[str, int]]) -> dict[str, dict[int, int]]:
@@ -34,6 +53,7 @@ class ConsumerOffsetManager:
         self.table: dict[str, dict[int, int]] = {}
         # a slave's: offsets clients committed here that its master has not been offered yet
         self.for_master: dict[str, dict[int, int]] | None = {} if slave else None
+        self.journal: OffsetJournal | None = None  # a master's offset log, once it replayed it
         self._dirty = False
 
     @staticmethod
@@ -54,9 +74,19 @@ class ConsumerOffsetManager:
             self.file.persist(content)
             self._dirty = False
 
+    def _note(self, changes: list[OffsetChange]) -> None:
+        if self.journal is not None and changes:
+            self.journal.note(changes)
+
+    async def recorded(self) -> bool:
+        """Whether the changes so far are in the offset log on the replicas sends wait for (True without one)."""
+        return self.journal is None or await self.journal.recorded()
+
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """A client's commit."""
         key = self.key(topic, group)
+        if self.of_key(key, queue_id) != offset and not group.startswith(SYSTEM_GROUP_PREFIX):
+            self._note([(COMMIT, key, queue_id, offset)])
         self.table.setdefault(key, {})[queue_id] = offset
         if self.for_master is not None:
             self.for_master.setdefault(key, {})[queue_id] = offset
@@ -78,20 +108,26 @@ class ConsumerOffsetManager:
     def advance(self, table: dict[str, dict[int, int]]) -> int:
         """A master takes the offsets its slave's clients committed there: each replaces ours only
         where it is ahead (or we have none); returns how many it took."""
-        taken = 0
-        for key, offsets in table.items():
-            for queue_id, offset in offsets.items():
-                ours = self.table.get(key, {}).get(queue_id, -1)
-                if offset > ours:
-                    self.table.setdefault(key, {})[queue_id] = offset
-                    taken += 1
-        if taken:
-            self._dirty = True
-        return taken
+        taken = [(COMMIT, key, queue_id, offset) for key, offsets in table.items()
+                 for queue_id, offset in offsets.items() if offset > self.of_key(key, queue_id)]
+        self._note(taken)
+        for _, key, queue_id, offset in taken:
+            self.table.setdefault(key, {})[queue_id] = offset
+        self._dirty = self._dirty or bool(taken)
+        return len(taken)
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """Committed offset, or -1 if the group never committed for this queue."""
-        return self.table.get(self.key(topic, group), {}).get(queue_id, -1)
+        return self.of_key(self.key(topic, group), queue_id)
+
+    def of_key(self, key: str, queue_id: int) -> int:
+        return self.table.get(key, {}).get(queue_id, -1)
+
+    def answer(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset a consumer is told: ``query`` as far as the offset log is on the replicas sends
+        wait for, so that no master elected later answers less than a consumer was told."""
+        offset = self.query(group, topic, queue_id)
+        return offset if self.journal is None else self.journal.confirmed(self.key(topic, group), queue_id, offset)
 
     def committed(self, topic: str, queue_id: int) -> dict[str, int]:
         """The committed offset of every group with one for the queue: what forced retention must
@@ -110,8 +146,22 @@ class ConsumerOffsetManager:
         return dict(self.table.get(self.key(topic, group), {}))
 
     def reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
-        self.table[self.key(topic, group)] = dict(offsets)
+        key = self.key(topic, group)
+        self._note([(DROP, key, -1, -1), *((RESET, key, q, o) for q, o in offsets.items())])
+        self.table[key] = dict(offsets)
         self._dirty = True
+
+    def replay(self, changes: list[OffsetChange]) -> int:
+        """Apply changes read back from the offset log, in order; returns how many moved an offset."""
+        moved = 0
+        for kind, key, queue_id, offset in changes:
+            if kind == DROP:
+                moved += self.table.pop(key, None) is not None
+            elif kind == RESET or offset > self.of_key(key, queue_id):
+                moved += self.table.setdefault(key, {}).get(queue_id) != offset
+                self.table[key][queue_id] = offset
+        self._dirty = self._dirty or moved > 0
+        return moved
 
     def take(self, table: dict[str, dict[int, int]]) -> None:
         """Every ``topic@group`` of ``table`` replaces ours (RocketMQ's slave ``putAll``); keys only
@@ -126,6 +176,7 @@ class ConsumerOffsetManager:
         """Forget every committed offset of ``group``; how many topics it had offsets of."""
         suffix = TOPIC_GROUP_SEPARATOR + group
         keys = [k for k in self.table if k.endswith(suffix)]
+        self._note([(DROP, k, -1, -1) for k in keys])
         for k in keys:
             del self.table[k]
             if self.for_master is not None:
@@ -135,7 +186,9 @@ class ConsumerOffsetManager:
 
     def drop_topic(self, topic: str) -> None:
         prefix = topic + TOPIC_GROUP_SEPARATOR
-        for k in [k for k in self.table if k.startswith(prefix)]:
+        keys = [k for k in self.table if k.startswith(prefix)]
+        self._note([(DROP, k, -1, -1) for k in keys])
+        for k in keys:
             del self.table[k]
             self._dirty = True
         if self.for_master is not None:

@@ -34,6 +34,7 @@ from spark_mq.broker.grpc.peers import GRPC_PORT_KEY
 from spark_mq.broker.grpc.server import GrpcEndpoint
 from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
+from spark_mq.broker.offset_log import OffsetLog
 from spark_mq.broker.pop.revive import ReviveService
 from spark_mq.broker.pop.service import PopService
 from spark_mq.broker.processors.admin import AdminProcessor
@@ -142,6 +143,7 @@ class BrokerController:
         self.transactions: TransactionalMessageService
         self.pops: PopService
         self.revive: ReviveService
+        self.offset_log: OffsetLog | None = None  # a master's with replicas (offset_log.py)
         self.timer: TimerMessageService | None = None  # a master's, with timerWheelEnable
         self.ha_service: HAService | None = None  # a master's
         self.ha_client: HAClient | None = None  # a slave's
@@ -266,7 +268,18 @@ class BrokerController:
         self.metrics.track_held(lambda: len(self.transactions.live), self.pops.checkpoints.in_flight_queues)
         self.revive = ReviveService(self.pops, self.retry)
         if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
+            await self._open_offset_log()
             await asyncio.get_running_loop().run_in_executor(None, self.revive.replay)
+
+    async def _open_offset_log(self) -> None:
+        """A master with replicas to fail over to (controller mode, SYNC_MASTER) logs its offset changes in the
+        commitlog, and first replays what its offset table is behind of (offset_log.py)."""
+        if self.seat is None and self.config.broker_role != SYNC_MASTER:
+            return
+        self.offset_log = OffsetLog(self.store, self.topics, self.offsets, self.config.broker_name,
+                                    self.registration.request, self._replicated)
+        await asyncio.get_running_loop().run_in_executor(None, self.offset_log.replay)
+        self.offset_log.enable()
 
     def _join_controller(self, seat: ControllerSeat) -> None:
         """Controller mode: the replicas manager, its elections acted on by the role watch."""
@@ -291,6 +304,8 @@ class BrokerController:
         else:
             duties.update({"retry": self.retry.run(), "schedule": self.schedule.run(),
                            "transaction-check": self.transactions.run(), "revive": self.revive.run()})
+            if self.offset_log is not None:
+                duties["offset-log"] = self.offset_log.run()
             if self.timer is not None:
                 duties["timer"] = self.timer.run()
         if self.lease_gate is not None:

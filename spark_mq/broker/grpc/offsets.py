@@ -13,7 +13,7 @@ from spark_mq.store.message_store import MessageStore
 
 def get_offset(offsets: ConsumerOffsetManager, request: spb.GetOffsetRequest) -> spb.GetOffsetResponse:
     queue = request.message_queue
-    offset = offsets.query(request.group.name, queue.topic.name, queue.id)
+    offset = offsets.answer(request.group.name, queue.topic.name, queue.id)
     if offset < 0:
         return spb.GetOffsetResponse(status=status(pb.OFFSET_NOT_FOUND, f"group {request.group.name} has no offset "
                                                                         f"of {queue.topic.name} queue {queue.id}"))

@@ -103,7 +103,7 @@ class ClientProcessor:
 
     async def query_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.offsets.query(h.consumer_group, h.topic, h.queue_id)
+        offset = self.offsets.answer(h.consumer_group, h.topic, h.queue_id)
         # RocketMQ 5: a client that resolves its own start (consume-from) sends setZeroIfNotFound=false
         zero_if_not_found = str(cmd.ext_fields.get("setZeroIfNotFound", "true")).lower() != "false"
         if offset < 0 and zero_if_not_found and self.store.get_min_offset(h.topic, h.queue_id) <= 0:
@@ -116,6 +116,9 @@ class ClientProcessor:
     async def update_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        if not cmd.is_oneway and not await self.offsets.recorded():
+            return cmd.make_response(ResponseCode.FLUSH_SLAVE_TIMEOUT, "offset committed but not replicated to the "
+                                                                       "slaves in time: commit it again")
         return cmd.make_response(ResponseCode.SUCCESS)
 
     async def lock(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -157,14 +157,8 @@ class OffsetCheck:
     """A group's committed offsets on each queue as polled, against what the group had been given."""
 
     ahead: list = field(default_factory=list)  # (group, queue, wall, committed): past a message not given by then
-    # (group, queue, (wall, offset, master) before, after, seconds until back at the offset before or None): lower than
-    # the poll before it
+    # (group, queue, (wall, offset, master) before, after): lower than the poll before it
     regressions: list = field(default_factory=list)
-
-    def unexplained(self, restore_s: float) -> list:
-        """Regressions not at a master change, or not undone within ``restore_s`` (a new master starts from the
-        offsets its last metadata sync copied; the consumers' next commit takes them forward again)."""
-        return [r for r in self.regressions if r[2][2] == r[3][2] or r[4] is None or r[4] > restore_s]
 
 
 def committed_offsets_checked(polls: list[tuple[float, str, int, int, str]],
@@ -193,8 +187,7 @@ def committed_offsets_checked(polls: list[tuple[float, str, int, int, str]],
         for i in range(1, len(points)):
             before, after = points[i - 1], points[i]
             if after[1] < before[1]:
-                back = next((p[0] - after[0] for p in points[i:] if p[1] >= before[1]), None)
-                check.regressions.append((group, q, before, after, back))
+                check.regressions.append((group, q, before, after))
     return check
 
 

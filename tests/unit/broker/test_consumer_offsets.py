@@ -49,3 +49,42 @@ def test_a_master_takes_offered_offsets_only_where_ahead(tmp_path):
     taken = master.advance({"T@g": {0: 40, 1: 20, 2: 5}, "T@new": {0: 1}})
     assert taken == 3
     assert master.table == {"T@g": {0: 40, 1: 50, 2: 5}, "T@new": {0: 1}}
+
+
+class Recorded:
+    """An offset journal that keeps what it is given (offset_log.py writes it to the commitlog)."""
+
+    def __init__(self) -> None:
+        self.changes: list = []
+
+    def note(self, changes: list) -> None:
+        self.changes.extend(changes)
+
+    async def recorded(self) -> bool:
+        return True
+
+    def confirmed(self, key: str, queue_id: int, offset: int) -> int:
+        return offset
+
+
+def test_an_older_copy_replaying_the_journal_ends_at_the_masters_table(tmp_path):
+    master = manager(tmp_path / "m", slave=False)
+    master.commit("g", "T", 0, 5)
+    copy = manager(tmp_path / "s", slave=False)
+    copy.take(master.table)  # the slave's last metadata sync
+    master.journal = journal = Recorded()
+    master.commit("g", "T", 0, 5)  # unchanged: not journaled
+    master.commit("g", "T", 0, 9)
+    master.commit("g", "T", 1, 4)
+    master.advance({"T@h": {0: 3}, "T@g": {0: 1}})  # only where ahead
+    master.reset("r", "T", {0: 8})
+    master.commit("r", "T", 0, 12)
+    master.reset("r", "T", {0: 2})  # an explicit reset moves back, and so does its replay
+    master.commit("gone", "T", 0, 6)
+    master.drop_group("gone")
+    master.commit("CID_RMQ_SYS_REVIVE_GROUP", "T", 0, 1)  # the broker's own: not journaled
+    assert all("CID_RMQ_SYS_" not in key for _, key, _, _ in journal.changes)
+    assert copy.replay(journal.changes) > 0
+    assert copy.table == {k: v for k, v in master.table.items() if "CID_RMQ_SYS_" not in k}
+    assert copy.query("g", "T", 0) == 9 and copy.query("r", "T", 0) == 2 and copy.query("gone", "T", 0) == -1
+    assert copy.replay(journal.changes[:2]) == 0  # a record replayed twice moves nothing back
