@@ -151,7 +151,7 @@ def test_the_masters_get_all_answers_are_rocketmqs_bodies(ha_pair, api, remoting
     assert groups["subscriptionGroupTable"][group] == {
         "groupName": group, "consumeEnable": False, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
         "retryQueueNums": 1, "retryMaxTimes": 5, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
-        "notifyConsumerIdsChangedEnable": True,
+        "notifyConsumerIdsChangedEnable": True, "consumeMessageOrderly": False,
     }
 
     resp = remoting.invoke(addr, RemotingCommand.request(RequestCode.GET_ALL_CONSUMER_OFFSET), 5.0)
