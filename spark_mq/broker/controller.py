@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable, Coroutine
@@ -265,7 +266,6 @@ class BrokerController:
                                switch_ms=self.config.pop_mode_switch_millis, readable_end=self._readable_end,
                                refusal=self._pop_refusal, on_topic_created=self.registration.request,
                                replicated=self._replicated)
-        self.metrics.track_held(lambda: len(self.transactions.live), self.pops.checkpoints.in_flight_queues)
         self.revive = ReviveService(self.pops, self.retry)
         if not self.config.is_slave:  # a slave promoted to master is a new broker: it replays at its start
             await self._open_offset_log()
@@ -497,9 +497,22 @@ class BrokerController:
 
     def runtime_extras(self) -> dict[str, str]:
         """What GET_BROKER_RUNTIME_INFO adds to the store's figures: the replication figures, and with the gRPC
-        endpoint its port (the other brokers name it in their routes: ``grpc/peers.py``)."""
+        endpoint its port (the other brokers name it in their routes: ``grpc/peers.py``); the messages held back."""
         grpc = {} if self.grpc is None else {GRPC_PORT_KEY: str(self.grpc.port)}
-        return {**self.replication_info(), **grpc}
+        return {**self.held_info(), **self.replication_info(), **grpc}
+
+    def held_info(self) -> dict[str, str]:
+        """Messages held back for later, for GET_BROKER_RUNTIME_INFO: delayed ones not yet delivered
+        (``scheduleMessagePending``), timer ones in the wheel (``timerPending``, where the wheel runs), undecided
+        half messages (``transactionHalfUndecided``: the live table, not what the half topic stores) and popped
+        messages not acknowledged yet (``popInFlight``: JSON ``[[group, topic, queueId, count], ...]``)."""
+        in_flight = sorted(self.pops.checkpoints.in_flight_queues().items())
+        info = {"scheduleMessagePending": str(sum(self.schedule.pending().values())),
+                "transactionHalfUndecided": str(len(self.transactions.live)),
+                "popInFlight": json.dumps([[*key, n] for key, n in in_flight], separators=(",", ":"))}
+        if self.timer is not None:
+            info["timerPending"] = str(self.timer.pending)
+        return info
 
     def replication_info(self) -> dict[str, str]:
         """The role and replication figures GET_BROKER_RUNTIME_INFO answers."""

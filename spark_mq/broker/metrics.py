@@ -10,12 +10,11 @@ Importing it (and the ``http.server``/``email`` modules it pulls in) cost a brok
 from __future__ import annotations
 
 import bisect
-import json
 import logging
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -84,8 +83,6 @@ class BrokerMetrics:
         self._lease: LeaseGate | None = None  # a controller-mode master's
         self._schedule: ScheduleService | None = None
         self._timer: TimerStats | None = None
-        self._half_undecided: Callable[[], int] | None = None
-        self._pops_in_flight: Callable[[], dict[tuple[str, str, int], int]] | None = None
         self.registry: Any = None  # a prometheus_client CollectorRegistry once served
         self._put_total = 0
         self._get_total = 0
@@ -155,29 +152,6 @@ class BrokerMetrics:
     def track_timer(self, service: TimerStats | None) -> None:
         """Export timer messages: pending, delivered, lateness (read at scrape time; None on a slave)."""
         self._timer = service
-
-    def track_held(self, half_undecided: Callable[[], int],
-                   pops_in_flight: Callable[[], dict[tuple[str, str, int], int]]) -> None:
-        """Report undecided half messages and pop messages in flight (by group, topic, queue id) in
-        GET_BROKER_RUNTIME_INFO."""
-        self._half_undecided, self._pops_in_flight = half_undecided, pops_in_flight
-
-    def held(self) -> dict[str, str]:
-        """Messages held back for later, for GET_BROKER_RUNTIME_INFO: delayed ones not yet delivered
-        (``scheduleMessagePending``), timer ones in the wheel (``timerPending``), undecided half messages
-        (``transactionHalfUndecided``: the live table, not what the half topic stores) and popped messages
-        not acknowledged yet (``popInFlight``: JSON ``[[group, topic, queueId, count], ...]``), where tracked."""
-        out = {}
-        if self._schedule is not None:
-            out["scheduleMessagePending"] = str(sum(self._schedule.pending().values()))
-        if self._timer is not None:
-            out["timerPending"] = str(self._timer.pending)
-        if self._half_undecided is not None:
-            out["transactionHalfUndecided"] = str(self._half_undecided())
-        if self._pops_in_flight is not None:
-            out["popInFlight"] = json.dumps([[*key, n] for key, n in sorted(self._pops_in_flight().items())],
-                                            separators=(",", ":"))
-        return out
 
     def track_ha(self, service: HAService | None, client: HAClient | None) -> None:
         """Export replication: a master's ``service`` (per slave) or a slave's ``client``."""

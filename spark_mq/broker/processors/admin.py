@@ -93,7 +93,7 @@ class AdminProcessor:
         self.hold = hold
         self.metrics = metrics
         self.on_topic_changed = on_topic_changed
-        self.runtime_extras = runtime_extras  # brokerRole, the HA figures of a master or a slave, grpcListenPort
+        self.runtime_extras = runtime_extras  # brokerRole, HA figures, grpcListenPort, messages held back
         self.started_ms = int(time.time() * 1000)
 
     def register_on(self, server) -> None:
@@ -288,7 +288,6 @@ class AdminProcessor:
             "bootTimestamp": str(self.started_ms),
             "flushDiskType": self.config.flush_disk_type,
             "storeWritable": str(store.write_refusal is None).lower(),
-            **self.metrics.held(),
             **self.runtime_extras(),
         }
         return cmd.make_response(ResponseCode.SUCCESS, body=KVTable(table).to_json())
