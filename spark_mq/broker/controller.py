@@ -26,14 +26,12 @@ import json
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from spark_mq.acl.gate import AclGate
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.grpc.peers import GRPC_PORT_KEY
-from spark_mq.broker.grpc.server import GrpcEndpoint
-from spark_mq.broker.grpc.service import BrokerParts
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.offset_log import OffsetLog
 from spark_mq.broker.pop.revive import ReviveService
@@ -102,6 +100,9 @@ from spark_mq.store.retention import no_floor
 from spark_mq.store.store_paths import TIMER_LOG_DIR, TIMER_WHEEL_FILE, store_path
 from spark_mq.store.timer_log import TimerLog
 from spark_mq.store.timer_wheel import TimerWheel, wheel_slots
+
+if TYPE_CHECKING:
+    from spark_mq.broker.grpc.server import GrpcEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +338,10 @@ class BrokerController:
         c = self.config
         if not c.enable_grpc_endpoint:
             return
+        # lazy import: grpcio, protobuf and the stubs cost ~0.2 s of every broker's start; only the endpoint needs them
+        from spark_mq.broker.grpc.server import GrpcEndpoint
+        from spark_mq.broker.grpc.service import BrokerParts
+
         parts = BrokerParts(c.broker_name, c.broker_ip1, self.store, self.topics, self.offsets, self.sender,
                             self.transactions, self.gate, self.slave_refusal, self.pops, self.revive)
         endpoint = GrpcEndpoint(c, parts, self.groups, self.clients)
