@@ -45,8 +45,7 @@ class Sql92Filters:
 
     def compile(self, expression: str) -> Sql92Filter | FilterParseError:
         """The filter of ``expression``, or why it does not parse (cached either way)."""
-        # lazy imports: pyarrow and the SQL92 grammar (~15 ms of dataclasses) stay out of a broker's start
-        # (and of brokers without enablePropertyFilter)
+        # lazy import: pyarrow and the SQL92 grammar stay out of a broker's start (until a SQL92 subscription)
         from spark_mq.filter.evaluate import Sql92Filter
         from spark_mq.filter.sql92 import FilterParseError
 
@@ -73,7 +72,7 @@ class Sql92Filters:
         if not self.enabled or expression_type != EXPRESSION_SQL92:
             return self.unserved.refuse_subscription(cmd, group, topic, expression_type or "", peer)
         found = self.compile(expression or "")
-        from spark_mq.filter.sql92 import FilterParseError  # loaded by compile()
+        from spark_mq.filter.sql92 import FilterParseError  # lazy import: loaded by compile() above
 
         if isinstance(found, FilterParseError):
             return cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
