@@ -78,6 +78,45 @@ def test_a_send_answers_the_held_pulls_before_its_own_response(inprocess_broker)
     asyncio.run(main())
 
 
+def _held(pull, conn, topic: str, offset: int, subscription: str | None = None) -> asyncio.Future:
+    return asyncio.ensure_future(pull(_wire(RemotingCommand.request(RequestCode.PULL_MESSAGE, pull_header(
+        "g", topic, 0, offset, suspend_ms=LONG_SUSPEND_MS, subscription=subscription).to_ext_fields())), conn))
+
+
+def test_a_pull_woken_by_a_send_answers_what_a_read_of_the_store_answers(inprocess_broker):
+    """A held pull answers from the put that woke it (no read of the store): the same units, byte for byte,
+    and the same offsets as a pull that reads them; a pull filtering by tag is not handed another tag."""
+    async def main():
+        b = await inprocess_broker()
+        try:
+            send = b.server._handlers[RequestCode.SEND_MESSAGE]
+            pull = b.server._handlers[RequestCode.PULL_MESSAGE]
+            conn = _Conn()
+
+            async def stored(tags: str, body: bytes) -> None:
+                response = await send(_wire(RemotingCommand.request(
+                    RequestCode.SEND_MESSAGE, send_header("Direct", 0, tags=tags).to_ext_fields(), body)), conn)
+                assert response.code == ResponseCode.SUCCESS
+
+            await stored("A", b"first")
+            held, tagged = _held(pull, conn, "Direct", 1), _held(pull, conn, "Direct", 1, subscription="A")
+            await asyncio.sleep(0.01)
+            await stored("B", b"second")
+            woken = held.result()
+            read = await pull(_wire(RemotingCommand.request(
+                RequestCode.PULL_MESSAGE, pull_header("g", "Direct", 0, 1).to_ext_fields())), conn)
+            assert woken.code == read.code == ResponseCode.SUCCESS
+            assert woken.body == read.body and b"second" in woken.body
+            for name in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"):
+                assert woken.ext_fields[name] == read.ext_fields[name], name
+            answer = await asyncio.wait_for(tagged, WOKEN_WITHIN_S)  # woken too, and reads with its filter
+            assert b"second" not in answer.body and answer.code != ResponseCode.SUCCESS
+        finally:
+            await b.stop()
+
+    asyncio.run(main())
+
+
 def test_a_long_polling_chain_is_woken_by_each_send(broker):
     """Pull, get woken by a send, pull again at the next offset: each pull is held at the broker
     when the send comes, and answered by it rather than by its suspend timeout."""
