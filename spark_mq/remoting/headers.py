@@ -58,6 +58,7 @@ NameRule = Callable[[str], None]
 
 _RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
+_MAX_FAST_DIGITS = 19  # a decimal this short is read by int() at once; a longer one by the full check
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0", ""})
 
@@ -231,7 +232,7 @@ class Header:
 
         def number(raw: Any) -> Any:
             # str.isdigit alone would take other scripts' digits: Java's parseInt takes ASCII only
-            if type(raw) is str and raw.isascii() and raw.isdigit():
+            if type(raw) is str and len(raw) < _MAX_FAST_DIGITS and raw.isascii() and raw.isdigit():
                 value = int(raw)
                 if value <= hi:
                     return value
@@ -281,7 +282,10 @@ class Header:
         if isinstance(raw, str):
             if not _JAVA_INT.match(raw):
                 raise bad(f"must be a decimal {s.kind}")
-            value = int(raw)
+            try:
+                value = int(raw)
+            except ValueError:  # past Python's limit on the digits of an int read from text
+                raise bad(f"is out of {s.kind} range") from None
         elif isinstance(raw, int):
             value = raw
         else:
