@@ -230,11 +230,12 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
         return self._send_result(response, v1.topic, v1.bname, _uniq_key(v1.properties))
 
     async def send_message_v2(self, addr: str, header: SendMessageRequestHeader | SendMessageRequestHeaderV2,
-                              body: bytes, *, timeout: float | None = None) -> SendResult:
-        """SEND_MESSAGE_V2 (310), header fields under their one-letter names."""
+                              body: bytes, *, timeout: float | None = None, msg_id: str | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 (310), header fields under their one-letter names. ``msg_id``: the UNIQ_KEY in
+        the header's properties, given by a caller that made it (saves reading the properties back)."""
         v2 = header.to_v2() if isinstance(header, SendMessageRequestHeader) else header
         response = await self._invoke(addr, RequestCode.SEND_MESSAGE_V2, v2, body, timeout, SEND_STATUS_BY_CODE)
-        return self._send_result(response, v2.topic, v2.bname, _uniq_key(v2.properties))
+        return self._send_result(response, v2.topic, v2.bname, _uniq_key(v2.properties) if msg_id is None else msg_id)
 
     async def send_batch(self, addr: str, batch: MessageBatch, producer_group: str, *,
                          properties: str | None = None, broker_name: str | None = None,

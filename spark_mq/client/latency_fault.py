@@ -35,10 +35,14 @@ from spark_mq.remoting.bodies import MessageQueue
 LATENCY_MAX_MS = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION_MS = (0, 0, 30_000, 60_000, 120_000, 180_000, 600_000)
 FAILURE_LATENCY_MS = 30_000  # a failed send is as bad as this latency
+# below the first latency with a duration nobody is avoided: every quick send is answered by one comparison
+_FIRST_AVOIDED_MS = next(limit for limit, d in zip(LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS, strict=True) if d)
 
 
 def not_available_duration(latency_ms: float) -> int:
     """How long (ms) a broker is avoided after a send that took ``latency_ms``."""
+    if latency_ms < _FIRST_AVOIDED_MS:
+        return 0
     for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_DURATION_MS), strict=True):
         if latency_ms >= limit:
             return duration

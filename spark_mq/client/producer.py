@@ -405,7 +405,7 @@ class Producer:
             cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), p.body, oneway=True)
             await api.remoting.invoke_oneway(addr, cmd, left)
             return None
-        return await api.send_message_v2(addr, header, p.body, timeout=left)
+        return await api.send_message_v2(addr, header, p.body, timeout=left, msg_id=p.uniq_key)
 
     async def _send_batch_request(self, prepared: PreparedBatch) -> SendResult:
         async def attempt(mq: MessageQueue, addr: str, left: float) -> SendResult:

@@ -79,8 +79,10 @@ class Requester:
                       body: bytes = b"", timeout: float | None = None,
                       ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
         """Send a request; return its response if its code is in ``ok``, else raise MQClientError."""
-        fields = header.to_ext_fields() if isinstance(header, Header) else header
-        cmd = RemotingCommand.request(code, fields, body)
+        if isinstance(header, Header):  # its fields are wire strings already
+            cmd = RemotingCommand(code=int(code), ext_fields=header.to_ext_fields(), body=body)
+        else:
+            cmd = RemotingCommand.request(code, header, body)
         response = await self.remoting.invoke(addr, cmd, self.timeout if timeout is None else timeout)
         if response.code not in ok:
             raise self.error(response, addr, code, signed=self.remoting.credentials is not None)

@@ -120,9 +120,10 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
         return self._run(self._target.send_message(addr=addr, header=header, body=body, timeout=timeout))
 
     def send_message_v2(self, addr: str, header: SendMessageRequestHeader | SendMessageRequestHeaderV2, body: bytes, *,
-                        timeout: float | None = None) -> SendResult:
+                        timeout: float | None = None, msg_id: str | None = None) -> SendResult:
         """Blocking :meth:`MQClientAPI.send_message_v2`."""
-        return self._run(self._target.send_message_v2(addr=addr, header=header, body=body, timeout=timeout))
+        return self._run(self._target.send_message_v2(addr=addr, header=header, body=body, timeout=timeout,
+                                                      msg_id=msg_id))
 
     def send_batch(self, addr: str, batch: MessageBatch, producer_group: str, *, properties: str | None = None,
                    broker_name: str | None = None, default_topic: str = AUTO_CREATE_TOPIC,

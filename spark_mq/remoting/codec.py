@@ -44,12 +44,12 @@ librocketmq is C++ client 1.2.x (tests/peers/test_namesrv_cpp_client.py):
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Iterator
 
 from spark_mq.common.errors import FrameError
 from spark_mq.remoting.command import LanguageCode, RemotingCommand, SerializeType
+from spark_mq.remoting.fastjson import dumps_header, loads_header
 
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024  # RocketMQ's NettyDecoder FRAME_MAX_LENGTH default
 # a body at least this long is written on its own, not copied behind its header: below it one
@@ -95,7 +95,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         doc["remark"] = cmd.remark
     doc["serializeTypeCurrentRPC"] = SerializeType(cmd.serialize_type).name
     doc["version"] = cmd.version
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+    return dumps_header(doc)
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
@@ -155,7 +155,7 @@ def _int_field(doc: dict, name: str, default: int | None) -> int:
 
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
-        doc = json.loads(bytes(header).decode("utf-8"))
+        doc = loads_header(header)
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise FrameError(f"header is not valid UTF-8 JSON: {e}") from None
     if not isinstance(doc, dict):

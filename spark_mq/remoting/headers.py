@@ -58,6 +58,7 @@ NameRule = Callable[[str], None]
 
 _RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
+_MAX_FAST_DIGITS = 19  # a decimal this short is read by int() at once; a longer one by the full check
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0", ""})
 
@@ -145,6 +146,7 @@ class Header:
 
     REQUEST: ClassVar[str] = ""
     _specs: ClassVar[tuple[_Spec, ...]]
+    _parsers_made: ClassVar[tuple[tuple[_Spec, Callable[[Any], Any]], ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -178,21 +180,65 @@ class Header:
             if s.kind == "bool":
                 out[s.wire] = "true" if value else "false"
             else:
-                out[s.wire] = str(value)
+                out[s.wire] = value if type(value) is str else str(value)
         return out
 
     @classmethod
     def from_ext_fields(cls: type[H], ext: typing.Mapping[str, Any] | None) -> H:
+        return cls(**cls.fields_of(ext))
+
+    @classmethod
+    def fields_of(cls, ext: typing.Mapping[str, Any] | None) -> dict[str, Any]:
+        """The checked field values of ``ext`` by attribute name (what ``from_ext_fields`` builds the header of)."""
         ext = ext or {}
         kwargs: dict[str, Any] = {}
-        for s in cls.specs():
+        for s, parse in cls._parsers():
             raw = ext.get(s.wire)
             if raw is None:
                 if s.required:
                     raise HeaderError(cls.label(), s.wire, f"{cls._alias(s)}is missing")
                 continue
-            kwargs[s.attr] = cls._parse(s, raw)
-        return cls(**kwargs)
+            kwargs[s.attr] = parse(raw)
+        return kwargs
+
+    @classmethod
+    def _parsers(cls) -> tuple[tuple[_Spec, Callable[[Any], Any]], ...]:
+        """Each field's spec with the parser of its values: made once per class, with a fast path for
+        the usual value (a plain string, a non-negative decimal) and ``_parse`` for everything else."""
+        parsers = cls.__dict__.get("_parsers_made")
+        if parsers is None:
+            parsers = cls._parsers_made = tuple((s, cls._fast_parser(s)) for s in cls.specs())
+        return parsers
+
+    @classmethod
+    def _fast_parser(cls, s: _Spec) -> Callable[[Any], Any]:
+        def slow(raw: Any) -> Any:
+            return cls._parse(s, raw)
+
+        if s.kind == "str":
+            if s.rule is not None:
+                return slow
+
+            def text(raw: Any) -> Any:
+                return raw if type(raw) is str else slow(raw)
+
+            return text
+        if s.kind == "bool":
+            def flag(raw: Any) -> Any:
+                return True if raw == "true" else False if raw == "false" else slow(raw)
+
+            return flag
+        hi = _RANGES[s.kind][1]
+
+        def number(raw: Any) -> Any:
+            # str.isdigit alone would take other scripts' digits: Java's parseInt takes ASCII only
+            if type(raw) is str and len(raw) < _MAX_FAST_DIGITS and raw.isascii() and raw.isdigit():
+                value = int(raw)
+                if value <= hi:
+                    return value
+            return slow(raw)
+
+        return number
 
     @classmethod
     def _alias(cls, s: _Spec) -> str:
@@ -236,7 +282,10 @@ class Header:
         if isinstance(raw, str):
             if not _JAVA_INT.match(raw):
                 raise bad(f"must be a decimal {s.kind}")
-            value = int(raw)
+            try:
+                value = int(raw)
+            except ValueError:  # past Python's limit on the digits of an int read from text
+                raise bad(f"is out of {s.kind} range") from None
         elif isinstance(raw, int):
             value = raw
         else:
@@ -311,8 +360,10 @@ def parse_send_request_header(code: int, ext: typing.Mapping[str, Any] | None) -
         return SendMessageRequestHeader.from_ext_fields(ext)
     if code not in (310, 320):
         raise ValueError(f"request code {code} is not a send request")
-    v1 = SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
-    return dataclasses.replace(v1, batch=True) if code == 320 and not v1.batch else v1
+    fields = SendMessageRequestHeaderV2.fields_of(ext)  # V1 and V2 share their attribute names
+    if code == 320:
+        fields["batch"] = True
+    return SendMessageRequestHeader(**fields)
 
 
 @header("response to SEND_MESSAGE")

@@ -5,6 +5,10 @@ of a 5 s re-check loop).
 A held pull waits on a bare future with one timer beside it (``asyncio.wait_for`` would add a
 waiter future and callbacks: several loop turns between a message's arrival and the pull
 answering it). ``notify`` says how many pulls it woke, so a sender can let them answer first.
+A send's ``notify`` also hands its ``PutResult`` to the pulls held exactly where its messages begin:
+such a pull answers with those units (the commitlog bytes the put just wrote) without a read of the
+store, which would first dispatch every append so far into the consume queues on the way from a
+message's arrival to its delivery.
 
 Thread-safety: used from the broker's event loop only.
 """
@@ -15,29 +19,34 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 
+from spark_mq.store.results import PutResult
 
-def _expire(fut: asyncio.Future[bool]) -> None:
+Woken = bool | PutResult  # False: timed out; the put that woke the pull, or True when none was handed over
+
+
+def _expire(fut: asyncio.Future[Woken]) -> None:
     if not fut.done():
         fut.set_result(False)
 
 
 class PullHoldService:
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[bool]]]] = {}
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[Woken]]]] = {}
 
     @property
     def waiting(self) -> int:
         return sum(len(w) for w in self._waiters.values())
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> bool:
-        """Hold until a message at or past ``offset`` arrives in the queue; False on timeout."""
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> Woken:
+        """Hold until a message at or past ``offset`` arrives in the queue; False on timeout, the put
+        when its first message is the one at ``offset``, else True."""
         return await self.wait_any([(topic, queue_id, offset)], timeout_s)
 
-    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float) -> bool:
+    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float) -> Woken:
         """Hold until a message arrives in any of the queues, at or past its (topic, queue id, offset);
         False on timeout (a pop of any queue of a topic waits on all of them)."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
+        fut: asyncio.Future[Woken] = loop.create_future()
         entries = [((topic, queue_id), (offset, fut)) for topic, queue_id, offset in positions]
         for key, entry in entries:
             self._waiters.setdefault(key, []).append(entry)
@@ -57,13 +66,14 @@ class PullHoldService:
     def has_waiters(self, topic: str, queue_id: int) -> bool:
         return (topic, queue_id) in self._waiters
 
-    def notify(self, topic: str, queue_id: int, max_offset: int) -> int:
+    def notify(self, topic: str, queue_id: int, max_offset: int, put: PutResult | None = None) -> int:
         """Messages up to ``max_offset`` (exclusive) exist now: wake the pulls they satisfy;
-        returns how many were woken (each resumes at the event loop's next turn)."""
+        returns how many were woken (each resumes at the event loop's next turn). ``put``: the put
+        that stored them in this queue, handed to the pulls held at its first queue offset."""
         woken = 0
         for offset, fut in self._waiters.get((topic, queue_id), ()):
             if offset < max_offset and not fut.done():
-                fut.set_result(True)
+                fut.set_result(put if put is not None and offset == put.queue_offset else True)
                 woken += 1
         return woken
 

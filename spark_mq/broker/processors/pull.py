@@ -3,13 +3,18 @@
 The store's statuses map to response codes as RocketMQ maps them; the response header always
 carries nextBeginOffset, minOffset, maxOffset and suggestWhichBrokerId (clients read a missing
 one as 0). A pull that finds nothing new and carries the suspend flag is held until a message
-arrives on its queue or the suspend timeout passes, then answered from a second look.
+arrives on its queue or the suspend timeout passes, then answered from a second look; a pull woken by
+a put that begins at its offset answers with the units that put wrote instead (``from_put``), when it
+filters nothing and no readable end bounds it, without the store's read (and the consume queue
+dispatch that read does first) between the message's arrival and its delivery.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+
+import numpy as np
 
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
@@ -27,7 +32,8 @@ from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection
 from spark_mq.remoting.headers import PullMessageRequestHeader
 from spark_mq.store.message_store import MessageStore
-from spark_mq.store.results import GetResult, GetStatus
+from spark_mq.store.queue_reader import DEFAULT_MAX_GET_BYTES
+from spark_mq.store.results import GetResult, GetStatus, PutResult
 
 MAX_SUSPEND_S = 30.0  # never hold a pull longer than this, whatever the client asks
 
@@ -94,6 +100,21 @@ class PullProcessor:
             return config.which_broker_when_consume_slowly
         return config.broker_id
 
+    def from_put(self, put: PutResult, max_count: int, min_offset: int) -> GetResult | None:
+        """What a pull held at ``put.queue_offset`` gets: the units the put just wrote, read back from the
+        commitlog as they lie (one contiguous run), with ``min_offset`` from the pull's look before its
+        hold (only retention moves it). None when the put is more than the pull takes: read the store."""
+        sizes = put.sizes
+        if not 0 < put.count <= max_count or int(sizes.sum()) > DEFAULT_MAX_GET_BYTES:
+            return None
+        try:
+            data = self.store.commitlog.read_units(put.physical_offsets, sizes)
+        except LookupError:  # retention removed the file under us: the store's read says what is left
+            return None
+        end = put.queue_offset + put.count
+        return GetResult(GetStatus.FOUND, end, min_offset, end, data, np.arange(put.queue_offset, end), sizes,
+                         self.store.commitlog.max_offset() - int(put.physical_offsets[-1]))
+
     def register_on(self, server) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
 
@@ -137,13 +158,16 @@ class PullProcessor:
         if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 and conn.try_hold():
             self.metrics.long_poll_waiters.inc()
             try:
-                await self.hold.wait(h.topic, h.queue_id, h.queue_offset,
-                                  min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S))
+                woken = await self.hold.wait(h.topic, h.queue_id, h.queue_offset,
+                                             min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S))
             finally:
                 self.metrics.long_poll_waiters.dec()
                 await conn.end_hold()
-            result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
-                                             unit_filter=unit_filter, readable_end=self.readable_end())
+            direct = None
+            if isinstance(woken, PutResult) and codes is None and unit_filter is None and self.readable_end() is None:
+                direct = self.from_put(woken, h.max_msg_nums, result.min_offset)
+            result = direct or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
+                                                       unit_filter=unit_filter, readable_end=self.readable_end())
             code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
             self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())

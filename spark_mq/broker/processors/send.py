@@ -188,7 +188,9 @@ class SendProcessor:
             self.transactions.stored_half(result.queue_offset, batch, props, producer_group, sender)
         if self.ha is not None:
             self.ha.appended()
-        if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result)):
+        # a put all in the requested queue is handed to the pulls held there: they answer from it
+        arrived = result if len(parts) == 1 and parts[0].topic == name else None
+        if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result), arrived):
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)

@@ -117,6 +117,8 @@ TOPIC_LENGTH_STRUCT = struct_of(TOPIC_LENGTH)
 PROPS_LENGTH_STRUCT = struct_of(PROPS_LENGTH)
 _TOPIC_LENGTH_AT = TOPIC_LENGTH_STRUCT.unpack_from
 _PROPS_LENGTH_AT = PROPS_LENGTH_STRUCT.unpack_from
+_BODY_LENGTH_AT = struct_of(HEADER["body_length"]).unpack_from
+_BODY_LENGTH_OFFSET = HEADER_SIZE - HEADER["body_length"].itemsize
 
 
 def header_field(buf: np.ndarray, starts: np.ndarray, name: str) -> np.ndarray:
@@ -187,3 +189,15 @@ def unit_ranges_at(buf: bytes, start: int, body_length: int) -> tuple[int, int, 
     props_start = topic_end + PROPS_LENGTH.itemsize
     return body_start, body_end, topic_start, topic_end, props_start, props_start + _PROPS_LENGTH_AT(buf, topic_end)[0]
 
+
+def unit_fits_at(buf: bytes | memoryview, start: int, end: int) -> bool:
+    """:meth:`UnitRanges.fit` of one unit ``[start, end)`` of ``buf`` (at least a header long), without
+    numpy's fixed costs: whether its body, topic and properties lengths add up to exactly its size
+    (each prefix is read only once the lengths before it put it inside the unit)."""
+    body_end = start + HEADER_SIZE + _BODY_LENGTH_AT(buf, start + _BODY_LENGTH_OFFSET)[0]
+    if body_end < start + HEADER_SIZE or body_end + TOPIC_LENGTH.itemsize > end:
+        return False
+    topic_end = body_end + TOPIC_LENGTH.itemsize + _TOPIC_LENGTH_AT(buf, body_end)[0]
+    if topic_end + PROPS_LENGTH.itemsize > end:
+        return False
+    return topic_end + PROPS_LENGTH.itemsize + _PROPS_LENGTH_AT(buf, topic_end)[0] == end

@@ -50,19 +50,25 @@ def inprocess_broker(tmp_path):
     return start
 
 
+def _held(pull, conn, topic: str, offset: int, subscription: str | None = None) -> asyncio.Future:
+    return asyncio.ensure_future(pull(_wire(RemotingCommand.request(RequestCode.PULL_MESSAGE, pull_header(
+        "g", topic, 0, offset, suspend_ms=LONG_SUSPEND_MS, subscription=subscription).to_ext_fields())), conn))
+
+
+def _handlers(b: BrokerController):
+    """The send and pull handlers of ``b``, and a connection to call them with."""
+    return b.server._handlers[RequestCode.SEND_MESSAGE], b.server._handlers[RequestCode.PULL_MESSAGE], _Conn()
+
+
 def test_a_send_answers_the_held_pulls_before_its_own_response(inprocess_broker):
     async def main():
         b = await inprocess_broker()
         try:
-            send = b.server._handlers[RequestCode.SEND_MESSAGE]
-            pull = b.server._handlers[RequestCode.PULL_MESSAGE]
-            conn = _Conn()
+            send, pull, conn = _handlers(b)
             await send(_wire(RemotingCommand.request(RequestCode.SEND_MESSAGE, send_header("Order", 0).to_ext_fields(),
                                                      b"first")), conn)
             for offset in range(1, 6):
-                held = asyncio.ensure_future(pull(_wire(RemotingCommand.request(
-                    RequestCode.PULL_MESSAGE, pull_header("g", "Order", 0, offset, suspend_ms=LONG_SUSPEND_MS)
-                    .to_ext_fields())), conn))
+                held = _held(pull, conn, "Order", offset)
                 await asyncio.sleep(0.01)
                 assert not held.done() and b.hold.has_waiters("Order", 0)
                 response = await send(_wire(RemotingCommand.request(
@@ -72,6 +78,38 @@ def test_a_send_answers_the_held_pulls_before_its_own_response(inprocess_broker)
                 answer = held.result()
                 assert answer.code == ResponseCode.SUCCESS and int(answer.ext_fields["nextBeginOffset"]) == offset + 1
             assert b.hold.waiting == 0
+        finally:
+            await b.stop()
+
+    asyncio.run(main())
+
+
+def test_a_pull_woken_by_a_send_answers_what_a_read_of_the_store_answers(inprocess_broker):
+    """A held pull answers from the put that woke it (no read of the store): the same units, byte for byte,
+    and the same offsets as a pull that reads them; a pull filtering by tag is not handed another tag."""
+    async def main():
+        b = await inprocess_broker()
+        try:
+            send, pull, conn = _handlers(b)
+
+            async def stored(tags: str, body: bytes) -> None:
+                response = await send(_wire(RemotingCommand.request(
+                    RequestCode.SEND_MESSAGE, send_header("Direct", 0, tags=tags).to_ext_fields(), body)), conn)
+                assert response.code == ResponseCode.SUCCESS
+
+            await stored("A", b"first")
+            held, tagged = _held(pull, conn, "Direct", 1), _held(pull, conn, "Direct", 1, subscription="A")
+            await asyncio.sleep(0.01)
+            await stored("B", b"second")
+            woken = held.result()
+            read = await pull(_wire(RemotingCommand.request(
+                RequestCode.PULL_MESSAGE, pull_header("g", "Direct", 0, 1).to_ext_fields())), conn)
+            assert woken.code == read.code == ResponseCode.SUCCESS
+            assert woken.body == read.body and b"second" in woken.body
+            for name in ("nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"):
+                assert woken.ext_fields[name] == read.ext_fields[name], name
+            answer = await asyncio.wait_for(tagged, WOKEN_WITHIN_S)  # woken too, and reads with its filter
+            assert b"second" not in answer.body and answer.code != ResponseCode.SUCCESS
         finally:
             await b.stop()
 

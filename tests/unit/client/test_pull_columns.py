@@ -112,6 +112,24 @@ def test_magic_bytes_inside_bodies_fall_back_to_the_walk():
     assert found(body).batch().bodies == [b"xxxx" + magic + b"yy"] * 200
 
 
+@settings(max_examples=300)
+@given(pull_bodies(), st.integers(0, 1 << 16), st.integers(0, 255), st.integers(-3, 3))
+def test_small_bodies_split_one_by_one_as_the_walk_does(body, where, byte, cut):
+    """A small body (a long-polling consumer's few messages) is split unit by unit without numpy:
+    intact, torn, padded or with any byte changed, it gives the walk's units or the walk's error."""
+    bad = bytearray(body)
+    bad[where % len(bad)] = byte
+    for candidate in (body, bytes(bad), body[:cut] if cut < 0 else body + b"\x00" * cut):
+        assert len(candidate) < VECTOR_SPLIT_MIN_BYTES
+        try:
+            expected = split_pull_body(candidate).tolist()
+        except BatchBodyError:
+            with pytest.raises(BatchBodyError):
+                pull_body_starts(candidate)
+        else:
+            assert pull_body_starts(candidate).tolist() == expected
+
+
 def test_torn_or_inconsistent_bodies_raise():
     body = units("T", 0, [b"b" * 50] * 400, [{TAGS: "x"}] * 400)
     with pytest.raises(BatchBodyError):

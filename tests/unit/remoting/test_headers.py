@@ -164,6 +164,7 @@ def test_missing_required_field_names_field_and_request(cls):
         ("queueId", "1a"), ("queueId", " 1"), ("queueId", "1_000"), ("queueId", "2147483648"), ("queueId", ""),
         ("queueId", 1.5), ("queueId", True), ("queueId", None), ("queueOffset", "9223372036854775808"),
         ("queueOffset", "0x10"), ("topic", ["t"]), ("topic", {"a": 1}), ("sysFlag", "١"),
+        ("queueOffset", "9" * 5000), ("queueId", "99999999999999999999"),
     ],
 )  # fmt: skip
 def test_invalid_values_raise_header_error(field, value):
