@@ -10,8 +10,15 @@ import numpy as np
 from unit_helpers import crash, reference_java_hash
 
 from spark_mq.common.message import Message, MessageBatch
+from spark_mq.common.properties import PackedProperties
 from spark_mq.common.unit.decode import decode_message
-from spark_mq.store.dispatch import SCALAR_PASS_MESSAGES, AppendRecord, dispatch_info, scalar_dispatch_info
+from spark_mq.store.dispatch import (
+    SCALAR_PASS_MESSAGES,
+    AppendRecord,
+    dispatch_info,
+    packed_dispatch_info,
+    scalar_dispatch_info,
+)
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus
 
@@ -44,7 +51,7 @@ def _records(rng: random.Random) -> list[AppendRecord]:
     return out
 
 
-def test_scalar_pass_equals_the_vectorised_one():
+def test_scalar_pass_and_the_put_path_equal_the_vectorised_one():
     rng = random.Random(7)
     for _ in range(1500):
         records = _records(rng)
@@ -54,10 +61,15 @@ def test_scalar_pass_equals_the_vectorised_one():
         prefixes = np.repeat([reference_java_hash(r.topic + "#") for r in records], [r.sizes.size for r in records])
         want = dispatch_info(np.frombuffer(b"".join(r.data for r in records), dtype=np.uint8), starts, ends,
                              prefixes.astype(np.int64))
-        got = scalar_dispatch_info(records, lambda t: reference_java_hash(t + "#"))
-        for field in ("tag_codes", "key_rows", "key_hashes"):
-            a, b = getattr(got, field), getattr(want, field)
-            assert a.dtype == b.dtype and np.array_equal(a, b), (field, [r.data for r in records])
+        scalar = scalar_dispatch_info(records, lambda t: reference_java_hash(t + "#"))
+        # a put's pass: the property strings as put, joined, instead of the units
+        strings = [r.data[end - length:end] for r in records
+                   for end, length in zip(np.cumsum(r.sizes).tolist(), r.property_lengths.tolist(), strict=True)]
+        packed = PackedProperties.join(strings, np.concatenate([r.property_lengths for r in records]))
+        for got in (scalar, packed_dispatch_info(packed, prefixes.astype(np.int64))):
+            for field in ("tag_codes", "key_rows", "key_hashes"):
+                a, b = getattr(got, field), getattr(want, field)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (field, [r.data for r in records])
 
 
 def _keyed(i: int) -> Message:
