@@ -60,7 +60,8 @@ class CommitLog:
         """Append every message of ``batch``; units take consecutive queue offsets from
         ``queue_offset``. One encode and one memcpy per file touched."""
         sizes = unit_sizes(batch)
-        largest = int(sizes.max())
+        ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
+        largest = int(ends[-1]) if int(ends[-1]) + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageValidationError(
                 f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file: "
@@ -69,7 +70,6 @@ class CommitLog:
         phys_parts = []
         done = 0
         n = len(batch)
-        ends = np.cumsum(sizes)  # where each unit ends, counted from the batch's first byte
         start = self.files.max_offset()
         while done < n:
             try:
