@@ -15,7 +15,6 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from spark_mq.broker.processors.unserved_features import UnservedFeatures
-from spark_mq.filter.sql92 import FilterParseError
 from spark_mq.remoting.bodies import EXPRESSION_SQL92, CheckClientRequestBody, is_tag_type
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -23,6 +22,7 @@ from spark_mq.remoting.connection import Connection
 
 if TYPE_CHECKING:
     from spark_mq.filter.evaluate import Sql92Filter
+    from spark_mq.filter.sql92 import FilterParseError
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,9 @@ class Sql92Filters:
 
     def compile(self, expression: str) -> Sql92Filter | FilterParseError:
         """The filter of ``expression``, or why it does not parse (cached either way)."""
-        # lazy import: pyarrow stays out of a broker's start (and of brokers without enablePropertyFilter)
+        # lazy import: pyarrow and the SQL92 grammar stay out of a broker's start (until a SQL92 subscription)
         from spark_mq.filter.evaluate import Sql92Filter
+        from spark_mq.filter.sql92 import FilterParseError
 
         found = self._compiled.get(expression)
         if found is None:
@@ -71,6 +72,8 @@ class Sql92Filters:
         if not self.enabled or expression_type != EXPRESSION_SQL92:
             return self.unserved.refuse_subscription(cmd, group, topic, expression_type or "", peer)
         found = self.compile(expression or "")
+        from spark_mq.filter.sql92 import FilterParseError  # lazy import: loaded by compile() above
+
         if isinstance(found, FilterParseError):
             return cmd.make_response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                      f"parse the consumer's subscription [{expression}] failed: {found}")

@@ -407,6 +407,12 @@ class MessageStore:
         cq = self._queue(topic, queue_id)
         return cq.max_offset if cq else 0
 
+    def written_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next put to the queue gets, read without dispatching anything:
+        services idle until their system topic receives a message compare it (a read by queue
+        offset would make the dispatcher catch up on every poll)."""
+        return self._writes.next_offset.get((topic, queue_id), 0)
+
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
         return cq.min_offset if cq else 0

@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 DELAY_NEEDLE = f"{DELAY}\x01".encode()
 POLL_S = 0.1  # how late a due message may be delivered
 MAX_PER_PASS = 4096  # entries of one level read per pass (bounds one pass's memory)
+NEVER = 2**63 - 1  # the due time of nothing left waiting
 
 
 def delay_levels(props: JoinedProperties) -> np.ndarray:
@@ -93,6 +94,10 @@ class ScheduleService:
         self.offsets: dict[int, int] = {}  # level -> next schedule-queue offset to deliver
         self.delivered_total = 0
         self._persisted: dict[int, int] = {}
+        # what the last complete pass saw: the levels' written offsets and when the earliest entry
+        # it left falls due; while both hold, a pass has nothing to do and is skipped
+        self._seen: tuple[int, ...] | None = None
+        self._next_due_ms = NEVER
 
     @property
     def max_level(self) -> int:
@@ -128,12 +133,24 @@ class ScheduleService:
     def deliver_due(self, now_ms: int | None = None) -> int:
         """Deliver every message due at ``now_ms`` (all levels); returns how many were delivered."""
         now = int(self.clock() * 1000) if now_ms is None else now_ms
+        written = self._written()
+        self._next_due_ms = NEVER
         total = 0
         for queue_id in self.store.queue_ids(SCHEDULE_TOPIC):
             while (n := self._deliver_level(queue_id + 1, now)) > 0:
                 total += n
         self.delivered_total += total
+        self._seen = written
         return total
+
+    def _written(self) -> tuple[int, ...]:
+        return tuple(self.store.written_offset(SCHEDULE_TOPIC, q) for q in range(self.max_level))
+
+    def idle(self, now_ms: int) -> bool:
+        """True when a pass at ``now_ms`` would find nothing due: no delayed message was stored since
+        the last pass and none it left falls due yet. Costs a few dict reads; a pass makes the store
+        dispatch its backlog first (on the event loop, every poll, under any produce load)."""
+        return now_ms < self._next_due_ms and self._seen == self._written()
 
     def _deliver_level(self, level: int, now: int) -> int:
         """Deliver the next run of due entries of ``level``; returns how many entries it passed."""
@@ -144,9 +161,11 @@ class ScheduleService:
             return 0
         # RocketMQ's correctDeliverTimestamp: a due time past now + the level's delay is taken as now
         delay = int(self.delays_ms[min(queue_id, self.delays_ms.size - 1)])
-        not_due = np.flatnonzero(np.minimum(ent["tag"].astype(np.int64), now + delay) > now)
+        due = np.minimum(ent["tag"].astype(np.int64), now + delay)
+        not_due = np.flatnonzero(due > now)
         count = int(not_due[0]) if not_due.size else int(ent.size)
         if count == 0:
+            self._next_due_ms = min(self._next_due_ms, int(due[0]))
             return 0
         got = self.store.get_messages(SCHEDULE_TOPIC, queue_id, offset, count)
         if got.count:
@@ -168,7 +187,7 @@ class ScheduleService:
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                if self.deliver_due():
+                if not self.idle(int(self.clock() * 1000)) and self.deliver_due():
                     unsaved = (self.store.commitlog.max_offset(), dict(self.offsets))
                 postponed = None
             except StoreNotWritableError as e:

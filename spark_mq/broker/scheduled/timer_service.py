@@ -1,6 +1,7 @@
 """Timer messages on the way out (RocketMQ 5's ``TimerMessageStore``), master only.
 
-Each pass (every ``POLL_S``) first delivers, then enqueues:
+Each pass (every ``POLL_S``, none while no timer is pending and none arrived) first delivers, then
+enqueues:
 
 - **deliver**: every wheel slot whose time has come (``read time`` up to now, one slot per
   ``timerPrecisionMs``; after a pause the wheel is scanned for the next slot holding anything) has its
@@ -181,8 +182,20 @@ class TimerMessageService:
                                      minlength=self.lateness.size)
         self.lateness_sum_ms += int(late.sum())
 
+    def _arrived(self) -> bool:
+        """Whether timer messages were stored past the enqueue offset: read without dispatching, which a
+        read of the consume queue would make the store do first (on the event loop, every poll)."""
+        return self.store.written_offset(TIMER_TOPIC, 0) != self.queue_offset
+
+    def idle(self) -> bool:
+        """True when a pass has nothing to do: no timer in the wheel, none arrived. The read time then
+        stays behind; the next pass's delivery step moves it on to now before anything is enqueued."""
+        return self.pending == 0 and not self._arrived()
+
     def _enqueue(self, now: int) -> int:
         """Move new timer-topic entries into the log and wheel; returns how many were delivered at once."""
+        if not self._arrived():
+            return 0
         done = delivered = 0
         while done < MAX_PER_PASS:
             got = self.store.get_messages(TIMER_TOPIC, 0, self.queue_offset, READ_BATCH)
@@ -256,13 +269,16 @@ class TimerMessageService:
         last_flush = time.monotonic()
         postponed: str | None = None
         unsaved: tuple[int, dict[str, int]] | None = None  # (commitlog end of the copies, progress)
+        moved = False  # progress not yet in ``unsaved`` (an idle service makes no pass that would take it)
         while True:
             await asyncio.sleep(POLL_S)
             try:
-                before = (self.read_time_ms, self.queue_offset)
-                self.run_once()
-                if unsaved is None and (self.read_time_ms, self.queue_offset) != before:
-                    unsaved = (self.store.commitlog.max_offset(), self.progress())
+                if not self.idle():
+                    before = (self.read_time_ms, self.queue_offset)
+                    self.run_once()
+                    moved = moved or (self.read_time_ms, self.queue_offset) != before
+                if unsaved is None and moved:
+                    unsaved, moved = (self.store.commitlog.max_offset(), self.progress()), False
                 postponed = None
             except StoreNotWritableError as e:
                 if str(e) != postponed:

@@ -83,3 +83,24 @@ def test_delay_pairs_are_cut_from_many_messages_at_once(make_store, tmp_path):
         i = int(m.body[1:])
         want = {"A": str(i), "Z": "z"} if i % 2 else {}
         assert {k: v for k, v in m.properties.items() if k not in (REAL_TOPIC, REAL_QID)} == want
+
+
+def test_the_service_is_idle_until_a_delayed_message_is_stored_or_falls_due(make_store, tmp_path):
+    """Idle polls make no pass (a pass makes the store dispatch its backlog on the event loop first):
+    a plain message does not wake the service, a delayed one does, and one left waiting wakes it again
+    when it falls due, not a millisecond before."""
+    clock = FakeClock()
+    store = make_store(clock=clock, message_delay_level=LEVELS)
+    now = int(clock() * 1000)
+    service = ScheduleService(store, JsonSectionsFile(tmp_path / "d.json"), 10.0, clock=clock)
+    service.load()
+    assert not service.idle(now)  # the first pass looks at what the store recovered
+    assert service.deliver_due(now) == 0 and service.idle(now) and service.idle(now + 3_600_000)
+    put_all(store, stored_runs(_batch([{}]), 3, NO_TIMERS))
+    assert service.idle(now)
+    put_all(store, stored_runs(_batch([{"DELAY": "2"}]), 3, NO_TIMERS))
+    assert not service.idle(now)
+    assert service.deliver_due(now) == 0  # not due yet
+    assert service.idle(now + 4999) and not service.idle(now + 5000)
+    assert service.deliver_due(now + 5000) == 1 and service.idle(now + 5000) and service.idle(now + 3_600_000)
+    assert [m.body for m in read_all(store, "orders", 3)] == [b"m0", b"m0"]

@@ -117,3 +117,23 @@ def test_a_reopened_service_delivers_each_pending_timer_once(make_store, tmp_pat
     assert len(read_all(store, "orders", 2)) == 1
     again.persist()
     assert again.log.min_index == again.log.end // 64 * 64  # every full file of delivered timers deleted
+
+
+def test_the_service_is_idle_while_no_timer_is_pending_or_arrives(make_store, tmp_path):
+    """An idle service makes no pass (a pass reads the timer topic, which makes the store dispatch its
+    backlog on the event loop first); its read time stays behind meanwhile, and a timer stored after a
+    long idle spell is still delivered at its slot, not before."""
+    clock = FakeClock(1_700_000_000.0)
+    store = make_store(clock=clock)
+    now = int(clock() * 1000)
+    service = _service(store, tmp_path, clock)
+    assert service.idle()
+    put_all(store, stored_runs(_batch([{"KEYS": "plain"}]), NO_DELAY_LEVELS, LIMITS, now))
+    assert service.idle()
+    later = now + 600_000  # ten idle minutes: no pass moved the read time on
+    put_all(store, stored_runs(_batch([{"TIMER_DELAY_MS": "2000"}]), NO_DELAY_LEVELS, LIMITS, later))
+    assert not service.idle()
+    assert service.run_once(later) == 0 and service.pending == 1 and not service.idle()
+    assert service.run_once(later + 1000) == 0 and len(read_all(store, "orders", 3)) == 1
+    assert service.run_once(later + 2000) == 1 and service.idle()
+    assert [m.body for m in read_all(store, "orders", 3)] == [b"m0", b"m0"]
