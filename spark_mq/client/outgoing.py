@@ -5,10 +5,11 @@ Every message gets a UNIQ_KEY (kept if it has one) and ``WAIT=true``, as Java's 
 constructor and ``MessageClientIDSetter`` give it. A single message of at least the compress
 threshold is zlib-deflated; a batch never is (RocketMQ does not compress batches).
 
-A batch is validated and encoded with one pass of C-level calls per column (``map``, list
-comprehensions, numpy): the keys come from ``uniq_keys(n)`` in one numpy call and are appended
-to each message's encoded user properties, so a batch of plain messages costs a few hundred
-nanoseconds per message instead of a dict, a key and an object each.
+A batch is validated and encoded with one pass of C-level calls per column (``map`` with
+``attrgetter``, numpy): the keys come from ``uniq_keys(n)`` in one numpy call and are appended
+to each message's encoded user properties (a batch of plain messages has its property strings
+written side by side in one numpy buffer), so it costs well under a microsecond per message
+instead of a dict, a key and an object each.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter, eq
 
 import numpy as np
 
-from spark_mq.client.ids import uniq_key, uniq_keys
+from spark_mq.client.ids import UNIQ_KEY_LENGTH, uniq_key, uniq_keys
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.names import AUTO_CREATE_TOPIC, RETRY_GROUP_TOPIC_PREFIX, validate_topic
@@ -36,7 +39,10 @@ COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
 # what follows a batch message's own properties: its UNIQ_KEY, then WAIT (the order a dict gave)
 _KEY_HEAD = f"{UNIQ_KEY}\x01".encode()
 _KEY_TAIL = f"\x02{WAIT_STORE_MSG_OK}\x01true\x02".encode()
+_PLAIN_PROPERTIES_LENGTH = len(_KEY_HEAD) + UNIQ_KEY_LENGTH + len(_KEY_TAIL)
 _RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK})
+# a message's fields read for a whole batch by C-level maps
+_TOPIC, _BODY, _FLAG = attrgetter("topic"), attrgetter("body"), attrgetter("flag")
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
@@ -152,17 +158,17 @@ def prepare_batch(messages: Sequence[Message], max_message_size: int) -> Prepare
     messages = list(messages)
     if not messages:
         raise MessageValidationError("a batch needs at least one message")
-    if not all(isinstance(m, Message) for m in messages):
+    if set(map(type, messages)) != {Message} and not all(isinstance(m, Message) for m in messages):
         raise MessageValidationError("every element of a batch must be a spark_mq Message")
     topic = messages[0].topic
-    if any(m.topic != topic for m in messages):
+    if not all(map(eq, repeat(topic), map(_TOPIC, messages))):
         raise MessageValidationError(f"every message of a batch must have the same topic (the first is {topic})")
     check_topic(topic)
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
         raise MessageValidationError(f"retry topic {topic} is not supported in a batch")
 
-    bodies = [m.body for m in messages]
-    if not all(type(b) is bytes for b in bodies):
+    bodies = list(map(_BODY, messages))
+    if set(map(type, bodies)) != {bytes}:
         for b in bodies:
             error = _body_error(b, topic, max_message_size)
             if error is not None:
@@ -172,12 +178,11 @@ def prepare_batch(messages: Sequence[Message], max_message_size: int) -> Prepare
     if int(body_lengths.min()) == 0 or int(body_lengths.max()) > max_message_size:
         i = int(np.flatnonzero((body_lengths == 0) | (body_lengths > max_message_size))[0])
         raise _body_error(bodies[i], topic, max_message_size)  # type: ignore[misc]  # not None: it failed
-    flags = np.fromiter((m.flag for m in messages), dtype=np.int64, count=len(messages))
-    if flags.size and (int(flags.min()) < INT32_MIN or int(flags.max()) > INT32_MAX):
+    flags = np.fromiter(map(_FLAG, messages), dtype=np.int64, count=len(messages))
+    if int(flags.min()) < INT32_MIN or int(flags.max()) > INT32_MAX:
         _check_flag(int(flags[(flags < INT32_MIN) | (flags > INT32_MAX)][0]))
 
-    properties, keys = _batch_properties(messages)
-    property_lengths = np.fromiter(map(len, properties), dtype=np.int64, count=len(properties))
+    properties, keys, property_lengths = _batch_properties(messages)
     if int(property_lengths.max()) > MAX_PROPERTIES_LENGTH:
         i = int(np.argmax(property_lengths > MAX_PROPERTIES_LENGTH))
         raise MessageValidationError(f"message {i} properties are {int(property_lengths[i])} bytes encoded, over "
@@ -186,18 +191,28 @@ def prepare_batch(messages: Sequence[Message], max_message_size: int) -> Prepare
                          MIN_RECORD_SIZE + body_lengths + property_lengths, keys)
 
 
-def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]]:
-    """Each message's encoded properties, ending with a fresh UNIQ_KEY and WAIT=true, and its key.
+def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes], np.ndarray]:
+    """Each message's encoded properties, ending with a fresh UNIQ_KEY and WAIT=true, its key, and
+    the properties' lengths.
 
-    A message without tags, keys or properties (the common case) costs one concatenation; one
-    that already names UNIQ_KEY or WAIT keeps its own values (``setdefault``, as ``prepare``).
+    When no message has tags, keys, properties, a delay or a deliver time (the common case), the
+    strings are written side by side into one numpy buffer, the fresh keys copied in as a column;
+    otherwise a plain message costs one concatenation, and one that already names UNIQ_KEY or WAIT
+    keeps its own values (``setdefault``, as ``prepare``).
     """
-    keys = uniq_keys(len(messages)).tolist()
-    if not any(m.properties or m.tags or m.keys or m.delay_level for m in messages):
-        return [_KEY_HEAD + k + _KEY_TAIL for k in keys], keys
+    n = len(messages)
+    fresh = uniq_keys(n)
+    if not any(m.properties or m.tags or m.keys or m.delay_level or m.deliver_time_ms for m in messages):
+        raw = np.empty((n, _PLAIN_PROPERTIES_LENGTH), dtype=np.uint8)
+        raw[:] = np.frombuffer(_KEY_HEAD + bytes(UNIQ_KEY_LENGTH) + _KEY_TAIL, dtype=np.uint8)
+        raw[:, len(_KEY_HEAD) : len(_KEY_HEAD) + UNIQ_KEY_LENGTH] = fresh.view(np.uint8).reshape(n, UNIQ_KEY_LENGTH)
+        # an S item drops trailing NULs: these end with _KEY_TAIL's separator
+        return (raw.view(f"S{_PLAIN_PROPERTIES_LENGTH}").reshape(n).tolist(), fresh.tolist(),
+                np.full(n, _PLAIN_PROPERTIES_LENGTH, dtype=np.int64))
+    keys = fresh.tolist()
     out = []
     for i, (m, key) in enumerate(zip(messages, keys, strict=True)):
-        if not (m.properties or m.tags or m.keys or m.delay_level):
+        if not (m.properties or m.tags or m.keys or m.delay_level or m.deliver_time_ms):
             out.append(_KEY_HEAD + key + _KEY_TAIL)
             continue
         props = m.all_properties()
@@ -207,4 +222,4 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
         keys[i] = props.setdefault(UNIQ_KEY, key.decode()).encode()
         props.setdefault(WAIT_STORE_MSG_OK, "true")
         out.append(encode_properties_checked(props))
-    return out, keys
+    return out, keys, np.fromiter(map(len, out), dtype=np.int64, count=n)

@@ -22,6 +22,15 @@ def offset_msg_ids(store_host: bytes, physical_offsets: np.ndarray) -> np.ndarra
     return _HEX[raw].view("S32").reshape(n)
 
 
+def joined_offset_msg_ids(store_host: bytes, physical_offsets: np.ndarray) -> str:
+    """``offset_msg_ids`` joined by commas, as a batch send's response names its messages: written
+    into one buffer, not a string per message then joined (2,048 ids are 67 KB)."""
+    n = physical_offsets.size
+    out = np.full((n, 33), ord(","), dtype=np.uint8)
+    out[:, :32] = offset_msg_ids(store_host, physical_offsets).view(np.uint8).reshape(n, 32)
+    return out.tobytes()[:-1].decode("ascii")
+
+
 def offset_msg_id(store_host: bytes, physical_offset: int) -> str:
     return (store_host + physical_offset.to_bytes(8, "big")).hex().upper()
 

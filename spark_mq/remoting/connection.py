@@ -60,7 +60,7 @@ from spark_mq.common.errors import (
 )
 from spark_mq.common.log_limit import LogLimiter
 from spark_mq.common.tls import CLIENT_CERT_REFUSED
-from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, encode
+from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, FrameDecoder, frame_pieces
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand
 from spark_mq.remoting.signature import Credentials
@@ -285,7 +285,8 @@ class Connection:
         if self._writer.is_closing():
             self.close(ConnectionResetError("socket is closing" + self._tls_hint()))
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
-        self._writer.write(encode(cmd))
+        for piece in frame_pieces(cmd):
+            self._writer.write(piece)
 
     def _take_slot_now(self) -> bool:
         """Take an in-flight slot if one is free and nobody waits for one."""

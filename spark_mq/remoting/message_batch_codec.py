@@ -31,6 +31,7 @@ from itertools import chain
 
 import numpy as np
 
+from spark_mq.common.buffers import at_every_byte, gather_records
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.properties import MAX_PROPERTIES_LENGTH
@@ -38,6 +39,7 @@ from spark_mq.common.unit.chain import walk_units
 from spark_mq.common.unit.layout import MIN_UNIT_SIZE
 
 RECORD_HEAD = struct.Struct(">iiiii")  # total size, magic, body crc, flag, body length
+RECORD_SIZE = struct.Struct(">i")  # a record's first field: its total size
 RECORD_HEAD_SIZE = RECORD_HEAD.size  # 20
 PROPS_LEN = struct.Struct(">h")
 MIN_RECORD_SIZE = RECORD_HEAD_SIZE + PROPS_LEN.size  # empty body, no properties
@@ -45,6 +47,7 @@ MIN_RECORD_SIZE = RECORD_HEAD_SIZE + PROPS_LEN.size  # empty body, no properties
 _HEAD_DTYPE = np.dtype(
     [("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("flag", ">i4"), ("body_length", ">i4")]
 )
+_PROPS_LEN_DTYPE = np.dtype(">i2")
 
 
 def decode_batch_body(
@@ -56,45 +59,85 @@ def decode_batch_body(
     reconsume_times: int = 0,
     born_host: bytes | None = None,
 ) -> MessageBatch:
-    """The messages of a SEND_BATCH_MESSAGE body as one columnar batch for ``topic``/``queue_id``."""
-    data = bytes(body)
+    """The messages of a SEND_BATCH_MESSAGE body as one columnar batch for ``topic``/``queue_id``.
+
+    Only the TOTALSIZE chain is followed record by record (not even that when every record has the
+    first one's size, as a batch of equal bodies does); every other field is read and checked with
+    numpy at all record starts at once, and the bodies and properties are sliced in two comprehensions."""
+    data = body if type(body) is bytes else bytes(body)
     n = len(data)
     if n == 0:
         raise BatchBodyError(0, "a batch body holds no message")
-    unpack_head = RECORD_HEAD.unpack_from
-    unpack_props = PROPS_LEN.unpack_from
-    bodies: list[bytes] = []
-    props: list[bytes] = []
-    flags: list[int] = []
-    pos = 0
-    while pos < n:
-        if pos + MIN_RECORD_SIZE > n:
-            raise BatchBodyError(pos, f"{n - pos} bytes left, a record needs at least {MIN_RECORD_SIZE}")
-        total, _magic, _crc, flag, body_len = unpack_head(data, pos)
-        if body_len < 0 or total < MIN_RECORD_SIZE + body_len:
-            raise BatchBodyError(pos, f"record size {total} and body length {body_len} are inconsistent")
-        if total > n - pos:
-            raise BatchBodyError(pos, f"record of {total} bytes runs past the body's end ({n - pos} bytes left)")
-        body_end = pos + RECORD_HEAD_SIZE + body_len
-        (props_len,) = unpack_props(data, body_end)
-        if props_len < 0 or total != MIN_RECORD_SIZE + body_len + props_len:
-            raise BatchBodyError(pos, f"record size {total} != 22 + body {body_len} + properties {props_len} bytes")
-        bodies.append(data[pos + RECORD_HEAD_SIZE : body_end])
-        props.append(data[body_end + 2 : pos + total])
-        flags.append(flag)
-        pos += total
-    count = len(bodies)
-    return MessageBatch(
+    starts, stop = _record_starts(data)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    head = gather_records(buf, starts, _HEAD_DTYPE)
+    total = head["total_size"].astype(np.int64)
+    body_len = head["body_length"].astype(np.int64)
+    body_start = starts + RECORD_HEAD_SIZE
+    body_end = body_start + body_len
+    fits = (body_len >= 0) & (total >= MIN_RECORD_SIZE + body_len)  # its properties length lies inside it
+    props_len = at_every_byte(buf, _PROPS_LEN_DTYPE)[np.where(fits, body_end, starts)].astype(np.int64)
+    bad = np.flatnonzero(~(fits & (props_len >= 0) & (total == MIN_RECORD_SIZE + body_len + props_len)))
+    if bad.size:
+        raise _record_error(data, int(starts[bad[0]]))
+    if stop < n:
+        raise _record_error(data, stop)
+    count = int(starts.size)
+    batch = MessageBatch(
         topic=topic,
         queue_id=queue_id,
-        bodies=bodies,
-        properties=props,
-        flags=np.array(flags, dtype=np.int32),
+        bodies=[data[a:b] for a, b in zip(body_start.tolist(), body_end.tolist(), strict=True)],
+        properties=[data[a:b] for a, b in zip((body_end + PROPS_LEN.size).tolist(), (starts + total).tolist(),
+                                               strict=True)],
+        flags=head["flag"].astype(np.int32),
         born_timestamps=np.full(count, born_timestamp, dtype=np.int64),
         sys_flags=np.full(count, sys_flag, dtype=np.int32),
         reconsume_times=np.full(count, reconsume_times, dtype=np.int32),
         born_host=born_host or pack_host("127.0.0.1", 0),
     )
+    # the lengths are known here: the store need not measure every body and property string again
+    batch.body_lengths, batch.property_lengths = body_len, props_len
+    return batch
+
+
+def _record_starts(data: bytes) -> tuple[np.ndarray, int]:
+    """Starts (int64) of the records the TOTALSIZE chain leads through, each at least a minimal record
+    and inside ``data``, and where the chain stops (``len(data)`` when it covers it all).
+
+    When the first record's size divides the body and every record at that stride has it (a strided
+    view, no copy), the chain is that stride; otherwise one Python step per record."""
+    n = len(data)
+    first = RECORD_SIZE.unpack_from(data)[0] if n >= MIN_RECORD_SIZE else 0
+    if first >= MIN_RECORD_SIZE and n % first == 0:
+        sizes = np.ndarray((n // first,), dtype=">i4", buffer=data, strides=(first,))
+        if (sizes == first).all():
+            return np.arange(0, n, first, dtype=np.int64), n
+    unpack = RECORD_SIZE.unpack_from
+    found: list[int] = []
+    append = found.append
+    pos = 0
+    while pos <= n - MIN_RECORD_SIZE:
+        (total,) = unpack(data, pos)
+        if total < MIN_RECORD_SIZE or total > n - pos:
+            break
+        append(pos)
+        pos += total
+    return np.array(found, dtype=np.int64), pos
+
+
+def _record_error(data: bytes, pos: int) -> BatchBodyError:
+    """What is wrong with the record at ``pos``, known to be wrong: the checks in the order a reader
+    meets them, so the message names the first thing that does not add up."""
+    n = len(data)
+    if pos + MIN_RECORD_SIZE > n:
+        return BatchBodyError(pos, f"{n - pos} bytes left, a record needs at least {MIN_RECORD_SIZE}")
+    total, _magic, _crc, _flag, body_len = RECORD_HEAD.unpack_from(data, pos)
+    if body_len < 0 or total < MIN_RECORD_SIZE + body_len:
+        return BatchBodyError(pos, f"record size {total} and body length {body_len} are inconsistent")
+    if total > n - pos:
+        return BatchBodyError(pos, f"record of {total} bytes runs past the body's end ({n - pos} bytes left)")
+    (props_len,) = PROPS_LEN.unpack_from(data, pos + RECORD_HEAD_SIZE + body_len)
+    return BatchBodyError(pos, f"record size {total} != 22 + body {body_len} + properties {props_len} bytes")
 
 
 def encode_batch_body(batch: MessageBatch) -> bytes:

@@ -36,6 +36,7 @@ from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch, pack_host
+from spark_mq.common.message_id import joined_offset_msg_ids
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
 from spark_mq.common.perm import PERM_WRITE
 from spark_mq.common.properties import JoinedProperties
@@ -139,7 +140,7 @@ class SendProcessor:
         if outcome.result is None:
             return cmd.make_response(outcome.code, outcome.remark)
         return cmd.make_response(outcome.code, ext_fields={
-            "msgId": ",".join(outcome.result.msg_ids()),
+            "msgId": joined_offset_msg_ids(outcome.result.store_host, outcome.result.physical_offsets),
             "queueId": outcome.queue_id,
             "queueOffset": outcome.result.queue_offset,
         })

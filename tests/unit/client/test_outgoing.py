@@ -9,7 +9,7 @@ from spark_mq.client.ids import UNIQ_KEY_LENGTH, parse_uniq_key
 from spark_mq.client.outgoing import PreparedBatch, prepare, prepare_batch
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import Message
-from spark_mq.common.properties import UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties
+from spark_mq.common.properties import TIMER_DELIVER_MS, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE, decode_batch_body, encode_batch_body
 
 MAX = 4 * 1024 * 1024
@@ -52,6 +52,13 @@ def test_properties_tags_keys_flags_and_an_own_uniq_key_are_kept():
     assert props[2] == {UNIQ_KEY: "MINE", WAIT_STORE_MSG_OK: "false"}
     assert props[3]["KEYS"] == "solo"
     assert batch.msg_id.split(",") == [p[UNIQ_KEY] for p in props]
+
+
+def test_a_deliver_time_alone_is_encoded():
+    # a batch whose only property is a timer's deliver time is not a batch of plain messages
+    wire = _wire(prepare_batch([Message("T", b"a", deliver_time_ms=1_900_000_000_000), Message("T", b"b")], MAX))
+    assert wire[0][1][TIMER_DELIVER_MS] == "1900000000000"
+    assert TIMER_DELIVER_MS not in wire[1][1]
 
 
 def test_split_keeps_order_and_every_group_within_the_limit():

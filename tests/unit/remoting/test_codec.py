@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_mq.common.errors import FrameError
-from spark_mq.remoting.codec import FrameDecoder, decode_frame, encode
+from spark_mq.remoting.codec import SEPARATE_BODY_BYTES, FrameDecoder, decode_frame, encode, frame_pieces
 from spark_mq.remoting.command import LanguageCode, RemotingCommand, SerializeType
 
 text = st.text(max_size=40)
@@ -159,3 +159,16 @@ def test_make_response_copies_opaque_and_serialize_type():
     assert (resp.opaque, resp.serialize_type, resp.ext_fields) == (req.opaque, SerializeType.ROCKETMQ, {"x": "1"})
     assert RemotingCommand.request(1, oneway=True).is_oneway
     assert RemotingCommand(code=1).opaque != RemotingCommand(code=1).opaque
+
+
+@pytest.mark.parametrize("size", [0, 100, SEPARATE_BODY_BYTES - 1, SEPARATE_BODY_BYTES, 3 * SEPARATE_BODY_BYTES])
+def test_a_large_body_is_written_as_it_is_behind_its_header(size):
+    body = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    cmd = RemotingCommand(code=320, ext_fields={"topic": "T"}, body=body)
+    pieces = frame_pieces(cmd)
+    assert b"".join(pieces) == encode(cmd)
+    assert decode_frame(encode(cmd)[4:]).body == body
+    if size >= SEPARATE_BODY_BYTES:
+        assert len(pieces) == 2 and pieces[1] is body  # not copied
+    else:
+        assert len(pieces) == 1

@@ -157,3 +157,51 @@ def test_fuzzed_pull_bodies_only_raise_the_typed_error(data):
         assert isinstance(e, BodyError)
         return
     assert starts.size == 0 or int(starts[0]) == 0
+
+
+def model_decode(body: bytes) -> tuple[list[bytes], list[bytes], list[int]] | tuple[int, str]:
+    """One record at a time, every check in reading order: (bodies, properties, flags), or the
+    (offset, message) of the first thing wrong."""
+    pos, out = 0, ([], [], [])
+    while pos < len(body):
+        if pos + 22 > len(body):
+            return pos, f"{len(body) - pos} bytes left, a record needs at least 22"
+        total, _, _, flag, body_len = struct.unpack_from(">iiiii", body, pos)
+        if body_len < 0 or total < 22 + body_len:
+            return pos, f"record size {total} and body length {body_len} are inconsistent"
+        if total > len(body) - pos:
+            return pos, f"record of {total} bytes runs past the body's end ({len(body) - pos} bytes left)"
+        (props_len,) = struct.unpack_from(">h", body, pos + 20 + body_len)
+        if props_len < 0 or total != 22 + body_len + props_len:
+            return pos, f"record size {total} != 22 + body {body_len} + properties {props_len} bytes"
+        out[0].append(body[pos + 20 : pos + 20 + body_len])
+        out[1].append(body[pos + 22 + body_len : pos + total])
+        out[2].append(flag)
+        pos += total
+    return out
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(st.tuples(st.binary(max_size=40), st.binary(max_size=20)), min_size=1, max_size=8),
+    st.booleans(), st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4), st.binary(max_size=30),
+)  # fmt: skip
+def test_decode_matches_a_record_by_record_model(messages, equal, noise, tail):
+    """Equal records take the strided path, unequal ones the step per record; damaged bodies fail at the
+    same byte with the same reason as a reader checking one record at a time."""
+    if equal:
+        messages = [messages[0]] * len(messages)
+    raw = bytearray(b"".join(java_encode_message(b, p, flag=i) for i, (b, p) in enumerate(messages)))
+    for at, value in noise:
+        raw[at % len(raw)] = value
+    for body in (bytes(raw), bytes(raw) + tail):
+        expected = model_decode(body)
+        if isinstance(expected[0], int):
+            with pytest.raises(BatchBodyError) as e:
+                decode_batch_body(body, "t", 0, 0)
+            assert (e.value.offset, str(e.value).split(": ", 1)[-1]) == expected
+            continue
+        batch = decode_batch_body(body, "t", 0, 0)
+        assert (batch.bodies, batch.properties, batch.flags.tolist()) == expected
+        assert batch.body_lengths.tolist() == [len(b) for b in expected[0]]
+        assert batch.property_lengths.tolist() == [len(p) for p in expected[1]]
