@@ -36,6 +36,9 @@ def split_ranges(
     present = np.flatnonzero(starts >= 0)
     s, e = starts[present], ends[present]
     cuts, _ = positions_in_ranges(buf, s, e, sep)
+    if not cuts.size:  # no separator (one key per message, say): the non-empty ranges are the tokens
+        keep = e > s
+        return present[keep], s[keep], e[keep]
     tok_start = np.sort(np.concatenate((s, cuts + 1)))
     tok_end = np.sort(np.concatenate((cuts, e)))
     keep = tok_end > tok_start

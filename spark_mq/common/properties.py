@@ -9,11 +9,13 @@ messages by searching their property bytes only (the SQL92 filter's hot path); a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
+from spark_mq.common.buffers import at_every_byte
 from spark_mq.common.byte_ranges import gather_ranges, positions_in_ranges
 from spark_mq.common.errors import MessageValidationError
 
@@ -21,6 +23,7 @@ NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 _NV = ord(NAME_VALUE_SEPARATOR)
 _PS = ord(PROPERTY_SEPARATOR)
+_PS_BYTES = PROPERTY_SEPARATOR.encode()
 
 # MessageConst names we act on
 KEYS = "KEYS"
@@ -174,10 +177,24 @@ class PackedProperties:
         else:  # strings back to back with nothing between: the separators inserted (slower)
             data = np.insert(gather_ranges(buf, starts, lengths), offsets, _PS)
         data[part_starts] = _PS
+        return cls._of(data, part_starts)
+
+    @classmethod
+    def join(cls, strings: Iterable[bytes], lengths: np.ndarray) -> PackedProperties:
+        """Property strings held as bytes objects (a put's batches), whose ``lengths`` are known,
+        packed with one join: no gather from a buffer of whole units."""
+        data = np.frombuffer(_PS_BYTES.join(chain((b"",), strings)), dtype=np.uint8)
+        part_starts = np.cumsum(lengths + 1)
+        part_starts -= lengths + 1
+        return cls._of(data, part_starts)
+
+    @classmethod
+    def _of(cls, data: np.ndarray, part_starts: np.ndarray) -> PackedProperties:
+        """``data`` packed, each message's part beginning at ``part_starts`` (its leading separator)."""
         first = np.zeros(data.size, dtype=bool)
         first[part_starts] = True
         separators = np.flatnonzero(data == _PS)
-        return cls(data, separators, np.cumsum(first[separators]) - 1, int(lengths.size))
+        return cls(data, separators, np.cumsum(first[separators]) - 1, int(part_starts.size))
 
     def find(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """Value ranges (in :attr:`data`) of property ``name`` per message; ``start == -1`` where absent, the
@@ -186,10 +203,10 @@ class PackedProperties:
                             dtype=np.uint8)
         begins = np.full(self.rows, -1, dtype=np.int64)
         ends = np.full(self.rows, -1, dtype=np.int64)
-        # a match starts at a separator: narrow those down one byte of the key at a time
-        at = np.flatnonzero(self.separators <= self.data.size - key.size)
-        for j in range(1, key.size):
-            at = at[self.data[self.separators[at] + j] == key[j]]
+        # a match starts at a separator: the key's width of bytes at each compared as one opaque item
+        room = int(np.searchsorted(self.separators, self.data.size - key.size, side="right"))
+        windows = at_every_byte(self.data, f"V{key.size}")[self.separators[:room]]
+        at = np.flatnonzero(windows == np.void(key.tobytes()))
         # the value runs to the next separator (the next pair's, or the next message's), else to the end
         following = np.append(self.separators, self.data.size)
         begins[self.separator_rows[at]] = self.separators[at] + key.size  # ascending: a later duplicate wins

@@ -34,7 +34,6 @@ class AppendResult:
     physical_offsets: np.ndarray  # int64, start of each unit
     sizes: np.ndarray  # int64, size of each unit
     end_offset: int  # commitlog offset just past the last unit
-    data: bytes  # the units back to back, as written (blank tails excluded)
 
 
 class CommitLog:
@@ -61,14 +60,14 @@ class CommitLog:
         """Append every message of ``batch``; units take consecutive queue offsets from
         ``queue_offset``. One encode and one memcpy per file touched."""
         sizes = unit_sizes(batch)
-        largest = int(sizes.max())
+        ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
+        largest = int(ends[-1]) if int(ends[-1]) + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageValidationError(
                 f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file: "
                 "shorten its body or properties, or raise mapedFileSizeCommitLog"
             )
         phys_parts = []
-        data_parts = []
         done = 0
         n = len(batch)
         start = self.files.max_offset()
@@ -79,26 +78,23 @@ class CommitLog:
                 self.files.truncate(start)  # the units written so far never happened
                 raise
             room = mf.remaining - END_FILE_MIN_BLANK_LENGTH
-            rest = sizes[done:]
-            if rest.size == 1:
-                fit = 1 if int(rest[0]) <= room else 0
+            written = int(ends[done - 1]) if done else 0
+            if int(ends[-1]) - written <= room:  # the rest fits this file: the usual case
+                fit = n - done
             else:
-                fit = int(np.searchsorted(np.cumsum(rest), room, side="right"))
+                fit = int(np.searchsorted(ends[done:], written + room, side="right"))
             if fit == 0:
                 mf.close_tail(blank_unit(mf.remaining))
                 continue
             part = batch if (done == 0 and fit == n) else batch.slice(done, done + fit)
             encoded = encode_batch(
-                part, mf.end_offset, queue_offset + done, store_timestamp, store_host, sizes=rest[:fit]
+                part, mf.end_offset, queue_offset + done, store_timestamp, store_host, sizes=sizes[done:done + fit]
             )
             mf.append(encoded.data)
             phys_parts.append(encoded.physical_offsets)
-            data_parts.append(encoded.data)
             done += fit
-        if len(phys_parts) == 1:
-            return AppendResult(phys_parts[0], sizes, int(phys_parts[0][-1] + sizes[-1]), data_parts[0])
-        phys = np.concatenate(phys_parts)
-        return AppendResult(phys, sizes, int(phys[-1] + sizes[-1]), b"".join(data_parts))
+        phys = phys_parts[0] if len(phys_parts) == 1 else np.concatenate(phys_parts)
+        return AppendResult(phys, sizes, int(phys[-1] + sizes[-1]))
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Copy a master's commitlog bytes to the same offset here (a slave): ``offset`` must be

@@ -40,6 +40,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -54,6 +55,8 @@ from spark_mq.common.properties import (
     PROPERTY_SEPARATOR,
     TAGS,
     UNIQ_KEY,
+    PackedProperties,
+    PropertyScan,
     scan_properties,
 )
 from spark_mq.store.consume_queue import ConsumeQueue
@@ -76,17 +79,27 @@ QueueFor = Callable[[str, int], ConsumeQueue]
 
 @dataclass(frozen=True)
 class AppendRecord:
-    """What one append wrote: consecutive queue offsets from ``queue_offset``; ``data`` is the
-    units as encoded, whose property strings end each unit."""
+    """What one append wrote: consecutive queue offsets from ``queue_offset``. Its property strings
+    are either ``properties`` (a put has them in hand) or the last ``property_lengths`` bytes of each
+    unit of ``data`` (units read back from the commitlog: a slave's)."""
 
     topic: str
     queue_id: int
     queue_offset: int
     physical_offsets: np.ndarray
     sizes: np.ndarray
-    data: bytes
+    data: bytes | None  # the units back to back, or None when ``properties`` are given
     property_lengths: np.ndarray
     store_timestamp: int
+    properties: list[bytes] | None = None
+
+    def property_strings(self) -> list[bytes]:
+        """Every message's property string (sliced out of ``data`` when not given)."""
+        if self.properties is not None:
+            return self.properties
+        assert self.data is not None
+        ends = np.cumsum(self.sizes)
+        return list(map(self.data.__getitem__, map(slice, (ends - self.property_lengths).tolist(), ends.tolist())))
 
     @property
     def end_offset(self) -> int:
@@ -112,18 +125,29 @@ def dispatch_info(
 
     ``topic_prefix_hashes`` is ``hash(topic + "#")``, one for all or one per message.
     """
-    scan = scan_properties(buf, props_start, props_end)
-    tag_s, tag_e = scan.find(TAGS)
+    return _dispatch_info(buf, scan_properties(buf, props_start, props_end), topic_prefix_hashes, with_keys)
+
+
+def packed_dispatch_info(packed: PackedProperties, topic_prefix_hashes: int | np.ndarray) -> DispatchInfo:
+    """``dispatch_info`` of property strings packed from a put's batches (no units to scan)."""
+    return _dispatch_info(packed.data, packed, topic_prefix_hashes, True)
+
+
+def _dispatch_info(
+    buf: np.ndarray, found: PropertyScan | PackedProperties, topic_prefix_hashes: int | np.ndarray, with_keys: bool
+) -> DispatchInfo:
+    """``dispatch_info`` with the properties located in ``buf`` (``found.find`` gives value ranges of it)."""
+    tag_s, tag_e = found.find(TAGS)
     has_tag = np.flatnonzero(tag_s >= 0)
-    tag_codes = np.zeros(props_start.size, dtype=np.int64)
+    tag_codes = np.zeros(found.rows, dtype=np.int64)
     if has_tag.size:
         tag_codes[has_tag] = java_hashes(buf, tag_s[has_tag], tag_e[has_tag]).astype(np.int64)
     if not with_keys:
         none = np.zeros(0, dtype=np.int64)
         return DispatchInfo(tag_codes, none, none.astype(np.int32))
 
-    uniq_s, uniq_e = scan.find(UNIQ_KEY)
-    keys_s, keys_e = scan.find(KEYS)
+    uniq_s, uniq_e = found.find(UNIQ_KEY)
+    keys_s, keys_e = found.find(KEYS)
     k_rows, k_start, k_end = split_ranges(buf, keys_s, keys_e, _SPACE)
     has_uniq = np.flatnonzero((uniq_s >= 0) & (uniq_e > uniq_s))
     rows = np.concatenate((has_uniq, k_rows))
@@ -146,12 +170,9 @@ def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str],
     row = 0
     for r in records:
         prefix = prefix_of(r.topic)
-        data = r.data
-        end = 0
-        for size, plen in zip(r.sizes.tolist(), r.property_lengths.tolist(), strict=True):
-            end += size
+        for string in r.property_strings():
             props: dict[bytes, bytes] = {}
-            for item in data[end - plen : end].split(_PS):
+            for item in string.split(_PS):
                 name, sep, value = item.partition(_NV)
                 if sep and name:
                     props[name] = value
@@ -180,6 +201,37 @@ class QueueRun:
     queue_id: int
     queue_offset: int
     rows: slice | np.ndarray
+
+
+def queue_runs(records: list[AppendRecord], counts: list[int], bounds: list[int]) -> list[QueueRun]:
+    """The rows of a pass's ``records`` (``counts`` messages each, from row ``bounds[i]``) as one run
+    per topic queue: a record continuing an earlier one's queue offsets joins its run. Why: a pass
+    holds the puts of a few queues in turn, and one consume-queue write per queue costs far less
+    than one per put (a few numpy calls each). Runs are in order of their first row, so a queue's
+    runs (split only where its offsets jump) are written in offset order."""
+    run_of: dict[tuple[str, int], int] = {}
+    firsts: list[AppendRecord] = []
+    next_offset: list[int] = []
+    sizes: list[int] = []
+    ids: list[int] = []
+    for r, count in zip(records, counts, strict=True):
+        key = (r.topic, r.queue_id)
+        run = run_of.get(key)
+        if run is None or next_offset[run] != r.queue_offset:
+            run = run_of[key] = len(firsts)
+            firsts.append(r)
+            next_offset.append(r.queue_offset)
+            sizes.append(0)
+        next_offset[run] += count
+        sizes[run] += count
+        ids.append(run)
+    if len(firsts) == len(records):  # no record joined another: each is a slice of the pass
+        return [QueueRun(r.topic, r.queue_id, r.queue_offset, slice(bounds[i], bounds[i + 1]))
+                for i, r in enumerate(records)]
+    rows = np.argsort(np.repeat(np.array(ids, dtype=np.int64), counts), kind="stable")  # each run's rows together
+    ends = np.cumsum(sizes).tolist()
+    return [QueueRun(r.topic, r.queue_id, r.queue_offset, rows[end - size:end])
+            for r, size, end in zip(firsts, sizes, ends, strict=True)]
 
 
 def build_entries(
@@ -349,14 +401,19 @@ class Dispatcher:
             info = scalar_dispatch_info(records, self._prefix)
         else:
             self._flush_index()  # index entries go in commitlog order
-            buf = np.frombuffer(b"".join([r.data for r in records]), dtype=np.uint8)
-            unit_ends = np.cumsum(sizes)  # properties are the last bytes of every unit
-            props_start = unit_ends - np.concatenate([r.property_lengths for r in records])
-            prefix = np.repeat(np.fromiter((self._prefix(r.topic) for r in records), dtype=np.int64), counts)
-            info = dispatch_info(buf, props_start, unit_ends, prefix)
+            prop_lengths = np.concatenate([r.property_lengths for r in records])
+            prefixes = [self._prefix(r.topic) for r in records]
+            prefix = prefixes[0] if len(set(prefixes)) == 1 else np.repeat(np.array(prefixes, np.int64), counts)
+            units = [r.data for r in records if r.data is not None]
+            if len(units) == len(records):  # units read back (a slave's): scan them
+                buf = np.frombuffer(b"".join(units), dtype=np.uint8)
+                unit_ends = np.cumsum(sizes)  # properties are the last bytes of every unit
+                info = dispatch_info(buf, unit_ends - prop_lengths, unit_ends, prefix)
+            else:  # a put's (or puts after a slave's, once promoted): join the strings, no units to scan
+                strings = chain.from_iterable(r.property_strings() for r in records)
+                info = packed_dispatch_info(PackedProperties.join(strings, prop_lengths), prefix)
         ts = np.repeat(np.fromiter((r.store_timestamp for r in records), dtype=np.int64), counts)
-        runs = [QueueRun(r.topic, r.queue_id, r.queue_offset, slice(bounds[i], bounds[i + 1]))
-                for i, r in enumerate(records)]
+        runs = queue_runs(records, counts, bounds)
         defer = small and self._index is not None and info.key_rows.size > 0
         build_entries(runs, phys, sizes, ts, info, self._queue_for, None if defer else self._index,
                       delays_ms=self._delays_ms)

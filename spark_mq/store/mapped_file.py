@@ -23,6 +23,9 @@ from spark_mq.store.disk_space import allocate, is_allocated
 log = logging.getLogger(__name__)
 
 FILE_NAME_DIGITS = 20
+# bytes past an append's end made resident by writing zeros there (see ``MappedFile._warm``)
+WARM_AHEAD = 1 << 20
+_ZEROS = memoryview(bytes(WARM_AHEAD))
 
 
 def file_name(offset: int) -> str:
@@ -77,6 +80,7 @@ class MappedFile:
         self.mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
+        self._warm_end = 0  # zeros were written up to here (see _warm)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -99,9 +103,28 @@ class MappedFile:
         end = pos + len(data)
         if end > self.size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos} of {self.size}")
+        if end > self._warm_end:
+            self._warm(end)
         self._mm[pos:end] = data
         self.wrote_position = end
         return pos
+
+    def _warm(self, end: int) -> None:
+        """Write zeros (what the bytes past the wrote position hold already) from there to
+        ``WARM_AHEAD`` past ``end``, with ``pwrite``. Why: the first store into each page of the
+        mapping faults, and on an allocated but unwritten extent each fault converts its block on
+        its own (measured: half the CPU and wall time of appending 100-byte messages); one write
+        of a MiB does it for 256 pages, without the GIL. Best effort: the copy into the mapping
+        follows either way."""
+        pos = max(self._warm_end, self.wrote_position)
+        stop = min(self.size, end + WARM_AHEAD)
+        try:
+            while pos < stop:
+                pos += os.pwrite(self._fd, _ZEROS[: min(WARM_AHEAD, stop - pos)], pos)
+        except OSError as e:
+            log.debug("%s: no zeros written ahead at %d (%s): pages fault in one at a time", self.path.name, pos, e)
+            stop = self.size
+        self._warm_end = stop
 
     def close_tail(self, marker: bytes) -> None:
         """Write ``marker`` at the wrote position and count the rest of the file as used."""

@@ -317,7 +317,7 @@ class MessageStore:
                 raise
             self._dispatcher.enqueue(
                 AppendRecord(batch.topic, batch.queue_id, queue_offset, res.physical_offsets, res.sizes,
-                             res.data, batch.property_lengths, now)
+                             None, batch.property_lengths, now, list(batch.properties))
             )
             self._writes.appended(key, queue_offset, len(batch), now)
         if self._dispatcher.backlog >= DISPATCH_BACKLOG:

@@ -9,14 +9,13 @@ Thread-safety: pure functions of their arguments (the buffers must not change me
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from spark_mq.common.buffers import gather_records
+from spark_mq.common.unit.crc import body_crcs
 from spark_mq.common.unit.layout import (
-    CRC_MASK,
     HEADER,
     MESSAGE_MAGIC,
     UnitRanges,
@@ -51,12 +50,8 @@ def crc_mismatch(mv: memoryview, starts: np.ndarray, body_start: np.ndarray, bod
 
 def body_crc_mismatch(mv: memoryview, stored: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
     """``crc_mismatch`` with the units' BODYCRC fields (``stored``) gathered already."""
-    crcs = np.fromiter(
-        map(zlib.crc32, map(mv.__getitem__, map(slice, body_start.tolist(), body_end.tolist()))),
-        dtype=np.int64,
-        count=body_start.size,
-    ) & CRC_MASK
-    return crcs != stored
+    bodies = map(mv.__getitem__, map(slice, body_start.tolist(), body_end.tolist()))
+    return body_crcs(bodies, body_start.size) != stored
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,10 @@ def test_scan_and_packed_find_agree_with_decode(rows, probe):
     buf, starts, ends = _layout(raws, [gap for _, _, gap in rows])
     scan = scan_properties(buf, starts, ends)
     packed = PackedProperties.pack(buf, starts, ends)  # the same values, found in the packed copy
+    joined = PackedProperties.join(raws, np.array([len(r) for r in raws], dtype=np.int64))  # ... or in the strings
     for name in {probe, "TAGS", "KEYS", "UNIQ_KEY", *(n for p, _, _ in rows for n in p)}:
-        for data, (vs, ve) in ((buf, scan.find(name)), (packed.data, packed.find(name))):
+        for data, (vs, ve) in ((buf, scan.find(name)), (packed.data, packed.find(name)),
+                               (joined.data, joined.find(name))):
             assert vs.shape == ve.shape == (len(rows),)
             for i, raw in enumerate(raws):
                 expected = decode_properties(raw).get(name)

@@ -10,8 +10,15 @@ import numpy as np
 from unit_helpers import crash, reference_java_hash
 
 from spark_mq.common.message import Message, MessageBatch
+from spark_mq.common.properties import PackedProperties
 from spark_mq.common.unit.decode import decode_message
-from spark_mq.store.dispatch import SCALAR_PASS_MESSAGES, AppendRecord, dispatch_info, scalar_dispatch_info
+from spark_mq.store.dispatch import (
+    SCALAR_PASS_MESSAGES,
+    AppendRecord,
+    dispatch_info,
+    packed_dispatch_info,
+    scalar_dispatch_info,
+)
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus
 
@@ -44,7 +51,7 @@ def _records(rng: random.Random) -> list[AppendRecord]:
     return out
 
 
-def test_scalar_pass_equals_the_vectorised_one():
+def test_scalar_pass_and_the_put_path_equal_the_vectorised_one():
     rng = random.Random(7)
     for _ in range(1500):
         records = _records(rng)
@@ -54,10 +61,15 @@ def test_scalar_pass_equals_the_vectorised_one():
         prefixes = np.repeat([reference_java_hash(r.topic + "#") for r in records], [r.sizes.size for r in records])
         want = dispatch_info(np.frombuffer(b"".join(r.data for r in records), dtype=np.uint8), starts, ends,
                              prefixes.astype(np.int64))
-        got = scalar_dispatch_info(records, lambda t: reference_java_hash(t + "#"))
-        for field in ("tag_codes", "key_rows", "key_hashes"):
-            a, b = getattr(got, field), getattr(want, field)
-            assert a.dtype == b.dtype and np.array_equal(a, b), (field, [r.data for r in records])
+        scalar = scalar_dispatch_info(records, lambda t: reference_java_hash(t + "#"))
+        # a put's pass: the property strings as put, joined, instead of the units
+        strings = [r.data[end - length:end] for r in records
+                   for end, length in zip(np.cumsum(r.sizes).tolist(), r.property_lengths.tolist(), strict=True)]
+        packed = PackedProperties.join(strings, np.concatenate([r.property_lengths for r in records]))
+        for got in (scalar, packed_dispatch_info(packed, prefixes.astype(np.int64))):
+            for field in ("tag_codes", "key_rows", "key_hashes"):
+                a, b = getattr(got, field), getattr(want, field)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (field, [r.data for r in records])
 
 
 def _keyed(i: int) -> Message:
@@ -104,3 +116,31 @@ def test_deferred_index_entries_survive_a_checkpoint_and_a_crash(make_store, tmp
     assert got == [f"body {i}".encode() for i in range(6)]
     assert _bodies(again, "k4") == {b"body 4"}
     assert _bodies(again, "shared") == {f"body {i}".encode() for i in range(6)}
+
+
+def test_a_pass_of_puts_to_queues_in_turn_fills_every_queue_in_order(make_store):
+    """A vectorised pass writes one run per queue (its puts' rows gathered), whatever the order the
+    puts of several queues and topics came in: each queue holds its messages in put order, tags and
+    keys included."""
+    store = make_store()
+    rng = random.Random(3)
+    sent: dict[tuple[str, int], list[bytes]] = {}
+    keyed: dict[str, tuple[str, bytes]] = {}
+    for j in range(40):  # ~800 messages, no read between them: one or two vectorised passes
+        topic, queue = rng.choice([TOPIC, "t2"]), rng.randrange(3)
+        first = len(sent.get((topic, queue), []))
+        msgs = [Message(topic, f"{topic}/{queue}/{first + i}".encode(), tags=f"tag{(first + i) % 3}",
+                        keys=[f"key{j}-{i}"]) for i in range(rng.randrange(2, 40))]
+        store.put_messages(MessageBatch.from_messages(msgs, queue))
+        sent.setdefault((topic, queue), []).extend(m.body for m in msgs)
+        keyed.update({f"key{j}-{i}": (topic, m.body) for i, m in enumerate(msgs)})
+    for (topic, queue), bodies in sent.items():
+        res = store.get_messages(topic, queue, 0, 1000)
+        assert res.count == len(bodies)
+        got = [decode_message(res.data[s:s + n]) for s, n in zip(res.unit_starts().tolist(), res.sizes.tolist(),
+                                                                   strict=True)]
+        assert [m.body for m in got] == bodies
+        entries = store.get_queue_entries(topic, queue, 0, len(bodies))
+        assert entries["tag"].tolist() == [reference_java_hash(f"tag{i % 3}") for i in range(len(bodies))]
+    for key, (topic, body) in rng.sample(sorted(keyed.items()), 20):
+        assert [decode_message(u).body for u in store.query_by_key(topic, key)] == [body]
