@@ -170,11 +170,22 @@ def run_variant(cls: type[Server], workload: str, rep: int, args: argparse.Names
         try:
             server.start()
             server.wait_ready()
+            cpu0 = _server_cpu(server)
             seconds = asyncio.run(_produce(server, f"bench_{workload}_{rep}", VARIANT_BODY, args.messages))
+            cpu_us = (_server_cpu(server) - cpu0) / args.messages * 1e6
         finally:
             server.close()
     figures.add(cls.name, workload, args.messages / seconds)
-    _say(f"  {cls.name}: {VARIANT_LABELS[workload]}: {args.messages / seconds:,.0f} msg/s")
+    figures.note(cls.name, f"{workload}_server_cpu_us_per_msg", cpu_us)
+    _say(f"  {cls.name}: {VARIANT_LABELS[workload]}: {args.messages / seconds:,.0f} msg/s, servers' CPU "
+         f"{cpu_us:.2f} us/msg")
+
+
+def _server_cpu(server: Server) -> float:
+    """CPU seconds (user + system) so far of every process the server started and their
+    descendants: on a shared machine a steadier comparison than wall time."""
+    roots = [c.pid for c in (server.helper, server.child, *server.nodes) if c is not None]
+    return sum(own for root in roots for _cmd, own, _reaped in _common.process_tree_cpu(root).values())
 
 
 async def _produce(server: Server, stream: str, size: int, count: int) -> float:
@@ -263,8 +274,8 @@ def _ratio(ours: float | None, theirs: float | None, higher_is_better: bool) -> 
     return f"{r:.2f} {'lead' if lead else 'TRAIL'}"
 
 
-def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str], load: tuple[float, float],
-          wall_s: float) -> list[str]:
+def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str], figures: Figures,
+          load: tuple[float, float], wall_s: float) -> list[str]:
     out = [
         f"Machine: {machine_line(args.dir)}.",
         f"Load average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end; run time {wall_s / 60:.1f} min.",
@@ -279,6 +290,12 @@ def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str],
         out.append(f"{name}: {cls.versions()}; durability: {cls.durability}.")
         out += [f"{name} ({w}): {VARIANTS[name][w].durability}." for w in VARIANT_WORKLOADS
                 if w in args.workloads and w in VARIANTS[name]]
+    for w in VARIANT_WORKLOADS:
+        cpu = {name: per[f"{w}_server_cpu_us_per_msg"] for name in systems
+               if (per := figures.details.get(name, {})).get(f"{w}_server_cpu_us_per_msg")}
+        if cpu:
+            out.append(f"Servers' CPU per message, {w} (median, us): "
+                       + ", ".join(f"{n} {sorted(v)[(len(v) - 1) // 2]:.2f}" for n, v in cpu.items()) + ".")
     for name, why in skipped.items():
         out.append(f"{name}: skipped, {why}.")
     return out
@@ -363,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
             _guarded(figures, name, run_restart, SYSTEMS[name], args, figures)
     wall = time.perf_counter() - t0
     columns, body = table(args, systems, figures)
-    lines = notes(args, systems, skipped, (load0, os.getloadavg()[0]), wall)
+    lines = notes(args, systems, skipped, figures, (load0, os.getloadavg()[0]), wall)
     lines += [f"FAILED, rows left out: {e}" for e in figures.errors]
     _common.print_table(f"spark_mq against the peers, {time.strftime('%Y-%m-%d')}", columns, body,
                         caption="\n".join(lines))
