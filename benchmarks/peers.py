@@ -280,7 +280,8 @@ def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str],
         f"Machine: {machine_line(args.dir)}.",
         f"Load average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end; run time {wall_s / 60:.1f} min.",
         f"Code: {_common.code_version()}.",
-        f"Settings: {args.messages:,} messages per produce/drain run, bodies {', '.join(map(_size, args.body_sizes))}; "
+        f"Settings: {args.messages:,} messages per produce, drain and variant run, bodies "
+        f"{', '.join(map(_size, args.body_sizes))}; "
         f"latency {args.rate:,.0f} msg/s for {args.latency_seconds:g}s ({args.warmup_seconds:g}s warm-up not "
         f"counted); restart backlog {_bytes(args.restart_bytes)} of {_size(args.restart_body)} bodies; median of "
         f"{args.reps}.",
