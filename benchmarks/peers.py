@@ -9,7 +9,12 @@ queue), and each does the same workloads through its own Python client:
 3. produce-to-consume latency p50/p99 at a fixed rate, consumer in another process (push or
    long polling);
 4. restart time: a clean stop with a ~1 GiB backlog, then from spawning the server to the first
-   message read back.
+   message read back;
+5. variants, produce 100-byte bodies as in 1: ``replicated``, three replicas on three processes, a
+   send acknowledged once a majority has it (ours a SYNC_MASTER and two slaves, NATS a three-node
+   cluster and an R3 stream, RabbitMQ a three-node cluster and a stream of three replicas; Redis
+   has none: its replicas acknowledge nothing to the writer); ``acl``, the system's own
+   authentication on (ours ACL, Redis an ACL user, NATS user/password, RabbitMQ a dedicated user).
 
 Every figure is the median of ``--reps`` repetitions; each repetition starts every server
 afresh, and the systems take turns (the order rotates between repetitions). The table's ratio
@@ -18,6 +23,7 @@ is ours / the peer's: >= 1.0 leads on throughput, <= 1.0 leads on latency and re
     .venv/bin/python benchmarks/peers.py                        # full size (~30 min)
     .venv/bin/python benchmarks/peers.py --quick                # smoke sizes (seconds per system)
     .venv/bin/python benchmarks/peers.py --systems spark_mq,redis --workloads produce,drain
+    .venv/bin/python benchmarks/peers.py --workloads replicated,acl     # the variant rows only
 """
 
 from __future__ import annotations
@@ -36,13 +42,17 @@ from typing import Any
 
 import _common
 from _common import GiB, MiB, machine_line, parser, scratch_dir
-from peer_systems import OURS, SYSTEMS
-from peer_systems.base import Server, dir_bytes
+from peer_systems import OURS, SYSTEMS, VARIANTS
+from peer_systems.base import AUTH, REPLICAS, REPLICATED, Server, dir_bytes
 from peer_systems.workloads import body_pool, measure_latency, measure_restart, timed_drain, timed_produce
 
 KiB = 1 << 10
-WORKLOADS = ("produce", "drain", "latency", "restart")
+VARIANT_WORKLOADS = (REPLICATED, AUTH)  # a produce run on each system's variant of that name
+WORKLOADS = ("produce", "drain", "latency", "restart", *VARIANT_WORKLOADS)
 DRAIN_BODY = 100  # the drained backlog is the produce run of this body size
+VARIANT_BODY = 100
+VARIANT_LABELS = {REPLICATED: f"produce {VARIANT_BODY} B, {REPLICAS} replicas, acked by a majority",
+                  AUTH: f"produce {VARIANT_BODY} B, ACL / authentication on"}
 QUICK = {"messages": 2000, "reps": 1, "restart_bytes": 2 * MiB, "rate": 1000.0, "latency_seconds": 1.0,
          "warmup_seconds": 0.2}
 
@@ -88,6 +98,7 @@ def rows(args: argparse.Namespace) -> list[Row]:
                 Row("latency_p99", f"produce-to-consume latency p99 @ {rate}", "ms", False)]
     if "restart" in args.workloads:
         out.append(Row("restart", f"restart with a {_bytes(args.restart_bytes)} backlog", "s", False))
+    out += [Row(w, VARIANT_LABELS[w], "msg/s", True) for w in VARIANT_WORKLOADS if w in args.workloads]
     return out
 
 
@@ -139,9 +150,7 @@ async def _throughput(server: Server, rep: int, args: argparse.Namespace, figure
     sizes = args.body_sizes if "produce" in args.workloads else [DRAIN_BODY] if "drain" in args.workloads else []
     for size in sizes:
         stream = f"bench_{size}_{rep}"
-        async with server.client_class(server.endpoint) as client:
-            await client.create(stream)
-            seconds = await timed_produce(client, stream, size, args.messages)
+        seconds = await _produce(server, stream, size, args.messages)
         if "produce" in args.workloads:
             figures.add(name, f"produce_{size}", args.messages / seconds)
             _say(f"  {name}: produce {_size(size)}: {args.messages / seconds:,.0f} msg/s "
@@ -151,6 +160,38 @@ async def _throughput(server: Server, rep: int, args: argparse.Namespace, figure
                 seconds, got_bytes = await timed_drain(client, stream, args.messages)
             figures.add(name, "drain", args.messages / seconds)
             _say(f"  {name}: drain: {args.messages / seconds:,.0f} msg/s ({got_bytes / seconds / MiB:,.1f} MiB/s)")
+
+
+def run_variant(cls: type[Server], workload: str, rep: int, args: argparse.Namespace, figures: Figures) -> None:
+    """One produce run of ``VARIANT_BODY`` bodies on a fresh set of ``cls`` (the variant
+    ``workload`` of its system), figure under the workload's name."""
+    with scratch_dir(args.dir, f"peers-{cls.name}-{workload}-") as workdir:
+        server = cls(workdir)
+        try:
+            server.start()
+            server.wait_ready()
+            cpu0 = _server_cpu(server)
+            seconds = asyncio.run(_produce(server, f"bench_{workload}_{rep}", VARIANT_BODY, args.messages))
+            cpu_us = (_server_cpu(server) - cpu0) / args.messages * 1e6
+        finally:
+            server.close()
+    figures.add(cls.name, workload, args.messages / seconds)
+    figures.note(cls.name, f"{workload}_server_cpu_us_per_msg", cpu_us)
+    _say(f"  {cls.name}: {VARIANT_LABELS[workload]}: {args.messages / seconds:,.0f} msg/s, servers' CPU "
+         f"{cpu_us:.2f} us/msg")
+
+
+def _server_cpu(server: Server) -> float:
+    """CPU seconds (user + system) so far of every process the server started and their
+    descendants: on a shared machine a steadier comparison than wall time."""
+    roots = [c.pid for c in (server.helper, server.child, *server.nodes) if c is not None]
+    return sum(own for root in roots for _cmd, own, _reaped in _common.process_tree_cpu(root).values())
+
+
+async def _produce(server: Server, stream: str, size: int, count: int) -> float:
+    async with server.client_class(server.endpoint) as client:
+        await client.create(stream)
+        return await timed_produce(client, stream, size, count)
 
 
 def run_restart(cls: type[Server], args: argparse.Namespace, figures: Figures) -> None:
@@ -233,13 +274,14 @@ def _ratio(ours: float | None, theirs: float | None, higher_is_better: bool) -> 
     return f"{r:.2f} {'lead' if lead else 'TRAIL'}"
 
 
-def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str], load: tuple[float, float],
-          wall_s: float) -> list[str]:
+def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str], figures: Figures,
+          load: tuple[float, float], wall_s: float) -> list[str]:
     out = [
         f"Machine: {machine_line(args.dir)}.",
         f"Load average (1 min) {load[0]:.2f} at the start, {load[1]:.2f} at the end; run time {wall_s / 60:.1f} min.",
         f"Code: {_common.code_version()}.",
-        f"Settings: {args.messages:,} messages per produce/drain run, bodies {', '.join(map(_size, args.body_sizes))}; "
+        f"Settings: {args.messages:,} messages per produce, drain and variant run, bodies "
+        f"{', '.join(map(_size, args.body_sizes))}; "
         f"latency {args.rate:,.0f} msg/s for {args.latency_seconds:g}s ({args.warmup_seconds:g}s warm-up not "
         f"counted); restart backlog {_bytes(args.restart_bytes)} of {_size(args.restart_body)} bodies; median of "
         f"{args.reps}.",
@@ -247,6 +289,14 @@ def notes(args: argparse.Namespace, systems: list[str], skipped: dict[str, str],
     for name in systems:
         cls = SYSTEMS[name]
         out.append(f"{name}: {cls.versions()}; durability: {cls.durability}.")
+        out += [f"{name} ({w}): {VARIANTS[name][w].durability}." for w in VARIANT_WORKLOADS
+                if w in args.workloads and w in VARIANTS[name]]
+    for w in VARIANT_WORKLOADS:
+        cpu = {name: per[f"{w}_server_cpu_us_per_msg"] for name in systems
+               if (per := figures.details.get(name, {})).get(f"{w}_server_cpu_us_per_msg")}
+        if cpu:
+            out.append(f"Servers' CPU per message, {w} (median, us): "
+                       + ", ".join(f"{n} {sorted(v)[(len(v) - 1) // 2]:.2f}" for n, v in cpu.items()) + ".")
     for name, why in skipped.items():
         out.append(f"{name}: skipped, {why}.")
     return out
@@ -314,19 +364,24 @@ def main(argv: list[str] | None = None) -> int:
     load0, t0 = os.getloadavg()[0], time.perf_counter()
     figures = Figures()
     _say(f"systems {', '.join(systems)}; {machine_line(args.dir)}")
-    if {"produce", "drain", "latency"} & set(args.workloads):
-        for rep in range(args.reps):
-            k = rep % len(systems)
-            for name in systems[k:] + systems[:k]:
+    variants = [w for w in VARIANT_WORKLOADS if w in args.workloads]
+    for rep in range(args.reps):
+        k = rep % len(systems)
+        for name in systems[k:] + systems[:k]:
+            if {"produce", "drain", "latency"} & set(args.workloads):
                 _say(f"rep {rep + 1}/{args.reps}: {name}")
                 _guarded(figures, name, run_rep, SYSTEMS[name], rep, args, figures)
+            for w in variants:
+                if w in VARIANTS[name]:
+                    _say(f"rep {rep + 1}/{args.reps}: {name} ({w})")
+                    _guarded(figures, name, run_variant, VARIANTS[name][w], w, rep, args, figures)
     if "restart" in args.workloads:
         for name in systems:
             _say(f"restart: {name}")
             _guarded(figures, name, run_restart, SYSTEMS[name], args, figures)
     wall = time.perf_counter() - t0
     columns, body = table(args, systems, figures)
-    lines = notes(args, systems, skipped, (load0, os.getloadavg()[0]), wall)
+    lines = notes(args, systems, skipped, figures, (load0, os.getloadavg()[0]), wall)
     lines += [f"FAILED, rows left out: {e}" for e in figures.errors]
     _common.print_table(f"spark_mq against the peers, {time.strftime('%Y-%m-%d')}", columns, body,
                         caption="\n".join(lines))

@@ -3,7 +3,8 @@
 #   - Debian's redis-server, nats-server and rabbitmq-server (with Erlang and epmd);
 #   - their Python clients, the `bench` extra of pyproject.toml, into .venv.
 # The packages' own services are never started: the benchmark runs each server as its own
-# child process in a temp dir. Takes ~15 s on a machine with nothing installed (apt-get
+# child process in a temp dir (the three-node NATS and RabbitMQ clusters of the replicated row
+# too: the same packages, nothing more to install). Takes ~15 s on a machine with nothing installed (apt-get
 # update + 40 MB of packages + pip), a second when everything is there.
 #   scripts/install_peers.sh
 set -euo pipefail

@@ -30,6 +30,10 @@ READY_TIMEOUT_S = 120.0  # RabbitMQ replaying a 1 GiB stream on a loaded machine
 STOP_TIMEOUT_S = 120.0  # a clean stop may flush a whole backlog
 POLL_INTERVAL_S = 0.01  # readiness polls; small against every start-up time measured
 LOG_TAIL_CHARS = 3000
+REPLICATED = "replicated"  # a variant: three replicas, a send acknowledged once a majority has it
+AUTH = "acl"  # a variant: the system's own authentication (an account, a user) on every connection
+REPLICAS = 3
+AUTH_USER, AUTH_PASSWORD = "bench_user", "bench_password_1"  # throwaway accounts of the ACL variants
 
 T = TypeVar("T")
 Endpoint = dict[str, Any]
@@ -177,6 +181,7 @@ class Server(abc.ABC):
         self.data_dir = workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.child: Child | None = None  # the server process; ``start`` makes it
+        self.nodes: list[Child] = []  # a variant's further server processes (cluster nodes, slaves)
         self.helper: Child | None = None  # a name service kept across restarts (NameServer, epmd)
 
     @classmethod
@@ -203,9 +208,16 @@ class Server(abc.ABC):
     def stop(self) -> None:
         """Stop cleanly: SIGTERM, and an unclean exit code is an error (the state a restart
         recovers from is that of a clean shutdown). The helper keeps running."""
-        if self.child is not None:
-            child, self.child = self.child, None
-            child.stop_cleanly(self.name, self.clean_exit_codes)
+        children = [*reversed(self.nodes), *([self.child] if self.child is not None else [])]
+        self.nodes, self.child = [], None
+        failed = []
+        for child in children:  # every one is stopped, even after one stopped badly
+            try:
+                child.stop_cleanly(self.name, self.clean_exit_codes)
+            except PeerError as e:
+                failed.append(e)
+        if failed:
+            raise failed[0]
 
     def close(self) -> None:
         """Stop everything this server started, the helper too."""

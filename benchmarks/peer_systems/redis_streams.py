@@ -10,6 +10,10 @@ defaults. One stream key per stream, one field ``d`` per entry holding the body.
 - latency: XREAD BLOCK 0 on a dedicated connection;
 - restart: Redis loads the whole AOF (RDB preamble + increments) into memory before it answers
   anything but LOADING; the probe's XRANGE COUNT 1 succeeds once that is done.
+
+Variant AUTH (the produce row only): the ``default`` user off and an ACL user allowed every key and
+command (``~* &* +@all``) with a password; every connection authenticates as it (AUTH user pass).
+Redis has no REPLICATED variant: its replication acknowledges before any replica has the write.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import shutil
 from collections.abc import Sequence
 
 from peer_systems.base import (
+    AUTH_PASSWORD,
+    AUTH_USER,
     LOOPBACK,
     Child,
     Client,
@@ -50,11 +56,13 @@ class RedisServer(PortServer):
         server = command_output([cls.binary, "--version"]).split(" sha=")[0]
         return f"{server}; redis-py {package_version('redis')}, hiredis {package_version('hiredis')}"
 
-    def start(self) -> None:
-        argv = [shutil.which(self.binary) or self.binary, "--bind", LOOPBACK, "--port", str(self.port),
+    def argv(self) -> list[str]:
+        return [shutil.which(self.binary) or self.binary, "--bind", LOOPBACK, "--port", str(self.port),
                 "--dir", str(self.data_dir), "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
                 "--daemonize", "no", "--protected-mode", "no", "--logfile", ""]
-        self.child = Child(argv, self.workdir / "redis.log")
+
+    def start(self) -> None:
+        self.child = Child(self.argv(), self.workdir / "redis.log")
 
     def after_listening(self) -> None:
         asyncio.run(_wait_loaded(self.endpoint))
@@ -64,11 +72,30 @@ class RedisServer(PortServer):
         return {"host": LOOPBACK, "port": self.port}
 
 
-async def _wait_loaded(endpoint: Endpoint) -> None:
+class RedisAuthServer(RedisServer):
+    durability = f"{RedisServer.durability}; an ACL user (default user off) on every connection"
+
+    def argv(self) -> list[str]:
+        # one token per argument: redis-server quotes each, so "a b" would be one ACL rule
+        return [*super().argv(), "--user", "default", "off", "--user", AUTH_USER, "on", f">{AUTH_PASSWORD}",
+                "~*", "&*", "+@all"]
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return {**super().endpoint, "user": AUTH_USER, "password": AUTH_PASSWORD}
+
+
+def _redis(endpoint: Endpoint, **options):
     from redis.asyncio import Redis
+
+    return Redis(host=endpoint["host"], port=endpoint["port"], username=endpoint.get("user"),
+                 password=endpoint.get("password"), **options)
+
+
+async def _wait_loaded(endpoint: Endpoint) -> None:
     from redis.exceptions import BusyLoadingError
 
-    r = Redis(host=endpoint["host"], port=endpoint["port"])
+    r = _redis(endpoint)
     try:
         while True:
             try:
@@ -82,9 +109,7 @@ async def _wait_loaded(endpoint: Endpoint) -> None:
 
 class RedisClient(Client):
     async def connect(self) -> None:
-        from redis.asyncio import Redis
-
-        self.r = Redis(host=self.endpoint["host"], port=self.endpoint["port"], max_connections=PIPELINE_WINDOW + 2)
+        self.r = _redis(self.endpoint, max_connections=PIPELINE_WINDOW + 2)
 
     async def close(self) -> None:
         await self.r.aclose()
