@@ -405,10 +405,10 @@ class Dispatcher:
             prefixes = [self._prefix(r.topic) for r in records]
             prefix = prefixes[0] if len(set(prefixes)) == 1 else np.repeat(np.array(prefixes, np.int64), counts)
             units = [r.data for r in records if r.data is not None]
-            if len(units) == len(records):  # units read back (a slave's): scan them
+            if len(units) == len(records):  # units read back (a slave's): their property strings packed
                 buf = np.frombuffer(b"".join(units), dtype=np.uint8)
                 unit_ends = np.cumsum(sizes)  # properties are the last bytes of every unit
-                info = dispatch_info(buf, unit_ends - prop_lengths, unit_ends, prefix)
+                info = packed_dispatch_info(PackedProperties.pack(buf, unit_ends - prop_lengths, unit_ends), prefix)
             else:  # a put's (or puts after a slave's, once promoted): join the strings, no units to scan
                 strings = chain.from_iterable(r.property_strings() for r in records)
                 info = packed_dispatch_info(PackedProperties.join(strings, prop_lengths), prefix)

@@ -51,7 +51,7 @@ def _records(rng: random.Random) -> list[AppendRecord]:
     return out
 
 
-def test_scalar_pass_and_the_put_path_equal_the_vectorised_one():
+def test_scalar_pass_the_put_path_and_a_slaves_pass_equal_the_vectorised_scan():
     rng = random.Random(7)
     for _ in range(1500):
         records = _records(rng)
@@ -66,7 +66,11 @@ def test_scalar_pass_and_the_put_path_equal_the_vectorised_one():
         strings = [r.data[end - length:end] for r in records
                    for end, length in zip(np.cumsum(r.sizes).tolist(), r.property_lengths.tolist(), strict=True)]
         packed = PackedProperties.join(strings, np.concatenate([r.property_lengths for r in records]))
-        for got in (scalar, packed_dispatch_info(packed, prefixes.astype(np.int64))):
+        # a slave's pass: the property strings packed out of the units read back
+        units = np.frombuffer(b"".join(r.data for r in records), dtype=np.uint8)
+        from_units = PackedProperties.pack(units, starts, ends)
+        for got in (scalar, packed_dispatch_info(packed, prefixes.astype(np.int64)),
+                    packed_dispatch_info(from_units, prefixes.astype(np.int64))):
             for field in ("tag_codes", "key_rows", "key_hashes"):
                 a, b = getattr(got, field), getattr(want, field)
                 assert a.dtype == b.dtype and np.array_equal(a, b), (field, [r.data for r in records])
