@@ -40,6 +40,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -80,6 +81,8 @@ SENDS_IN_FLIGHT = 4
 SEND_TIMEOUT_S = 30.0
 CPU_GROUPS = ("jvm", "python workers", "spark python (driver side)", "broker + namesrv", "bench driver")
 PROFILE_HZ = 100
+SETTLE_S = 10.0
+SETTLE_POLL_S = 0.05
 TOP_FRAMES = 12
 # innermost frames of a Python process waiting (py-spy counts some blocking calls as active)
 WAITS = {("manager", "daemon.py"), ("read_int", "serializers.py"), ("select", "selectors.py"),
@@ -167,14 +170,25 @@ def cpu_by_group() -> dict[str, float]:
     return out
 
 
+def driver_side_pids() -> set[int]:
+    """The live (or not yet reaped) Python processes the JVM started on the driver's side."""
+    return {pid for pid, (cmd, _own, _reaped) in process_tree_cpu().items()
+            if not cmd.split(" ", 1)[0].endswith("java") and cpu_group(cmd) == "spark python (driver side)"}
+
+
 def timed_case(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``run()``'s result plus the wall seconds and the CPU seconds every process of the tree spent
     meanwhile (by group, and in total), and rows per CPU second (in total and by group): other work on a
-    shared machine stretches the wall time, not the CPU."""
-    before = cpu_by_group()
+    shared machine stretches the wall time, not the CPU. The CPU is taken once the Python processes the
+    JVM started for the case (the stream's runner) have exited and been reaped (up to SETTLE_S), so that
+    none of theirs is counted in the next case."""
+    before, earlier = cpu_by_group(), driver_side_pids()
     load = os.getloadavg()[0]
     with Timer() as t:
         result = run()
+    settle_by = time.monotonic() + SETTLE_S
+    while driver_side_pids() - earlier and time.monotonic() < settle_by:
+        time.sleep(SETTLE_POLL_S)
     cpu = {group: seconds - before[group] for group, seconds in cpu_by_group().items()}
     rows = result["rows"]
     return {**result, "seconds": t.seconds, "rows_s": rate(rows, t.seconds), "cpu_s": cpu,
