@@ -68,6 +68,7 @@ from _common import (
     spread,
 )
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -220,17 +221,16 @@ def stream_ingest(spark, source: str, opts: dict[str, str], schema: str | None, 
 
 
 class MemorySource(DataSource):
-    """The memory ceiling: the spark_mq source's schema (pruned by ``.schema(...)`` as the source is), rows
-    read from the Arrow IPC files of option ``files`` (a JSON list, one partition each)."""
+    """The memory ceiling: the spark_mq source's schema (option ``schema``, as JSON: so that no Python process
+    of the query imports spark_mq; pruned by ``.schema(...)`` as the source is), rows read from the Arrow IPC
+    files of option ``files`` (a JSON list, one partition each)."""
 
     @classmethod
     def name(cls) -> str:
         return MEMORY_SOURCE
 
-    def schema(self):
-        from spark_mq.spark.schema import SPARK_SCHEMA
-
-        return SPARK_SCHEMA
+    def schema(self) -> StructType:
+        return StructType.fromJson(json.loads(self.options["schema"]))
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         return MemoryStreamReader(json.loads(self.options["files"]), schema.names)
@@ -281,7 +281,10 @@ def write_memory_files(parquet: Path, out: Path, batch_rows: int) -> list[str]:
 
 def memory_stream(spark, files: list[str], schema: str | None, checkpoint: Path) -> dict[str, Any]:
     """:func:`stream_ingest`'s query over :class:`MemorySource`."""
-    return stream_ingest(spark, MEMORY_SOURCE, {"files": json.dumps(files)}, schema, checkpoint)
+    from spark_mq.spark.schema import SPARK_SCHEMA
+
+    opts = {"files": json.dumps(files), "schema": SPARK_SCHEMA.json()}
+    return stream_ingest(spark, MEMORY_SOURCE, opts, schema, checkpoint)
 
 
 def parquet_read(spark, path: Path, columns: tuple[str, ...] | None, rows: int) -> dict[str, Any]:
