@@ -45,6 +45,10 @@ class LazyDataclass:
         else:
             cls.__init__(self, *args, **kwargs)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The fields, even none (``object``'s answer would be None and skip ``__setstate__``)."""
+        return self.__dict__
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         """An unpickled or copied instance: its class made before it is used."""
         realize(type(self))
