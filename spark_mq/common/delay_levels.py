@@ -11,10 +11,12 @@ the queue it is in.
 from __future__ import annotations
 
 import re
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from spark_mq.common.names import SCHEDULE_TOPIC
+
+if TYPE_CHECKING:  # the levels are read by every process's config (the NameServer's too): no numpy import
+    import numpy as np
 
 __all__ = ["DEFAULT_DELAY_LEVELS", "SCHEDULE_TOPIC", "due_tag_codes", "parse_delay_levels"]
 
@@ -40,4 +42,4 @@ def due_tag_codes(delays_ms: np.ndarray, queue_id: int, store_timestamps: np.nda
     """The tag codes of schedule-topic entries of queue ``queue_id``: when each unit falls due
     (a queue past the last level counts as the last level, as a clamped level does)."""
     delay = int(delays_ms[min(queue_id, delays_ms.size - 1)])
-    return np.asarray(store_timestamps, dtype=np.int64) + delay
+    return store_timestamps.astype("int64", copy=False) + delay

@@ -19,7 +19,6 @@ from spark_mq.common.tls import server_context
 from spark_mq.controller.file_state_store import FileStateStore
 from spark_mq.controller.manager import ControllerManager
 from spark_mq.controller.state_store import ControllerStateStore
-from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
 from spark_mq.remoting.loop import stop_tasks
 from spark_mq.remoting.server import RemotingServer
 
@@ -32,6 +31,9 @@ def open_state_store(config: ControllerConfig) -> ControllerStateStore:
     """The store the controller's decisions and leadership live in; raises StateStoreError when it
     cannot be reached or (``file``) another process holds it."""
     if config.controller_type == CONTROLLER_TYPE_ZOOKEEPER:
+        # lazy import: kazoo (ZooKeeper's client, ~10 ms of a start) only for controllerType=zookeeper
+        from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
+
         return ZooKeeperStateStore(config.zookeeper_connect_string, config.zookeeper_root_path,
                                    config.zookeeper_session_timeout_mills / 1000)
     return FileStateStore(Path(config.controller_store_path) / STATE_FILE)

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spark_mq.common.errors import BodyError, InvalidNameError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.names import validate_broker_name, validate_client_id, validate_group, validate_topic
 from spark_mq.remoting.fastjson import Bean, JsonKey, ObjectKey, dumps, loads
 
@@ -222,8 +223,9 @@ def _mq_key(k: Any, name: str) -> MessageQueue:
     raise _Bad(f"key {k!r} of {name} is not a message queue")
 
 
-class Body:
-    """Base of the JSON bodies: ``to_obj``/``from_obj`` per class, bytes at the edge."""
+class Body(LazyDataclass):
+    """Base of the JSON bodies: ``to_obj``/``from_obj`` per class, bytes at the edge; each body a
+    dataclass made at its first instance (``common/lazy_dataclass.py``)."""
 
     def to_obj(self) -> Any:  # pragma: no cover - interface
         raise NotImplementedError
@@ -267,7 +269,7 @@ class MessageQueue(JsonKey):
         return cls(_str(o, "topic"), _str(o, "brokerName"), _int(o, "queueId"))
 
 
-@dataclass
+@lazy_dataclass
 class DataVersion(Body):
     timestamp: int = 0
     counter: int = 0
@@ -290,7 +292,7 @@ class DataVersion(Body):
         return cls(_int(o, "timestamp", 0), _int(o, "counter", 0))
 
 
-@dataclass
+@lazy_dataclass
 class KVTable(Body):
     """``KVTable``: ``{"table":{k:v}}``; also the GET_BROKER_RUNTIME_INFO body (all values strings)."""
 
@@ -311,7 +313,7 @@ BrokerRuntimeInfo = KVTable
 # --- heartbeat ------------------------------------------------------------------------------
 
 
-@dataclass
+@lazy_dataclass
 class SubscriptionData(Body):
     topic: str
     sub_string: str = SUB_ALL
@@ -346,7 +348,7 @@ class SubscriptionData(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class ProducerData(Body):
     group_name: str
 
@@ -358,7 +360,7 @@ class ProducerData(Body):
         return cls(_named(_str(_obj(o, name), "groupName"), "groupName", validate_group))
 
 
-@dataclass
+@lazy_dataclass
 class ConsumerData(Body):
     group_name: str
     consume_type: str = "CONSUME_PASSIVELY"
@@ -390,7 +392,7 @@ class ConsumerData(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class HeartbeatData(Body):
     """HEART_BEAT request body."""
 
@@ -415,7 +417,7 @@ class HeartbeatData(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class ClientConnection(Body):
     """One client connection of a group, as RocketMQ's admin ``Connection``."""
 
@@ -434,7 +436,7 @@ class ClientConnection(Body):
         return cls(_str(o, "clientId"), _str(o, "clientAddr"), _str(o, "language"), _int(o, "version", 0))
 
 
-@dataclass
+@lazy_dataclass
 class ProducerConnection(Body):
     """GET_PRODUCER_CONNECTION_LIST response body: the group's producers (RocketMQ's ``ProducerConnection``)."""
 
@@ -451,7 +453,7 @@ class ProducerConnection(Body):
 # --- consumer group -------------------------------------------------------------------------
 
 
-@dataclass
+@lazy_dataclass
 class GetConsumerListByGroupResponseBody(Body):
     consumer_id_list: list[str] = field(default_factory=list)
 
@@ -463,7 +465,7 @@ class GetConsumerListByGroupResponseBody(Body):
         return cls(_list(_obj(o, name), "consumerIdList", _item_str))
 
 
-@dataclass
+@lazy_dataclass
 class ConsumerConnection(Body):
     """GET_CONSUMER_CONNECTION_LIST response body: a group's online members and what they subscribe to."""
 
@@ -489,7 +491,7 @@ class ConsumerConnection(Body):
                    _str(o, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"))
 
 
-@dataclass
+@lazy_dataclass
 class EpochHistory(Body):
     """GET_EPOCH_HISTORY response body (spark_mq's own, controller mode): the broker's commitlog range and
     its epoch entries ``[[epoch, startOffset], ...]``, oldest first: one per master term it has seen."""
@@ -513,7 +515,7 @@ class EpochHistory(Body):
         return cls(_int(o, "minOffset"), _int(o, "maxOffset"), _list(o, "epochs", entry))
 
 
-@dataclass
+@lazy_dataclass
 class LockBatchRequestBody(Body):
     """LOCK_BATCH_MQ request body; UNLOCK_BATCH_MQ's has the same properties."""
 
@@ -539,7 +541,7 @@ def _requested_queue(o: Any, name: str) -> MessageQueue:
     return mq
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class BatchAck(Body):
     """One pop's acknowledged messages in a BATCH_ACK_MESSAGE (RocketMQ's ``BatchAck``): ``offsets`` travel as
     ``b``, the base64 of Java's ``BitSet.toByteArray`` over ``offset - startOffset``."""
@@ -574,7 +576,7 @@ class BatchAck(Body):
                    offsets)
 
 
-@dataclass
+@lazy_dataclass
 class BatchAckMessageRequestBody(Body):
     """BATCH_ACK_MESSAGE's body."""
 
@@ -594,7 +596,7 @@ class UnlockBatchRequestBody(LockBatchRequestBody):
     """UNLOCK_BATCH_MQ request body."""
 
 
-@dataclass
+@lazy_dataclass
 class CheckClientRequestBody(Body):
     """CHECK_CLIENT_CONFIG request body: a Java consumer asks, before it starts, whether the broker
     serves its subscription's expression type (SQL92)."""
@@ -616,7 +618,7 @@ class CheckClientRequestBody(Body):
                    SubscriptionData.from_obj(sub, name) if sub is not None else None)
 
 
-@dataclass
+@lazy_dataclass
 class LockBatchResponseBody(Body):
     lock_ok_mq_set: list[MessageQueue] = field(default_factory=list)
 
@@ -631,7 +633,7 @@ class LockBatchResponseBody(Body):
 # --- topics and routes ----------------------------------------------------------------------
 
 
-@dataclass
+@lazy_dataclass
 class TopicConfig(Body):
     topic_name: str
     read_queue_nums: int = 16
@@ -667,7 +669,7 @@ class TopicConfig(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class TopicConfigSerializeWrapper(Body):
     """GET_ALL_TOPIC_CONFIG response body; also inside RegisterBrokerBody."""
 
@@ -689,7 +691,7 @@ class TopicConfigSerializeWrapper(Body):
         return cls(table, DataVersion.from_obj(o.get("dataVersion") or {}, "dataVersion"))
 
 
-@dataclass
+@lazy_dataclass
 class RegisterBrokerBody(Body):
     """REGISTER_BROKER request body (JSON; ``decode_compressed`` for ``compressed=true``)."""
 
@@ -790,7 +792,7 @@ def body_crc32(body: bytes) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-@dataclass
+@lazy_dataclass
 class QueueData(Body):
     broker_name: str
     read_queue_nums: int
@@ -824,7 +826,7 @@ class QueueData(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class BrokerData(Body):
     cluster: str
     broker_name: str
@@ -844,7 +846,7 @@ class BrokerData(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class TopicRouteData(Body):
     """GET_ROUTEINFO_BY_TOPIC response body."""
 
@@ -877,7 +879,7 @@ class TopicRouteData(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class ClusterInfo(Body):
     """GET_BROKER_CLUSTER_INFO response body."""
 
@@ -900,7 +902,7 @@ class ClusterInfo(Body):
         return cls(brokers, clusters)
 
 
-@dataclass
+@lazy_dataclass
 class TopicList(Body):
     """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER response body."""
 
@@ -919,7 +921,7 @@ class TopicList(Body):
 # --- admin statistics -----------------------------------------------------------------------
 
 
-@dataclass
+@lazy_dataclass
 class TopicOffset(Body):
     min_offset: int = 0
     max_offset: int = 0
@@ -936,7 +938,7 @@ class TopicOffset(Body):
         return cls(_int(o, "minOffset", 0), _int(o, "maxOffset", 0), _int(o, "lastUpdateTimestamp", 0))
 
 
-@dataclass
+@lazy_dataclass
 class TopicStatsTable(Body):
     """GET_TOPIC_STATS_INFO response body: ``offsetTable`` keyed by MessageQueue objects."""
 
@@ -951,7 +953,7 @@ class TopicStatsTable(Body):
         return cls({_mq_key(k, "offsetTable"): TopicOffset.from_obj(v, "offsetTable value") for k, v in table.items()})
 
 
-@dataclass
+@lazy_dataclass
 class OffsetWrapper(Body):
     broker_offset: int = 0
     consumer_offset: int = 0
@@ -968,7 +970,7 @@ class OffsetWrapper(Body):
         return cls(_int(o, "brokerOffset", 0), _int(o, "consumerOffset", 0), _int(o, "lastTimestamp", 0))
 
 
-@dataclass
+@lazy_dataclass
 class ConsumeStats(Body):
     """GET_CONSUME_STATS response body."""
 
@@ -990,7 +992,7 @@ class ConsumeStats(Body):
         return cls(table, _float(o, "consumeTps"))
 
 
-@dataclass
+@lazy_dataclass
 class ResetOffsetBody(Body):
     """INVOKE_BROKER_TO_RESET_OFFSET's response and RESET_CONSUMER_CLIENT_OFFSET's request body: the
     group's new offset per queue, ``offsetTable`` keyed by MessageQueue objects (RocketMQ's ResetOffsetBody)."""
@@ -1014,7 +1016,7 @@ class ResetOffsetBody(Body):
 # --- broker metadata a slave copies from its master (SlaveSynchronize) ---------------------
 
 
-@dataclass
+@lazy_dataclass
 class SubscriptionGroupConfig(Body):
     """``org.apache.rocketmq.common.subscription.SubscriptionGroupConfig`` (4.x fields and defaults, and 5.x's
     ``consumeMessageOrderly``: a 5.x consumer of the group reads each queue in order, over orderly pop); the
@@ -1052,7 +1054,7 @@ class SubscriptionGroupConfig(Body):
         )
 
 
-@dataclass
+@lazy_dataclass
 class SubscriptionGroupWrapper(Body):
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG response body (also ``subscriptionGroup.json``'s layout)."""
 
@@ -1071,7 +1073,7 @@ class SubscriptionGroupWrapper(Body):
         return cls(table, DataVersion.from_obj(o.get("dataVersion") or {}, "dataVersion"))
 
 
-@dataclass
+@lazy_dataclass
 class ConsumerOffsetSerializeWrapper(Body):
     """GET_ALL_CONSUMER_OFFSET response body: ``{"offsetTable":{"topic@group":{0:42}}}`` (queue ids
     are integer keys, unquoted as fastjson writes them)."""
@@ -1088,7 +1090,7 @@ class ConsumerOffsetSerializeWrapper(Body):
                              for q, v in _obj(qs, f"offsetTable[{k}]").items()} for k, qs in table.items()})
 
 
-@dataclass
+@lazy_dataclass
 class DelayOffsetSerializeWrapper(Body):
     """GET_ALL_DELAY_OFFSET response body: RocketMQ's ``{"offsetTable":{level:offset}}`` (the schedule
     service's progress per delay level); this broker's pending consumer send-back redeliveries travel
@@ -1115,7 +1117,7 @@ def _id_set(o: Mapping[Any, Any], name: str) -> frozenset[int]:
     return frozenset(_list(o, name, _as_int))
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class SyncStateSet(Body):
     """The replicas of a broker set that have the master's log (ALTER_SYNC_STATE_SET's request body,
     GET_REPLICA_INFO's and REGISTER_BROKER_TO_CONTROLLER's response body)."""
@@ -1132,7 +1134,7 @@ class SyncStateSet(Body):
         return cls(_id_set(o, "syncStateSet"), _int(o, "syncStateSetEpoch", 0))
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class BrokerMemberGroup(Body):
     cluster: str
     broker_name: str
@@ -1149,7 +1151,7 @@ class BrokerMemberGroup(Body):
                    {_int_key(k, "brokerAddrs"): _item_str(v, f"brokerAddrs[{k}]") for k, v in addrs.items()})
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class ElectMasterResponseBody(Body):
     broker_member_group: BrokerMemberGroup | None = None
     sync_state_set: frozenset[int] = frozenset()
@@ -1166,7 +1168,7 @@ class ElectMasterResponseBody(Body):
                    _id_set(o, "syncStateSet"))
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class ReplicaIdentity(Body):
     broker_name: str
     broker_id: int
@@ -1183,7 +1185,7 @@ class ReplicaIdentity(Body):
         return cls(_str(o, "brokerName"), _int(o, "brokerId"), _str(o, "brokerAddress", ""), _bool(o, "alive"))
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class ReplicasInfo(Body):
     """One broker set in GET_SYNC_STATE_DATA's answer: its master, epochs and replicas in and out of sync."""
 
@@ -1208,7 +1210,7 @@ class ReplicasInfo(Body):
                    _list(o, "notInSyncReplicas", ReplicaIdentity.from_obj))
 
 
-@dataclass(frozen=True)
+@lazy_dataclass(frozen=True)
 class BrokerReplicasInfo(Body):
     """GET_SYNC_STATE_DATA's response body (its request body is a JSON array of broker names)."""
 

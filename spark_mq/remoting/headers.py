@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from spark_mq.common.errors import HeaderError, InvalidNameError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass, realize
 from spark_mq.common.names import validate_broker_name, validate_group, validate_kv_name, validate_topic
 
 Int32 = Annotated[int, "int32"]  # Java Integer / int
@@ -138,7 +139,7 @@ def _kind(hint: Any) -> tuple[str, NameRule | None]:
     return {str: "str", bool: "bool", int: "int64"}[hint], None
 
 
-class Header:
+class Header(LazyDataclass):
     """Base of every header: ``to_ext_fields`` / ``from_ext_fields`` driven by the fields.
 
     ``REQUEST`` names the request the header belongs to, for error messages.
@@ -163,7 +164,7 @@ class Header:
                     *_kind(hints[f.name]),
                     required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
                 )
-                for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                for f in dataclasses.fields(realize(cls))  # type: ignore[arg-type]
             )
         return cls._specs
 
@@ -296,11 +297,12 @@ class Header:
 
 
 def header(request: str) -> Any:
-    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``."""
+    """Class decorator: a frozen, keyword-only dataclass header belonging to ``request``, made at its
+    first instance (``common/lazy_dataclass.py``: most of the 75 headers are never built by a process)."""
 
     def wrap(cls: type[H]) -> type[H]:
         cls.REQUEST = request
-        return dataclass(frozen=True, kw_only=True)(cls)
+        return lazy_dataclass(frozen=True, kw_only=True)(cls)
 
     return wrap
 
