@@ -83,11 +83,12 @@ _NV, _PS, _KEY_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(),
 QueueFor = Callable[[str, int], ConsumeQueue]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AppendRecord:
     """What one append wrote: consecutive queue offsets from ``queue_offset``. Its property strings
     are either ``properties`` (a put has them in hand) or the last ``property_lengths`` bytes of each
-    unit of ``data`` (units read back from the commitlog: a slave's)."""
+    unit of ``data`` (units read back from the commitlog: a slave's). Not frozen, though never
+    changed: one is built per put, and a frozen dataclass's ``__init__`` costs ~3x as much."""
 
     topic: str
     queue_id: int
