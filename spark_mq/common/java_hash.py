@@ -90,10 +90,11 @@ class PrefixSumHasher:
 
     def __init__(self, buf: np.ndarray) -> None:
         n = buf.size
-        weighted = buf.astype(np.uint32)
-        weighted *= _inverse_powers(n)
-        self._sums = np.zeros(n + 1, dtype=np.uint32)
-        np.cumsum(weighted, out=self._sums[1:])
+        self._sums = np.empty(n + 1, dtype=np.uint32)
+        self._sums[0] = 0
+        weighted = self._sums[1:]  # the sums are taken in place: one array, no temporaries
+        np.multiply(buf, _inverse_powers(n), out=weighted, dtype=np.uint32)
+        np.cumsum(weighted, out=weighted)
         self._powers = _powers(n + 1)
 
     def hashes(self, starts: np.ndarray, ends: np.ndarray, prefix_hash: int | np.ndarray = 0) -> np.ndarray:
