@@ -47,6 +47,9 @@ def combine(prefix_hash: int, suffix_hash: int, suffix_units: int) -> int:
 
 
 _POW_CACHE = np.ones(1, dtype=np.uint32)
+_INV_POW_CACHE = np.ones(1, dtype=np.uint32)
+_INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so invertible modulo 2**32
+PREFIX_SUM_MAX_BYTES = 4 << 20  # buffers up to this size may be hashed by prefix sums (tables of 4 B a byte)
 _MATRIX_CELLS = 1 << 20  # bytes per hashing matrix
 _TRIANGLE_WIDTH = 256  # ranges up to this long are masked with rows of one precomputed triangle
 _TRIANGLE = np.arange(_TRIANGLE_WIDTH) >= (_TRIANGLE_WIDTH - np.arange(_TRIANGLE_WIDTH + 1))[:, None]
@@ -61,6 +64,50 @@ def _powers(n: int) -> np.ndarray:
         p[0] = 1
         _POW_CACHE = np.cumprod(p, dtype=np.uint32)
     return _POW_CACHE[:n]
+
+
+def _inverse_powers(n: int) -> np.ndarray:
+    """31**-i mod 2**32 for i in [0, n)."""
+    global _INV_POW_CACHE
+    if _INV_POW_CACHE.size < n:
+        size = max(n, 2 * _INV_POW_CACHE.size)
+        p = np.full(size, _INV31, dtype=np.uint32)
+        p[0] = 1
+        _INV_POW_CACHE = np.cumprod(p, dtype=np.uint32)
+    return _INV_POW_CACHE[:n]
+
+
+class PrefixSumHasher:
+    """``java_hashes`` of many ranges of one ASCII buffer from one prefix sum over it.
+
+    Why: ``S[i] = sum(buf[j] * 31**-j for j < i)`` (mod 2**32, where 31 has an inverse) makes the
+    hash of ``buf[s:e]`` ``31**(e-1) * (S[e] - S[s])``: a few calls over the buffer once, then a
+    few gathers per set of ranges, whatever their lengths. For buffers that are mostly ranges to
+    hash (packed property strings: tags, keys and UNIQ_KEY of a dispatch pass) this is several
+    times cheaper than masking a matrix of every range's bytes. The caller checks that the buffer
+    is ASCII (no byte >= 0x80: one byte is one UTF-16 unit) and at most ``PREFIX_SUM_MAX_BYTES``.
+    """
+
+    def __init__(self, buf: np.ndarray) -> None:
+        n = buf.size
+        self._sums = np.empty(n + 1, dtype=np.uint32)
+        self._sums[0] = 0
+        weighted = self._sums[1:]  # the sums are taken in place: one array, no temporaries
+        np.multiply(buf, _inverse_powers(n), out=weighted, dtype=np.uint32)
+        np.cumsum(weighted, out=weighted)
+        self._powers = _powers(n + 1)
+
+    def hashes(self, starts: np.ndarray, ends: np.ndarray, prefix_hash: int | np.ndarray = 0) -> np.ndarray:
+        """What ``java_hashes(buf, starts, ends, prefix_hash)`` gives, as int32."""
+        sums, powers = self._sums, self._powers
+        out = sums[ends] - sums[starts]
+        out *= powers[ends - (ends > 0)]  # 31**(e-1); an empty range at 0 is 0 times anything
+        if np.isscalar(prefix_hash):
+            if prefix_hash:
+                out += powers[ends - starts] * np.uint32(int(prefix_hash) & _MASK)
+        else:
+            out += np.asarray(prefix_hash, dtype=np.int64).astype(np.uint32) * powers[ends - starts]
+        return out.view(np.int32)
 
 
 def java_hashes(

@@ -10,7 +10,7 @@ messages by searching their property bytes only (the SQL92 filter's hot path); a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
 import numpy as np
@@ -162,6 +162,13 @@ class PackedProperties:
     separators: np.ndarray  # positions of every PROPERTY_SEPARATOR in ``data``, ascending
     separator_rows: np.ndarray  # the message each of them belongs to
     rows: int
+    # where the pair after each separator ends: the next separator, else the data's end
+    following: np.ndarray = field(init=False, repr=False, compare=False)
+    # the key-wide windows at every separator, per key width: TAGS and KEYS share one gather
+    _windows: dict[int, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "following", np.append(self.separators, self.data.size))
 
     @classmethod
     def pack(cls, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> PackedProperties:
@@ -204,13 +211,14 @@ class PackedProperties:
         begins = np.full(self.rows, -1, dtype=np.int64)
         ends = np.full(self.rows, -1, dtype=np.int64)
         # a match starts at a separator: the key's width of bytes at each compared as one opaque item
-        room = int(np.searchsorted(self.separators, self.data.size - key.size, side="right"))
-        windows = at_every_byte(self.data, f"V{key.size}")[self.separators[:room]]
+        windows = self._windows.get(key.size)
+        if windows is None:
+            room = int(np.searchsorted(self.separators, self.data.size - key.size, side="right"))
+            windows = self._windows[key.size] = at_every_byte(self.data, f"V{key.size}")[self.separators[:room]]
         at = np.flatnonzero(windows == np.void(key.tobytes()))
         # the value runs to the next separator (the next pair's, or the next message's), else to the end
-        following = np.append(self.separators, self.data.size)
         begins[self.separator_rows[at]] = self.separators[at] + key.size  # ascending: a later duplicate wins
-        ends[self.separator_rows[at]] = following[at + 1]
+        ends[self.separator_rows[at]] = self.following[at + 1]
         return begins, ends
 
 

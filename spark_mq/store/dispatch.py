@@ -47,7 +47,13 @@ import numpy as np
 from spark_mq.common.byte_ranges import split_ranges
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import DiskFullError
-from spark_mq.common.java_hash import java_hash, java_hash_utf8, java_hashes
+from spark_mq.common.java_hash import (
+    PREFIX_SUM_MAX_BYTES,
+    PrefixSumHasher,
+    java_hash,
+    java_hash_utf8,
+    java_hashes,
+)
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -77,11 +83,12 @@ _NV, _PS, _KEY_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(),
 QueueFor = Callable[[str, int], ConsumeQueue]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AppendRecord:
     """What one append wrote: consecutive queue offsets from ``queue_offset``. Its property strings
     are either ``properties`` (a put has them in hand) or the last ``property_lengths`` bytes of each
-    unit of ``data`` (units read back from the commitlog: a slave's)."""
+    unit of ``data`` (units read back from the commitlog: a slave's). Not frozen, though never
+    changed: one is built per put, and a frozen dataclass's ``__init__`` costs ~3x as much."""
 
     topic: str
     queue_id: int
@@ -137,11 +144,12 @@ def _dispatch_info(
     buf: np.ndarray, found: PropertyScan | PackedProperties, topic_prefix_hashes: int | np.ndarray, with_keys: bool
 ) -> DispatchInfo:
     """``dispatch_info`` with the properties located in ``buf`` (``found.find`` gives value ranges of it)."""
+    hashes = _range_hashes(buf, isinstance(found, PackedProperties))
     tag_s, tag_e = found.find(TAGS)
     has_tag = np.flatnonzero(tag_s >= 0)
     tag_codes = np.zeros(found.rows, dtype=np.int64)
     if has_tag.size:
-        tag_codes[has_tag] = java_hashes(buf, tag_s[has_tag], tag_e[has_tag]).astype(np.int64)
+        tag_codes[has_tag] = hashes(tag_s[has_tag], tag_e[has_tag], 0).astype(np.int64)
     if not with_keys:
         none = np.zeros(0, dtype=np.int64)
         return DispatchInfo(tag_codes, none, none.astype(np.int32))
@@ -156,8 +164,17 @@ def _dispatch_info(
     order = np.argsort(rows, kind="stable")  # index keys in message order
     rows, starts, ends = rows[order], starts[order], ends[order]
     prefix = topic_prefix_hashes if np.isscalar(topic_prefix_hashes) else np.asarray(topic_prefix_hashes)[rows]
-    hashes = positive_hashes(java_hashes(buf, starts, ends, prefix)) if rows.size else np.zeros(0, np.int32)
-    return DispatchInfo(tag_codes, rows, hashes)
+    key_hashes = positive_hashes(hashes(starts, ends, prefix)) if rows.size else np.zeros(0, np.int32)
+    return DispatchInfo(tag_codes, rows, key_hashes)
+
+
+def _range_hashes(buf: np.ndarray, packed: bool) -> Callable[[np.ndarray, np.ndarray, int | np.ndarray], np.ndarray]:
+    """``java_hashes`` of ranges of ``buf``: by one prefix sum over it when it is packed property
+    bytes (nearly all of them hashed: tags, keys, UNIQ_KEY), ASCII and not too large for the sum's tables;
+    by masked matrices of the ranges' bytes otherwise (whole units, where the ranges are a small part)."""
+    if packed and buf.size <= PREFIX_SUM_MAX_BYTES and int(buf.max(initial=0)) < 0x80:
+        return PrefixSumHasher(buf).hashes
+    return lambda starts, ends, prefix: java_hashes(buf, starts, ends, prefix)
 
 
 def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str], int]) -> DispatchInfo:

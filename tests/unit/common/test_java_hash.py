@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from unit_helpers import reference_java_hash
 
-from spark_mq.common.java_hash import combine, java_hash, java_hashes
+from spark_mq.common.java_hash import PrefixSumHasher, combine, java_hash, java_hashes
 
 
 @pytest.mark.parametrize(
@@ -108,3 +108,29 @@ def test_combine_equals_hash_of_concatenation(a, b):
 def test_java_hashes_of_no_ranges_is_empty():
     got = java_hashes(np.zeros(4, dtype=np.uint8), np.zeros(0), np.zeros(0))
     assert got.size == 0
+
+
+@given(
+    pairs=st.lists(st.tuples(st.text(alphabet=st.characters(max_codepoint=127), max_size=20),
+                             st.text(alphabet=st.characters(max_codepoint=127), max_size=300)), max_size=30),
+    gap=st.binary(max_size=3).filter(bytes.isascii),
+    one_prefix=st.booleans(),
+)
+@settings(max_examples=200)
+def test_prefix_sum_hasher_equals_java_hashes_on_ascii(pairs, gap, one_prefix):
+    """Dispatch hashes packed property strings by prefix sums: every tag code and index key hash
+    must be the one Java (and ``java_hashes``) gives, empty ranges and ranges at 0 included."""
+    prefixes = [p for p, _ in pairs]
+    strings = [s for _, s in pairs]
+    buf, starts, ends = _ranges(strings, gap)
+    if one_prefix:
+        prefix = java_hash("TopicTest#")
+        expected = [reference_java_hash("TopicTest#" + s) for s in strings]
+    else:
+        prefix = np.array([java_hash(p) for p in prefixes], dtype=np.int64)
+        expected = [reference_java_hash(p + s) for p, s in pairs]
+    hasher = PrefixSumHasher(buf)
+    assert hasher.hashes(starts, ends, 0).tolist() == [reference_java_hash(s) for s in strings]
+    got = hasher.hashes(starts, ends, prefix)
+    assert got.dtype == np.int32
+    assert got.tolist() == expected == java_hashes(buf, starts, ends, prefix).tolist()
