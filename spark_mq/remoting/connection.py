@@ -81,8 +81,9 @@ Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand |
 Gate = Callable[[RemotingCommand, "Connection"], "RemotingCommand | None"]
 CloseCallback = Callable[["Connection"], None]
 READ_CHUNK = 256 * 1024
-# bytes received but not yet decoded past which the socket is no longer read (StreamReader's 2 x 64 KiB)
-INTAKE_LIMIT = 128 * 1024
+# bytes received and not yet decoded past which the socket is no longer read: a few of the
+# transport's chunks (256 KiB each), so that a reader task keeping up never pauses it
+INTAKE_LIMIT = 4 * READ_CHUNK
 CLOSE_FLUSH_TIMEOUT_S = 2.0  # how long a closing socket may take to send what is left before it is aborted
 
 
