@@ -52,8 +52,9 @@ def test_tiered_lookup_runs_quick(tmp_path: Path) -> None:
 
 
 def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
-    """The Spark ingest benchmark at --quick size (real NameServer, broker and local[2] session): the stream
-    and the Parquet read, full and pruned, each saw every produced row."""
+    """The Spark ingest benchmark at --quick size (real NameServer, broker and local[2] session): the stream,
+    the Parquet read and the memory ceiling (ready Arrow batches), full and pruned, each saw every produced
+    row, and the stream is rated against both ceilings."""
     out = tmp_path / "result.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "spark_ingest.py"), "--quick", "--json", str(out), "--dir",
@@ -64,9 +65,11 @@ def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
     produced = result["produced"]["messages"]
     assert produced > 0
     cases = result["cases"]
-    assert set(cases) == {"stream full", "parquet full", "stream pruned", "parquet pruned"}
+    assert set(cases) == {f"{case} {kind}" for case in ("stream", "parquet", "memory") for kind in ("full", "pruned")}
     assert all(c["rows"] == produced for c in cases.values())
-    assert set(result["ratios"]) == {"full", "pruned"}
+    ratios = result["ratios"]
+    assert set(ratios) == {f"{kind} / {ceiling}" for kind in ("full", "pruned") for ceiling in ("parquet", "memory")}
+    assert all(r["wall"] > 0 and r["cpu"] > 0 for r in ratios.values()), ratios
 
 
 def test_security_benchmark_runs_quick(tmp_path: Path) -> None:
