@@ -23,9 +23,6 @@ from spark_mq.store.disk_space import allocate, is_allocated
 log = logging.getLogger(__name__)
 
 FILE_NAME_DIGITS = 20
-# bytes past an append's end made resident by writing zeros there (see ``MappedFile._warm``)
-WARM_AHEAD = 1 << 20
-_ZEROS = memoryview(bytes(WARM_AHEAD))
 _HAS_PWRITE = hasattr(os, "pwrite")  # POSIX; elsewhere appends copy into the mapping
 
 
@@ -81,7 +78,6 @@ class MappedFile:
         self.mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
-        self._warm_end = 0  # zeros were written up to here (see _warm)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -102,19 +98,17 @@ class MappedFile:
         """Write ``data`` at the wrote position; returns where it started.
 
         With ``pwrite``, not a copy into the mapping: the kernel copies it into the page cache the mapping
-        shares, once and without the GIL, where the copy into the mapping faulted each page in after
-        ``_warm`` had written zeros to it (measured: 0.31 -> 0.17 CPU-us per 1 KiB unit appended, 0.065 ->
-        0.042 per 100 B one; the first read through the mapping then faults the page in, ~0.01 us per
-        unit). What ``pwrite`` does not write (none of it without ``pwrite``, or after an error) is
-        copied into the mapping as before."""
+        shares, once and without the GIL, where a copy into the mapping faults each page in (measured:
+        0.31 -> 0.17 CPU-us per 1 KiB unit appended, 0.065 -> 0.042 per 100 B one; the first read
+        through the mapping then faults the page in, ~0.01 us per unit).
+        What ``pwrite`` does not write (none of it without ``pwrite``, or after an error) is copied
+        into the mapping."""
         pos = self.wrote_position
         end = pos + len(data)
         if end > self.size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos} of {self.size}")
         wrote = self._pwrite(data, pos)
         if wrote < len(data):
-            if end > self._warm_end:
-                self._warm(end)
             self._mm[pos + wrote:end] = memoryview(data)[wrote:]
         self.wrote_position = end
         return pos
@@ -134,23 +128,6 @@ class MappedFile:
         except OSError as e:
             log.debug("%s: pwrite at %d failed (%s): copying into the mapping", self.path.name, pos + done, e)
         return done
-
-    def _warm(self, end: int) -> None:
-        """Write zeros (what the bytes past the wrote position hold already) from there to
-        ``WARM_AHEAD`` past ``end``, with ``pwrite``. Why: the first store into each page of the
-        mapping faults, and on an allocated but unwritten extent each fault converts its block on
-        its own (measured: half the CPU and wall time of appending 100-byte messages); one write
-        of a MiB does it for 256 pages, without the GIL. Best effort: the copy into the mapping
-        follows either way."""
-        pos = max(self._warm_end, self.wrote_position)
-        stop = min(self.size, end + WARM_AHEAD)
-        try:
-            while pos < stop:
-                pos += os.pwrite(self._fd, _ZEROS[: min(WARM_AHEAD, stop - pos)], pos)
-        except OSError as e:
-            log.debug("%s: no zeros written ahead at %d (%s): pages fault in one at a time", self.path.name, pos, e)
-            stop = self.size
-        self._warm_end = stop
 
     def close_tail(self, marker: bytes) -> None:
         """Write ``marker`` at the wrote position and count the rest of the file as used."""
