@@ -72,7 +72,7 @@ from spark_mq.store.lock_file import StoreLock
 from spark_mq.store.queue_reader import DEFAULT_MAX_GET_BYTES, QueueReader, UnitFilter
 from spark_mq.store.recovery import RecoveryReport, check_from, rebuild, recover
 from spark_mq.store.replica_writer import ReplicaWriter
-from spark_mq.store.results import GetResult, PutResult, PutStatus
+from spark_mq.store.results import GetResult, GetStatus, PutResult, PutStatus
 from spark_mq.store.retention import (
     ArchivedOffset,
     ConsumedOffsets,
@@ -412,6 +412,18 @@ class MessageStore:
         services idle until their system topic receives a message compare it (a read by queue
         offset would make the dispatcher catch up on every poll)."""
         return self._writes.next_offset.get((topic, queue_id), 0)
+
+    def at_queue_end(self, topic: str, queue_id: int, offset: int) -> GetResult | None:
+        """``get_messages``' answer to a read at the queue's end (``offset`` is where its next put goes), found
+        without dispatching anything; None when ``offset`` is not the end: read. A consumer's pull right after
+        its last answer comes here and is held: it need not wait for the appends since to be dispatched first
+        (the put that wakes it hands its units over; the dispatcher takes them later, in a batch)."""
+        if offset <= 0 or self.config.is_slave or self._writes.next_offset.get((topic, queue_id)) != offset:
+            return None
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return None
+        return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, cq.min_offset, offset)
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
