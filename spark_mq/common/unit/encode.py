@@ -60,7 +60,7 @@ def unit_sizes(batch: MessageBatch) -> np.ndarray:
 
 @dataclass(frozen=True)
 class EncodedBatch:
-    data: bytes | memoryview  # the units, back to back (a memoryview from the native encoder)
+    data: bytes | memoryview  # the units, back to back (a memoryview only when asked for a view)
     sizes: np.ndarray  # int64, one per unit
     physical_offsets: np.ndarray  # int64, one per unit
 
@@ -72,8 +72,11 @@ def encode_batch(
     store_timestamp: int,
     store_host: bytes,
     sizes: np.ndarray | None = None,
+    view: bool = False,
 ) -> EncodedBatch:
-    """Encode every message of ``batch`` as consecutive units starting at ``physical_offset``."""
+    """Encode every message of ``batch`` as consecutive units starting at ``physical_offset``. With
+    ``view``, ``data`` may be a memoryview of the native encoder's buffer instead of a copy of it as
+    bytes: for a caller that only writes the units out (the commitlog)."""
     n = len(batch)
     topic = batch.topic.encode()
     if sizes is None:
@@ -82,7 +85,7 @@ def encode_batch(
         return _encode_one(batch, topic, int(sizes[0]), physical_offset, queue_offset, store_timestamp, store_host)
     template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
     if native.ENCODER is not None:
-        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset)
+        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset, view)
     phys = sizes.cumsum()
     phys -= sizes
     phys += physical_offset
@@ -115,6 +118,7 @@ def encode_batch(
 
 def _encode_native(
     batch: MessageBatch, topic: bytes, sizes: np.ndarray, template: bytes, physical_offset: int, queue_offset: int,
+    view: bool,
 ) -> EncodedBatch:
     """:func:`encode_batch` of two or more messages by the native encoder: one buffer holds the
     units' physical offsets, then the units."""
@@ -135,7 +139,8 @@ def _encode_native(
     )
     if wrote != units_size:
         raise ValueError("a batch's bodies or properties are not all byte strings (their lengths do not add up)")
-    return EncodedBatch(memoryview(buf)[8 * n:], sizes, np.frombuffer(buf, dtype=_INT64, count=n))
+    units = memoryview(buf)[8 * n:]
+    return EncodedBatch(units if view else bytes(units), sizes, np.frombuffer(buf, dtype=_INT64, count=n))
 
 
 def _column(values: np.ndarray, dtype: np.dtype) -> bytes:

@@ -37,7 +37,7 @@ def test_units_encoded_with_either_crc_check_intact(monkeypatch, crc32):
     bodies = _bodies()
     assert crc.body_crcs(bodies, len(bodies), crc32).tolist() == [zlib.crc32(b) & 0x7FFFFFFF for b in bodies]
     monkeypatch.setattr(crc, "FAST_CRC32", crc32)  # with zlib: what a store without isal encodes and checks with
-    data = bytes(encode_batch(MessageBatch.of("T", 0, bodies), 0, 0, 1, HOST).data)
+    data = encode_batch(MessageBatch.of("T", 0, bodies), 0, 0, 1, HOST).data
     data += encode_batch(MessageBatch.of("T", 0, bodies[:1]), len(data), len(bodies), 1, HOST).data  # a lone unit
     chain = follow_chain(memoryview(data), 0, len(data))
     assert chain.end == len(data) and chain.starts.size == len(bodies) + 1
