@@ -41,6 +41,11 @@ _I64 = ctypes.c_int64
 #                       crc_mask)
 _ENCODE_ARGS = (ctypes.POINTER(ctypes.c_char), _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _P,
                 _I64, _I64, _I64, ctypes.c_int32, ctypes.c_uint32)
+# spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
+#                        key_hashes, key_capacity)
+_OUT = ctypes.POINTER(ctypes.c_char)
+_DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
+_FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS}
 
 
 def source_digest() -> str:
@@ -70,8 +75,8 @@ def build(compiler: str | None = None) -> Path:
     return LIBRARY
 
 
-def _load() -> ctypes._CFuncPtr | None:
-    """The library's batch encoder, when it may be used (see the module's docstring)."""
+def _load() -> ctypes.CDLL | None:
+    """The library, when it may be used (see the module's docstring)."""
     if os.environ.get(DISABLE_ENV) == "0" or not LIBRARY.exists():
         return None
     try:
@@ -81,17 +86,19 @@ def _load() -> ctypes._CFuncPtr | None:
             log.warning("%s was built from another native.c: using the pure-Python unit encoder "
                         "(rebuild it: python -m spark_mq.common.unit.native)", LIBRARY)
             return None
-        encode = lib.spark_mq_encode_units
+        for name, argtypes in _FUNCTIONS.items():
+            getattr(lib, name).argtypes = argtypes
+            getattr(lib, name).restype = _I64
     except (OSError, AttributeError) as e:
         log.warning("%s does not load (%s): using the pure-Python unit encoder", LIBRARY, e)
         return None
-    encode.argtypes = _ENCODE_ARGS
-    encode.restype = _I64
-    return encode
+    return lib
 
 
 # the build command does not load the library it may be about to replace
-ENCODER = _load() if __name__ != "__main__" else None
+_LIB = _load() if __name__ != "__main__" else None
+ENCODER = _LIB.spark_mq_encode_units if _LIB is not None else None  # see native.c
+DISPATCH_INFO = _LIB.spark_mq_dispatch_info if _LIB is not None else None  # see native.c
 
 
 def main() -> int:

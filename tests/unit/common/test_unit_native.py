@@ -1,6 +1,8 @@
-"""The native unit encoder (native.c through ctypes) and the pure-Python/numpy one write the same
-bytes, byte for byte, over fuzzed batches and their edges; the library is used only when built
-from this native.c and not switched off, and the store writes the same commitlog with either."""
+"""The native library (native.c through ctypes) against the pure-Python/numpy paths it replaces: the
+unit encoder writes the same bytes, byte for byte, over fuzzed batches and their edges (and the store
+the same commitlog with either); the dispatch info of property strings is the same as the numpy
+scan's and the plain-Python one's. The library is used only when built from this native.c and not
+switched off."""
 
 from __future__ import annotations
 
@@ -21,35 +23,47 @@ from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, MessageBatch, pack
 from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, encode_properties
 from spark_mq.common.unit import encode, native
 from spark_mq.common.unit.layout import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG
+from spark_mq.store import dispatch
 from spark_mq.store.commitlog import CommitLog
 
 STORE_HOST = pack_host("172.16.0.9", 10911)
 
 
 @pytest.fixture(scope="module")
-def library():
-    """The native encoder, built here when the set-up has not (a machine without a C compiler skips)."""
-    if native.ENCODER is None:
-        if os.environ.get(native.DISABLE_ENV) == "0":
-            pytest.skip(f"{native.DISABLE_ENV}=0: the native encoder is switched off")
-        try:
-            native.build()
-        except RuntimeError as e:
-            pytest.skip(f"the native encoder cannot be built here: {e}")
-        encoder = native._load()
-        assert encoder is not None, "built, but it does not load"
-        return encoder
-    return native.ENCODER
+def lib():
+    """The native library, built here when the set-up has not (a machine without a C compiler skips)."""
+    if native._LIB is not None:
+        return native._LIB
+    if os.environ.get(native.DISABLE_ENV) == "0":
+        pytest.skip(f"{native.DISABLE_ENV}=0: the native library is switched off")
+    try:
+        native.build()
+    except RuntimeError as e:
+        pytest.skip(f"the native library cannot be built here: {e}")
+    loaded = native._load()
+    assert loaded is not None, "built, but it does not load"
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def library(lib):
+    """The native encoder."""
+    return lib.spark_mq_encode_units
 
 
 @contextmanager
-def _encoder(encoder):
-    """``native.ENCODER`` set to ``encoder`` (None: the pure-Python encoder) for the block."""
-    saved, native.ENCODER = native.ENCODER, encoder
+def _native(name: str, function):
+    """``native.<name>`` set to ``function`` (None: the pure-Python path) for the block."""
+    saved = getattr(native, name)
+    setattr(native, name, function)
     try:
         yield
     finally:
-        native.ENCODER = saved
+        setattr(native, name, saved)
+
+
+def _encoder(encoder):
+    return _native("ENCODER", encoder)
 
 
 def _both(library, batch: MessageBatch, *args) -> tuple[encode.EncodedBatch, encode.EncodedBatch]:
@@ -178,8 +192,8 @@ def test_a_library_built_from_another_source_is_not_used(monkeypatch, tmp_path, 
     other.write_text(native.SOURCE.read_text() + "\n/* changed */\n")
     monkeypatch.setattr(native, "SOURCE", other)
     monkeypatch.setattr(native, "LIBRARY", tmp_path / "libspark_mq_units.so")
-    native.build()  # rebuilt (this process keeps the old one loaded: the dynamic loader reuses a path's library)
-    assert native.source_digest().encode() in native.LIBRARY.read_bytes()
+    native.build()
+    assert native._load() is not None
     built = native.LIBRARY.stat().st_mtime_ns
     native.build()  # nothing changed: nothing rebuilt
     assert native.LIBRARY.stat().st_mtime_ns == built
@@ -188,3 +202,59 @@ def test_a_library_built_from_another_source_is_not_used(monkeypatch, tmp_path, 
     assert "built from another native.c" in caplog.text
     native.build()  # rebuilt (this process keeps the old one loaded: the dynamic loader reuses a path's library)
     assert native.source_digest().encode() in native.LIBRARY.read_bytes()
+
+
+# -- dispatch info: tag codes and index keys of property strings ---------------------------------
+names = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "TAG", "KEYSX", "a", "UNIQ"])
+ascii_values = st.text(st.sampled_from("ab Z09-_ \x01#"), max_size=12)
+any_values = st.one_of(ascii_values, st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x02"),
+                                              max_size=6))
+
+
+@st.composite
+def property_strings(draw, values=ascii_values) -> bytes:
+    pairs = draw(st.lists(st.tuples(names, values), max_size=6))  # names repeat: the last one counts
+    text = "".join(f"{n}\x01{v}\x02" for n, v in pairs)
+    if text and draw(st.booleans()):
+        text = text[:-1]  # RocketMQ 5 writes no final separator
+    return text.encode()
+
+
+def _infos(lib, strings: list[bytes], prefix) -> tuple:
+    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    with _native("DISPATCH_INFO", lib.spark_mq_dispatch_info):
+        fast = dispatch.joined_dispatch_info(strings, lengths, prefix)
+    with _native("DISPATCH_INFO", None):
+        numpy_scan = dispatch.joined_dispatch_info(strings, lengths, prefix)
+    return fast, numpy_scan
+
+
+def _assert_same_info(a, b) -> None:
+    for field in ("tag_codes", "key_rows", "key_hashes"):
+        assert getattr(a, field).tolist() == getattr(b, field).tolist(), field
+        assert getattr(a, field).dtype == getattr(b, field).dtype, field
+
+
+@given(strings=st.lists(property_strings(), min_size=1, max_size=30), per_row=st.booleans(),
+       prefix=st.integers(-(2**31), 2**31 - 1))
+@settings(max_examples=200, deadline=None)
+def test_native_dispatch_info_is_the_numpy_scans(lib, strings, per_row, prefix):
+    prefixes = np.arange(prefix, prefix + len(strings), dtype=np.int64) if per_row else prefix
+    fast, numpy_scan = _infos(lib, strings, prefixes)
+    _assert_same_info(fast, numpy_scan)
+    if not per_row:  # the plain-Python pass of small dispatches agrees too
+        records = [dispatch.AppendRecord("T", 0, 0, np.zeros(len(strings), np.int64), np.zeros(len(strings), np.int64),
+                                         None, np.zeros(len(strings), np.int64), 0, strings)]
+        _assert_same_info(fast, dispatch.scalar_dispatch_info(records, lambda _topic: prefix))
+
+
+@given(strings=st.lists(property_strings(any_values), min_size=1, max_size=10))
+@settings(max_examples=100, deadline=None)
+def test_non_ascii_values_are_left_to_the_numpy_scan(lib, strings):
+    lengths = np.fromiter(map(len, strings), dtype=np.int64, count=len(strings))
+    with _native("DISPATCH_INFO", lib.spark_mq_dispatch_info):
+        direct = dispatch._native_dispatch_info(strings, lengths, 7)
+    fast, numpy_scan = _infos(lib, strings, 7)
+    _assert_same_info(fast, numpy_scan)
+    if b"".join(strings).isascii():
+        assert direct is not None
