@@ -1,18 +1,20 @@
-"""The native unit encoder: ``native.c`` (ours, next to this file), a plain C shared library
-loaded with ctypes, that writes a whole batch of commitlog units in one call.
+"""The native part of the append path: ``native.c`` (ours, next to this file), a plain C shared
+library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call;
+:data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass.
 
-Why: the pure-Python/numpy encoder (:mod:`~spark_mq.common.unit.encode`) costs ~0.7 µs a message
-(numpy record fields, a four-piece join per message, a CRC call per body), a third of the store's
-append. No library builds RocketMQ units, so this is a small compiled part of our own, with no
-``Python.h``: it builds wherever ``cc`` exists.
+Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
+message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
+~0.4 µs a message each, together ~40 % of the store's append. No library builds RocketMQ units
+or parses its property strings, so this is a small compiled part of our own, with no ``Python.h``:
+it builds wherever ``cc`` exists.
 
 Built by ``scripts/_setup.sh``, or by hand with ``python -m spark_mq.common.unit.native`` (only
-when ``native.c`` changed since the last build). :data:`ENCODER` is None, and the pure-Python
-encoder runs, when the library was not built (an install without a C compiler), fails to load,
-was built from another ``native.c`` (it carries its source's SHA-256), or ``SPARK_MQ_NATIVE=0``
-is set (how the tests run both encoders and compare their bytes).
+when ``native.c`` changed since the last build). :data:`ENCODER` and :data:`DISPATCH_INFO` are
+None, and the pure-Python/numpy paths run, when the library was not built (an install without a C
+compiler), fails to load, was built from another ``native.c`` (it carries its source's SHA-256),
+or ``SPARK_MQ_NATIVE=0`` is set (how the tests run both paths and compare their results).
 
-Thread-safety: the encoder is a pure function of its arguments.
+Thread-safety: both functions are pure functions of their arguments.
 """
 
 from __future__ import annotations
@@ -83,14 +85,14 @@ def _load() -> ctypes.CDLL | None:
         lib = ctypes.CDLL(str(LIBRARY))
         lib.spark_mq_units_source.restype = ctypes.c_char_p
         if lib.spark_mq_units_source().decode() != source_digest():
-            log.warning("%s was built from another native.c: using the pure-Python unit encoder "
+            log.warning("%s was built from another native.c: using the numpy paths instead "
                         "(rebuild it: python -m spark_mq.common.unit.native)", LIBRARY)
             return None
         for name, argtypes in _FUNCTIONS.items():
             getattr(lib, name).argtypes = argtypes
             getattr(lib, name).restype = _I64
     except (OSError, AttributeError) as e:
-        log.warning("%s does not load (%s): using the pure-Python unit encoder", LIBRARY, e)
+        log.warning("%s does not load (%s): using the numpy paths instead", LIBRARY, e)
         return None
     return lib
 
@@ -106,7 +108,7 @@ def main() -> int:
     try:
         path = build()
     except (RuntimeError, OSError) as e:
-        print(f"[native] {e}; the pure-Python unit encoder will be used", file=sys.stderr)
+        print(f"[native] {e}; the numpy paths will be used instead", file=sys.stderr)
         return 1
     print(f"[native] {path} is built from {SOURCE.name}")
     return 0
