@@ -140,7 +140,9 @@ def _encode_native(
     if wrote != units_size:
         raise ValueError("a batch's bodies or properties are not all byte strings (their lengths do not add up)")
     units = memoryview(buf)[8 * n:]
-    return EncodedBatch(units if view else bytes(units), sizes, np.frombuffer(buf, dtype=_INT64, count=n))
+    # the offsets copied out: a view would keep the units' buffer alive as long as the put's record and result
+    phys = np.frombuffer(buf, dtype=_INT64, count=n).copy()
+    return EncodedBatch(units if view else bytes(units), sizes, phys)
 
 
 def _column(values: np.ndarray, dtype: np.dtype) -> bytes:
