@@ -38,10 +38,10 @@ _CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 _P = ctypes.c_char_p  # bytes: passed as a pointer to their buffer, no copy
 _I64 = ctypes.c_int64
 # spark_mq_encode_units(physical_offsets + units, units_size, n, bodies, bodies_size, body_lengths, props,
-#                       props_size, props_lengths, crcs, flags, born_timestamps, sys_flags, reconsume_times,
+#                       props_size, props_lengths, flags, born_timestamps, sys_flags, reconsume_times,
 #                       header, topic_tail, topic_tail_length, physical_offset, queue_offset, sys_flag_clear,
 #                       crc_mask)
-_ENCODE_ARGS = (ctypes.POINTER(ctypes.c_char), _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _P,
+_ENCODE_ARGS = (ctypes.POINTER(ctypes.c_char), _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P,
                 _I64, _I64, _I64, ctypes.c_int32, ctypes.c_uint32)
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
