@@ -86,10 +86,9 @@ def encode_batch(
     if n == 1:  # a lone message (most network sends): one struct.pack beats ~25 numpy calls
         return _encode_one(batch, topic, int(sizes[0]), physical_offset, queue_offset, store_timestamp, store_host)
     template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
-    if native.ENCODER is not None:
-        bodies = b"".join(batch.bodies)
-        if len(bodies) <= n * NATIVE_MAX_MEAN_BODY:
-            return _encode_native(batch, bodies, topic, sizes, template, physical_offset, queue_offset, view)
+    # decided before the bodies are joined: a join thrown away changes how the heap reuses pages as well
+    if native.ENCODER is not None and int(batch.body_lengths.sum()) <= n * NATIVE_MAX_MEAN_BODY:
+        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset, view)
     phys = sizes.cumsum()
     phys -= sizes
     phys += physical_offset
@@ -121,12 +120,13 @@ def encode_batch(
 
 
 def _encode_native(
-    batch: MessageBatch, bodies: bytes, topic: bytes, sizes: np.ndarray, template: bytes, physical_offset: int,
-    queue_offset: int, view: bool,
+    batch: MessageBatch, topic: bytes, sizes: np.ndarray, template: bytes, physical_offset: int, queue_offset: int,
+    view: bool,
 ) -> EncodedBatch:
-    """:func:`encode_batch` of two or more messages (``bodies`` joined) by the native encoder: one
-    buffer holds the units' physical offsets, then the units."""
+    """:func:`encode_batch` of two or more messages by the native encoder: one buffer holds the
+    units' physical offsets, then the units."""
     n = len(batch)
+    bodies = b"".join(batch.bodies)
     props = b"".join(batch.properties)
     topic_tail = _topic_tail(topic)
     units_size = n * (HEADER_SIZE + len(topic_tail) + PROPS_LENGTH_STRUCT.size) + len(bodies) + len(props)
