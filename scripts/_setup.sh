@@ -67,9 +67,9 @@ fi
 # this environment) nothing else writes it, and a broker's start then compiled every module it
 # imports (~0.18 CPU-s of its restart). Python reads .pyc files even when writing them is off.
 "$VENV/bin/python" -m compileall -q -j 0 spark_mq
-# The native unit encoder (spark_mq/common/unit/native.c, ours): compiled when missing or its source
-# changed. Without a C compiler (installed here as Java is, where apt-get exists) the pure-Python
-# encoder runs: the same bytes, slower.
+# Our C library for the append path (spark_mq/common/unit/native.c: unit encoder, dispatch info),
+# compiled when missing or its source changed. Without a C compiler (installed here as Java is, where
+# apt-get exists) the numpy paths run: the same bytes, slower.
 if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
     echo "[setup] no C compiler found: installing gcc" >&2
     { _spark_mq_sudo apt-get update -qq &&

@@ -147,7 +147,7 @@ def joined_dispatch_info(strings: list[bytes], lengths: np.ndarray, topic_prefix
     """``dispatch_info`` of a put's property strings (``lengths`` known): one pass of the native
     library when it is built and every hashed value is ASCII, else packed and scanned with numpy
     (the same values: the tests compare them)."""
-    if native.DISPATCH_INFO is not None:
+    if native.DISPATCH_INFO is not None and strings:
         info = _native_dispatch_info(strings, lengths, topic_prefix_hashes)
         if info is not None:
             return info
