@@ -77,17 +77,17 @@ def test_uniq_key_time_reads_last_month_for_a_key_from_the_future():
 
 @pytest.mark.parametrize("n", [1, 5, 65_535, 65_536, 65_537, 140_000])
 def test_vectorised_equals_scalar(n):
-    clock_a, clock_b = FakeClock(NOW), FakeClock(NOW)
-    a, b = generator(clock_a), generator(clock_b)
-    # start both mid-block so the wrap falls inside the batch
-    for gen in (a, b):
+    a, b, c = generator(FakeClock(NOW)), generator(FakeClock(NOW)), generator(FakeClock(NOW))
+    # start all mid-block so the wrap falls inside the batch
+    for gen in (a, b, c):
         for _ in range(40_000):
             gen.next()
     vector = a.next_many(n)
     assert vector.dtype == "S32" and vector.shape == (n,)
     scalar = [b.next() for _ in range(n)]
     assert [k.decode() for k in vector.tolist()] == scalar
-    assert a.next() == b.next()  # and they leave the same state behind
+    assert c.next_few(n) == vector.tolist()  # the small batch's keys, one by one
+    assert a.next() == b.next() == c.next()  # and they leave the same state behind
 
 
 def test_keys_are_unique_and_increasing_even_past_65536_per_millisecond():

@@ -1,18 +1,40 @@
-"""A producer's batch encoding in columns: what it puts on the wire and what it refuses."""
+"""A producer's batch encoding, in columns and (a small batch) one message at a time: what it puts
+on the wire and what it refuses, the same either way."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from spark_mq.client.ids import UNIQ_KEY_LENGTH, parse_uniq_key
-from spark_mq.client.outgoing import PreparedBatch, prepare, prepare_batch
+from spark_mq.client import ids, outgoing
+from spark_mq.client.ids import UNIQ_KEY_LENGTH, UniqKeyGenerator, parse_uniq_key
+from spark_mq.client.outgoing import SMALL_BATCH, PreparedBatch, prepare, prepare_batch
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.message import Message
 from spark_mq.common.properties import TIMER_DELIVER_MS, UNIQ_KEY, WAIT_STORE_MSG_OK, decode_properties
+from spark_mq.remoting import message_batch_codec
 from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE, decode_batch_body, encode_batch_body
 
 MAX = 4 * 1024 * 1024
+MIXED = [  # every kind of message a batch may hold
+    Message("T", b"a", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}, flag=7),
+    Message("T", b"b"),
+    Message("T", bytearray(b"c"), properties={UNIQ_KEY: "MINE", WAIT_STORE_MSG_OK: "false"}),
+    Message("T", memoryview(b"d"), keys="solo", flag=-1),
+    Message("T", b"e", deliver_time_ms=1_900_000_000_000),
+    Message("T", b"f" * 3000, flag=-(1 << 31)),
+    Message("T", b"g", properties={"DELAY": "0"}),
+    Message("T", b"h"),
+]
+
+
+@pytest.fixture(params=["columns", "one by one"])
+def batch_path(request, monkeypatch) -> str:
+    """Runs a test with every batch prepared and encoded in columns, then one message at a time."""
+    if request.param == "columns":
+        monkeypatch.setattr(outgoing, "SMALL_BATCH", 0)
+        monkeypatch.setattr(message_batch_codec, "SMALL_BATCH_RECORDS", 0)
+    return request.param
 
 
 def _wire(batch: PreparedBatch) -> list[tuple[bytes, dict[str, str], int]]:
@@ -35,14 +57,8 @@ def test_plain_messages_get_fresh_unique_keys_and_wait():
                                            zip(batch.bodies, batch.properties, strict=True)]
 
 
-def test_properties_tags_keys_flags_and_an_own_uniq_key_are_kept():
-    messages = [
-        Message("T", b"a", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}, flag=7),
-        Message("T", b"b"),
-        Message("T", bytearray(b"c"), properties={UNIQ_KEY: "MINE", WAIT_STORE_MSG_OK: "false"}),
-        Message("T", memoryview(b"d"), keys="solo", flag=-1),
-    ]
-    batch = prepare_batch(messages, MAX)
+def test_properties_tags_keys_flags_and_an_own_uniq_key_are_kept(batch_path):
+    batch = prepare_batch(MIXED[:4], MAX)
     wire = _wire(batch)
     assert [b for b, _, _ in wire] == [b"a", b"b", b"c", b"d"]
     assert [f for _, _, f in wire] == [7, 0, 0, -1]
@@ -90,9 +106,26 @@ def test_split_keeps_order_and_every_group_within_the_limit():
     ([Message("T", b"a", properties={"p": "v" * 40000})], "over the 32767 limit"),
     ([Message("T", b"a", properties={"a\x01b": "c"})], "illegal property name"),
 ])
-def test_bad_batches_are_refused_before_anything_is_sent(messages, match):
+def test_bad_batches_are_refused_before_anything_is_sent(messages, match, batch_path):
     with pytest.raises(MessageValidationError, match=match):
         prepare_batch(messages, MAX)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, SMALL_BATCH])
+def test_a_small_batch_one_by_one_is_the_columns_byte_for_byte(n, monkeypatch):
+    got = []
+    for small in (0, SMALL_BATCH):  # prepared in columns, then one by one
+        monkeypatch.setattr(outgoing, "SMALL_BATCH", small)
+        monkeypatch.setattr(ids, "_default", UniqKeyGenerator(ip="10.1.2.3", pid=7, seed=9, clock=lambda: 1.7e9))
+        b = prepare_batch((MIXED * 2)[:n], MAX)
+        bodies = []
+        for records in (0, SMALL_BATCH):  # encoded in columns, then one record at a time
+            monkeypatch.setattr(message_batch_codec, "SMALL_BATCH_RECORDS", records)
+            bodies.append(encode_batch_body(b.to_message_batch(3)))
+        assert bodies[0] == bodies[1]
+        got.append((b.topic, b.bodies, b.properties, b.flags.dtype, b.flags.tolist(), b.record_sizes.dtype,
+                    b.record_sizes.tolist(), b.uniq_keys, b.msg_id, bodies[0]))
+    assert got[0] == got[1]
 
 
 def test_a_zero_delay_level_is_allowed_in_a_batch():
