@@ -15,8 +15,10 @@ store may be the one lost, see ``HAConnection``). (Only the last unit is compare
 that differ earlier but hold the same last unit, its store timestamp and hosts included, are not
 told apart.)
 
-It reports its end when it connects, after every append and at least every
-haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
+It reports its end when it connects, after appending the whole transfers each wake-up finds
+received (``ReceiveBuffer``: one report for all of them, sent once they are written; a slave
+behind its master catches up with one report per socket read, not per transfer) and at least
+every haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
 disagree about the commitlog) is refused likewise. A restarted slave resumes from its own end
 (recovery of its store is the store's own).
 
@@ -47,7 +49,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
 from spark_mq.common.tls import handshake_failure
@@ -55,6 +57,7 @@ from spark_mq.store.ha.divergence import ReplicaLog, plan_truncation
 from spark_mq.store.ha.epoch_file import EpochEntry, EpochFile
 from spark_mq.store.ha.ha_auth import ClusterAccount, prove
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
+from spark_mq.store.ha.receive_buffer import ReceiveBuffer
 from spark_mq.store.ha.replica_epochs import apply_plan, replica_log
 from spark_mq.store.message_store import MessageStore
 
@@ -191,6 +194,8 @@ class HAClient:
             except BaseException:
                 writer.close()
                 raise
+        # the master sends nothing before the first report: the stream's buffer is empty as it hands over
+        received = ReceiveBuffer(cast(asyncio.Transport, writer.transport))
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
         try:
             self.connected_to = addr
@@ -200,24 +205,41 @@ class HAClient:
             self._report(writer)
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
             self.on_master_found()
+            need = TRANSFER_HEADER.size
             while True:
-                offset, size = TRANSFER_HEADER.unpack(await reader.readexactly(TRANSFER_HEADER.size))
-                self.master_offset = max(self.master_offset, offset + size)
-                if size == 0:
-                    continue  # the master's heartbeat
-                body = await reader.readexactly(size)
-                self.store.append_replicated(offset, body)
-                if self._coming_epochs and self.epochs is not None:
-                    self._record_epochs(self.epochs)
-                self.bytes_received += size
-                self._report(writer)
-                self.on_appended()
-                await writer.drain()
+                used, appended, need = self._append_transfers(await received.wait(need))
+                received.consume(used)
+                if appended:
+                    self._report(writer)
+                    self.on_appended()
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError, OSError):
                 await reporter
             writer.close()
+
+    def _append_transfers(self, received: memoryview) -> tuple[int, bool, int]:
+        """Append every whole transfer at the start of ``received``: (the bytes they took, whether any
+        brought commitlog bytes rather than being heartbeats, the bytes after them the next whole
+        transfer needs)."""
+        pos, appended = 0, False
+        while len(received) - pos >= TRANSFER_HEADER.size:
+            offset, size = TRANSFER_HEADER.unpack_from(received, pos)
+            if size < 0:
+                raise ReplicationError(f"the master sent a transfer header of {size} bytes at commitlog offset "
+                                       f"{offset}: not RocketMQ's HA protocol")
+            end = pos + TRANSFER_HEADER.size + size
+            if end > len(received):
+                return pos, appended, end - pos  # the rest of this transfer is still on its way
+            self.master_offset = max(self.master_offset, offset + size)
+            if size:  # else the master's heartbeat
+                self.store.append_replicated(offset, received[pos + TRANSFER_HEADER.size:end])
+                if self._coming_epochs and self.epochs is not None:
+                    self._record_epochs(self.epochs)
+                self.bytes_received += size
+                appended = True
+            pos = end
+        return pos, appended, TRANSFER_HEADER.size
 
     def lag_bytes(self) -> int:
         """Bytes behind the master's offset as last seen in its transfers (their headers carry no
@@ -236,5 +258,4 @@ class HAClient:
     async def _report_every_heartbeat(self, writer: asyncio.StreamWriter) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            self._report(writer)
-            await writer.drain()
+            self._report(writer)  # 8 bytes: no drain (the stream's flow control no longer hears the transport)
