@@ -46,6 +46,7 @@ class ReceiveBuffer(asyncio.BufferedProtocol):
         while self._end - self._start < count:
             if self._lost is not None:
                 raise self._lost
+            self._resume()  # the buffer has room for the bytes awaited
             self._need = count
             self._waiter = asyncio.get_running_loop().create_future()
             try:
@@ -59,7 +60,11 @@ class ReceiveBuffer(asyncio.BufferedProtocol):
         self._start += count
         if self._start == self._end:
             self._start = self._end = 0
-        if self._paused and count > 0:  # room again (get_buffer moves the bytes left to the front)
+        if count > 0:  # room again (get_buffer moves the bytes left to the front)
+            self._resume()
+
+    def _resume(self) -> None:
+        if self._paused:
             self._paused = False
             self._transport.resume_reading()
 
