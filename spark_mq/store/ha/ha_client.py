@@ -219,10 +219,11 @@ class HAClient:
             writer.close()
 
     def _append_transfers(self, received: memoryview) -> tuple[int, bool, int]:
-        """Append every whole transfer at the start of ``received``: (the bytes they took, whether any
-        brought commitlog bytes rather than being heartbeats, the bytes after them the next whole
-        transfer needs)."""
-        pos, appended = 0, False
+        """Append every whole transfer at the start of ``received``, each run of consecutive ones within
+        one commitlog file in one write: (the bytes they took, whether any brought commitlog bytes rather
+        than being heartbeats, the bytes after them the next whole transfer needs)."""
+        pos, need, run_start, run_end = 0, TRANSFER_HEADER.size, -1, -1
+        run: list[memoryview] = []  # the bodies of the run of transfers from commitlog offset run_start
         while len(received) - pos >= TRANSFER_HEADER.size:
             offset, size = TRANSFER_HEADER.unpack_from(received, pos)
             if size < 0:
@@ -230,16 +231,30 @@ class HAClient:
                                        f"{offset}: not RocketMQ's HA protocol")
             end = pos + TRANSFER_HEADER.size + size
             if end > len(received):
-                return pos, appended, end - pos  # the rest of this transfer is still on its way
+                need = end - pos  # the rest of this transfer is still on its way
+                break
             self.master_offset = max(self.master_offset, offset + size)
             if size:  # else the master's heartbeat
-                self.store.append_replicated(offset, received[pos + TRANSFER_HEADER.size:end])
-                if self._coming_epochs and self.epochs is not None:
-                    self._record_epochs(self.epochs)
-                self.bytes_received += size
-                appended = True
+                if run and (offset != run_end or offset % self.store.commitlog.file_size == 0):
+                    self._append(run_start, run)
+                    run = []
+                if not run:
+                    run_start = offset
+                run.append(received[pos + TRANSFER_HEADER.size:end])
+                run_end = offset + size
             pos = end
-        return pos, appended, TRANSFER_HEADER.size
+        if run:
+            self._append(run_start, run)
+        return pos, run_start >= 0, need
+
+    def _append(self, offset: int, bodies: list[memoryview]) -> None:
+        """Append consecutive transfers' bodies from commitlog ``offset`` (joined: one write, and one
+        copy in memory is far cheaper than a write per transfer)."""
+        data = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+        self.store.append_replicated(offset, data)
+        if self._coming_epochs and self.epochs is not None:
+            self._record_epochs(self.epochs)
+        self.bytes_received += len(data)
 
     def lag_bytes(self) -> int:
         """Bytes behind the master's offset as last seen in its transfers (their headers carry no
