@@ -30,7 +30,7 @@ the bytes reach its start offset, so its epoch file stays the master's for what 
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
+restarted master may listen elsewhere); ``on_appended`` after the appends of each read (a slave's messages
 arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
 a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
 consumer offsets committed here meanwhile).
