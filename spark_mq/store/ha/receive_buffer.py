@@ -11,7 +11,8 @@ commitlog's write, and the reader is woken only once the bytes it asked for are 
 The buffer keeps the bytes received and not yet consumed in ``[start, end)``; what a reader asks
 for that does not fit makes it grow (a transfer larger than it), and the unconsumed bytes move
 to its front when the free tail gets short. Reading from the socket pauses while the buffer is
-full and resumes once bytes are consumed.
+full and resumes once bytes are consumed. As with a ``StreamReader``, bytes still unread when the connection
+fails (a reset: the master was killed, say) are dropped; after a clean end they are read first.
 
 Thread-safety: none; the event loop calls the protocol methods, the HA client's coroutine the rest.
 """
@@ -35,12 +36,16 @@ class ReceiveBuffer(asyncio.BufferedProtocol):
         self._need = 0  # unconsumed bytes the waiter waits for
         self._waiter: asyncio.Future[None] | None = None
         self._lost: BaseException | None = None  # why no more bytes come (the connection ended)
+        self._failed: BaseException | None = None  # the connection's error (a reset, say): nothing more is read
         self._paused = False
         transport.set_protocol(self)
 
     async def wait(self, count: int) -> memoryview:
         """The bytes received and not consumed, once there are at least ``count`` (valid until the next
-        ``wait``); raises ``asyncio.IncompleteReadError`` or the connection's error if it ends first."""
+        ``wait``); raises ``asyncio.IncompleteReadError`` if the connection ends first, its error at once
+        if it failed."""
+        if self._failed is not None:
+            raise self._failed
         if len(self._buf) - self._start < count:
             self._resize(count)
         while self._end - self._start < count:
@@ -99,6 +104,7 @@ class ReceiveBuffer(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = exc or asyncio.IncompleteReadError(bytes(self._buf[self._start:self._end]), None)
+        self._failed = exc  # as a StreamReader: a failed connection's unread bytes are dropped, an ended one's read
         self._wake()
 
     def _wake(self) -> None:
