@@ -67,6 +67,16 @@ fi
 # this environment) nothing else writes it, and a broker's start then compiled every module it
 # imports (~0.18 CPU-s of its restart). Python reads .pyc files even when writing them is off.
 "$VENV/bin/python" -m compileall -q -j 0 spark_mq
+# Our C library for the append path (spark_mq/common/unit/native.c: unit encoder, dispatch info),
+# compiled when missing or its source changed. Without a C compiler (installed here as Java is, where
+# apt-get exists) the numpy paths run: the same bytes, slower.
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    echo "[setup] no C compiler found: installing gcc" >&2
+    { _spark_mq_sudo apt-get update -qq &&
+      _spark_mq_sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libc6-dev; } ||
+        echo "[setup] installing gcc failed" >&2
+fi
+"$VENV/bin/python" -m spark_mq.common.unit.native || true
 
 export PATH="$VENV/bin:$PATH"
 export VIRTUAL_ENV="$VENV"

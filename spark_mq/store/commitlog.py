@@ -88,7 +88,8 @@ class CommitLog:
                 continue
             part = batch if (done == 0 and fit == n) else batch.slice(done, done + fit)
             encoded = encode_batch(
-                part, mf.end_offset, queue_offset + done, store_timestamp, store_host, sizes=sizes[done:done + fit]
+                part, mf.end_offset, queue_offset + done, store_timestamp, store_host, sizes=sizes[done:done + fit],
+                view=True,
             )
             mf.append(encoded.data)
             phys_parts.append(encoded.physical_offsets)

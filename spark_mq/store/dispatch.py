@@ -34,6 +34,7 @@ Thread-safety: ``enqueue`` is called under the store's put lock; ``catch_up`` an
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
 import time
@@ -65,6 +66,7 @@ from spark_mq.common.properties import (
     PropertyScan,
     scan_properties,
 )
+from spark_mq.common.unit import native
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.index_file import positive_hash, positive_hashes
 from spark_mq.store.index_service import IndexService
@@ -138,6 +140,38 @@ def dispatch_info(
 def packed_dispatch_info(packed: PackedProperties, topic_prefix_hashes: int | np.ndarray) -> DispatchInfo:
     """``dispatch_info`` of property strings packed from a put's batches (no units to scan)."""
     return _dispatch_info(packed.data, packed, topic_prefix_hashes, True)
+
+
+def joined_dispatch_info(strings: list[bytes], lengths: np.ndarray, topic_prefix_hashes: int | np.ndarray
+                         ) -> DispatchInfo:
+    """``dispatch_info`` of a put's property strings (``lengths`` known): one pass of the native
+    library when it is built and every hashed value is ASCII, else packed and scanned with numpy
+    (the same values: the tests compare them)."""
+    if native.DISPATCH_INFO is not None and strings:
+        info = _native_dispatch_info(strings, lengths, topic_prefix_hashes)
+        if info is not None:
+            return info
+    return packed_dispatch_info(PackedProperties.join(strings, lengths), topic_prefix_hashes)
+
+
+def _native_dispatch_info(strings: list[bytes], lengths: np.ndarray, topic_prefix_hashes: int | np.ndarray
+                          ) -> DispatchInfo | None:
+    """``joined_dispatch_info`` by the native library; None when it leaves the strings to numpy
+    (a hashed value that is not ASCII: Java hashes its UTF-16 units)."""
+    data = b"".join(strings)
+    rows = len(strings)
+    capacity = 2 * rows + data.count(b" ")  # UNIQ_KEY and the KEYS tokens: at most one more than its spaces
+    prefixes = np.asarray(topic_prefix_hashes, dtype=np.int64)
+    tags, key_rows, key_hashes = bytearray(8 * rows), bytearray(8 * capacity), bytearray(4 * capacity)
+    keys = native.DISPATCH_INFO(
+        data, len(data), np.ascontiguousarray(lengths, dtype=np.int64).tobytes(), rows, prefixes.tobytes(),
+        int(prefixes.ndim), *(ctypes.byref(ctypes.c_char.from_buffer(out)) for out in (tags, key_rows, key_hashes)),
+        capacity,
+    )
+    if keys < 0:
+        return None
+    return DispatchInfo(np.frombuffer(tags, dtype=np.int64), np.frombuffer(key_rows, dtype=np.int64, count=keys),
+                        np.frombuffer(key_hashes, dtype=np.int32, count=keys))
 
 
 def _dispatch_info(
@@ -427,8 +461,8 @@ class Dispatcher:
                 unit_ends = np.cumsum(sizes)  # properties are the last bytes of every unit
                 info = packed_dispatch_info(PackedProperties.pack(buf, unit_ends - prop_lengths, unit_ends), prefix)
             else:  # a put's (or puts after a slave's, once promoted): join the strings, no units to scan
-                strings = chain.from_iterable(r.property_strings() for r in records)
-                info = packed_dispatch_info(PackedProperties.join(strings, prop_lengths), prefix)
+                strings = list(chain.from_iterable(r.property_strings() for r in records))
+                info = joined_dispatch_info(strings, prop_lengths, prefix)
         ts = np.repeat(np.fromiter((r.store_timestamp for r in records), dtype=np.int64), counts)
         runs = queue_runs(records, counts, bounds)
         defer = small and self._index is not None and info.key_rows.size > 0

@@ -150,8 +150,11 @@ class PullProcessor:
         if h.has_commit_offset and h.commit_offset >= 0:
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
 
-        result = self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
-                                         unit_filter=unit_filter, readable_end=self.readable_end())
+        readable_end = self.readable_end()
+        # a pull at the queue's end (a consumer's next pull) is answered or held without a read of the store
+        result = (self.store.at_queue_end(h.topic, h.queue_id, h.queue_offset) if readable_end is None else None) \
+            or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
+                                       unit_filter=unit_filter, readable_end=readable_end)
         code = response_code(result, h.queue_offset)
         # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
         # held pulls it is answered now instead)

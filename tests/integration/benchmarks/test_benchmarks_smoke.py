@@ -82,3 +82,17 @@ def test_security_benchmark_runs_quick(tmp_path: Path) -> None:
     medians = json.loads(out.read_text())["medians"]
     assert set(medians) == {"plain", "acl", "tls", "acl+tls"}
     assert all(m["msgs_per_s"] > 0 and m["p99_ms"] > 0 for m in medians.values()), medians
+
+
+def test_latency_stages_traces_every_process(tmp_path: Path) -> None:
+    """One short latency run, every process traced: each step between the stamp and ``poll`` returning is
+    timed, and they add up to the total (the stages of one message, in order)."""
+    out = tmp_path / "result.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "latency_stages.py"), "--quick", "--json",
+                           str(out), "--dir", str(tmp_path)], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    *steps, (_, *_, total_mean) = result["steps"]
+    assert len(steps) == 13 and total_mean > 0
+    assert sum(mean for *_, mean in steps) == pytest.approx(total_mean, rel=1e-6)
+    assert result["holds"]["sends"] > 0 and 0 < result["holds"]["sends finding the next pull held (%)"] <= 100

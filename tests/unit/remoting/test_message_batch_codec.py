@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,9 +15,19 @@ from spark_mq.common.errors import BatchBodyError, BodyError
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.properties import encode_properties
 from spark_mq.common.unit.encode import encode_batch
+from spark_mq.remoting import message_batch_codec
 from spark_mq.remoting.message_batch_codec import decode_batch_body, encode_batch_body, split_pull_body
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
+
+
+@pytest.fixture(scope="module", autouse=True, params=["record-walk", "vectorized"])
+def decode_path(request):
+    """Every test twice: batch bodies up to SMALL_BATCH_BYTES (nearly all here) decoded one record at a
+    time, then every body by the vectorized path."""
+    limit = message_batch_codec.SMALL_BATCH_BYTES if request.param == "record-walk" else 0
+    with mock.patch.object(message_batch_codec, "SMALL_BATCH_BYTES", limit):
+        yield request.param
 
 
 def java_encode_message(body: bytes, props: bytes, flag: int = 0) -> bytes:

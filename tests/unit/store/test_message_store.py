@@ -134,6 +134,35 @@ def test_get_statuses(make_store):
     assert decoded(res)[0].queue_offset == lo
 
 
+
+def _end_answer(res: GetResult | None) -> tuple | None:
+    return None if res is None else (res.status, res.next_begin_offset, res.min_offset, res.max_offset, res.count)
+
+
+def test_at_queue_end_answers_as_a_read_at_the_end_would(make_store):
+    """A consumer's next pull (at the queue's end) is answered without a read: the same answer as the read."""
+    clock = FakeClock(time.time())
+    store = make_store(clock=clock)
+    assert store.at_queue_end(TOPIC, 0, 0) is None  # nothing stored: read (the read says which status)
+    store.put_messages(MessageBatch.of(TOPIC, 0, [b"x"] * 5))
+    assert store.get_max_offset(TOPIC, 0) == 5  # the queue exists once its first messages are dispatched
+    store.put_messages(MessageBatch.of(TOPIC, 0, [b"x"] * 3))  # its end is the last put's, dispatched or not
+    end = store.at_queue_end(TOPIC, 0, 8)
+    assert _end_answer(end) == (GetStatus.OFFSET_OVERFLOW_ONE, 8, 0, 8, 0)
+    assert _end_answer(end) == _end_answer(store.get_messages(TOPIC, 0, 8, 10))
+    for offset in (0, 5, 7, 9):  # messages to read, or an offset past the end: the read answers
+        assert store.at_queue_end(TOPIC, 0, offset) is None
+    assert store.at_queue_end(TOPIC, 1, 5) is None and store.at_queue_end("NoSuchTopic", 0, 5) is None
+
+    # retention moved the queue's minimum: the answer carries it as the read's does
+    store.put_messages(MessageBatch.of(TOPIC, 0, [bytes(2000)] * 200))
+    clock.advance(100 * 3600)  # past fileReservedTime (72 h)
+    store.retention.request_delete()
+    assert store.retention.run_once().deleted_files > 0
+    end = store.at_queue_end(TOPIC, 0, 208)
+    assert end is not None and end.min_offset > 0
+    assert _end_answer(end) == _end_answer(store.get_messages(TOPIC, 0, 208, 10))
+
 # -- tags ---------------------------------------------------------------------------------------
 def test_tag_filter(make_store):
     rng = random.Random(4)
