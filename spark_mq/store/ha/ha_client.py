@@ -15,8 +15,10 @@ store may be the one lost, see ``HAConnection``). (Only the last unit is compare
 that differ earlier but hold the same last unit, its store timestamp and hosts included, are not
 told apart.)
 
-It reports its end when it connects, after every append and at least every
-haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
+It reports its end when it connects, after appending the whole transfers each wake-up finds
+received (``ReceiveBuffer``: one report for all of them, sent once they are written; a slave
+behind its master catches up with one report per socket read, not per transfer) and at least
+every haSendHeartbeatInterval. A transfer that does not start at its end (the master and this slave
 disagree about the commitlog) is refused likewise. A restarted slave resumes from its own end
 (recovery of its store is the store's own).
 
@@ -28,7 +30,7 @@ the bytes reach its start offset, so its epoch file stays the master's for what 
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere); ``on_appended`` after every append (a slave's messages
+restarted master may listen elsewhere); ``on_appended`` after the appends of each read (a slave's messages
 arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
 a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
 consumer offsets committed here meanwhile).
@@ -47,7 +49,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from spark_mq.common.errors import RemotingError, ReplicationError, StoreError
 from spark_mq.common.tls import handshake_failure
@@ -55,6 +57,7 @@ from spark_mq.store.ha.divergence import ReplicaLog, plan_truncation
 from spark_mq.store.ha.epoch_file import EpochEntry, EpochFile
 from spark_mq.store.ha.ha_auth import ClusterAccount, prove
 from spark_mq.store.ha.ha_protocol import REPORT, TRANSFER_HEADER
+from spark_mq.store.ha.receive_buffer import ReceiveBuffer
 from spark_mq.store.ha.replica_epochs import apply_plan, replica_log
 from spark_mq.store.message_store import MessageStore
 
@@ -191,6 +194,8 @@ class HAClient:
             except BaseException:
                 writer.close()
                 raise
+        # the master sends nothing before the first report: the stream's buffer is empty as it hands over
+        received = ReceiveBuffer(cast(asyncio.Transport, writer.transport))
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
         try:
             self.connected_to = addr
@@ -200,24 +205,56 @@ class HAClient:
             self._report(writer)
             log.info("HA: replicating from master %s from commitlog offset %d", addr, self.reported)
             self.on_master_found()
+            need = TRANSFER_HEADER.size
             while True:
-                offset, size = TRANSFER_HEADER.unpack(await reader.readexactly(TRANSFER_HEADER.size))
-                self.master_offset = max(self.master_offset, offset + size)
-                if size == 0:
-                    continue  # the master's heartbeat
-                body = await reader.readexactly(size)
-                self.store.append_replicated(offset, body)
-                if self._coming_epochs and self.epochs is not None:
-                    self._record_epochs(self.epochs)
-                self.bytes_received += size
-                self._report(writer)
-                self.on_appended()
-                await writer.drain()
+                used, appended, need = self._append_transfers(await received.wait(need))
+                received.consume(used)
+                if appended:
+                    self._report(writer)
+                    self.on_appended()
         finally:
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError, OSError):
                 await reporter
             writer.close()
+
+    def _append_transfers(self, received: memoryview) -> tuple[int, bool, int]:
+        """Append every whole transfer at the start of ``received``, each run of consecutive ones within
+        one commitlog file in one write: (the bytes they took, whether any brought commitlog bytes rather
+        than being heartbeats, the bytes after them the next whole transfer needs)."""
+        pos, need, run_start, run_end = 0, TRANSFER_HEADER.size, -1, -1
+        run: list[memoryview] = []  # the bodies of the run of transfers from commitlog offset run_start
+        while len(received) - pos >= TRANSFER_HEADER.size:
+            offset, size = TRANSFER_HEADER.unpack_from(received, pos)
+            if size < 0:
+                raise ReplicationError(f"the master sent a transfer header of {size} bytes at commitlog offset "
+                                       f"{offset}: not RocketMQ's HA protocol")
+            end = pos + TRANSFER_HEADER.size + size
+            if end > len(received):
+                need = end - pos  # the rest of this transfer is still on its way
+                break
+            self.master_offset = max(self.master_offset, offset + size)
+            if size:  # else the master's heartbeat
+                if run and (offset != run_end or offset % self.store.commitlog.file_size == 0):
+                    self._append(run_start, run)
+                    run = []
+                if not run:
+                    run_start = offset
+                run.append(received[pos + TRANSFER_HEADER.size:end])
+                run_end = offset + size
+            pos = end
+        if run:
+            self._append(run_start, run)
+        return pos, run_start >= 0, need
+
+    def _append(self, offset: int, bodies: list[memoryview]) -> None:
+        """Append consecutive transfers' bodies from commitlog ``offset`` (joined: one write, and one
+        copy in memory is far cheaper than a write per transfer)."""
+        data = bodies[0] if len(bodies) == 1 else b"".join(bodies)
+        self.store.append_replicated(offset, data)
+        if self._coming_epochs and self.epochs is not None:
+            self._record_epochs(self.epochs)
+        self.bytes_received += len(data)
 
     def lag_bytes(self) -> int:
         """Bytes behind the master's offset as last seen in its transfers (their headers carry no
@@ -236,5 +273,4 @@ class HAClient:
     async def _report_every_heartbeat(self, writer: asyncio.StreamWriter) -> None:
         while True:
             await asyncio.sleep(self.heartbeat_s)
-            self._report(writer)
-            await writer.drain()
+            self._report(writer)  # 8 bytes: no drain (the stream's flow control no longer hears the transport)

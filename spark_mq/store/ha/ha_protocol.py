@@ -1,6 +1,6 @@
 """The bytes of RocketMQ's HA protocol (``HAConnection`` / ``DefaultHAClient``), both directions.
 
-Slave -> master, a report (after every append, and at least every haSendHeartbeatInterval)::
+Slave -> master, a report (after appending what a read brought, and at least every haSendHeartbeatInterval)::
 
     +---------------------+
     | max offset (int64)  |   the end of the slave's commitlog: what it has, and where to go on

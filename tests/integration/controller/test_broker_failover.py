@@ -122,14 +122,15 @@ def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, repl
     caught_up(slaves, replicated)
     ctl = ControllerClient(remoting, namesrv)
     wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
-    for b in slaves:  # briefly, well within their heartbeat timeout: they stay electable
-        b.server.signal(signal.SIGSTOP)
-    try:
+    for b in slaves:  # frozen while the tail is stored, then killed and started again: what the master sent
+        b.server.signal(signal.SIGSTOP)  # them meanwhile dies unread in their sockets (a slave appends every
+    try:  # whole transfer it has received, even once the connection is gone)
         send(namesrv, topic, "tail", 10)  # ASYNC_MASTER: SEND_OK, on the master alone
     finally:
         first.kill()
         for b in slaves:
-            b.server.signal(signal.SIGCONT)
+            b.kill()  # SIGKILL works on a stopped process
+            b.start_again()
     tail = read_commitlog(first.store)
     assert tail.end > replicated
 

@@ -25,6 +25,7 @@ from .conftest import Pair
 from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 SMALL_TRANSFERS = "haTransferBatchSize=1000\n"  # a transfer rarely ends where a unit does
+STEP_S = 0.002  # how long a frozen master runs per step of ``stop_stream_mid_unit``
 
 
 def connects(pair) -> list[int]:
@@ -116,9 +117,11 @@ def inside_a_message(pair, offset: int, after_body: bool = False) -> bool:
 
 
 def stop_stream_mid_unit(pair, api, after_body: bool = False) -> int:
-    """Freeze the master (SIGSTOP) at a moment the slave holds only the first bytes of a message unit
-    (its commitlog ends inside one of the master's; ``after_body``: past the unit's body), once the
-    slave has taken what the socket still held (its end stays put); the slave's end then."""
+    """Let the master (frozen by ``start_behind``) run in short steps until, frozen again (SIGSTOP), the
+    slave holds only the first bytes of a message unit (its commitlog ends inside one of the master's;
+    ``after_body``: past the unit's body), once the slave has taken what the socket still held (its end
+    stays put); the slave's end then. (Steps, not a free run: a master sends up to 8 transfers per write
+    and a slave takes everything received at once, so the whole copy may take a few milliseconds.)"""
     def slave_end() -> int:
         return int(api.get_broker_runtime_info(pair.slave.addr)["commitLogMaxOffset"])
 
@@ -130,18 +133,18 @@ def stop_stream_mid_unit(pair, api, after_body: bool = False) -> int:
         return seen[-1]
 
     def mid_unit():
+        pair.master.server.signal(signal.SIGCONT)
+        time.sleep(STEP_S)
         pair.master.server.signal(signal.SIGSTOP)
         end = settled_end()
-        if inside_a_message(pair, end, after_body):
-            return end
-        pair.master.server.signal(signal.SIGCONT)
-        return None
-    return wait_until(mid_unit, 60, "the slave's commitlog to end inside a unit", interval=0.01)
+        return end if inside_a_message(pair, end, after_body) else None
+    return wait_until(mid_unit, 60, "the slave's commitlog to end inside a unit", interval=0)
 
 
 def start_behind(ha_pair, tmp_path, namesrv, api, long_properties: bool = False):
-    """An ASYNC_MASTER of small transfers with ~3 MB its slave (started after them) copies; with
-    ``long_properties`` ~2.5 MB of units that are mostly properties (10-byte bodies, 300-byte keys)."""
+    """An ASYNC_MASTER of small transfers with ~3 MB its slave (started after them, the master frozen)
+    copies; with ``long_properties`` ~2.5 MB of units that are mostly properties (10-byte bodies, 300-byte
+    keys)."""
     pair = ha_pair("ASYNC_MASTER", with_slave=False, master_conf=SMALL_TRANSFERS)
     topic = make_topic(api, pair)
     if long_properties:
@@ -154,6 +157,7 @@ def start_behind(ha_pair, tmp_path, namesrv, api, long_properties: bool = False)
             sent += bodies
     else:
         sent = send_batches(api, pair.master.addr, topic, 240, seed=11)
+    pair.master.server.signal(signal.SIGSTOP)  # ``stop_stream_mid_unit`` lets it run in steps
     pair.start_slave(tmp_path, namesrv)
     return pair, sent
 
