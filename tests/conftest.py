@@ -4,10 +4,17 @@
 Hypothesis runs under one profile: no per-example deadline (a wall-clock limit that a loaded
 machine breaks, not the code) and a failure prints its ``@reproduce_failure`` blob, so the
 random example that failed can be replayed.
+
+Every JVM a Spark test starts (the shared session, a driver or job subprocess, a notebook's kernel, a
+benchmark's smoke run: they inherit the environment) compiles with C1 only (``SPARK_SUBMIT_OPTS``, which Spark's
+launcher adds to the driver's java command): the tests' JVMs live seconds to minutes, and C2's compiler threads
+cost them about half their CPU on a 2-core machine (22.5 → 12 CPU-s for a session's start and a few small jobs),
+as the ZooKeeper servers of ``consensus.py`` already run. A value set in the environment is kept.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,6 +24,9 @@ from hypothesis import settings
 from spark_mq.client.sync_api import SyncMQClientAPI
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+SPARK_TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTS)
 
 settings.register_profile("spark_mq", deadline=None, print_blob=True)
 settings.load_profile("spark_mq")

@@ -2,9 +2,10 @@
 workers find the top-level ``pyspark_spark_mq`` module (its ``DefaultSource``) on ``sys.path``.
 
 The wheel is built from a copy of the sources (so the worktree gets no ``build/``) and installed
-into a fresh venv of the same base Python; the venv sees the test venv's dependencies (pyspark,
-pyarrow, ...) through a plain path line in a ``.pth`` file, which does not run that venv's own
-``.pth`` files, so the repository's compat-mode editable install stays invisible to it.
+into a fresh venv of the same base Python (by the test venv's pip, ``pip --python``: the fresh one has no pip);
+the venv sees the test venv's dependencies (pyspark, pyarrow, ...) through a plain path line in a ``.pth`` file,
+which does not run that venv's own ``.pth`` files, so the repository's compat-mode editable install stays
+invisible to it.
 """
 
 from __future__ import annotations
@@ -68,13 +69,14 @@ READ = textwrap.dedent("""
 def test_wheel_install_serves_format_spark_mq_from_any_directory(wheel, tmp_path, cluster, produced):
     venv = tmp_path / "venv"
     base_python = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base_python, "-m", "venv", str(venv)], check=True, timeout=120)
+    # no pip of its own (ensurepip costs seconds)
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
     (site / "spark_mq_test_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--ignore-installed",
-                    str(wheel)], check=True, capture_output=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+                    "--ignore-installed", str(wheel)], check=True, capture_output=True, timeout=120)
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

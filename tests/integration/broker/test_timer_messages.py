@@ -115,7 +115,7 @@ def _send_ledger(namesrv: str, topic: str, rounds: int, per_batch: int, spread_m
 def test_pending_timers_survive_a_clean_restart_each_delivered_once(tmp_path, namesrv):
     broker, topic = setup_broker(tmp_path, namesrv, TIMER_CONF, "timer")
     try:
-        acked = _send_ledger(namesrv, topic, 20, 10, spread_ms=8000)
+        acked = _send_ledger(namesrv, topic, 20, 10, spread_ms=4000)
         assert len(acked) == 200
         broker.restart()  # most are still pending across the stop
         with SyncMQClientAPI(timeout=5.0) as api:
@@ -128,18 +128,18 @@ def test_pending_timers_survive_a_clean_restart_each_delivered_once(tmp_path, na
         broker.stop_if_running()
 
 
-def _sigkill_run(tmp_path, namesrv, kills: int, rounds: int) -> None:
-    """Send ``rounds`` batches of 10 timers, SIGKILL the broker ``kills`` times while they are being
-    delivered (each restart on the same store), then check the ledger: none lost, duplicates counted."""
+def _sigkill_run(tmp_path, namesrv, kills: int, rounds: int, spread_ms: int) -> None:
+    """Send ``rounds`` batches of 10 timers due over ``spread_ms``, SIGKILL the broker ``kills`` times while they are
+    being delivered (each restart on the same store), then check the ledger: none lost, duplicates counted."""
     broker, topic = setup_broker(tmp_path, namesrv, TIMER_CONF, "timer")
-    sigkill_run(broker, topic, lambda: _send_ledger(namesrv, topic, rounds, 10, spread_ms=12_000), kills,
+    sigkill_run(broker, topic, lambda: _send_ledger(namesrv, topic, rounds, 10, spread_ms=spread_ms), kills,
                 "timer", "timer message")
 
 
 def test_pending_timers_survive_sigkill_none_lost_duplicates_counted(tmp_path, namesrv):
-    _sigkill_run(tmp_path, namesrv, kills=2, rounds=30)
+    _sigkill_run(tmp_path, namesrv, kills=2, rounds=30, spread_ms=6000)
 
 
 @pytest.mark.slow
 def test_pending_timers_survive_repeated_sigkills(tmp_path, namesrv):
-    _sigkill_run(tmp_path, namesrv, kills=6, rounds=300)
+    _sigkill_run(tmp_path, namesrv, kills=6, rounds=300, spread_ms=12_000)
