@@ -200,7 +200,7 @@ def encode_batch_body(batch: MessageBatch) -> bytes:
     props_len = batch.property_lengths
     if int(props_len.max()) > MAX_PROPERTIES_LENGTH:
         i = int(np.argmax(props_len > MAX_PROPERTIES_LENGTH))
-        raise ValueError(f"message {i} properties are {int(props_len[i])} bytes, over {MAX_PROPERTIES_LENGTH}")
+        raise _properties_too_long(i, int(props_len[i]))
     head = np.zeros(n, dtype=_HEAD_DTYPE)
     head["total_size"] = MIN_RECORD_SIZE + body_len + props_len
     head["flag"] = batch.flags
@@ -216,12 +216,16 @@ def encode_batch_body(batch: MessageBatch) -> bytes:
     return b"".join(chain.from_iterable(pieces))
 
 
+def _properties_too_long(i: int, length: int) -> ValueError:
+    return ValueError(f"message {i} properties are {length} bytes, over {MAX_PROPERTIES_LENGTH}")
+
+
 def _encode_small(batch: MessageBatch) -> bytes:
     """``encode_batch_body`` one record at a time: the same bytes and errors, without numpy."""
     pieces: list[bytes] = []
     for i, (body, props, flag) in enumerate(zip(batch.bodies, batch.properties, batch.flags.tolist(), strict=True)):
         if len(props) > MAX_PROPERTIES_LENGTH:
-            raise ValueError(f"message {i} properties are {len(props)} bytes, over {MAX_PROPERTIES_LENGTH}")
+            raise _properties_too_long(i, len(props))
         pieces += (RECORD_HEAD.pack(MIN_RECORD_SIZE + len(body) + len(props), 0, 0, flag, len(body)), body,
                    PROPS_LEN.pack(len(props)), props)
     return b"".join(pieces)

@@ -424,7 +424,7 @@ class MessageStore:
         (the put that wakes it hands its units over). Past ``AT_END_MAX_BACKLOG`` appends waiting for dispatch
         the pull reads, which dispatches them in one batch."""
         if (offset <= 0 or self.config.is_slave or self._dispatcher.backlog > AT_END_MAX_BACKLOG
-                or self._writes.next_offset.get((topic, queue_id)) != offset):
+                or self.written_offset(topic, queue_id) != offset):
             return None
         cq = self.queues.get((topic, queue_id))
         if cq is None:
