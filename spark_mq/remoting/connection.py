@@ -28,7 +28,10 @@ A client connection given an account's ``Credentials`` signs every request it se
 producer's END_TRANSACTION answering a broker's check on the broker's own connection.
 
 A client connection never stops reading (both ends waiting for the other to read would be a
-deadlock) and is never closed for idleness or a slow frame.
+deadlock) and is never closed for idleness or a slow frame. It decodes a chunk in the transport's
+``data_received`` itself while its reader task waits for one (nothing queued): a response completes
+its request's future there, one loop turn sooner than through the task (a long-polling consumer's
+answer reaches ``poll`` that much earlier).
 
 A server may give its connections a ``gate`` (the ACL, ``spark_mq/acl/gate.py``): every request is
 checked by it before its handler is looked up, so an unknown code is refused too; without one a
