@@ -4,7 +4,8 @@ consecutive stages of each message, as percentiles.
 
 The stages, in order: the workload's stamp (just before ``client.send``), the producer's frame
 handed to the socket, the broker's socket chunk received (``data_received``), its reader task
-holding it, the frame decoded, the send handler running, the put done (the held pulls notified),
+holding it (a client connection takes a chunk in ``data_received`` itself while its reader task waits:
+"read" is then that moment), the frame decoded, the send handler running, the put done (the held pulls notified),
 the held pull woken, its answer handed to the socket, the consumer's chunk received, read, decoded
 as a frame, the pull's messages decoded, ``poll`` returning them. "Received" is the last chunk
 received before the frame was decoded (with two chunks queued for the reader, "received -> read"

@@ -85,7 +85,14 @@ if os.environ.get("SPARK_MQ_LATENCY_TRACE"):
             elif cmd.code == _PULL_CODE:
                 ROWS.append(("pull_out", 0, t))
 
+        take = conn._take  # a client connection's chunk taken in data_received, while its reader task waits
+
+        def traced_take(self, data):
+            self._intake.trace_read = _now()
+            take(self, data)
+
         intake.data_received, intake.read = data_received, traced_read
+        conn._take = traced_take
         conn._dispatch, conn._write = traced_dispatch, traced_write
 
     def _long_polling(mod) -> None:

@@ -114,6 +114,10 @@ class FaultStrategy:
             raise ValueError(f"topic {topic} has no writable queue to select from")
         n = len(queues)
         start = self.next_index(topic)
+        if not last_failed_broker:  # the usual send: the next queue in turn, unless its broker is avoided
+            first = queues[start % n]
+            if not self.enabled or self.tolerance.is_available(first.broker_name):
+                return first
         ordered = [queues[(start + i) % n] for i in range(n)]
         others = [q for q in ordered if q.broker_name != last_failed_broker] if last_failed_broker else ordered
         if not self.enabled:

@@ -23,7 +23,6 @@ interleave freely. ``SyncLitePullConsumer`` may be called from any thread.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -334,7 +333,7 @@ class LitePullConsumer:
             return await fut
         finally:
             timer.cancel()
-            with contextlib.suppress(ValueError):
+            if fut in self._pollers:  # a timeout or a cancel: ``_wake_poller`` did not take it out
                 self._pollers.remove(fut)
 
     def _wake_poller(self) -> bool:

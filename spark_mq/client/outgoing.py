@@ -12,7 +12,8 @@ written side by side in one numpy buffer), so it costs well under a microsecond 
 instead of a dict, a key and an object each. A batch of at most ``SMALL_BATCH`` messages (what a
 paced producer sends: the few that fell due during the last send) is checked and encoded one
 message at a time instead: the same checks, errors and bytes, without numpy's fixed costs (~20 us
-a batch, most of a few messages' time).
+a batch, most of a few messages' time), its SEND_BATCH_MESSAGE body encoded right away (once,
+whatever the attempts) and its columns kept as lists.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from spark_mq.common.properties import (
     encode_properties_checked,
 )
 from spark_mq.common.unit.layout import COMPRESSED_FLAG
-from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE
+from spark_mq.remoting.message_batch_codec import MIN_RECORD_SIZE, encode_records
 
 COMPRESS_LEVEL = 5  # RocketMQ's rocketmq.message.compressLevel default
 # what follows a batch message's own properties: its UNIQ_KEY, then WAIT (the order a dict gave)
@@ -69,9 +70,10 @@ class PreparedBatch:
     topic: str
     bodies: list[bytes]
     properties: list[bytes]  # encoded, each with its UNIQ_KEY and WAIT
-    flags: np.ndarray  # int32
-    record_sizes: np.ndarray  # int64: each message's size inside a batch body
+    flags: np.ndarray | list[int]  # int32 (a list for a small batch: no numpy on its path)
+    record_sizes: np.ndarray | list[int]  # int64: each message's size inside a batch body
     uniq_keys: list[bytes]  # each message's UNIQ_KEY (ASCII)
+    body: bytes | None = None  # the SEND_BATCH_MESSAGE body, encoded once when prepared (a small batch)
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -79,7 +81,7 @@ class PreparedBatch:
     @property
     def size(self) -> int:
         """Encoded bytes of the whole batch body."""
-        return int(self.record_sizes.sum())
+        return len(self.body) if self.body is not None else int(np.sum(self.record_sizes))
 
     def split(self, max_bytes: int) -> list[PreparedBatch]:
         """Consecutive groups of at most ``max_bytes`` encoded (a lone larger message is a group
@@ -106,7 +108,7 @@ class PreparedBatch:
 
     def to_message_batch(self, queue_id: int) -> MessageBatch:
         batch = MessageBatch.of(self.topic, queue_id, self.bodies, self.properties)
-        batch.flags = self.flags
+        batch.flags = np.asarray(self.flags, dtype=np.int32)
         return batch
 
 
@@ -216,8 +218,7 @@ def _prepare_few(messages: list[Message], topic: str, max_message_size: int) -> 
         if length > MAX_PROPERTIES_LENGTH:
             raise _properties_error(i, length)
     sizes = [MIN_RECORD_SIZE + len(b) + p for b, p in zip(bodies, property_lengths, strict=True)]
-    return PreparedBatch(topic, bodies, properties, np.array(flags, dtype=np.int32), np.array(sizes, dtype=np.int64),
-                         keys)
+    return PreparedBatch(topic, bodies, properties, flags, sizes, keys, encode_records(bodies, properties, flags))
 
 
 def _properties_error(i: int, length: int) -> MessageValidationError:

@@ -409,9 +409,13 @@ class Producer:
 
     async def _send_batch_request(self, prepared: PreparedBatch) -> SendResult:
         async def attempt(mq: MessageQueue, addr: str, left: float) -> SendResult:
+            api = self.instance.api
+            if prepared.body is not None:  # a small batch, encoded as it was prepared
+                return await api.send_batch_body(addr, prepared.topic, mq.queue_id, prepared.body, self.group,
+                                                 broker_name=mq.broker_name, timeout=left, msg_id=prepared.msg_id)
             batch = prepared.to_message_batch(mq.queue_id)
-            return await self.instance.api.send_batch(addr, batch, self.group, broker_name=mq.broker_name,
-                                                      timeout=left, msg_id=prepared.msg_id)
+            return await api.send_batch(addr, batch, self.group, broker_name=mq.broker_name, timeout=left,
+                                        msg_id=prepared.msg_id)
 
         return await self._send_retrying(prepared.topic, attempt)
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from itertools import repeat
 
 import numpy as np
 
 from spark_mq.common.unit.batch import StoredBatch
-from spark_mq.common.unit.chain import back_to_back_units, follow_chain
+from spark_mq.common.unit.chain import back_to_back_units
 from spark_mq.common.unit.decode import StoredMessage, decode_messages
-from spark_mq.common.unit.layout import unit_fits_at
+from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC, unit_fits_at
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
@@ -132,22 +131,35 @@ def pull_body_starts(body: bytes, check_crc: bool = False) -> np.ndarray:
 
 
 def _small_body_starts(body: bytes) -> np.ndarray | None:
+    """``_whole_unit_starts`` as the array ``pull_body_starts`` returns; None when it finds no unit."""
+    starts = _whole_unit_starts(body)
+    return np.array(starts, dtype=np.int64) if starts else None
+
+
+def _whole_unit_starts(body: bytes) -> list[int] | None:
     """The units of a small pull body followed one by one, each checked as ``split_pull_body`` checks it
-    (a whole chain to the body's end, lengths adding up); None when any is not."""
-    chain = follow_chain(memoryview(body), 0, len(body))
-    starts = chain.starts.tolist()
-    if chain.end != len(body) or not starts:
-        return None
-    ends = [*starts[1:], chain.end]
-    return chain.starts if all(map(unit_fits_at, repeat(body), starts, ends)) else None
+    (the message magic, a size that fits, lengths adding up to it, the last ending at the body's end);
+    None at the first that is not. One pass, no numpy: a long-polling consumer's pull of a few messages."""
+    starts: list[int] = []
+    pos, n = 0, len(body)
+    while pos < n:
+        if n - pos < MIN_UNIT_SIZE:
+            return None
+        size, magic = SIZE_MAGIC.unpack_from(body, pos)
+        if magic != MESSAGE_MAGIC or size < MIN_UNIT_SIZE or size > n - pos or not unit_fits_at(body, pos, pos + size):
+            return None
+        starts.append(pos)
+        pos += size
+    return starts
 
 
 def decode_units_list(body: bytes, check_crc: bool = False) -> list[StoredMessage]:
     """Every unit of a pull/query response body as a StoredMessage."""
-    starts = pull_body_starts(body, check_crc)
-    if not starts.size:
-        return []
-    return decode_messages(bytes(body), starts.tolist())
+    body = bytes(body)
+    starts = _whole_unit_starts(body) if not check_crc and len(body) < VECTOR_SPLIT_MIN_BYTES else None
+    if not starts:
+        starts = pull_body_starts(body, check_crc).tolist()
+    return decode_messages(body, starts) if starts else []
 
 
 @dataclass(frozen=True)

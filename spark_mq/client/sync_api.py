@@ -136,6 +136,19 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                  default_topic_queue_nums=default_topic_queue_nums, timeout=timeout,
                                                  msg_id=msg_id))
 
+    def send_batch_body(self, addr: str, topic: str, queue_id: int, body: bytes, producer_group: str, *,
+                        born_timestamp: int | None = None, properties: str | None = None,
+                        broker_name: str | None = None, default_topic: str = AUTO_CREATE_TOPIC,
+                        default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS, timeout: float | None = None,
+                        msg_id: str | None = None) -> SendResult:
+        """Blocking :meth:`MQClientAPI.send_batch_body`."""
+        return self._run(self._target.send_batch_body(addr=addr, topic=topic, queue_id=queue_id, body=body,
+                                                      producer_group=producer_group, born_timestamp=born_timestamp,
+                                                      properties=properties, broker_name=broker_name,
+                                                      default_topic=default_topic,
+                                                      default_topic_queue_nums=default_topic_queue_nums,
+                                                      timeout=timeout, msg_id=msg_id))
+
     def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout: float | None = None) -> PullResult:
         """Blocking :meth:`MQClientAPI.pull_message`."""
         return self._run(self._target.pull_message(addr=addr, header=header, timeout=timeout))

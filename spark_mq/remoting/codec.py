@@ -62,6 +62,7 @@ _PREFIX = struct.Struct(">iI")  # total length, (serialize type << 24 | header l
 _BIN_FIXED = struct.Struct(">hbhii")
 _I16 = struct.Struct(">h")
 _HEADER_LEN_MASK = 0xFFFFFF
+_STR_ONLY = frozenset({str})  # extFields values taken as they are
 
 
 def encode(cmd: RemotingCommand) -> bytes:
@@ -170,16 +171,17 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     raw_ext = doc.get("extFields") or {}
     if not isinstance(raw_ext, dict):
         raise FrameError("JSON header extFields is not an object")
-    ext: dict[str, str] = {}
-    for k, v in raw_ext.items():
-        if v is None:
-            continue
-        if isinstance(v, bool):
-            ext[k] = "true" if v else "false"
-        elif isinstance(v, (str, int, float)):
-            ext[k] = v if isinstance(v, str) else str(v)  # jsoncpp headers may carry numbers
-        else:
-            raise FrameError(f"JSON header extFields[{k!r}] is not a scalar")
+    ext: dict[str, str] = raw_ext if _STR_ONLY.issuperset(map(type, raw_ext.values())) else {}  # Java's: strings
+    if ext is not raw_ext:
+        for k, v in raw_ext.items():
+            if v is None:
+                continue
+            if isinstance(v, bool):
+                ext[k] = "true" if v else "false"
+            elif isinstance(v, (str, int, float)):
+                ext[k] = v if isinstance(v, str) else str(v)  # jsoncpp headers may carry numbers
+            else:
+                raise FrameError(f"JSON header extFields[{k!r}] is not a scalar")
     kind = doc.get("serializeTypeCurrentRPC")
     return RemotingCommand(
         code=code,

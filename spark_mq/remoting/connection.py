@@ -28,7 +28,10 @@ A client connection given an account's ``Credentials`` signs every request it se
 producer's END_TRANSACTION answering a broker's check on the broker's own connection.
 
 A client connection never stops reading (both ends waiting for the other to read would be a
-deadlock) and is never closed for idleness or a slow frame.
+deadlock) and is never closed for idleness or a slow frame. It decodes a chunk in the transport's
+``data_received`` itself while its reader task waits for one (nothing queued): a response completes
+its request's future there, one loop turn sooner than through the task (a long-polling consumer's
+answer reaches ``poll`` that much earlier).
 
 A server may give its connections a ``gate`` (the ACL, ``spark_mq/acl/gate.py``): every request is
 checked by it before its handler is looked up, so an unknown code is refused too; without one a
@@ -116,6 +119,8 @@ class _Intake(asyncio.Protocol):
         self._eof = reader.at_eof()
         self._error: BaseException | None = reader.exception()
         self._waiter: asyncio.Future[None] | None = None
+        # a client connection's: takes a chunk at once, in ``data_received``, while the reader task waits
+        self.take: Callable[[bytes], None] | None = None
         reader.feed_eof()  # it receives nothing more: its ``read`` returns what it holds, then b""
         transport.set_protocol(self)
 
@@ -148,6 +153,10 @@ class _Intake(asyncio.Protocol):
             self._waiter.set_result(None)
 
     def data_received(self, data: bytes) -> None:
+        waiter = self._waiter
+        if self.take is not None and waiter is not None and not waiter.done():  # nothing queued: no task turn
+            self.take(data)
+            return
         self._chunks.append(data)
         self._held += len(data)
         if self._held > INTAKE_LIMIT and not self._paused:
@@ -213,6 +222,8 @@ class Connection:
         self.close_cause: BaseException | None = None
         self._answered = False  # the peer sent something (a TLS server refusing our certificate never does)
         self._intake = _Intake(reader, writer.transport)
+        if channel is None:
+            self._intake.take = self._take
         self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{role}-read-{self.peer}")
 
     def _tls_hint(self) -> str:
@@ -412,6 +423,9 @@ class Connection:
                 if not data:
                     cause = ConnectionResetError(f"{self.peer} closed the connection" + self._tls_hint())
                     break
+                if not server_side:
+                    self._feed(data)
+                    continue
                 self._answered = True
                 self._last_read = time.monotonic()
                 for cmd in self._decoder.feed(data):
@@ -420,11 +434,9 @@ class Connection:
                         self._frame_since = None
                         await self._wait_for_slot()
                     self._dispatch(cmd)
-                if server_side:
-                    self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
+                self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
         except FrameError as e:
-            client_faults.warning(self.peer_host, "bad frame", "closing %s connection from %s: bad frame: %s",
-                                  self._role, self.peer, e)
+            self._bad_frame(e)
             cause, abort = e, server_side
         except (ConnectionError, OSError) as e:  # a TLS server refusing our certificate may say so with an alert
             hint = self._tls_hint()
@@ -432,6 +444,26 @@ class Connection:
         except asyncio.CancelledError:
             cause = RemotingConnectError("closed locally")
         self.close(cause, abort)
+
+    def _feed(self, data: bytes) -> None:
+        """A client connection's chunk decoded and its frames dispatched (no slots, no write-buffer bound)."""
+        self._answered = True
+        self._last_read = time.monotonic()
+        for cmd in self._decoder.feed(data):
+            self._dispatch(cmd)
+
+    def _take(self, data: bytes) -> None:
+        """A client connection's chunk, straight from the transport while the reader task waits for one:
+        a response completes its request's future one loop turn sooner than through the task."""
+        try:
+            self._feed(data)
+        except FrameError as e:
+            self._bad_frame(e)
+            self.close(e)
+
+    def _bad_frame(self, e: FrameError) -> None:
+        client_faults.warning(self.peer_host, "bad frame", "closing %s connection from %s: bad frame: %s",
+                              self._role, self.peer, e)
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:

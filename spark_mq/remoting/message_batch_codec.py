@@ -222,8 +222,14 @@ def _properties_too_long(i: int, length: int) -> ValueError:
 
 def _encode_small(batch: MessageBatch) -> bytes:
     """``encode_batch_body`` one record at a time: the same bytes and errors, without numpy."""
+    return encode_records(batch.bodies, batch.properties, batch.flags.tolist())
+
+
+def encode_records(bodies: list[bytes], properties: list[bytes], flags: list[int]) -> bytes:
+    """A SEND_BATCH_MESSAGE body of a few messages given as lists, one record at a time (what
+    ``encode_batch_body`` writes): a producer's small batch is encoded once, as it is prepared."""
     pieces: list[bytes] = []
-    for i, (body, props, flag) in enumerate(zip(batch.bodies, batch.properties, batch.flags.tolist(), strict=True)):
+    for i, (body, props, flag) in enumerate(zip(bodies, properties, flags, strict=True)):
         if len(props) > MAX_PROPERTIES_LENGTH:
             raise _properties_too_long(i, len(props))
         pieces += (RECORD_HEAD.pack(MIN_RECORD_SIZE + len(body) + len(props), 0, 0, flag, len(body)), body,

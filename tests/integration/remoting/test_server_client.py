@@ -10,6 +10,7 @@ import pytest
 from spark_mq.common.config import ServerChannelConfig
 from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
 from spark_mq.remoting.client import RemotingClient, SyncRemotingClient
+from spark_mq.remoting.codec import FrameDecoder, encode
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand, SerializeType
 from spark_mq.remoting.server import RemotingServer
@@ -383,5 +384,48 @@ def test_a_bound_server_refuses_connections_until_it_serves():
         finally:
             await client.close()
             await server.stop()
+
+    run(main())
+
+
+def test_a_client_takes_answers_however_they_are_chunked_and_drops_the_connection_on_a_bad_frame():
+    """A client connection decodes chunks as they arrive (in ``data_received`` while its reader task waits):
+    an answer split into small chunks and one sharing its chunk with garbage both reach their requests; the
+    garbage then fails the request still pending, and the next call dials again."""
+    async def main():
+        requests: asyncio.Queue[RemotingCommand] = asyncio.Queue()
+        writers: list[asyncio.StreamWriter] = []
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            decoder = FrameDecoder()
+            while data := await reader.read(65536):
+                for cmd in decoder.feed(data):
+                    requests.put_nowait(cmd)
+
+        raw = await asyncio.start_server(serve, "127.0.0.1", 0)
+        addr = f"127.0.0.1:{raw.sockets[0].getsockname()[1]}"
+        client = RemotingClient()
+        try:
+            calls = [asyncio.ensure_future(client.invoke(addr, RemotingCommand.request(ECHO, {"say": s}), timeout=10))
+                     for s in "abc"]
+            a, b, _c = [await requests.get() for _ in range(3)]
+            split = encode(b.make_response(ResponseCode.SUCCESS, "B", body=b"y" * 500))
+            for at in range(0, len(split), 7):  # chunks of 7 bytes, each its own segment
+                writers[0].write(split[at:at + 7])
+                await writers[0].drain()
+                await asyncio.sleep(0.001)
+            writers[0].write(encode(a.make_response(ResponseCode.SUCCESS, "A")) + b"\x00\x00\x00\x08garbage!")
+            second, first = await calls[1], await calls[0]
+            assert (first.remark, second.remark, second.body) == ("A", "B", b"y" * 500)
+            with pytest.raises(RemotingConnectError, match="header length"):
+                await calls[2]
+            again = asyncio.ensure_future(client.invoke(addr, RemotingCommand.request(ECHO, {"say": "d"})))
+            d = await requests.get()
+            writers[1].write(encode(d.make_response(ResponseCode.SUCCESS, "D")))
+            assert (await again).remark == "D"
+        finally:
+            await client.close()
+            raw.close()
 
     run(main())

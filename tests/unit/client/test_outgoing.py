@@ -123,9 +123,14 @@ def test_a_small_batch_one_by_one_is_the_columns_byte_for_byte(n, monkeypatch):
             monkeypatch.setattr(message_batch_codec, "SMALL_BATCH_RECORDS", records)
             bodies.append(encode_batch_body(b.to_message_batch(3)))
         assert bodies[0] == bodies[1]
-        got.append((b.topic, b.bodies, b.properties, b.flags.dtype, b.flags.tolist(), b.record_sizes.dtype,
-                    b.record_sizes.tolist(), b.uniq_keys, b.msg_id, bodies[0]))
+        assert (b.body is not None) == bool(small)  # the small path's body, encoded as it was prepared
+        assert b.body in (None, bodies[0])
+        got.append((b.topic, b.bodies, b.properties, np.asarray(b.flags, dtype=np.int32).tolist(),
+                    np.asarray(b.record_sizes).tolist(), b.uniq_keys, b.msg_id, bodies[0], b.size))
     assert got[0] == got[1]
+    groups = b.split(b.size - 1)  # the small path's lists split as the columns do, each group encoded anew
+    assert [m for g in groups for m in g.bodies] == b.bodies and len(groups) == min(n, 2)
+    assert all(g.size == len(encode_batch_body(g.to_message_batch(3))) for g in groups)
 
 
 def test_a_zero_delay_level_is_allowed_in_a_batch():
