@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -472,7 +473,13 @@ def _command_of(argv: list[str]) -> str | None:
     return None
 
 
+# numpy's OpenBLAS starts a thread per core as numpy loads (~50 ms of CPU in every broker start on 2 cores),
+# for the float linear algebra no command does; one thread unless the operator asks for more
+BLAS_THREADS_DEFAULT = "1"
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", BLAS_THREADS_DEFAULT)
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(_command_of(argv)).parse_args(argv)
     logging.basicConfig(
