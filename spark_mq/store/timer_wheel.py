@@ -20,6 +20,7 @@ Thread-safety: one owner (the broker's event loop).
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from collections.abc import Iterable
@@ -43,6 +44,20 @@ def slot_times(deliver_ms: np.ndarray, precision_ms: int) -> np.ndarray:
     return -(-np.asarray(deliver_ms, dtype=np.int64) // precision_ms) * precision_ms
 
 
+def _allocated_zeros(fd: int, size: int) -> bool:
+    """Whether the file open as ``fd`` is ``size`` bytes of allocated blocks that hold no data (as ``allocate``
+    leaves them, and a wheel no timer was linked in since): then it is already an empty wheel, and re-creating
+    it would only cost the file system's work (a few ms of a start). False when unsure."""
+    st = os.fstat(fd)
+    if st.st_size != size or st.st_blocks * 512 < size:
+        return False
+    try:
+        os.lseek(fd, 0, os.SEEK_DATA)
+    except OSError as e:
+        return e.errno == errno.ENXIO  # no data from offset 0 on
+    return False
+
+
 class TimerWheel:
     def __init__(self, path: Path, slots: int, precision_ms: int) -> None:
         """Map ``path``, re-created empty: its content is rebuilt from the log anyway, and a file of zeros is
@@ -53,12 +68,14 @@ class TimerWheel:
         self.precision_ms = precision_ms
         self.span_ms = slots * precision_ms
         make_dirs(path.parent)
+        size = slots * SLOT.itemsize
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            os.ftruncate(fd, 0)
-            # every block allocated up front: a write to a hole of a mapping on a full disk is a SIGBUS
-            allocate(fd, slots * SLOT.itemsize, path)
-            self._mm = mmap.mmap(fd, slots * SLOT.itemsize)
+            if not _allocated_zeros(fd, size):
+                os.ftruncate(fd, 0)
+                # every block allocated up front: a write to a hole of a mapping on a full disk is a SIGBUS
+                allocate(fd, size, path)
+            self._mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
         self.slots = np.frombuffer(self._mm, dtype=SLOT)
