@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
 from spark_mq.common.errors import RemotingError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.remoting.bodies import ConsumerData, SubscriptionData
 from spark_mq.remoting.codes import RequestCode
 from spark_mq.remoting.command import LanguageCode, RemotingCommand
@@ -37,8 +38,8 @@ class ClientConn(Protocol):
         """A notice to the client (a 5.x client's stream takes none: it needs no rebalance)."""
 
 
-@dataclass
-class ClientChannel:
+@lazy_dataclass
+class ClientChannel(LazyDataclass):
     client_id: str
     conn: ClientConn
     last_update: float
@@ -46,8 +47,8 @@ class ClientChannel:
     version: int = 0  # the client's RocketMQ version code, from its heartbeat
 
 
-@dataclass
-class ConsumerGroupInfo:
+@lazy_dataclass
+class ConsumerGroupInfo(LazyDataclass):
     group: str
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"

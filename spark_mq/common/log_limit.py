@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 DEFAULT_INTERVAL_S = 10.0
 DEFAULT_BURST = 3
@@ -22,8 +23,8 @@ MAX_KEYS = 4096  # past this many live (peer, reason) windows, new peers share o
 ANY_PEER = "*"
 
 
-@dataclass
-class _Window:
+@lazy_dataclass
+class _Window(LazyDataclass):
     start: float
     level: int
     logged: int = 0

@@ -14,8 +14,9 @@ The pop response header describes every popped queue in three strings (``startOf
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX
 from spark_mq.common.properties import KEY_SEPARATOR
 
@@ -46,8 +47,8 @@ def topic_mark(topic: str) -> str:
     return RETRY_MARK if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else NORMAL_MARK
 
 
-@dataclass(frozen=True)
-class Receipt:
+@lazy_dataclass(frozen=True)
+class Receipt(LazyDataclass):
     """One popped message's receipt handle, parsed."""
 
     ck_offset: int  # where its pop started in its queue: names the checkpoint with pop_time

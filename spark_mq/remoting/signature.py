@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"
@@ -43,8 +45,8 @@ def signature_matches(secret_key: str, ext_fields: dict[str, str], body: bytes) 
     return hmac.compare_digest(given.encode(), signature(secret_key, ext_fields, body).encode())
 
 
-@dataclass(frozen=True)
-class Credentials:
+@lazy_dataclass(frozen=True)
+class Credentials(LazyDataclass):
     """An account's keys; ``repr`` never shows the secret (it lands in logs and tracebacks)."""
 
     access_key: str

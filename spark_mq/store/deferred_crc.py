@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.unit.batch import decode_units
 from spark_mq.common.unit.check import UnitFaults, body_crc_mismatch
 from spark_mq.common.unit.layout import HEADER_SIZE, SIZE_MAGIC
@@ -30,8 +31,8 @@ log = logging.getLogger(__name__)
 CRC_BATCH_UNITS = 20_000  # body CRCs a background check computes per step (~5 ms holding the GIL)
 
 
-@dataclass
-class DeferredCrc:
+@lazy_dataclass
+class DeferredCrc(LazyDataclass):
     """The body CRCs a start after a crash leaves to a background pass: those of the units below
     the checkpoint's safe offset (everything else about them is checked before serving). Reads
     check such units themselves until the pass is done, so none is ever served unchecked."""

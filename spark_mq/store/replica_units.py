@@ -18,12 +18,13 @@ like a start-up would, rather than this path building entries for it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from spark_mq.common.buffers import ranges_equal
 from spark_mq.common.java_hash import java_hashes
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
 from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC, UnitRanges
@@ -32,8 +33,8 @@ from spark_mq.store.dispatch import AppendRecord
 from spark_mq.store.mapped_file import MappedFile
 
 
-@dataclass
-class ReplicatedUnits:
+@lazy_dataclass
+class ReplicatedUnits(LazyDataclass):
     records: list[AppendRecord] = field(default_factory=list)
     end: int = 0  # commitlog offset after the last unit read (where the next read starts)
     trouble: str | None = None  # why the units from ``end`` need recovery's rebuild (None: none do)

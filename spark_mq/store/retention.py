@@ -39,10 +39,10 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from spark_mq.common.config import BrokerConfig
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
 
@@ -83,15 +83,15 @@ def disk_used_ratio(path: Path) -> float:
     return usage.used / usage.total if usage.total else 0.0
 
 
-@dataclass(frozen=True)
-class RetentionReport:
+@lazy_dataclass(frozen=True)
+class RetentionReport(LazyDataclass):
     deleted_files: int
     disk_ratio: float
     writable: bool
 
 
-@dataclass(frozen=True)
-class Unarchived:
+@lazy_dataclass(frozen=True)
+class Unarchived(LazyDataclass):
     """A queue with messages below some commitlog offset that are not archived yet: the archive
     must reach ``needed`` (it is at ``archived``) before those messages may be deleted."""
 
@@ -122,8 +122,8 @@ def unarchived_below(queues: Iterable[ConsumeQueue], archived_offset: ArchivedOf
     return out
 
 
-@dataclass(frozen=True)
-class Unconsumed:
+@lazy_dataclass(frozen=True)
+class Unconsumed(LazyDataclass):
     """``count`` messages of ``topic`` (over its queues) in a commitlog file that ``group`` has not consumed."""
 
     topic: str

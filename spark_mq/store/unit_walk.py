@@ -13,10 +13,11 @@ thread (which passes ``stop`` to end it early).
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, fields
+from dataclasses import fields
 
 import numpy as np
 
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import UnitFaults, unit_faults
 from spark_mq.store.commitlog import CommitLog
@@ -27,8 +28,8 @@ WALK_CHUNK_UNITS = 500_000  # bounds memory while walking a large file
 CLEAN_ENDS = ("blank", "end", "zero", "empty")  # where a chain may end without damage
 
 
-@dataclass
-class Chunk:
+@lazy_dataclass
+class Chunk(LazyDataclass):
     """Units of one mapped file found by one walk step, with the header fields reconciling needs
     (taken from the headers ``unit_faults`` gathered: the units are read once)."""
 

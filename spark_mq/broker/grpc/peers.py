@@ -18,9 +18,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from spark_mq.common.errors import RemotingError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.remoting.bodies import KVTable, QueueData, TopicRouteData
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
@@ -34,8 +34,8 @@ PEER_TIMEOUT_S = 2.0  # a NameServer or peer slower than this is left out of thi
 MASTER_ID = 0
 
 
-@dataclass(frozen=True)
-class PeerSet:
+@lazy_dataclass(frozen=True)
+class PeerSet(LazyDataclass):
     """Another broker set's queues of a topic and its master's gRPC address."""
 
     queues: QueueData

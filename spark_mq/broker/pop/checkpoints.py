@@ -16,13 +16,14 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from spark_mq.broker.pop.records import Checkpoint, CheckpointKey
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 
-@dataclass
-class OpenCheckpoint:
+@lazy_dataclass
+class OpenCheckpoint(LazyDataclass):
     ck: Checkpoint
     pending: set[int] = field(default_factory=set)  # queue offsets not acknowledged yet
 

@@ -9,14 +9,16 @@ Thread-safety: used from the broker's event loop only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 QueueKey = tuple[str, str, int]
 """(group, topic, queue id)"""
 
 
-@dataclass
-class OrderInFlight:
+@lazy_dataclass
+class OrderInFlight(LazyDataclass):
     offsets: list[int]
     next_offset: int  # the group's offset once all are acknowledged
     visible_at: int  # epoch ms

@@ -25,9 +25,9 @@ exactly the checkpoints that still have unacknowledged messages.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from spark_mq.common.errors import BodyError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 REVIVE_TOPIC_PREFIX = "rmq_sys_REVIVE_LOG_"  # PopAckConstants.REVIVE_TOPIC
 REVIVE_GROUP = "CID_RMQ_SYS_REVIVE_GROUP"  # PopAckConstants.REVIVE_GROUP: its offset is where a replay starts
@@ -43,8 +43,8 @@ def revive_topic(cluster: str) -> str:
     return REVIVE_TOPIC_PREFIX + cluster
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+@lazy_dataclass(frozen=True)
+class Checkpoint(LazyDataclass):
     """One pop of one queue: the messages it handed out and until when they are invisible."""
 
     group: str
@@ -87,8 +87,8 @@ class Checkpoint:
             raise BodyError(f"malformed pop checkpoint {raw[:200]!r}: {e!r}") from e
 
 
-@dataclass(frozen=True)
-class Ack:
+@lazy_dataclass(frozen=True)
+class Ack(LazyDataclass):
     """Messages of one checkpoint done (acknowledged, moved by a change of invisible time, or redelivered)."""
 
     group: str

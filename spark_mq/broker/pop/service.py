@@ -41,6 +41,7 @@ from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.errors import InvalidNameError, StoreNotWritableError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.perm import PERM_READ, PERM_READ_WRITE
@@ -87,8 +88,8 @@ class PopFilter:
     expression: str | None = SUB_ALL
 
 
-@dataclass(frozen=True)
-class PoppedMessage:
+@lazy_dataclass(frozen=True)
+class PoppedMessage(LazyDataclass):
     """One message handed out: its stored unit (decode with ``common.unit.decode.decode_message``), where it
     was read, its receipt handle (RocketMQ's ``extraInfo``/``POP_CK``) and its delivery attempt (1 first)."""
 
@@ -100,8 +101,8 @@ class PoppedMessage:
     attempt: int
 
 
-@dataclass(frozen=True)
-class PoppedQueue:
+@lazy_dataclass(frozen=True)
+class PoppedQueue(LazyDataclass):
     """What one pop (or peek) read from one queue, as the store returned it: the units back to back in
     ``data`` (``sizes`` each) at ``queue_offsets``, and what their receipt handles say. The answer's body is
     built from ``data`` with no object per message; ``messages()`` makes them for the gRPC endpoint."""
@@ -137,8 +138,8 @@ class PoppedQueue:
                 for s, n, o, r in zip(starts.tolist(), self.sizes.tolist(), offsets, receipts, strict=True)]
 
 
-@dataclass(frozen=True)
-class PopResult:
+@lazy_dataclass(frozen=True)
+class PopResult(LazyDataclass):
     queues: list[PoppedQueue]
     pop_time: int
     invisible_ms: int
@@ -162,8 +163,8 @@ class PopResult:
         return [m for q in self.queues for m in q.messages()]
 
 
-@dataclass(frozen=True)
-class _Selector:
+@lazy_dataclass(frozen=True)
+class _Selector(LazyDataclass):
     codes: set[int] | None
     unit_filter: UnitFilter | None
 

@@ -32,11 +32,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.names import dlq_topic, retry_topic
@@ -57,8 +57,8 @@ DEFAULT_MAX_RECONSUME_TIMES = 16  # SubscriptionGroupConfig.retryMaxTimes
 POLL_S = 0.1  # how late a redelivery may be stored
 
 
-@dataclass(frozen=True)
-class PendingRetry:
+@lazy_dataclass(frozen=True)
+class PendingRetry(LazyDataclass):
     """One redelivery waiting for its time: the unit at ``phys_offset`` goes to ``topic``."""
 
     id: int

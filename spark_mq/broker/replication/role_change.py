@@ -25,11 +25,11 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
 from spark_mq.broker.replication.master_lease import MasterLease
 from spark_mq.common.config import ASYNC_MASTER, SLAVE, BrokerConfig
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.remoting.client import RemotingClient
 from spark_mq.store.ha.epoch_file import EpochFile
 from spark_mq.store.ha.replica_epochs import begin_epoch, open_epochs
@@ -38,8 +38,8 @@ from spark_mq.store.message_store import MessageStore
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ControllerSeat:
+@lazy_dataclass(frozen=True)
+class ControllerSeat(LazyDataclass):
     """What a controller-mode broker keeps across its role changes."""
 
     client: RemotingClient  # to the controllers, one connection each for the process's life
@@ -50,8 +50,8 @@ class ControllerSeat:
     known_epoch: int = 0  # the newest master epoch learned from the controller: an older view is stale
 
 
-@dataclass(frozen=True)
-class RoleChange:
+@lazy_dataclass(frozen=True)
+class RoleChange(LazyDataclass):
     """The broker to start next, in place of the running one."""
 
     config: BrokerConfig

@@ -117,6 +117,8 @@ def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 6
     if limit - start >= _VECTOR_CHAIN_MIN_BYTES:
         buf = np.frombuffer(mv, dtype=np.uint8)
         while count < max_units and pos < limit:
+            if pos > limit - SIZE_MAGIC.size or SIZE_MAGIC.unpack_from(mv, pos)[1] != MESSAGE_MAGIC:
+                break  # no unit starts here (a log's end): no window of candidates to scan (16 MiB of pages)
             run, end = _linked_run(buf, pos, min(limit, pos + _CHAIN_WINDOW), limit)
             if not run.size:
                 break

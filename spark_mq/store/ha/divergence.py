@@ -28,10 +28,10 @@ slave knows a newer epoch than its master (the controller's state was lost or re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 from spark_mq.common.errors import DivergedLogError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.store.ha.epoch_file import EpochEntry
 
 
@@ -50,8 +50,8 @@ _CASES = {(1, 1): LogCase.OLDER, (1, 2): LogCase.BEHIND_AND_OLDER, (1, 3): LogCa
           (2, 2): LogCase.BEHIND, (2, 3): LogCase.LONGER, (3, 3): LogCase.PAST_END}
 
 
-@dataclass(frozen=True)
-class ReplicaLog:
+@lazy_dataclass(frozen=True)
+class ReplicaLog(LazyDataclass):
     """What the comparison needs of one replica: its commitlog range and its epoch history."""
 
     min_offset: int
@@ -63,8 +63,8 @@ class ReplicaLog:
         return f"commitlog [{self.min_offset}, {self.max_offset}), epochs (epoch-startOffset) {history}"
 
 
-@dataclass(frozen=True)
-class TruncationPlan:
+@lazy_dataclass(frozen=True)
+class TruncationPlan(LazyDataclass):
     """What a slave does before copying: keep ``[its min, truncate_to)``, then copy the master's
     bytes from ``replicate_from``. When ``keeps_nothing``, the slave empties its store (its
     commitlog then restarts at ``replicate_from``, a file start on the master)."""

@@ -27,11 +27,11 @@ import itertools
 import logging
 import threading
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from spark_mq.common.atomic_file import replace_file
 from spark_mq.common.errors import EpochFileError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,8 @@ CRC_MASK = 0x7FFFFFFF  # RocketMQ UtilAll.crc32 keeps 31 bits
 UNCHECKED_CRC = 0
 
 
-@dataclass(frozen=True)
-class EpochEntry:
+@lazy_dataclass(frozen=True)
+class EpochEntry(LazyDataclass):
     """One master's term: ``epoch`` wrote the commitlog from ``start_offset`` on."""
 
     epoch: int

@@ -23,10 +23,11 @@ import asyncio
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from spark_mq.common.config import SecurityConfig
 from spark_mq.common.errors import ReplicationError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.store.ha.ha_protocol import (
     AUTH_ACCEPTED,
     AUTH_CHALLENGE,
@@ -48,8 +49,8 @@ class PeerRefused(Exception):
     """A connection on the HA port that did not prove the cluster's account (the text says why)."""
 
 
-@dataclass(frozen=True)
-class ClusterAccount:
+@lazy_dataclass(frozen=True)
+class ClusterAccount(LazyDataclass):
     """The account the members of a broker set share (accessKey/secretKey)."""
 
     access_key: str

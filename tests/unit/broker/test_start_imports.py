@@ -6,6 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
+# dataclasses a broker builds only for a feature in use or after it serves: lazy, not made by importing its start path
+LAZY_AT_BROKER_START = ("spark_mq.broker.pop.service:PopResult", "spark_mq.broker.pop.records:Checkpoint",
+                        "spark_mq.remoting.pop_receipt:Receipt", "spark_mq.store.ha.divergence:ReplicaLog",
+                        "spark_mq.broker.replication.role_change:RoleChange", "spark_mq.store.unit_walk:Chunk",
+                        "spark_mq.broker.client_registry:ClientChannel", "spark_mq.store.retention:RetentionReport")
 NOT_AT_BROKER_START = ("prometheus_client", "spark_mq.commands", "spark_mq.client", "spark_mq.tiered",
                        "difflib", "rich", "pyarrow", "tempfile")
 
@@ -16,6 +21,17 @@ def test_broker_start_path_leaves_out_other_commands_and_metrics():
             "args = build_parser('broker').parse_args(['broker', '--metrics-port', '0'])\n"
             "import spark_mq.broker.controller\n"
             f"print(sorted(m for m in sys.modules if m.startswith({NOT_AT_BROKER_START!r})))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_broker_start_path_makes_no_dataclass_it_does_not_use_yet():
+    code = ("import dataclasses, importlib\n"
+            "import spark_mq.broker.controller\n"
+            f"names = {LAZY_AT_BROKER_START!r}\n"
+            "made = [n for n in names if dataclasses.is_dataclass(getattr(importlib.import_module(n.split(':')[0]),\n"
+            "                                                         n.split(':')[1]))]\n"
+            "print(made)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

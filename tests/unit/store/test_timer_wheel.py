@@ -1,6 +1,7 @@
 """TimerWheel and TimerLog against a dict model (slot time -> record numbers in order): batches linked in
 one numpy pass chain each slot's records through ``prev``; walking a chain gives exactly the model's
-records; a wheel rebuilt from the reopened log (cut back to an end) equals the model of what is left."""
+records; a reopened wheel is empty until a rebuild from the reopened log (cut back to an end) makes it equal
+the model of what is left, and a later rebuild clears what it no longer keeps."""
 
 from __future__ import annotations
 
@@ -58,8 +59,15 @@ def test_linked_batches_chain_every_slot_and_a_rebuild_matches(tmp_path):
     log.load(200)
     assert log.end == 200
     wheel = TimerWheel(tmp_path / "timerwheel", slots, PRECISION)
+    assert wheel.next_pending(0) is None  # re-created empty: the old file's chains are gone before any rebuild
     read_time = base + MAX_DELAY_MS // 2 // PRECISION * PRECISION
     kept = {t: ids for t, ids in _model(times_all[:200]).items() if t >= read_time}
     assert wheel.rebuild(log.chunks(log.min_index, log.end), read_time) == sum(map(len, kept.values()))
     _check(wheel, log, kept)
     assert wheel.slot(min(times_all[:200]))[1] == 0  # before the read time: delivered, not in the wheel
+
+    # a second rebuild, later: what the first one linked before the new read time is cleared
+    later = max(kept) - PRECISION
+    assert wheel.rebuild(log.chunks(log.min_index, log.end), later) == sum(
+        len(ids) for t, ids in kept.items() if t >= later)
+    assert wheel.next_pending(0) == min(t for t in kept if t >= later)
