@@ -388,6 +388,13 @@ class MessageStore:
         """Messages stored but not yet in their consume queue and the index."""
         return self._dispatcher.backlog
 
+    def dispatch_queues(self) -> None:
+        """Build the consume queue entries of every append so far, now: what a read would do first. The
+        broker calls it once its sends pause, so that the reads of a long-polling consumer (every
+        ``AT_END_MAX_BACKLOG`` appends) do not do it between a message's arrival and its delivery."""
+        if self._running and not self.config.is_slave:
+            self._dispatcher.catch_up_queues()
+
     def durable(self, offset: int) -> Future[None] | None:
         """Under SYNC_FLUSH, a future done once the commitlog is flushed past ``offset``;
         None under ASYNC_FLUSH (nothing to wait for)."""
