@@ -94,7 +94,7 @@ log = logging.getLogger(__name__)
 # appends anyway, and every wake-up takes the GIL from the event loop (1 ms meant 1000 a second)
 DISPATCH_INTERVAL_S = 0.010
 DISPATCH_BACKLOG = 8_192  # messages: past this a put dispatches the backlog itself
-# appends left undispatched by pulls at a queue's end (at_queue_end): a pull past it reads and dispatches them,
+# messages left undispatched by pulls at a queue's end (at_queue_end): a pull past it reads and dispatches them,
 # a batch at ~1/6 of a one-message dispatch's cost each, before a put's catch-up of DISPATCH_BACKLOG (a 10-50 ms
 # stall at 5,000 msg/s while no 10 ms idle lets the dispatcher thread run)
 AT_END_MAX_BACKLOG = 32
@@ -428,7 +428,7 @@ class MessageStore:
         """``get_messages``' answer to a read at the queue's end (``offset`` is where its next put goes), found
         without dispatching anything; None when ``offset`` is not the end: read. A consumer's pull right after
         its last answer comes here and is held: it need not wait for the appends since to be dispatched first
-        (the put that wakes it hands its units over). Past ``AT_END_MAX_BACKLOG`` appends waiting for dispatch
+        (the put that wakes it hands its units over). Past ``AT_END_MAX_BACKLOG`` messages waiting for dispatch
         the pull reads, which dispatches them in one batch."""
         if (offset <= 0 or self.config.is_slave or self._dispatcher.backlog > AT_END_MAX_BACKLOG
                 or self.written_offset(topic, queue_id) != offset):
