@@ -119,9 +119,10 @@ def test_a_pull_woken_by_a_send_answers_what_a_read_of_the_store_answers(inproce
 
 def test_the_appends_a_long_polling_consumer_was_handed_are_dispatched_once_sends_pause(inprocess_broker):
     """Sends answered by the held pulls they woke leave their appends undispatched (the next pull at the queue's
-    end is held without a read); once the sends pause, the broker dispatches them itself (the consumer's
-    read past ``AT_END_MAX_BACKLOG`` messages would otherwise do it between a send and its answer), well
-    before the store's own background pass (10 ms without appends) would."""
+    end is held without a read); once the sends pause for ``IDLE_DISPATCH_S`` with ``IDLE_DISPATCH_BACKLOG``
+    messages waiting, the broker dispatches them itself (the consumer's read past ``AT_END_MAX_BACKLOG`` messages
+    would otherwise do it between a send and its answer), well before the store's own background pass (10 ms
+    without appends) would."""
     async def main():
         b = await inprocess_broker()
         try:
@@ -135,9 +136,10 @@ def test_the_appends_a_long_polling_consumer_was_handed_are_dispatched_once_send
                 await send(_wire(RemotingCommand.request(
                     RequestCode.SEND_MESSAGE, send_header("Idle", 0).to_ext_fields(), f"m{offset}".encode())), conn)
                 assert (await held).code == ResponseCode.SUCCESS
-            assert b.store.dispatch_backlog() == IDLE_DISPATCH_BACKLOG + 1  # nothing dispatched while sends come
-            await asyncio.sleep(4 * IDLE_DISPATCH_S)
-            assert b.store.dispatch_backlog() == 0
+            await asyncio.sleep(4 * IDLE_DISPATCH_S)  # no pull read: left alone, the 25 would wait for the store's pass
+            # dispatched in the pause (or in an earlier one, when the machine paused the loop mid-way: then what
+            # came after it, fewer than the threshold, may wait)
+            assert b.store.dispatch_backlog() < IDLE_DISPATCH_BACKLOG
         finally:
             await b.stop()
 
