@@ -94,7 +94,7 @@ log = logging.getLogger(__name__)
 # appends anyway, and every wake-up takes the GIL from the event loop (1 ms meant 1000 a second)
 DISPATCH_INTERVAL_S = 0.010
 DISPATCH_BACKLOG = 8_192  # messages: past this a put dispatches the backlog itself
-# appends left undispatched by pulls at a queue's end (at_queue_end): a pull past it reads and dispatches them,
+# messages left undispatched by pulls at a queue's end (at_queue_end): a pull past it reads and dispatches them,
 # a batch at ~1/6 of a one-message dispatch's cost each, before a put's catch-up of DISPATCH_BACKLOG (a 10-50 ms
 # stall at 5,000 msg/s while no 10 ms idle lets the dispatcher thread run)
 AT_END_MAX_BACKLOG = 32
@@ -388,6 +388,13 @@ class MessageStore:
         """Messages stored but not yet in their consume queue and the index."""
         return self._dispatcher.backlog
 
+    def dispatch_queues(self) -> None:
+        """Build the consume queue entries of every append so far, now: what a read would do first. The
+        broker calls it once its sends pause, so that the reads of a long-polling consumer (every
+        ``AT_END_MAX_BACKLOG`` appends) do not do it between a message's arrival and its delivery."""
+        if self._running and not self.config.is_slave:
+            self._dispatcher.catch_up_queues()
+
     def durable(self, offset: int) -> Future[None] | None:
         """Under SYNC_FLUSH, a future done once the commitlog is flushed past ``offset``;
         None under ASYNC_FLUSH (nothing to wait for)."""
@@ -421,7 +428,7 @@ class MessageStore:
         """``get_messages``' answer to a read at the queue's end (``offset`` is where its next put goes), found
         without dispatching anything; None when ``offset`` is not the end: read. A consumer's pull right after
         its last answer comes here and is held: it need not wait for the appends since to be dispatched first
-        (the put that wakes it hands its units over). Past ``AT_END_MAX_BACKLOG`` appends waiting for dispatch
+        (the put that wakes it hands its units over). Past ``AT_END_MAX_BACKLOG`` messages waiting for dispatch
         the pull reads, which dispatches them in one batch."""
         if (offset <= 0 or self.config.is_slave or self._dispatcher.backlog > AT_END_MAX_BACKLOG
                 or self.written_offset(topic, queue_id) != offset):

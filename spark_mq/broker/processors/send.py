@@ -20,6 +20,7 @@ due later in the timer topic (``scheduled/timer.py``), the others where they wer
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -46,7 +47,7 @@ from spark_mq.remoting.connection import Connection, client_faults
 from spark_mq.remoting.headers import SendMessageRequestHeader, parse_send_request_header
 from spark_mq.remoting.message_batch_codec import decode_batch_body
 from spark_mq.store.ha.ha_service import HAService
-from spark_mq.store.message_store import MessageStore
+from spark_mq.store.message_store import AT_END_MAX_BACKLOG, MessageStore
 from spark_mq.store.results import PutResult, PutStatus
 
 SEND_CODES = (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
@@ -57,6 +58,12 @@ _STORED_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
+# after a put that woke held pulls, with at least IDLE_DISPATCH_BACKLOG messages not yet dispatched: once no put
+# came for IDLE_DISPATCH_S they are dispatched (the latency workload sends every ~1 ms, its consumer re-pulls
+# ~0.2 ms after its answer). A pass has a fixed cost (~40 us of ~120 for 16 messages): not one per put.
+IDLE_DISPATCH_S = 0.0005
+IDLE_DISPATCH_BACKLOG = AT_END_MAX_BACKLOG * 3 // 4
+PEER_CACHE = 4096  # connections whose packed BORNHOST is kept
 
 
 @dataclass(frozen=True)
@@ -70,7 +77,13 @@ class SendOutcome:
 
 
 def born_host(conn: Connection) -> bytes:
-    host, _, port = conn.peer.rpartition(":")
+    return _packed_peer(conn.peer)
+
+
+@functools.lru_cache(maxsize=PEER_CACHE)
+def _packed_peer(peer: str) -> bytes:
+    """``peer`` (host:port) as a unit's BORNHOST, packed once per connection rather than per send."""
+    host, _, port = peer.rpartition(":")
     try:
         return pack_host(host, int(port))
     except (OSError, ValueError):  # not IPv4 (we store IPv4 hosts only)
@@ -108,6 +121,7 @@ class SendProcessor:
         self.timer = timer or TimerLimits(False, 1, 0)
         self.ack_refusal = ack_refusal
         self.max_delay_level = int(store.delays_ms.size)
+        self._idle_dispatch: asyncio.TimerHandle | None = None
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
@@ -191,6 +205,7 @@ class SendProcessor:
         # a put all in the requested queue is handed to the pulls held there: they answer from it
         arrived = result if len(parts) == 1 and parts[0].topic == name else None
         if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result), arrived):
+            self._dispatch_when_idle()
             # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
             # the producer, is who waits for these messages)
             await asyncio.sleep(0)
@@ -200,6 +215,24 @@ class SendProcessor:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, f"{refusal} (the message was stored here but is "
                                                                    f"not acknowledged: send it again)")
         return SendOutcome(_STORED_CODES[status], "", result, queue_id)
+
+    def _dispatch_when_idle(self, backlog: int = -1) -> None:
+        """Dispatch the appends so far once puts pause for ``IDLE_DISPATCH_S`` (see ``store.dispatch_queues``),
+        when ``IDLE_DISPATCH_BACKLOG`` messages wait: a long-polling consumer's next pull then rarely finds
+        more than ``AT_END_MAX_BACKLOG`` and reads, which dispatched them between a put and its pull's answer
+        (a 0.1-0.3 ms pass every 32 messages). ``backlog``: the store's dispatch backlog when the wait began;
+        a different one means a put (or a read) came meanwhile: wait again while enough is left."""
+        if backlog < 0 and self._idle_dispatch is not None:  # a wait runs: it sees this put's backlog
+            return
+        now = self.store.dispatch_backlog()
+        if now == backlog:
+            self._idle_dispatch = None
+            self.store.dispatch_queues()
+        elif now >= IDLE_DISPATCH_BACKLOG:
+            self._idle_dispatch = asyncio.get_running_loop().call_later(IDLE_DISPATCH_S, self._dispatch_when_idle,
+                                                                        now)
+        else:
+            self._idle_dispatch = None
 
     async def _stored_status(self, result: PutResult) -> PutStatus:
         """The put's status once it is as durable as the broker's flush and replication settings ask."""
