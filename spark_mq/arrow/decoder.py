@@ -4,9 +4,11 @@ The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA
 them a pruned read asks for (only those are built). Nothing here runs Python code per message
 (the only exceptions: compressed bodies, which are rare, are inflated one by one):
 
-* unit starts, when not given, come from a vectorised walk: every offset holding the message
-  magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
-  first byte to the last (else the sequential walk of ``split_pull_body`` decides);
+* unit starts, when not given, are the TOTALSIZE chain followed in C
+  (:data:`~spark_mq.common.unit.native.PULL_UNIT_STARTS`) or, without the native library, a
+  vectorised walk: every offset holding the message magic is a candidate, and the candidates are
+  the units when their TOTALSIZEs chain from the first byte to the last (else the sequential walk
+  of ``split_pull_body`` decides, and says what is wrong);
 * the fixed header of every unit is gathered with ONE numpy take of opaque 88-byte items through
   a byte-strided view of the buffer, then viewed as the header record (``HEADER``) and converted
   column by column;
@@ -17,8 +19,10 @@ them a pruned read asks for (only those are built). Nothing here runs Python cod
   e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous
   array (a C++ memcpy per row). Absent values are null indices. A topic shared by every unit (a
   pull is of one queue) is one string repeated;
-* property strings, compacted, are split at their separators found in one pass; the common
-  ``name\x01value\x02`` shape needs no more than that, odd ones take a general path;
+* property strings are split in C into names and values written straight as Arrow string buffers,
+  with each message's last TAGS/KEYS/UNIQ_KEY pair (:data:`~spark_mq.common.unit.native.PROPERTY_PAIRS`);
+  without the library they are compacted and split at their separators found in one numpy pass (the
+  common ``name\x01value\x02`` shape needs no more than that, odd ones take a general path);
 * hosts become ``"ip:port"`` strings through digit lookup tables written into a fixed-width byte
   matrix (one string when every unit has the same host, as a broker's store host does);
 * ``msg_id`` is the offsetMsgId (store host + commitlog offset as 32 upper-case hex characters).
