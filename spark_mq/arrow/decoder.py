@@ -4,9 +4,11 @@ The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA
 them a pruned read asks for (only those are built). Nothing here runs Python code per message
 (the only exceptions: compressed bodies, which are rare, are inflated one by one):
 
-* unit starts, when not given, come from a vectorised walk: every offset holding the message
-  magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
-  first byte to the last (else the sequential walk of ``split_pull_body`` decides);
+* unit starts, when not given, are the TOTALSIZE chain followed in C
+  (:data:`~spark_mq.common.unit.native.PULL_UNIT_STARTS`) or, without the native library, a
+  vectorised walk: every offset holding the message magic is a candidate, and the candidates are
+  the units when their TOTALSIZEs chain from the first byte to the last (else the sequential walk
+  of ``split_pull_body`` decides, and says what is wrong);
 * the fixed header of every unit is gathered with ONE numpy take of opaque 88-byte items through
   a byte-strided view of the buffer, then viewed as the header record (``HEADER``) and converted
   column by column;
@@ -17,8 +19,10 @@ them a pruned read asks for (only those are built). Nothing here runs Python cod
   e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous
   array (a C++ memcpy per row). Absent values are null indices. A topic shared by every unit (a
   pull is of one queue) is one string repeated;
-* property strings, compacted, are split at their separators found in one pass; the common
-  ``name\x01value\x02`` shape needs no more than that, odd ones take a general path;
+* property strings are split in C into names and values written straight as Arrow string buffers,
+  with each message's last TAGS/KEYS/UNIQ_KEY pair (:data:`~spark_mq.common.unit.native.PROPERTY_PAIRS`);
+  without the library they are compacted and split at their separators found in one numpy pass (the
+  common ``name\x01value\x02`` shape needs no more than that, odd ones take a general path);
 * hosts become ``"ip:port"`` strings through digit lookup tables written into a fixed-width byte
   matrix (one string when every unit has the same host, as a broker's store host does);
 * ``msg_id`` is the offsetMsgId (store host + commitlog offset as 32 upper-case hex characters).
@@ -38,6 +42,7 @@ from __future__ import annotations
 import functools
 import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -49,11 +54,24 @@ from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
 from spark_mq.common.message_id import offset_msg_ids
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
+from spark_mq.common.unit import native
 from spark_mq.common.unit.chain import chained_unit_starts
 from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MIN_UNIT_SIZE, unit_ranges
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 _INT32_OFFSETS_LIMIT = 1 << 31
+_PICKED = (TAGS, KEYS, UNIQ_KEY)  # the native pair split's picks, in its order (native.c)
+
+
+@dataclass(frozen=True)
+class _Pairs:
+    """Every property pair of a batch: names, values, each message's pairs' offsets (int32, rows + 1), and
+    ``last(name)``: per message the index of its last pair named ``name`` (TAGS, KEYS or UNIQ_KEY), else -1."""
+
+    names: pa.Array
+    values: pa.Array
+    map_offsets: np.ndarray
+    last: Callable[[str], np.ndarray]
 _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
 
 
@@ -91,16 +109,22 @@ def decode_units_to_arrow(
     pybuf = pa.py_buffer(data)
 
     @functools.cache
-    def pairs() -> tuple[np.ndarray, pa.Array, pa.Array, np.ndarray]:  # shared by the four property columns
-        return _property_pairs(_take_ranges(data, pybuf, ranges.props_start, ranges.props_end, pa.binary()))
+    def pairs() -> _Pairs:  # shared by the four property columns
+        split = _native_pairs(data, ranges.props_start, ranges.props_end)
+        if split is not None:
+            return split
+        rows, names, values, map_offsets = _property_pairs(
+            _take_ranges(data, pybuf, ranges.props_start, ranges.props_end, pa.binary()))
+        return _Pairs(names, values, map_offsets, functools.partial(_last_pair, rows, names, n=n))
 
     def pick(name: str) -> pa.Array:
-        rows, names, values, _ = pairs()
-        return _pick(rows, names, values, name, n)
+        found = pairs()
+        index = found.last(name)
+        return found.values.take(pa.array(index, mask=index < 0))
 
     def properties() -> pa.Array:
-        _, names, values, map_offsets = pairs()
-        return pa.MapArray.from_arrays(pa.array(map_offsets), names, values)
+        found = pairs()
+        return pa.MapArray.from_arrays(pa.array(found.map_offsets), found.names, found.values)
 
     def numbers(field: str, dtype: type) -> pa.Array:
         return pa.array(head[field].astype(dtype))
@@ -134,6 +158,11 @@ def _unit_starts(data: np.ndarray) -> np.ndarray:
     unit's inner lengths). Anything else (magic bytes inside a body, a torn or foreign body) is
     left to ``split_pull_body``, which walks the chain or raises ``BatchBodyError`` saying what
     is wrong."""
+    if native.PULL_UNIT_STARTS is not None:  # the chain followed in C: no candidate scan of every byte
+        starts = np.empty(data.size // MIN_UNIT_SIZE + 1, dtype=np.int64)
+        found = native.PULL_UNIT_STARTS(data.ctypes.data, data.size, starts.ctypes.data, starts.size)
+        if found >= 0:
+            return starts[:found]
     starts = chained_unit_starts(data)
     return starts if starts is not None else split_pull_body(memoryview(data))
 
@@ -256,12 +285,41 @@ def _scan_terminated(
     return ps_row[pair_end], name_start, sep[events], ps_at[pair_end]
 
 
-def _pick(rows: np.ndarray, names: pa.Array, values: pa.Array, name: str, n: int) -> pa.Array:
-    """Per message the value of property ``name`` (the last, as Java's map keeps), else null."""
+def _last_pair(rows: np.ndarray, names: pa.Array, name: str, *, n: int) -> np.ndarray:
+    """Per message the index of its last pair named ``name`` (as Java's map keeps), else -1."""
     hits = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
     index = np.full(n, -1, dtype=np.int64)
     index[rows[hits]] = hits  # numpy keeps the last of repeated indices
-    return values.take(pa.array(index, mask=index < 0))
+    return index
+
+
+def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarray) -> _Pairs | None:
+    """:class:`_Pairs` of the property strings ``data[props_start[i]:props_end[i]]``, split and compacted in one
+    pass by the native library (the same rule as :func:`_property_pairs`, which the tests compare it with);
+    None without the library, or past Arrow's 32-bit offsets."""
+    starts = np.ascontiguousarray(props_start, dtype=np.int64)
+    ends = np.ascontiguousarray(props_end, dtype=np.int64)
+    size = int((ends - starts).sum())
+    if native.PROPERTY_PAIRS is None or size >= _INT32_OFFSETS_LIMIT:
+        return None
+    n = starts.size
+    capacity = size // 2 + 1  # a kept pair takes at least a name byte and its separator
+    names, values = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
+    name_offsets, value_offsets = np.empty(capacity + 1, dtype=np.int32), np.empty(capacity + 1, dtype=np.int32)
+    map_offsets = np.empty(n + 1, dtype=np.int32)
+    picks = np.empty((len(_PICKED), n), dtype=np.int64, order="F")  # picks[k, row] at 3 * row + k
+    found = native.PROPERTY_PAIRS(data.ctypes.data, starts.ctypes.data, ends.ctypes.data, n, names.ctypes.data,
+                                  name_offsets.ctypes.data, values.ctypes.data, value_offsets.ctypes.data,
+                                  map_offsets.ctypes.data, picks.ctypes.data, capacity)
+    if found < 0:  # cannot happen (see capacity): the numpy path then
+        return None
+
+    def strings(raw: np.ndarray, offsets: np.ndarray) -> pa.Array:
+        return pa.Array.from_buffers(pa.string(), found, [None, pa.py_buffer(offsets[: found + 1]),
+                                                          pa.py_buffer(raw[: int(offsets[found])])])
+
+    return _Pairs(strings(names, name_offsets), strings(values, value_offsets), map_offsets,
+                  lambda name: picks[_PICKED.index(name)])
 
 
 def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:

@@ -57,7 +57,8 @@ def to_utc_schema(rows: pa.RecordBatch | pa.Table, schema: pa.Schema = UTC_SCHEM
     is when already in it."""
     if rows.schema.equals(schema):
         return rows
-    columns = [rows.column(f.name).cast(f.type) for f in schema]
+    columns = [column if column.type == f.type else column.cast(f.type)  # a cast to its own type is not free
+               for f, column in ((f, rows.column(f.name)) for f in schema)]
     if isinstance(rows, pa.RecordBatch):
         return pa.RecordBatch.from_arrays(columns, schema=schema)
     return pa.table(columns, schema=schema)

@@ -7,6 +7,20 @@ and queue reads it shares with the offload are in :mod:`spark_mq.arrow`, the arc
 :mod:`spark_mq.tiered`.
 """
 
-from spark_mq.spark.provider import SparkMQDataSource, register
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["SparkMQDataSource", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    """``SparkMQDataSource`` and ``register``, imported on first use: a Python process of Spark that needs one
+    module of the package (the stream's runner, a planner) does not import the others (the sink, the batch
+    reader) through this package's ``__init__``."""
+    if name in __all__:
+        # lazy import: importing one module of the package must not load them all
+        from spark_mq.spark import provider
+
+        return getattr(provider, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,17 +13,18 @@ The data source object is a plain picklable value: no socket or thread is stored
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, DataSourceStreamWriter, DataSourceWriter
 from pyspark.sql.types import StructType
 
 from spark_mq.common.errors import ConfigError
-from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
 from spark_mq.spark.options import SourceOptions, table_options
-from spark_mq.spark.pushdown import called_by_pushdown_planner
 from spark_mq.spark.schema import options_of_table, source_columns, source_schema, with_table_options
-from spark_mq.spark.sink import make_writer
-from spark_mq.spark.stream import SparkMQStreamReader
+
+if TYPE_CHECKING:
+    from spark_mq.spark.batch import SparkMQBatchReader
 
 NAME = "spark_mq"
 
@@ -52,7 +53,14 @@ class SparkMQDataSource(DataSource):
         as Spark gives them)."""
         return {**options_of_table(schema), **{key.lower(): value for key, value in self.options.items()}}
 
+    # the readers' and writers' modules are imported when asked for (each "lazy import: " below): each Python
+    # process Spark starts for a query (the stream's runner, the planners) imports only its own, not the sink's
+    # producer and the rest
     def reader(self, schema: StructType) -> SparkMQBatchReader:
+        # lazy import: only a query of this kind needs it (see above)
+        from spark_mq.spark.batch import SparkMQBatchReader, SparkMQFilteringReader
+        from spark_mq.spark.pushdown import called_by_pushdown_planner
+
         opts = SourceOptions.parse(self._read_options(schema))
         # a user's .schema(...) (some of the columns) prunes what is read
         columns = source_columns(schema, opts.property_columns)
@@ -60,13 +68,22 @@ class SparkMQDataSource(DataSource):
         return reader(opts, columns)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        # lazy import: only a query of this kind needs it (see above)
+        from spark_mq.spark.stream import SparkMQStreamReader
+
         opts = SourceOptions.parse(self._read_options(schema), streaming=True)
         return SparkMQStreamReader(opts, source_columns(schema, opts.property_columns))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        # lazy import: only a query of this kind needs it (see above)
+        from spark_mq.spark.sink import make_writer
+
         return make_writer(self.options, schema, overwrite, streaming=False)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # lazy import: only a query of this kind needs it (see above)
+        from spark_mq.spark.sink import make_writer
+
         return make_writer(self.options, schema, overwrite, streaming=True)
 
 

@@ -195,3 +195,73 @@ int64_t spark_mq_dispatch_info(
     if (pos != props_size) return -2;
     return ascii ? keys : -1;
 }
+
+/* ---- the Arrow decoder's sequential steps (spark_mq/arrow/decoder.py; owned by its Spark part) ---- */
+
+enum { UNIT_MAGIC_AT = 4, UNIT_MIN_SIZE = 91 };  /* layout.py's MAGIC_OFFSET and MIN_UNIT_SIZE */
+#define UNIT_MESSAGE_MAGIC ((int32_t)0xDAA320A7)  /* layout.py's MESSAGE_MAGIC */
+
+static int32_t get32(const uint8_t *p) {
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
+}
+
+/* The starts of the units of a pull body (units back to back) followed along their TOTALSIZE chain into
+ * starts[0..]: the count, or -1 when the chain does not tile the buffer exactly (a size below a unit's
+ * minimum, a unit without the message magic or running past the end, more than `capacity` units): the
+ * caller's numpy walk then says what is wrong. Inner lengths are the caller's to check. */
+int64_t spark_mq_pull_unit_starts(const uint8_t *buf, int64_t size, int64_t *starts, int64_t capacity) {
+    int64_t n = 0, pos = 0;
+    while (pos < size) {
+        if (size - pos < UNIT_MIN_SIZE || n >= capacity) return -1;
+        int64_t total = get32(buf + pos);
+        if (total < UNIT_MIN_SIZE || total > size - pos || get32(buf + pos + UNIT_MAGIC_AT) != UNIT_MESSAGE_MAGIC)
+            return -1;
+        starts[n++] = pos;
+        pos += total;
+    }
+    return n;
+}
+
+/* Every property pair of the property strings buf[props_start[i], props_end[i]) of rows i < rows, as
+ * decode_properties splits them: a pair runs to the next PROPERTY_SEPARATOR (\x02) or the string's end, its
+ * name to the first NAME_VALUE_SEPARATOR (\x01); pieces without one or with an empty name are dropped. Out, as
+ * Arrow's string arrays: the names' bytes back to back in names (offsets in name_offsets, pairs + 1 int32), the
+ * values' in values (value_offsets); the pairs' offsets per row (row_offsets, rows + 1 int32); per row the index
+ * of its last TAGS, KEYS and UNIQ_KEY pair (-1: none) in picks[3 * row + 0, 1, 2]. names and values need room
+ * for every property byte, the offsets for `capacity` pairs. Returns the number of pairs, or -1 when more. */
+int64_t spark_mq_property_pairs(const uint8_t *buf, const int64_t *props_start, const int64_t *props_end,
+                                int64_t rows, uint8_t *names, int32_t *name_offsets, uint8_t *values,
+                                int32_t *value_offsets, int32_t *row_offsets, int64_t *picks, int64_t capacity) {
+    int64_t pairs = 0;
+    int32_t name_at = 0, value_at = 0;
+    name_offsets[0] = value_offsets[0] = 0;
+    for (int64_t row = 0; row < rows; row++) {
+        row_offsets[row] = (int32_t)pairs;
+        int64_t last[3] = {-1, -1, -1};
+        const uint8_t *p = buf + props_start[row], *end = buf + props_end[row];
+        while (p < end) {
+            const uint8_t *pair_end = memchr(p, '\x02', (size_t)(end - p));
+            if (!pair_end) pair_end = end;
+            const uint8_t *nv = memchr(p, '\x01', (size_t)(pair_end - p));
+            if (nv && nv > p) {
+                if (pairs >= capacity) return -1;
+                if (is_name(p, nv, "TAGS", 4)) last[0] = pairs;
+                else if (is_name(p, nv, "KEYS", 4)) last[1] = pairs;
+                else if (is_name(p, nv, "UNIQ_KEY", 8)) last[2] = pairs;
+                memcpy(names + name_at, p, (size_t)(nv - p));
+                name_at += (int32_t)(nv - p);
+                memcpy(values + value_at, nv + 1, (size_t)(pair_end - nv - 1));
+                value_at += (int32_t)(pair_end - nv - 1);
+                name_offsets[++pairs] = name_at;
+                value_offsets[pairs] = value_at;
+            }
+            if (pair_end == end) break;
+            p = pair_end + 1;
+        }
+        picks[3 * row] = last[0];
+        picks[3 * row + 1] = last[1];
+        picks[3 * row + 2] = last[2];
+    }
+    row_offsets[rows] = (int32_t)pairs;
+    return pairs;
+}

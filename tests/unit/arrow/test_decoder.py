@@ -21,6 +21,7 @@ from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
 from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
+from spark_mq.common.unit import native
 from spark_mq.common.unit.decode import decode_message
 from spark_mq.common.unit.encode import encode_batch
 from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC
@@ -150,10 +151,38 @@ def test_pruned_decode_builds_only_the_columns_asked_for(monkeypatch):
         raise AssertionError("properties split for a read that wants none of them")
 
     monkeypatch.setattr(decoder, "_property_pairs", refuse)
+    monkeypatch.setattr(decoder, "_native_pairs", refuse)
     got = decode_units_to_arrow(data, broker_name=BROKER, columns=["body", "queue_offset"])
     assert got.to_pydict() == {"body": [b"a", b"b"], "queue_offset": [0, 1]}
     with pytest.raises(AssertionError, match="properties split"):
         decode_units_to_arrow(data, broker_name=BROKER, columns=["tags"])
+
+
+@pytest.mark.skipif(native.PROPERTY_PAIRS is None, reason="the native library is not built")
+@settings(max_examples=60, deadline=None)
+@given(data=pull_bodies())
+def test_native_and_numpy_paths_decode_the_same(data):
+    """The native unit walk and property split (the default) give what the numpy paths give."""
+    fast = decode_units_to_arrow(data, broker_name=BROKER)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "PROPERTY_PAIRS", None)
+        m.setattr(native, "PULL_UNIT_STARTS", None)
+        assert decode_units_to_arrow(data, broker_name=BROKER).equals(fast)
+
+
+@pytest.mark.skipif(native.PROPERTY_PAIRS is None, reason="the native library is not built")
+def test_native_split_of_odd_property_strings():
+    """Pieces without a separator, empty names, a value holding NAME_VALUE_SEPARATOR, repeated picked names and
+    strings without the final separator split as the numpy path splits them."""
+    odd = [b"a\x01b\x02\x01x\x02nosep\x02TAGS\x01t1\x02TAGS\x01t2\x01more\x02", b"KEYS\x01k\x02c\x01\x01d",
+           b"", b"\x02\x02UNIQ_KEY\x01u", b"\x00\x01z\x02"]
+    data = encode_batch(MessageBatch.of("T", 1, [b"x"] * len(odd), odd), 0, 0, 0, pack_host("127.0.0.1", 1)).data
+    fast = decode_units_to_arrow(data, broker_name=BROKER)
+    assert fast.column("tags").to_pylist() == ["t2\x01more", None, None, None, None]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "PROPERTY_PAIRS", None)
+        assert decode_units_to_arrow(data, broker_name=BROKER).equals(fast)
+    assert arrow_rows(fast) == reference_rows(data)
 
 
 def test_unknown_column_is_refused():
