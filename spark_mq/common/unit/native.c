@@ -66,21 +66,21 @@ const char *spark_mq_units_source(void) {
     return SPARK_MQ_SOURCE_SHA256;
 }
 
-/* Encode n units: each unit's commitlog offset into physical_offsets[0..n), the units right after
- * them (from physical_offsets + n, exactly the sum of their sizes long). bodies/props: every
- * message's body/properties bytes back to back, their lengths in body_lengths/props_lengths.
+/* Encode n units: each unit's commitlog offset into physical_offsets[0..n), the units back to back
+ * into out (exactly units_size bytes: a fresh buffer, or the commitlog file's mapping at its wrote
+ * position). bodies/props: every message's body/properties bytes back to back, their lengths in
+ * body_lengths/props_lengths.
  * BODYCRC is computed here (meant for small bodies: ~1 byte a cycle). header: the 88 header
  * bytes with the batch-wide fields set (magic, queue id, hosts, store timestamp; the rest zero).
  * topic_tail: the TOPIC length byte and the TOPIC bytes. sys_flag_clear: bits cleared from every
  * SYSFLAG; crc_mask: ANDed into every BODYCRC. Returns units_size, or -1 (nothing written) when the
  * lengths do not add up to bodies_size, props_size and units_size: no write goes past a buffer. */
 int64_t spark_mq_encode_units(
-    int64_t *physical_offsets, int64_t units_size, int64_t n, const uint8_t *bodies, int64_t bodies_size,
-    const int64_t *body_lengths, const uint8_t *props, int64_t props_size, const int64_t *props_lengths,
-    const int32_t *flags,
-    const int64_t *born_timestamps, const int32_t *sys_flags, const int32_t *reconsume_times,
-    const uint8_t *header, const uint8_t *topic_tail, int64_t topic_tail_length, int64_t physical_offset,
-    int64_t queue_offset, int32_t sys_flag_clear, uint32_t crc_mask) {
+    int64_t *physical_offsets, uint8_t *out, int64_t units_size, int64_t n, const uint8_t *bodies,
+    int64_t bodies_size, const int64_t *body_lengths, const uint8_t *props, int64_t props_size,
+    const int64_t *props_lengths, const int32_t *flags, const int64_t *born_timestamps, const int32_t *sys_flags,
+    const int32_t *reconsume_times, const uint8_t *header, const uint8_t *topic_tail, int64_t topic_tail_length,
+    int64_t physical_offset, int64_t queue_offset, int32_t sys_flag_clear, uint32_t crc_mask) {
     int64_t body_sum = 0, props_sum = 0;
     for (int64_t i = 0; i < n; i++) {
         if (body_lengths[i] < 0 || props_lengths[i] < 0) return -1;
@@ -90,7 +90,6 @@ int64_t spark_mq_encode_units(
     if (n < 0 || topic_tail_length < 0 || body_sum != bodies_size || props_sum != props_size
         || units_size != n * (HEADER_SIZE + topic_tail_length + 2) + body_sum + props_sum)
         return -1;
-    uint8_t *out = (uint8_t *)(physical_offsets + n);
     uint8_t *p = out;
     for (int64_t i = 0; i < n; i++) {
         int64_t body_length = body_lengths[i], props_length = props_lengths[i];

@@ -37,15 +37,16 @@ _CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 
 _P = ctypes.c_char_p  # bytes: passed as a pointer to their buffer, no copy
 _I64 = ctypes.c_int64
-# spark_mq_encode_units(physical_offsets + units, units_size, n, bodies, bodies_size, body_lengths, props,
+# spark_mq_encode_units(physical_offsets, units, units_size, n, bodies, bodies_size, body_lengths, props,
 #                       props_size, props_lengths, flags, born_timestamps, sys_flags, reconsume_times,
 #                       header, topic_tail, topic_tail_length, physical_offset, queue_offset, sys_flag_clear,
 #                       crc_mask)
-_ENCODE_ARGS = (ctypes.POINTER(ctypes.c_char), _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P,
-                _I64, _I64, _I64, ctypes.c_int32, ctypes.c_uint32)
+_OUT = ctypes.POINTER(ctypes.c_char)
+# units: an address (the commitlog's mapping) or a byref of a buffer
+_ENCODE_ARGS = (_OUT, ctypes.c_void_p, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _I64, _I64,
+                _I64, ctypes.c_int32, ctypes.c_uint32)
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
-_OUT = ctypes.POINTER(ctypes.c_char)
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
 _FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS}
 
