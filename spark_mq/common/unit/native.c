@@ -194,3 +194,51 @@ int64_t spark_mq_dispatch_info(
     if (pos != props_size) return -2;
     return ascii ? keys : -1;
 }
+
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+enum { SLOT_SIZE = 4, ENTRY_SIZE = 20, ENTRY_PHYS = 4, ENTRY_TIME_DIFF = 12, ENTRY_PREV = 16, PREFETCH_AHEAD = 8 };
+
+/* hash modulo slot_num, never negative (numpy's %) */
+static int64_t slot_of(int32_t hash, int64_t slot_num) {
+    int64_t slot = (int64_t)hash % slot_num;
+    return slot < 0 ? slot + slot_num : slot;
+}
+
+/* The store's index file insert (spark_mq/store/index_file.py IndexFile.put_batch, whose numpy path
+ * writes the same bytes): k keys as entries count..count+k-1 into entries (the file's entry 0), each
+ * chained to the slot's previous entry; slots[hash % slot_num] set to the newest. A slot's old head
+ * is kept only when 0 < head < count (a truncated file leaves stale ones), or when it is an entry
+ * of this batch of the same slot. hashes are positive, time_diff is (ts - begin) / 1000 s clipped
+ * to [0, 2^31-1] (0 when begin <= 0). Returns how many slots were empty before (slot_count's growth).
+ * Why C: one pass, the slot of a key a few ahead prefetched; numpy sorts the keys by slot first. */
+int64_t spark_mq_index_put(
+    uint8_t *slots, int64_t slot_num, uint8_t *entries, int64_t count, int64_t k, const int32_t *hashes,
+    const int64_t *phys, const int64_t *timestamps, int64_t begin) {
+    int64_t newly_used = 0;
+    for (int64_t i = 0; i < k; i++) {
+        if (i + PREFETCH_AHEAD < k)
+            __builtin_prefetch(slots + slot_of(hashes[i + PREFETCH_AHEAD], slot_num) * SLOT_SIZE, 1);
+        int64_t slot = slot_of(hashes[i], slot_num), number = count + i;
+        uint8_t *s = slots + slot * SLOT_SIZE, *e = entries + number * ENTRY_SIZE;
+        int64_t head = (int32_t)get32(s);
+        if (head >= count && head < number)  /* this batch's, unless a stale head of another slot */
+            head = slot_of((int32_t)get32(entries + head * ENTRY_SIZE), slot_num) == slot ? head : 0;
+        else if (head <= 0 || head >= count)
+            head = 0;
+        if (head == 0) newly_used++;
+        int64_t diff = 0;
+        if (begin > 0 && timestamps[i] > begin) {
+            diff = (timestamps[i] - begin) / 1000;
+            if (diff > 0x7FFFFFFF) diff = 0x7FFFFFFF;
+        }
+        put32(e, (uint32_t)hashes[i]);
+        put64(e + ENTRY_PHYS, (uint64_t)phys[i]);
+        put32(e + ENTRY_TIME_DIFF, (uint32_t)diff);
+        put32(e + ENTRY_PREV, (uint32_t)head);
+        put32(s, (uint32_t)number);
+    }
+    return newly_used;
+}

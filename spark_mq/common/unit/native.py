@@ -1,6 +1,7 @@
 """The native part of the append path: ``native.c`` (ours, next to this file), a plain C shared
 library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call;
-:data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass.
+:data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
+:data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass.
 
 Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
 message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
@@ -9,12 +10,13 @@ or parses its property strings, so this is a small compiled part of our own, wit
 it builds wherever ``cc`` exists.
 
 Built by ``scripts/_setup.sh``, or by hand with ``python -m spark_mq.common.unit.native`` (only
-when ``native.c`` changed since the last build). :data:`ENCODER` and :data:`DISPATCH_INFO` are
-None, and the pure-Python/numpy paths run, when the library was not built (an install without a C
-compiler), fails to load, was built from another ``native.c`` (it carries its source's SHA-256),
+when ``native.c`` changed since the last build). :data:`ENCODER`, :data:`DISPATCH_INFO` and
+:data:`INDEX_PUT` are None, and the pure-Python/numpy paths run, when the library was not built
+(an install without a C compiler), fails to load, was built from another ``native.c`` (it carries its source's SHA-256),
 or ``SPARK_MQ_NATIVE=0`` is set (how the tests run both paths and compare their results).
 
-Thread-safety: both functions are pure functions of their arguments.
+Thread-safety: :data:`ENCODER` and :data:`DISPATCH_INFO` are pure functions of their arguments;
+:data:`INDEX_PUT` writes the index file it is given (its caller serialises inserts).
 """
 
 from __future__ import annotations
@@ -48,7 +50,10 @@ _ENCODE_ARGS = (_OUT, ctypes.c_void_p, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
-_FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS}
+# spark_mq_index_put(slots, slot_num, entries, count, k, hashes, phys, timestamps, begin)
+_INDEX_ARGS = (ctypes.c_void_p, _I64, ctypes.c_void_p, _I64, _I64, _P, _P, _P, _I64)
+_FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
+              "spark_mq_index_put": _INDEX_ARGS}
 
 
 def source_digest() -> str:
@@ -102,6 +107,7 @@ def _load() -> ctypes.CDLL | None:
 _LIB = _load() if __name__ != "__main__" else None
 ENCODER = _LIB.spark_mq_encode_units if _LIB is not None else None  # see native.c
 DISPATCH_INFO = _LIB.spark_mq_dispatch_info if _LIB is not None else None  # see native.c
+INDEX_PUT = _LIB.spark_mq_index_put if _LIB is not None else None  # see native.c
 
 
 def main() -> int:

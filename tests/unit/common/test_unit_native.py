@@ -268,3 +268,32 @@ def test_non_ascii_values_are_left_to_the_numpy_scan(lib, strings):
     _assert_same_info(fast, numpy_scan)
     if b"".join(strings).isascii():
         assert direct is not None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_native_index_insert_writes_the_numpy_inserts_bytes(lib, tmp_path, seed):
+    """Few slots (long chains within a batch), stale slot heads (what a truncated file leaves: past the
+    entry count, negative, or entries of this batch's numbers), store times before the file's begin,
+    a file filled past its end: both index files hold the same bytes after every batch."""
+    from spark_mq.store.index_file import IndexFile
+
+    rng = np.random.default_rng(seed)
+    slot_num, index_num = int(rng.integers(3, 40)), 200
+    files = {name: IndexFile(tmp_path / name, slot_num, index_num) for name in ("native", "numpy")}
+    stale = rng.integers(-3, index_num + 5, slot_num).astype(">i4")
+    begin = 0 if seed == 0 else 1_700_000_000_000  # a begin of 0: no time differences
+    for f in files.values():
+        f.slots[:] = stale
+    for i in range(12):
+        k = int(rng.integers(1, 60))
+        hashes = rng.integers(0, 2**31 - 1, k).astype(np.int32)
+        phys = np.arange(i * 1000, i * 1000 + k, dtype=np.int64) * 97
+        ts = begin + rng.integers(-3000, 10**7, k)
+        ts[0] = begin if i == 0 else ts[0]  # the file's begin timestamp (the first key's)
+        for name, f in files.items():
+            with _native("INDEX_PUT", lib.spark_mq_index_put if name == "native" else None):
+                f.put_batch(hashes, phys, ts)
+        assert bytes(files["native"]._mf.buf) == bytes(files["numpy"]._mf.buf), f"batch {i}"
+    assert files["native"].is_full()
+    for f in files.values():
+        f.close()
