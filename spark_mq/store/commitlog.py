@@ -88,15 +88,13 @@ class CommitLog:
                 mf.close_tail(blank_unit(mf.remaining))
                 continue
             part = batch if (done == 0 and fit == n) else batch.slice(done, done + fit)
-            part_sizes = sizes[done:done + fit]
             part_size = int(ends[done + fit - 1]) - written
             address = mf.write_address(part_size)
             phys = None if address is None else encode_batch_into(
-                part, address, mf.end_offset, queue_offset + done, store_timestamp, store_host, part_sizes)
+                part, address, mf.end_offset, queue_offset + done, store_timestamp, store_host, part_size)
             if phys is None:  # not the native encoder's: encoded into a buffer, then copied
-                encoded = encode_batch(
-                    part, mf.end_offset, queue_offset + done, store_timestamp, store_host, sizes=part_sizes, view=True,
-                )
+                encoded = encode_batch(part, mf.end_offset, queue_offset + done, store_timestamp, store_host,
+                                       sizes=sizes[done:done + fit], view=True)
                 mf.append(encoded.data)
                 phys = encoded.physical_offsets
             else:
@@ -104,7 +102,7 @@ class CommitLog:
             phys_parts.append(phys)
             done += fit
         phys = phys_parts[0] if len(phys_parts) == 1 else np.concatenate(phys_parts)
-        return AppendResult(phys, sizes, int(phys[-1] + sizes[-1]))
+        return AppendResult(phys, sizes, mf.end_offset)
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Copy a master's commitlog bytes to the same offset here (a slave): ``offset`` must be

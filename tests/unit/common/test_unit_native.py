@@ -270,6 +270,15 @@ def test_non_ascii_values_are_left_to_the_numpy_scan(lib, strings):
         assert direct is not None
 
 
+def test_more_keys_than_first_made_room_for_are_all_found(lib):
+    """Room for ``KEYS_GUESS`` index keys a message is made first; messages with more get all of theirs."""
+    strings = [encode_properties({"KEYS": " ".join(f"k{i}-{j}" for j in range(i % 9)), "UNIQ_KEY": f"u{i}"})
+               for i in range(40)]
+    fast, numpy_scan = _infos(lib, strings, 11)
+    assert fast.key_rows.size > dispatch.KEYS_GUESS * len(strings)
+    _assert_same_info(fast, numpy_scan)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_native_index_insert_writes_the_numpy_inserts_bytes(lib, tmp_path, seed):
     """Few slots (long chains within a batch), stale slot heads (what a truncated file leaves: past the
