@@ -242,3 +242,15 @@ int64_t spark_mq_index_put(
     }
     return newly_used;
 }
+
+/* BODYCRC of n ranges [starts[i], ends[i]) of buf (buf_size bytes) into crcs, ANDed with crc_mask:
+ * what a slave's and recovery's unit checks compute for every body (meant for small bodies, as the
+ * encoder's). Returns 0, or -1 (nothing written) when a range is not inside buf. */
+int64_t spark_mq_body_crcs(
+    const uint8_t *buf, int64_t buf_size, const int64_t *starts, const int64_t *ends, int64_t n, int64_t *crcs,
+    uint32_t crc_mask) {
+    for (int64_t i = 0; i < n; i++)
+        if (starts[i] < 0 || ends[i] < starts[i] || ends[i] > buf_size) return -1;
+    for (int64_t i = 0; i < n; i++) crcs[i] = crc32_ieee(buf + starts[i], ends[i] - starts[i]) & crc_mask;
+    return 0;
+}

@@ -1,7 +1,8 @@
 """The native part of the append path: ``native.c`` (ours, next to this file), a plain C shared
 library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call;
 :data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
-:data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass.
+:data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
+:data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks).
 
 Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
 message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
@@ -10,13 +11,14 @@ or parses its property strings, so this is a small compiled part of our own, wit
 it builds wherever ``cc`` exists.
 
 Built by ``scripts/_setup.sh``, or by hand with ``python -m spark_mq.common.unit.native`` (only
-when ``native.c`` changed since the last build). :data:`ENCODER`, :data:`DISPATCH_INFO` and
-:data:`INDEX_PUT` are None, and the pure-Python/numpy paths run, when the library was not built
-(an install without a C compiler), fails to load, was built from another ``native.c`` (it carries its source's SHA-256),
-or ``SPARK_MQ_NATIVE=0`` is set (how the tests run both paths and compare their results).
+when ``native.c`` changed since the last build). :data:`ENCODER`, :data:`DISPATCH_INFO`,
+:data:`INDEX_PUT` and :data:`BODY_CRCS` are None, and the pure-Python/numpy paths run, when the
+library was not built (an install without a C compiler), fails to load, was built from another
+``native.c`` (it carries its source's SHA-256), or ``SPARK_MQ_NATIVE=0`` is set (how the tests
+run both paths and compare their results).
 
-Thread-safety: :data:`ENCODER` and :data:`DISPATCH_INFO` are pure functions of their arguments;
-:data:`INDEX_PUT` writes the index file it is given (its caller serialises inserts).
+Thread-safety: :data:`ENCODER`, :data:`DISPATCH_INFO` and :data:`BODY_CRCS` are pure functions of
+their arguments; :data:`INDEX_PUT` writes the index file it is given (its caller serialises inserts).
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ _ENCODE_ARGS = (_OUT, ctypes.c_void_p, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
 # spark_mq_index_put(slots, slot_num, entries, count, k, hashes, phys, timestamps, begin)
 _INDEX_ARGS = (ctypes.c_void_p, _I64, ctypes.c_void_p, _I64, _I64, _P, _P, _P, _I64)
+# spark_mq_body_crcs(buf, buf_size, starts, ends, n, crcs, crc_mask)
+_CRC_ARGS = (ctypes.c_void_p, _I64, _P, _P, _I64, ctypes.c_void_p, ctypes.c_uint32)
 _FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
-              "spark_mq_index_put": _INDEX_ARGS}
+              "spark_mq_index_put": _INDEX_ARGS, "spark_mq_body_crcs": _CRC_ARGS}
 
 
 def source_digest() -> str:
@@ -108,6 +112,7 @@ _LIB = _load() if __name__ != "__main__" else None
 ENCODER = _LIB.spark_mq_encode_units if _LIB is not None else None  # see native.c
 DISPATCH_INFO = _LIB.spark_mq_dispatch_info if _LIB is not None else None  # see native.c
 INDEX_PUT = _LIB.spark_mq_index_put if _LIB is not None else None  # see native.c
+BODY_CRCS = _LIB.spark_mq_body_crcs if _LIB is not None else None  # see native.c
 
 
 def main() -> int:

@@ -306,3 +306,28 @@ def test_native_index_insert_writes_the_numpy_inserts_bytes(lib, tmp_path, seed)
     assert files["native"].is_full()
     for f in files.values():
         f.close()
+
+
+def test_native_body_crcs_are_zlibs_and_the_checks_agree(lib):
+    """The batch CRC of a slave's and recovery's unit checks: zlib's CRC-32 of every range (empty and
+    unaligned ones too), masked; ranges outside the buffer are refused; the mismatches found are the same."""
+    from spark_mq.common.unit.check import body_crc_mismatch
+    from spark_mq.common.unit.layout import CRC_MASK
+
+    rng = np.random.default_rng(5)
+    data = rng.bytes(20_000)
+    starts = rng.integers(0, 19_000, 300)
+    ends = starts + rng.integers(0, 300, 300)
+    expected = [zlib.crc32(data[s:e]) & CRC_MASK for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    stored = np.array(expected, dtype=np.int64)
+    stored[::7] ^= 1  # every seventh is damaged
+    results = {}
+    for name, function in (("native", lib.spark_mq_body_crcs), ("python", None)):
+        with _native("BODY_CRCS", function):
+            results[name] = body_crc_mismatch(memoryview(data), stored, starts, ends).tolist()
+    assert results["native"] == results["python"] == [i % 7 == 0 for i in range(300)]
+    crcs = np.zeros(2, dtype=np.int64)
+    outside = np.array([0, 19_990], dtype=np.int64).tobytes(), np.array([5, 20_001], dtype=np.int64).tobytes()
+    assert lib.spark_mq_body_crcs(np.frombuffer(data, np.uint8).ctypes.data, len(data), *outside, 2, crcs.ctypes.data,
+                                  CRC_MASK) == -1
+    assert crcs.tolist() == [0, 0]
