@@ -130,10 +130,13 @@ class MappedFile:
         much CPU (measured on ext4, Linux 6.18, fdatasync included: 17.6 KB appended cost 12 us by
         ``pwrite``, 9-28 us into pages populated by madvise, 5 us into pages zeroed ahead). 256 KiB
         ahead, not more: the zeroed pages are still in the caches when the units come (1 MiB ahead
-        cost 18-21 us of a load of 20, when other processes had the caches)."""
+        cost 18-21 us of a load of 20, when other processes had the caches). Writes larger than that
+        (a broker's batch of 2,048 units) go by ``pwrite``: one that large gets large folios itself, and
+        no page of the mapping faults (written through the mapping, the broker's produce of 100 B
+        bodies cost ~5 % more CPU)."""
         pos = self.wrote_position
         if pos + size > self._prefaulted:
-            if not _HAS_PWRITE:
+            if not _HAS_PWRITE or size > PREFAULT_BYTES:
                 return None
             start = max(self._prefaulted, pos)
             stop = min(self.size, max(start + PREFAULT_BYTES, pos + size))

@@ -61,8 +61,9 @@ def test_a_failing_pwrite_leaves_the_append_to_the_mapping(tmp_path: Path, monke
 def test_bytes_written_at_the_write_address_follow_the_written_ones(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """What the native encoder does: fill the pages at ``write_address``, then count them as written
-    (the zeros written ahead, 8 KiB at a time, never reach a written byte)."""
-    monkeypatch.setattr(mapped_file, "PREFAULT_BYTES", 8192)
+    (the zeros written ahead, 32 KiB at a time, never reach a written byte). A write larger than that
+    is left to ``append`` (its ``pwrite``)."""
+    monkeypatch.setattr(mapped_file, "PREFAULT_BYTES", 32768)
     mf = MappedFile(tmp_path / "00000000000000000000", SIZE)
     head = os.urandom(5000)
     mf.append(head)
@@ -72,6 +73,7 @@ def test_bytes_written_at_the_write_address_follow_the_written_ones(tmp_path: Pa
         assert address is not None
         ctypes.memmove(address, piece, len(piece))
         mf.wrote(len(piece))
+    assert mf.write_address(32769) is None
     whole = head + b"".join(pieces)
     assert mf.wrote_position == len(whole)
     mf.flush()
