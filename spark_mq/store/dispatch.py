@@ -79,6 +79,7 @@ IDLE_BEFORE_DISPATCH_S = 0.010  # the background pass waits for appends to pause
 SCALAR_PASS_MESSAGES = 32  # up to this many messages a pure-Python pass beats the vectorised one
 INDEX_BACKLOG_KEYS = 2048  # index keys of small passes written together (~1 ms) once this many wait
 STALL_RETRY_S = 1.0  # a pass that hit a full disk is tried again after this long
+KEYS_GUESS = 3  # index keys a message the native dispatch info makes room for first (UNIQ_KEY and two KEYS)
 _TAGS, _KEYS, _UNIQ_KEY = TAGS.encode(), KEYS.encode(), UNIQ_KEY.encode()
 _NV, _PS, _KEY_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(), KEY_SEPARATOR.encode()
 
@@ -160,14 +161,20 @@ def _native_dispatch_info(strings: list[bytes], lengths: np.ndarray, topic_prefi
     (a hashed value that is not ASCII: Java hashes its UTF-16 units)."""
     data = b"".join(strings)
     rows = len(strings)
-    capacity = 2 * rows + data.count(b" ")  # UNIQ_KEY and the KEYS tokens: at most one more than its spaces
     prefixes = np.asarray(topic_prefix_hashes, dtype=np.int64)
-    tags, key_rows, key_hashes = bytearray(8 * rows), bytearray(8 * capacity), bytearray(4 * capacity)
-    keys = native.DISPATCH_INFO(
-        data, len(data), np.ascontiguousarray(lengths, dtype=np.int64).tobytes(), rows, prefixes.tobytes(),
-        int(prefixes.ndim), *(ctypes.byref(ctypes.c_char.from_buffer(out)) for out in (tags, key_rows, key_hashes)),
-        capacity,
-    )
+    lengths_bytes = np.ascontiguousarray(lengths, dtype=np.int64).tobytes()
+    tags = bytearray(8 * rows)
+    keys = -2
+    # room for KEYS_GUESS keys a message first (counting the spaces of a pass's strings costs ~0.02 us a
+    # message); then for the most there can be: UNIQ_KEY and the KEYS tokens, one more than its spaces
+    for capacity in (KEYS_GUESS * rows, 2 * rows + data.count(b" ")):
+        key_rows, key_hashes = bytearray(8 * capacity), bytearray(4 * capacity)
+        keys = native.DISPATCH_INFO(
+            data, len(data), lengths_bytes, rows, prefixes.tobytes(), int(prefixes.ndim),
+            *(ctypes.byref(ctypes.c_char.from_buffer(out)) for out in (tags, key_rows, key_hashes)), capacity,
+        )
+        if keys != -2:
+            break
     if keys < 0:
         return None
     return DispatchInfo(np.frombuffer(tags, dtype=np.int64), np.frombuffer(key_rows, dtype=np.int64, count=keys),

@@ -88,7 +88,10 @@ def encode_batch(
     template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
     # decided before the bodies are joined: a join thrown away changes how the heap reuses pages as well
     if native.ENCODER is not None and int(batch.body_lengths.sum()) <= n * NATIVE_MAX_MEAN_BODY:
-        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset, view)
+        units = bytearray(int(sizes.sum()))
+        phys = _encode_native(batch, topic, len(units), ctypes.byref(ctypes.c_char.from_buffer(units)), template,
+                              physical_offset, queue_offset)
+        return EncodedBatch(memoryview(units) if view else bytes(units), sizes, phys)
     phys = sizes.cumsum()
     phys -= sizes
     phys += physical_offset
@@ -119,20 +122,40 @@ def encode_batch(
     return EncodedBatch(b"".join(chain.from_iterable(pieces)), sizes, phys)
 
 
+def encode_batch_into(
+    batch: MessageBatch,
+    address: int,
+    physical_offset: int,
+    queue_offset: int,
+    store_timestamp: int,
+    store_host: bytes,
+    units_size: int,
+) -> np.ndarray | None:
+    """:func:`encode_batch` straight into memory at ``address`` (``units_size``, the sum of the units'
+    sizes, writable bytes there: the commitlog file's mapping at its wrote position), no buffer in
+    between; returns the units' physical offsets. None, with nothing written, when the native
+    encoder does not take the batch (not built, a lone message, large bodies): then
+    :func:`encode_batch` and copy. A ``units_size`` that is not the units' raises ``ValueError``."""
+    n = len(batch)
+    if native.ENCODER is None or n == 1 or int(batch.body_lengths.sum()) > n * NATIVE_MAX_MEAN_BODY:
+        return None
+    template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
+    return _encode_native(batch, batch.topic.encode(), units_size, address, template, physical_offset, queue_offset)
+
+
 def _encode_native(
-    batch: MessageBatch, topic: bytes, sizes: np.ndarray, template: bytes, physical_offset: int, queue_offset: int,
-    view: bool,
-) -> EncodedBatch:
-    """:func:`encode_batch` of two or more messages by the native encoder: one buffer holds the
-    units' physical offsets, then the units."""
+    batch: MessageBatch, topic: bytes, units_size: int, units: object, template: bytes,
+    physical_offset: int, queue_offset: int,
+) -> np.ndarray:
+    """Two or more messages' units written by the native encoder into ``units`` (an address or a
+    byref of a buffer, ``units_size`` bytes); returns their physical offsets."""
     n = len(batch)
     bodies = b"".join(batch.bodies)
     props = b"".join(batch.properties)
     topic_tail = _topic_tail(topic)
-    units_size = n * (HEADER_SIZE + len(topic_tail) + PROPS_LENGTH_STRUCT.size) + len(bodies) + len(props)
-    buf = bytearray(8 * n + units_size)
+    phys = bytearray(8 * n)
     wrote = native.ENCODER(
-        ctypes.byref(ctypes.c_char.from_buffer(buf)), units_size, n, bodies, len(bodies),
+        ctypes.byref(ctypes.c_char.from_buffer(phys)), units, units_size, n, bodies, len(bodies),
         _column(batch.body_lengths, _INT64), props, len(props), _column(batch.property_lengths, _INT64),
         _column(batch.flags, _INT32), _column(batch.born_timestamps, _INT64), _column(batch.sys_flags, _INT32),
         _column(batch.reconsume_times, _INT32), template, topic_tail, len(topic_tail), physical_offset,
@@ -140,10 +163,7 @@ def _encode_native(
     )
     if wrote != units_size:
         raise ValueError("a batch's bodies or properties are not all byte strings (their lengths do not add up)")
-    units = memoryview(buf)[8 * n:]
-    # the offsets copied out: a view would keep the units' buffer alive as long as the put's record and result
-    phys = np.frombuffer(buf, dtype=_INT64, count=n).copy()
-    return EncodedBatch(units if view else bytes(units), sizes, phys)
+    return np.frombuffer(phys, dtype=_INT64)
 
 
 def _column(values: np.ndarray, dtype: np.dtype) -> bytes:

@@ -66,21 +66,21 @@ const char *spark_mq_units_source(void) {
     return SPARK_MQ_SOURCE_SHA256;
 }
 
-/* Encode n units: each unit's commitlog offset into physical_offsets[0..n), the units right after
- * them (from physical_offsets + n, exactly the sum of their sizes long). bodies/props: every
- * message's body/properties bytes back to back, their lengths in body_lengths/props_lengths.
+/* Encode n units: each unit's commitlog offset into physical_offsets[0..n), the units back to back
+ * into out (exactly units_size bytes: a fresh buffer, or the commitlog file's mapping at its wrote
+ * position). bodies/props: every message's body/properties bytes back to back, their lengths in
+ * body_lengths/props_lengths.
  * BODYCRC is computed here (meant for small bodies: ~1 byte a cycle). header: the 88 header
  * bytes with the batch-wide fields set (magic, queue id, hosts, store timestamp; the rest zero).
  * topic_tail: the TOPIC length byte and the TOPIC bytes. sys_flag_clear: bits cleared from every
  * SYSFLAG; crc_mask: ANDed into every BODYCRC. Returns units_size, or -1 (nothing written) when the
  * lengths do not add up to bodies_size, props_size and units_size: no write goes past a buffer. */
 int64_t spark_mq_encode_units(
-    int64_t *physical_offsets, int64_t units_size, int64_t n, const uint8_t *bodies, int64_t bodies_size,
-    const int64_t *body_lengths, const uint8_t *props, int64_t props_size, const int64_t *props_lengths,
-    const int32_t *flags,
-    const int64_t *born_timestamps, const int32_t *sys_flags, const int32_t *reconsume_times,
-    const uint8_t *header, const uint8_t *topic_tail, int64_t topic_tail_length, int64_t physical_offset,
-    int64_t queue_offset, int32_t sys_flag_clear, uint32_t crc_mask) {
+    int64_t *physical_offsets, uint8_t *out, int64_t units_size, int64_t n, const uint8_t *bodies,
+    int64_t bodies_size, const int64_t *body_lengths, const uint8_t *props, int64_t props_size,
+    const int64_t *props_lengths, const int32_t *flags, const int64_t *born_timestamps, const int32_t *sys_flags,
+    const int32_t *reconsume_times, const uint8_t *header, const uint8_t *topic_tail, int64_t topic_tail_length,
+    int64_t physical_offset, int64_t queue_offset, int32_t sys_flag_clear, uint32_t crc_mask) {
     int64_t body_sum = 0, props_sum = 0;
     for (int64_t i = 0; i < n; i++) {
         if (body_lengths[i] < 0 || props_lengths[i] < 0) return -1;
@@ -90,7 +90,6 @@ int64_t spark_mq_encode_units(
     if (n < 0 || topic_tail_length < 0 || body_sum != bodies_size || props_sum != props_size
         || units_size != n * (HEADER_SIZE + topic_tail_length + 2) + body_sum + props_sum)
         return -1;
-    uint8_t *out = (uint8_t *)(physical_offsets + n);
     uint8_t *p = out;
     for (int64_t i = 0; i < n; i++) {
         int64_t body_length = body_lengths[i], props_length = props_lengths[i];
@@ -196,14 +195,70 @@ int64_t spark_mq_dispatch_info(
     return ascii ? keys : -1;
 }
 
-/* ---- the Arrow decoder's sequential steps (spark_mq/arrow/decoder.py; owned by its Spark part) ---- */
+static uint32_t get32(const uint8_t *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+enum { SLOT_SIZE = 4, ENTRY_SIZE = 20, ENTRY_PHYS = 4, ENTRY_TIME_DIFF = 12, ENTRY_PREV = 16, PREFETCH_AHEAD = 8 };
+
+/* hash modulo slot_num, never negative (numpy's %) */
+static int64_t slot_of(int32_t hash, int64_t slot_num) {
+    int64_t slot = (int64_t)hash % slot_num;
+    return slot < 0 ? slot + slot_num : slot;
+}
+
+/* The store's index file insert (spark_mq/store/index_file.py IndexFile.put_batch, whose numpy path
+ * writes the same bytes): k keys as entries count..count+k-1 into entries (the file's entry 0), each
+ * chained to the slot's previous entry; slots[hash % slot_num] set to the newest. A slot's old head
+ * is kept only when 0 < head < count (a truncated file leaves stale ones), or when it is an entry
+ * of this batch of the same slot. hashes are positive, time_diff is (ts - begin) / 1000 s clipped
+ * to [0, 2^31-1] (0 when begin <= 0). Returns how many slots were empty before (slot_count's growth).
+ * Why C: one pass, the slot of a key a few ahead prefetched; numpy sorts the keys by slot first. */
+int64_t spark_mq_index_put(
+    uint8_t *slots, int64_t slot_num, uint8_t *entries, int64_t count, int64_t k, const int32_t *hashes,
+    const int64_t *phys, const int64_t *timestamps, int64_t begin) {
+    int64_t newly_used = 0;
+    for (int64_t i = 0; i < k; i++) {
+        if (i + PREFETCH_AHEAD < k)
+            __builtin_prefetch(slots + slot_of(hashes[i + PREFETCH_AHEAD], slot_num) * SLOT_SIZE, 1);
+        int64_t slot = slot_of(hashes[i], slot_num), number = count + i;
+        uint8_t *s = slots + slot * SLOT_SIZE, *e = entries + number * ENTRY_SIZE;
+        int64_t head = (int32_t)get32(s);
+        if (head >= count && head < number)  /* this batch's, unless a stale head of another slot */
+            head = slot_of((int32_t)get32(entries + head * ENTRY_SIZE), slot_num) == slot ? head : 0;
+        else if (head <= 0 || head >= count)
+            head = 0;
+        if (head == 0) newly_used++;
+        int64_t diff = 0;
+        if (begin > 0 && timestamps[i] > begin) {
+            diff = (timestamps[i] - begin) / 1000;
+            if (diff > 0x7FFFFFFF) diff = 0x7FFFFFFF;
+        }
+        put32(e, (uint32_t)hashes[i]);
+        put64(e + ENTRY_PHYS, (uint64_t)phys[i]);
+        put32(e + ENTRY_TIME_DIFF, (uint32_t)diff);
+        put32(e + ENTRY_PREV, (uint32_t)head);
+        put32(s, (uint32_t)number);
+    }
+    return newly_used;
+}
+
+/* BODYCRC of n ranges [starts[i], ends[i]) of buf (buf_size bytes) into crcs, ANDed with crc_mask:
+ * what a slave's and recovery's unit checks compute for every body (meant for small bodies, as the
+ * encoder's). Returns 0, or -1 (nothing written) when a range is not inside buf. */
+int64_t spark_mq_body_crcs(
+    const uint8_t *buf, int64_t buf_size, const int64_t *starts, const int64_t *ends, int64_t n, int64_t *crcs,
+    uint32_t crc_mask) {
+    for (int64_t i = 0; i < n; i++)
+        if (starts[i] < 0 || ends[i] < starts[i] || ends[i] > buf_size) return -1;
+    for (int64_t i = 0; i < n; i++) crcs[i] = crc32_ieee(buf + starts[i], ends[i] - starts[i]) & crc_mask;
+    return 0;
+}
+
+/* ---- the Arrow decoder's sequential steps (spark_mq/arrow/decoder.py) ---- */
 
 enum { UNIT_MAGIC_AT = 4, UNIT_MIN_SIZE = 91 };  /* layout.py's MAGIC_OFFSET and MIN_UNIT_SIZE */
 #define UNIT_MESSAGE_MAGIC ((int32_t)0xDAA320A7)  /* layout.py's MESSAGE_MAGIC */
-
-static int32_t get32(const uint8_t *p) {
-    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3]);
-}
 
 /* The starts of the units of a pull body (units back to back) followed along their TOTALSIZE chain into
  * starts[0..]: the count, or -1 when the chain does not tile the buffer exactly (a size below a unit's
@@ -213,8 +268,8 @@ int64_t spark_mq_pull_unit_starts(const uint8_t *buf, int64_t size, int64_t *sta
     int64_t n = 0, pos = 0;
     while (pos < size) {
         if (size - pos < UNIT_MIN_SIZE || n >= capacity) return -1;
-        int64_t total = get32(buf + pos);
-        if (total < UNIT_MIN_SIZE || total > size - pos || get32(buf + pos + UNIT_MAGIC_AT) != UNIT_MESSAGE_MAGIC)
+        int64_t total = (int32_t)get32(buf + pos);
+        if (total < UNIT_MIN_SIZE || total > size - pos || (int32_t)get32(buf + pos + UNIT_MAGIC_AT) != UNIT_MESSAGE_MAGIC)
             return -1;
         starts[n++] = pos;
         pos += total;

@@ -1,6 +1,8 @@
 """The native part of the append path: ``native.c`` (ours, next to this file), a plain C shared
 library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call;
 :data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
+:data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
+:data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks);
 :data:`PULL_UNIT_STARTS` and :data:`PROPERTY_PAIRS` are the Arrow decoder's two sequential steps (a pull
 body's unit chain, every property pair), ~0.2 µs a message in numpy, a few ns here.
 
@@ -16,7 +18,8 @@ None, and the pure-Python/numpy paths run, when the library was not built (an in
 compiler), fails to load, was built from another ``native.c`` (it carries its source's SHA-256),
 or ``SPARK_MQ_NATIVE=0`` is set (how the tests run both paths and compare their results).
 
-Thread-safety: every function is a pure function of its arguments.
+Thread-safety: every function but :data:`INDEX_PUT` is a pure function of its arguments;
+:data:`INDEX_PUT` writes the index file it is given (its caller serialises inserts).
 """
 
 from __future__ import annotations
@@ -39,23 +42,29 @@ _CFLAGS = ("-O2", "-shared", "-fPIC", "-std=c99")
 
 _P = ctypes.c_char_p  # bytes: passed as a pointer to their buffer, no copy
 _I64 = ctypes.c_int64
-# spark_mq_encode_units(physical_offsets + units, units_size, n, bodies, bodies_size, body_lengths, props,
+_ADDR = ctypes.c_void_p  # an address: a mapping's, a numpy array's or a byref of a buffer
+_OUT = ctypes.POINTER(ctypes.c_char)
+# spark_mq_encode_units(physical_offsets, units, units_size, n, bodies, bodies_size, body_lengths, props,
 #                       props_size, props_lengths, flags, born_timestamps, sys_flags, reconsume_times,
 #                       header, topic_tail, topic_tail_length, physical_offset, queue_offset, sys_flag_clear,
 #                       crc_mask)
-_ENCODE_ARGS = (ctypes.POINTER(ctypes.c_char), _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P,
-                _I64, _I64, _I64, ctypes.c_int32, ctypes.c_uint32)
+# units: an address (the commitlog's mapping) or a byref of a buffer
+_ENCODE_ARGS = (_OUT, _ADDR, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _I64, _I64,
+                _I64, ctypes.c_int32, ctypes.c_uint32)
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
-_OUT = ctypes.POINTER(ctypes.c_char)
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
+# spark_mq_index_put(slots, slot_num, entries, count, k, hashes, phys, timestamps, begin)
+_INDEX_ARGS = (_ADDR, _I64, _ADDR, _I64, _I64, _P, _P, _P, _I64)
+# spark_mq_body_crcs(buf, buf_size, starts, ends, n, crcs, crc_mask)
+_CRC_ARGS = (_ADDR, _I64, _P, _P, _I64, _ADDR, ctypes.c_uint32)
 # the Arrow decoder's (addresses of numpy arrays): spark_mq_pull_unit_starts(buf, size, starts, capacity),
 # spark_mq_property_pairs(buf, props_start, props_end, rows, names, name_offsets, values, value_offsets,
 #                         row_offsets, picks, capacity)
-_ADDR = ctypes.c_void_p
 _UNIT_STARTS_ARGS = (_ADDR, _I64, _ADDR, _I64)
 _PROPERTY_PAIRS_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _I64)
 _FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
+              "spark_mq_index_put": _INDEX_ARGS, "spark_mq_body_crcs": _CRC_ARGS,
               "spark_mq_pull_unit_starts": _UNIT_STARTS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS}
 
 
@@ -110,6 +119,8 @@ def _load() -> ctypes.CDLL | None:
 _LIB = _load() if __name__ != "__main__" else None
 ENCODER = _LIB.spark_mq_encode_units if _LIB is not None else None  # see native.c
 DISPATCH_INFO = _LIB.spark_mq_dispatch_info if _LIB is not None else None  # see native.c
+INDEX_PUT = _LIB.spark_mq_index_put if _LIB is not None else None  # see native.c
+BODY_CRCS = _LIB.spark_mq_body_crcs if _LIB is not None else None  # see native.c
 PULL_UNIT_STARTS = _LIB.spark_mq_pull_unit_starts if _LIB is not None else None  # see native.c
 PROPERTY_PAIRS = _LIB.spark_mq_property_pairs if _LIB is not None else None  # see native.c
 

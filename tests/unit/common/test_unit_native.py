@@ -268,3 +268,66 @@ def test_non_ascii_values_are_left_to_the_numpy_scan(lib, strings):
     _assert_same_info(fast, numpy_scan)
     if b"".join(strings).isascii():
         assert direct is not None
+
+
+def test_more_keys_than_first_made_room_for_are_all_found(lib):
+    """Room for ``KEYS_GUESS`` index keys a message is made first; messages with more get all of theirs."""
+    strings = [encode_properties({"KEYS": " ".join(f"k{i}-{j}" for j in range(i % 9)), "UNIQ_KEY": f"u{i}"})
+               for i in range(40)]
+    fast, numpy_scan = _infos(lib, strings, 11)
+    assert fast.key_rows.size > dispatch.KEYS_GUESS * len(strings)
+    _assert_same_info(fast, numpy_scan)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_native_index_insert_writes_the_numpy_inserts_bytes(lib, tmp_path, seed):
+    """Few slots (long chains within a batch), stale slot heads (what a truncated file leaves: past the
+    entry count, negative, or entries of this batch's numbers), store times before the file's begin,
+    a file filled past its end: both index files hold the same bytes after every batch."""
+    from spark_mq.store.index_file import IndexFile
+
+    rng = np.random.default_rng(seed)
+    slot_num, index_num = int(rng.integers(3, 40)), 200
+    files = {name: IndexFile(tmp_path / name, slot_num, index_num) for name in ("native", "numpy")}
+    stale = rng.integers(-3, index_num + 5, slot_num).astype(">i4")
+    begin = 0 if seed == 0 else 1_700_000_000_000  # a begin of 0: no time differences
+    for f in files.values():
+        f.slots[:] = stale
+    for i in range(12):
+        k = int(rng.integers(1, 60))
+        hashes = rng.integers(0, 2**31 - 1, k).astype(np.int32)
+        phys = np.arange(i * 1000, i * 1000 + k, dtype=np.int64) * 97
+        ts = begin + rng.integers(-3000, 10**7, k)
+        ts[0] = begin if i == 0 else ts[0]  # the file's begin timestamp (the first key's)
+        for name, f in files.items():
+            with _native("INDEX_PUT", lib.spark_mq_index_put if name == "native" else None):
+                f.put_batch(hashes, phys, ts)
+        assert bytes(files["native"]._mf.buf) == bytes(files["numpy"]._mf.buf), f"batch {i}"
+    assert files["native"].is_full()
+    for f in files.values():
+        f.close()
+
+
+def test_native_body_crcs_are_zlibs_and_the_checks_agree(lib):
+    """The batch CRC of a slave's and recovery's unit checks: zlib's CRC-32 of every range (empty and
+    unaligned ones too), masked; ranges outside the buffer are refused; the mismatches found are the same."""
+    from spark_mq.common.unit.check import body_crc_mismatch
+    from spark_mq.common.unit.layout import CRC_MASK
+
+    rng = np.random.default_rng(5)
+    data = rng.bytes(20_000)
+    starts = rng.integers(0, 19_000, 300)
+    ends = starts + rng.integers(0, 300, 300)
+    expected = [zlib.crc32(data[s:e]) & CRC_MASK for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    stored = np.array(expected, dtype=np.int64)
+    stored[::7] ^= 1  # every seventh is damaged
+    results = {}
+    for name, function in (("native", lib.spark_mq_body_crcs), ("python", None)):
+        with _native("BODY_CRCS", function):
+            results[name] = body_crc_mismatch(memoryview(data), stored, starts, ends).tolist()
+    assert results["native"] == results["python"] == [i % 7 == 0 for i in range(300)]
+    crcs = np.zeros(2, dtype=np.int64)
+    outside = np.array([0, 19_990], dtype=np.int64).tobytes(), np.array([5, 20_001], dtype=np.int64).tobytes()
+    assert lib.spark_mq_body_crcs(np.frombuffer(data, np.uint8).ctypes.data, len(data), *outside, 2, crcs.ctypes.data,
+                                  CRC_MASK) == -1
+    assert crcs.tolist() == [0, 0]
