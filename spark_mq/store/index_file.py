@@ -203,6 +203,31 @@ class IndexFile:
         self.entries[cut:count] = np.zeros(count - cut, dtype=ENTRY)
         return count - cut
 
+    def repair_unpublished_heads(self) -> int:
+        """Move slots that point past ``index_count`` back along their chains to published entries;
+        returns how many slots were moved. An insert writes each entry, then its slot, and raises
+        ``index_count`` last: a crash in between leaves slots naming entries no query follows, and
+        the next insert would start those slots afresh, cutting every older key in them off. The
+        entries themselves were written before their slots, so their ``prev`` links lead back."""
+        count = self.index_count
+        stale = np.flatnonzero(self.slots >= count)
+        if not stale.size:
+            return 0
+        heads = self.slots[stale].astype(np.int64)
+        for _ in range(self.index_num):  # each step moves every stale head one entry back: prev < entry
+            behind = np.flatnonzero(heads >= count)
+            if not behind.size:
+                break
+            cur = heads[behind]
+            prev = np.full(cur.size, INVALID_INDEX, dtype=np.int64)
+            inside = cur < self.index_num
+            prev[inside] = self.entries["prev"][cur[inside]]
+            prev[prev >= cur] = INVALID_INDEX  # a link that does not go back: nothing to follow
+            heads[behind] = prev
+        heads[heads < INVALID_INDEX] = INVALID_INDEX
+        self.slots[stale] = heads
+        return int(stale.size)
+
     def query(self, key_hash: int, begin: int, end: int, max_num: int) -> list[int]:
         """Commitlog offsets of entries with ``key_hash`` stored in ``[begin, end]`` ms,
         newest first. Callers verify the key itself (hashes collide)."""

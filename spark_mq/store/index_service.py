@@ -111,6 +111,11 @@ class IndexService:
                 gone += 1
         return gone
 
+    def repair_unpublished_heads(self) -> int:
+        """After a crash: the newest file's slots left pointing at entries an insert cut short had not
+        published (:meth:`IndexFile.repair_unpublished_heads`); only the newest file takes inserts."""
+        return self.files[-1].repair_unpublished_heads() if self.files else 0
+
     def truncate_past(self, phys: int) -> int:
         """Drop every entry pointing at or past commitlog offset ``phys`` (a truncated commitlog):
         files whose first entry does are deleted newest first, the file before them is cut back.

@@ -115,8 +115,10 @@ def recover(
             if deferred is not None:
                 deferred.forget_from(end)
     commitlog.files.truncate(end)
-    if index is not None:  # entries of units past the end (a torn tail, a truncation a crash cut short)
-        index.truncate_past(end)
+    if index is not None:
+        if abnormal:  # slots an insert had set when the crash came, before it published their entries
+            index.repair_unpublished_heads()
+        index.truncate_past(end)  # entries of units past the end (a torn tail, a truncation a crash cut short)
     rec = Reconcile(chunks, queue_for, index, start, safe, end, delays_ms)
     rebuild_from = None
     try:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from spark_mq.common.java_hash import java_hash
+from spark_mq.common.unit import native
 from spark_mq.store.index_file import IndexFile, index_file_size, positive_hashes
 
 T0 = 1_700_000_000_000  # ms; every store time below is T0 + whole seconds, as entries keep seconds
@@ -160,6 +161,44 @@ def test_truncate_past_matches_the_model_and_takes_more_puts(tmp_path, seed):
     model.add(more, p, ts)
     idx.close()
     idx = IndexFile(tmp_path / "i", slot_num=5, index_num=3000)
+    for k in keys:
+        assert idx.query(k, 0, 2**62, 10**6) == model.query(k)
+    idx.close()
+
+
+@pytest.mark.parametrize("native_insert", [True, False], ids=["native", "numpy"])
+@pytest.mark.parametrize("seed", range(4))
+def test_an_insert_cut_short_by_a_crash_keeps_every_older_key_reachable(tmp_path, monkeypatch, seed, native_insert):
+    """A crash after an insert wrote its entries and slots but before it raised ``index_count``:
+    recovery's repair moves those slots back, so the keys put before stay found, also after the
+    batch is dispatched again and more keys go into the same slots."""
+    if not native_insert:
+        monkeypatch.setattr(native, "INDEX_PUT", None)
+    elif native.INDEX_PUT is None:
+        pytest.skip("the native library is not built or is switched off")
+    rng = random.Random(seed)
+    keys = rng.sample(range(1, 2**31 - 1), 20)
+    idx = IndexFile(tmp_path / "i", slot_num=4, index_num=3000)
+    model = Model()
+    for hashes, p, ts in random_batches(rng, model, keys, 20, 30, T0):
+        idx.put_batch(hashes, p, ts)
+    published = idx.index_count
+    t = model.rows[-1][2] + 1000
+    phys = model.rows[-1][1] + 100
+    cut = np.array([rng.choice(keys) for _ in range(25)], dtype=np.int32)
+    p = phys + np.arange(25, dtype=np.int64) * 100
+    ts = np.full(25, t, dtype=np.int64)
+    idx.put_batch(cut, p, ts)
+    idx.header["index_count"] = published  # the crash: entries and slots written, the count not
+    idx.close()
+
+    idx = IndexFile(tmp_path / "i", slot_num=4, index_num=3000)
+    assert idx.repair_unpublished_heads() > 0
+    assert idx.repair_unpublished_heads() == 0
+    for k in keys:
+        assert idx.query(k, 0, 2**62, 10**6) == model.query(k)
+    idx.put_batch(cut, p, ts)  # recovery dispatches the batch again
+    model.add(cut, p, ts)
     for k in keys:
         assert idx.query(k, 0, 2**62, 10**6) == model.query(k)
     idx.close()
