@@ -2,8 +2,7 @@
 
 A unit never spans two files: when a file cannot hold the next unit plus room for a blank
 marker, the tail gets a blank unit and the write moves to a fresh file. A batch is encoded
-once per file it lands in, straight into the file's mapping (the native encoder), or into a buffer
-copied with one memcpy per file.
+once per file it lands in and copied with one memcpy per file.
 
 A batch is all or nothing: when the disk cannot take the next file (``DiskFullError``), what the
 batch wrote into earlier files is taken back before the error propagates.
@@ -23,7 +22,7 @@ from spark_mq.common.errors import DiskFullError, MessageValidationError, Replic
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
-from spark_mq.common.unit.encode import blank_unit, encode_batch, encode_batch_into, unit_sizes
+from spark_mq.common.unit.encode import blank_unit, encode_batch, unit_sizes
 from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
@@ -88,18 +87,10 @@ class CommitLog:
                 mf.close_tail(blank_unit(mf.remaining))
                 continue
             part = batch if (done == 0 and fit == n) else batch.slice(done, done + fit)
-            part_size = int(ends[done + fit - 1]) - written
-            address = mf.write_address(part_size)
-            phys = None if address is None else encode_batch_into(
-                part, address, mf.end_offset, queue_offset + done, store_timestamp, store_host, part_size)
-            if phys is None:  # not the native encoder's: encoded into a buffer, then copied
-                encoded = encode_batch(part, mf.end_offset, queue_offset + done, store_timestamp, store_host,
-                                       sizes=sizes[done:done + fit], view=True)
-                mf.append(encoded.data)
-                phys = encoded.physical_offsets
-            else:
-                mf.wrote(part_size)
-            phys_parts.append(phys)
+            encoded = encode_batch(part, mf.end_offset, queue_offset + done, store_timestamp, store_host,
+                                   sizes=sizes[done:done + fit], view=True)
+            mf.append(encoded.data)
+            phys_parts.append(encoded.physical_offsets)
             done += fit
         phys = phys_parts[0] if len(phys_parts) == 1 else np.concatenate(phys_parts)
         return AppendResult(phys, sizes, mf.end_offset)

@@ -24,8 +24,6 @@ log = logging.getLogger(__name__)
 
 FILE_NAME_DIGITS = 20
 _HAS_PWRITE = hasattr(os, "pwrite")  # POSIX; elsewhere appends copy into the mapping
-PREFAULT_BYTES = 256 << 10  # bytes ahead of the wrote position brought into the page cache at a time
-_ZEROS = bytes(PREFAULT_BYTES)
 
 
 def file_name(offset: int) -> str:
@@ -80,8 +78,6 @@ class MappedFile:
         self.mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
-        self._prefaulted = 0  # the page cache holds the file's pages below this
-        self._base = self.buf.ctypes.data  # the mapping's address (it lives as long as ``buf``)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -101,63 +97,21 @@ class MappedFile:
     def append(self, data: bytes | memoryview) -> int:
         """Write ``data`` at the wrote position; returns where it started.
 
-        A copy into the mapping, its pages brought into the page cache ahead (:meth:`write_address`),
-        else ``pwrite``: the kernel copies into the page cache the mapping shares without faulting
-        each fresh page in one by one, as a plain copy into the mapping would (measured: 0.31 ->
-        0.17 CPU-us per 1 KiB unit appended, 0.065 -> 0.042 per 100 B one).
+        With ``pwrite``, not a copy into the mapping: the kernel copies it into the page cache the mapping
+        shares, once and without the GIL, where a copy into the mapping faults each page in (measured:
+        0.31 -> 0.17 CPU-us per 1 KiB unit appended, 0.065 -> 0.042 per 100 B one; the first read
+        through the mapping then faults the page in, ~0.01 us per unit).
         What ``pwrite`` does not write (none of it without ``pwrite``, or after an error) is copied
         into the mapping."""
         pos = self.wrote_position
         end = pos + len(data)
         if end > self.size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos} of {self.size}")
-        wrote = 0 if self.write_address(len(data)) else self._pwrite(data, pos)
+        wrote = self._pwrite(data, pos)
         if wrote < len(data):
             self._mm[pos + wrote:end] = memoryview(data)[wrote:]
         self.wrote_position = end
         return pos
-
-    def write_address(self, size: int) -> int | None:
-        """The mapping's address at the wrote position, the next ``size`` bytes' pages in the page
-        cache: for a writer that fills them itself (the native encoder), then :meth:`wrote`. None
-        when they could not be brought in (no ``pwrite``, a full disk under a sparse file): then
-        :meth:`append`. ``size`` must fit the file.
-
-        The pages come in ``PREFAULT_BYTES`` at a time, by a ``pwrite`` of zeros past the written
-        bytes (which are zeros, or stale bytes of a torn write that appends overwrite anyway): one
-        call allocates them in large folios, where faulting fresh pages in one by one
-        (madvise(MADV_POPULATE_WRITE) included) or a ``pwrite`` of every append costs 2-4x as
-        much CPU (measured on ext4, Linux 6.18, fdatasync included: 17.6 KB appended cost 12 us by
-        ``pwrite``, 9-28 us into pages populated by madvise, 5 us into pages zeroed ahead). 256 KiB
-        ahead, not more: the zeroed pages are still in the caches when the units come (1 MiB ahead
-        cost 18-21 us of a load of 20, when other processes had the caches). Writes larger than that
-        (a broker's batch of 2,048 units) go by ``pwrite``: one that large gets large folios itself, and
-        no page of the mapping faults (written through the mapping, the broker's produce of 100 B
-        bodies cost ~5 % more CPU)."""
-        pos = self.wrote_position
-        if pos + size > self._prefaulted:
-            if not _HAS_PWRITE or size > PREFAULT_BYTES:
-                return None
-            start = max(self._prefaulted, pos)
-            stop = min(self.size, max(start + PREFAULT_BYTES, pos + size))
-            if self._pwrite_zeros(start, stop) < stop:
-                return None
-            self._prefaulted = stop
-        return self._base + pos
-
-    def _pwrite_zeros(self, start: int, stop: int) -> int:
-        """Zeros from ``start`` to ``stop`` by ``pwrite``; returns how far they went."""
-        while start < stop:
-            n = min(stop - start, len(_ZEROS))
-            done = self._pwrite(memoryview(_ZEROS)[:n], start)
-            start += done
-            if done < n:
-                break
-        return start
-
-    def wrote(self, size: int) -> None:
-        """``size`` bytes were written at :meth:`write_address`: they follow the written ones."""
-        self.wrote_position += size
 
     def _pwrite(self, data: bytes | memoryview, pos: int) -> int:
         """How many of ``data``'s first bytes ``pwrite`` wrote at ``pos``: all, unless it failed or is missing."""

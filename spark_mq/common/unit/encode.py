@@ -122,27 +122,6 @@ def encode_batch(
     return EncodedBatch(b"".join(chain.from_iterable(pieces)), sizes, phys)
 
 
-def encode_batch_into(
-    batch: MessageBatch,
-    address: int,
-    physical_offset: int,
-    queue_offset: int,
-    store_timestamp: int,
-    store_host: bytes,
-    units_size: int,
-) -> np.ndarray | None:
-    """:func:`encode_batch` straight into memory at ``address`` (``units_size``, the sum of the units'
-    sizes, writable bytes there: the commitlog file's mapping at its wrote position), no buffer in
-    between; returns the units' physical offsets. None, with nothing written, when the native
-    encoder does not take the batch (not built, a lone message, large bodies): then
-    :func:`encode_batch` and copy. A ``units_size`` that is not the units' raises ``ValueError``."""
-    n = len(batch)
-    if native.ENCODER is None or n == 1 or int(batch.body_lengths.sum()) > n * NATIVE_MAX_MEAN_BODY:
-        return None
-    template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
-    return _encode_native(batch, batch.topic.encode(), units_size, address, template, physical_offset, queue_offset)
-
-
 def _encode_native(
     batch: MessageBatch, topic: bytes, units_size: int, units: object, template: bytes,
     physical_offset: int, queue_offset: int,

@@ -67,9 +67,8 @@ const char *spark_mq_units_source(void) {
 }
 
 /* Encode n units: each unit's commitlog offset into physical_offsets[0..n), the units back to back
- * into out (exactly units_size bytes: a fresh buffer, or the commitlog file's mapping at its wrote
- * position). bodies/props: every message's body/properties bytes back to back, their lengths in
- * body_lengths/props_lengths.
+ * into out (exactly units_size bytes). bodies/props: every message's body/properties bytes back to
+ * back, their lengths in body_lengths/props_lengths.
  * BODYCRC is computed here (meant for small bodies: ~1 byte a cycle). header: the 88 header
  * bytes with the batch-wide fields set (magic, queue id, hosts, store timestamp; the rest zero).
  * topic_tail: the TOPIC length byte and the TOPIC bytes. sys_flag_clear: bits cleared from every
