@@ -56,6 +56,12 @@ def _held(pull, conn, topic: str, offset: int, subscription: str | None = None) 
         "g", topic, 0, offset, suspend_ms=LONG_SUSPEND_MS, subscription=subscription).to_ext_fields())), conn))
 
 
+def _sent(send, conn, topic: str, body: bytes, tags: str | None = None):
+    """The send handler's answer to a SEND_MESSAGE of ``body`` to queue 0 of ``topic``."""
+    header = send_header(topic, 0, tags=tags).to_ext_fields()
+    return send(_wire(RemotingCommand.request(RequestCode.SEND_MESSAGE, header, body)), conn)
+
+
 def _handlers(b: BrokerController):
     """The send and pull handlers of ``b``, and a connection to call them with."""
     return b.server._handlers[RequestCode.SEND_MESSAGE], b.server._handlers[RequestCode.PULL_MESSAGE], _Conn()
@@ -66,14 +72,12 @@ def test_a_send_answers_the_held_pulls_before_its_own_response(inprocess_broker)
         b = await inprocess_broker()
         try:
             send, pull, conn = _handlers(b)
-            await send(_wire(RemotingCommand.request(RequestCode.SEND_MESSAGE, send_header("Order", 0).to_ext_fields(),
-                                                     b"first")), conn)
+            await _sent(send, conn, "Order", b"first")
             for offset in range(1, 6):
                 held = _held(pull, conn, "Order", offset)
                 await asyncio.sleep(0.01)
                 assert not held.done() and b.hold.has_waiters("Order", 0)
-                response = await send(_wire(RemotingCommand.request(
-                    RequestCode.SEND_MESSAGE, send_header("Order", 0).to_ext_fields(), f"m{offset}".encode())), conn)
+                response = await _sent(send, conn, "Order", f"m{offset}".encode())
                 assert response.code == ResponseCode.SUCCESS
                 assert held.done(), "the held pull must be answered before the send's response"
                 answer = held.result()
@@ -94,8 +98,7 @@ def test_a_pull_woken_by_a_send_answers_what_a_read_of_the_store_answers(inproce
             send, pull, conn = _handlers(b)
 
             async def stored(tags: str, body: bytes) -> None:
-                response = await send(_wire(RemotingCommand.request(
-                    RequestCode.SEND_MESSAGE, send_header("Direct", 0, tags=tags).to_ext_fields(), body)), conn)
+                response = await _sent(send, conn, "Direct", body, tags=tags)
                 assert response.code == ResponseCode.SUCCESS
 
             await stored("A", b"first")
@@ -127,14 +130,12 @@ def test_the_appends_a_long_polling_consumer_was_handed_are_dispatched_once_send
         b = await inprocess_broker()
         try:
             send, pull, conn = _handlers(b)
-            await send(_wire(RemotingCommand.request(RequestCode.SEND_MESSAGE, send_header("Idle", 0).to_ext_fields(),
-                                                     b"m0")), conn)
+            await _sent(send, conn, "Idle", b"m0")
             b.store.dispatch_queues()
             for offset in range(1, IDLE_DISPATCH_BACKLOG + 2):
                 held = _held(pull, conn, "Idle", offset)
                 await asyncio.sleep(0)
-                await send(_wire(RemotingCommand.request(
-                    RequestCode.SEND_MESSAGE, send_header("Idle", 0).to_ext_fields(), f"m{offset}".encode())), conn)
+                await _sent(send, conn, "Idle", f"m{offset}".encode())
                 assert (await held).code == ResponseCode.SUCCESS
             await asyncio.sleep(4 * IDLE_DISPATCH_S)  # no pull read: left alone, the 25 would wait for the store's pass
             # dispatched in the pause (or in an earlier one, when the machine paused the loop mid-way: then what

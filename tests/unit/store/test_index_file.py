@@ -41,6 +41,16 @@ def random_batches(rng: random.Random, model: Model, keys: list[int], n_batches:
         yield hashes, p, ts
 
 
+def filled_index(path, rng: random.Random, keys: list[int], slot_num: int, n_batches: int):
+    """An index file of ``slot_num`` slots (3,000 entries) with ``n_batches`` random batches of
+    ``keys`` put, and its model."""
+    idx = IndexFile(path, slot_num=slot_num, index_num=3000)
+    model = Model()
+    for hashes, p, ts in random_batches(rng, model, keys, n_batches, 30, T0):
+        idx.put_batch(hashes, p, ts)
+    return idx, model
+
+
 def test_chains_in_few_slots_match_the_model(tmp_path):
     rng = random.Random(1)
     keys = rng.sample(range(1, 2**31 - 1), 40)  # 40 keys into 3 slots: every chain mixes keys
@@ -140,10 +150,7 @@ def test_truncate_past_matches_the_model_and_takes_more_puts(tmp_path, seed):
     and past the last entry), then more puts, reopen: every key's answer is the model's."""
     rng = random.Random(seed)
     keys = rng.sample(range(1, 2**31 - 1), 30)
-    idx = IndexFile(tmp_path / "i", slot_num=5, index_num=3000)
-    model = Model()
-    for hashes, p, ts in random_batches(rng, model, keys, 40, 30, T0):
-        idx.put_batch(hashes, p, ts)
+    idx, model = filled_index(tmp_path / "i", rng, keys, slot_num=5, n_batches=40)
     end = model.rows[-1][1] + 100
     cut = rng.choice([0, end, rng.randrange(0, end, 100), rng.randrange(0, end, 100) + 50])
     kept = [r for r in model.rows if r[1] < cut]
@@ -178,10 +185,7 @@ def test_an_insert_cut_short_by_a_crash_keeps_every_older_key_reachable(tmp_path
         pytest.skip("the native library is not built or is switched off")
     rng = random.Random(seed)
     keys = rng.sample(range(1, 2**31 - 1), 20)
-    idx = IndexFile(tmp_path / "i", slot_num=4, index_num=3000)
-    model = Model()
-    for hashes, p, ts in random_batches(rng, model, keys, 20, 30, T0):
-        idx.put_batch(hashes, p, ts)
+    idx, model = filled_index(tmp_path / "i", rng, keys, slot_num=4, n_batches=20)
     published = idx.index_count
     t = model.rows[-1][2] + 1000
     phys = model.rows[-1][1] + 100
