@@ -154,6 +154,22 @@ def _int_field(doc: dict, name: str, default: int | None) -> int:
     return value
 
 
+def _scalars_as_strings(raw_ext: dict) -> dict[str, str]:
+    """JSON extFields as strings: numbers as text (jsoncpp headers may carry them), booleans as
+    ``true``/``false``, nulls left out; anything else is a ``FrameError``."""
+    ext: dict[str, str] = {}
+    for k, v in raw_ext.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            ext[k] = "true" if v else "false"
+        elif isinstance(v, (str, int, float)):
+            ext[k] = v if isinstance(v, str) else str(v)
+        else:
+            raise FrameError(f"JSON header extFields[{k!r}] is not a scalar")
+    return ext
+
+
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
         doc = loads_header(header)
@@ -171,17 +187,8 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     raw_ext = doc.get("extFields") or {}
     if not isinstance(raw_ext, dict):
         raise FrameError("JSON header extFields is not an object")
-    ext: dict[str, str] = raw_ext if _STR_ONLY.issuperset(map(type, raw_ext.values())) else {}  # Java's: strings
-    if ext is not raw_ext:
-        for k, v in raw_ext.items():
-            if v is None:
-                continue
-            if isinstance(v, bool):
-                ext[k] = "true" if v else "false"
-            elif isinstance(v, (str, int, float)):
-                ext[k] = v if isinstance(v, str) else str(v)  # jsoncpp headers may carry numbers
-            else:
-                raise FrameError(f"JSON header extFields[{k!r}] is not a scalar")
+    # Java's headers carry strings only: taken as they are; others converted
+    ext = raw_ext if _STR_ONLY.issuperset(map(type, raw_ext.values())) else _scalars_as_strings(raw_ext)
     kind = doc.get("serializeTypeCurrentRPC")
     return RemotingCommand(
         code=code,

@@ -183,12 +183,7 @@ class IndexFile:
         slots = np.unique(self.entries["key_hash"][cut:count].astype(np.int64) % self.slot_num)
         heads = self.slots[slots].astype(np.int64)
         was_used = heads > INVALID_INDEX
-        for _ in range(count - cut + 1):  # each step moves every stale head one entry back: prev < entry
-            stale = np.flatnonzero(heads >= cut)
-            if not stale.size:
-                break
-            heads[stale] = self.entries["prev"][heads[stale]]
-        heads[(heads < INVALID_INDEX) | (heads >= cut)] = INVALID_INDEX
+        heads = self._heads_below(heads, cut)
         self.slots[slots] = heads
         self.header["slot_count"] = max(0, int(self.header["slot_count"][0])
                                         - int(np.count_nonzero(was_used & (heads == INVALID_INDEX))))
@@ -213,20 +208,25 @@ class IndexFile:
         stale = np.flatnonzero(self.slots >= count)
         if not stale.size:
             return 0
-        heads = self.slots[stale].astype(np.int64)
-        for _ in range(self.index_num):  # each step moves every stale head one entry back: prev < entry
-            behind = np.flatnonzero(heads >= count)
+        self.slots[stale] = self._heads_below(self.slots[stale].astype(np.int64), count)
+        return int(stale.size)
+
+    def _heads_below(self, heads: np.ndarray, bound: int) -> np.ndarray:
+        """``heads`` (slot values) each moved back along its chain to its newest entry below ``bound``,
+        or INVALID_INDEX; each step moves every head at or past ``bound`` one entry back (prev < entry).
+        A link that does not go back, or a head past the file's entries, ends its chain."""
+        for _ in range(self.index_num):
+            behind = np.flatnonzero(heads >= bound)
             if not behind.size:
                 break
             cur = heads[behind]
             prev = np.full(cur.size, INVALID_INDEX, dtype=np.int64)
             inside = cur < self.index_num
             prev[inside] = self.entries["prev"][cur[inside]]
-            prev[prev >= cur] = INVALID_INDEX  # a link that does not go back: nothing to follow
+            prev[prev >= cur] = INVALID_INDEX
             heads[behind] = prev
         heads[heads < INVALID_INDEX] = INVALID_INDEX
-        self.slots[stale] = heads
-        return int(stale.size)
+        return heads
 
     def query(self, key_hash: int, begin: int, end: int, max_num: int) -> list[int]:
         """Commitlog offsets of entries with ``key_hash`` stored in ``[begin, end]`` ms,

@@ -88,10 +88,7 @@ def encode_batch(
     template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
     # decided before the bodies are joined: a join thrown away changes how the heap reuses pages as well
     if native.ENCODER is not None and int(batch.body_lengths.sum()) <= n * NATIVE_MAX_MEAN_BODY:
-        units = bytearray(int(sizes.sum()))
-        phys = _encode_native(batch, topic, len(units), ctypes.byref(ctypes.c_char.from_buffer(units)), template,
-                              physical_offset, queue_offset)
-        return EncodedBatch(memoryview(units) if view else bytes(units), sizes, phys)
+        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset, view)
     phys = sizes.cumsum()
     phys -= sizes
     phys += physical_offset
@@ -123,26 +120,27 @@ def encode_batch(
 
 
 def _encode_native(
-    batch: MessageBatch, topic: bytes, units_size: int, units: object, template: bytes,
-    physical_offset: int, queue_offset: int,
-) -> np.ndarray:
-    """Two or more messages' units written by the native encoder into ``units`` (an address or a
-    byref of a buffer, ``units_size`` bytes); returns their physical offsets."""
+    batch: MessageBatch, topic: bytes, sizes: np.ndarray, template: bytes, physical_offset: int, queue_offset: int,
+    view: bool,
+) -> EncodedBatch:
+    """:func:`encode_batch` of two or more messages by the native encoder: the units and their
+    physical offsets each in a buffer of its own (the offsets outlive the units in the put's result)."""
     n = len(batch)
     bodies = b"".join(batch.bodies)
     props = b"".join(batch.properties)
     topic_tail = _topic_tail(topic)
-    phys = bytearray(8 * n)
+    units_size = n * (HEADER_SIZE + len(topic_tail) + PROPS_LENGTH_STRUCT.size) + len(bodies) + len(props)
+    units, phys = bytearray(units_size), bytearray(8 * n)
     wrote = native.ENCODER(
-        ctypes.byref(ctypes.c_char.from_buffer(phys)), units, units_size, n, bodies, len(bodies),
-        _column(batch.body_lengths, _INT64), props, len(props), _column(batch.property_lengths, _INT64),
-        _column(batch.flags, _INT32), _column(batch.born_timestamps, _INT64), _column(batch.sys_flags, _INT32),
-        _column(batch.reconsume_times, _INT32), template, topic_tail, len(topic_tail), physical_offset,
-        queue_offset, _HOSTS_V6, CRC_MASK,
+        ctypes.byref(ctypes.c_char.from_buffer(phys)), ctypes.byref(ctypes.c_char.from_buffer(units)), units_size, n,
+        bodies, len(bodies), _column(batch.body_lengths, _INT64), props, len(props),
+        _column(batch.property_lengths, _INT64), _column(batch.flags, _INT32), _column(batch.born_timestamps, _INT64),
+        _column(batch.sys_flags, _INT32), _column(batch.reconsume_times, _INT32), template, topic_tail,
+        len(topic_tail), physical_offset, queue_offset, _HOSTS_V6, CRC_MASK,
     )
     if wrote != units_size:
         raise ValueError("a batch's bodies or properties are not all byte strings (their lengths do not add up)")
-    return np.frombuffer(phys, dtype=_INT64)
+    return EncodedBatch(memoryview(units) if view else bytes(units), sizes, np.frombuffer(phys, dtype=_INT64))
 
 
 def _column(values: np.ndarray, dtype: np.dtype) -> bytes:

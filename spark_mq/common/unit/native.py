@@ -48,8 +48,7 @@ _OUT = ctypes.POINTER(ctypes.c_char)
 #                       props_size, props_lengths, flags, born_timestamps, sys_flags, reconsume_times,
 #                       header, topic_tail, topic_tail_length, physical_offset, queue_offset, sys_flag_clear,
 #                       crc_mask)
-# units: an address (the commitlog's mapping) or a byref of a buffer
-_ENCODE_ARGS = (_OUT, _ADDR, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _I64, _I64,
+_ENCODE_ARGS = (_OUT, _OUT, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _I64, _I64,
                 _I64, ctypes.c_int32, ctypes.c_uint32)
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
