@@ -15,6 +15,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from spark_mq.client.api import MQClientAPI
 from spark_mq.client.config import ClientConfig
@@ -120,21 +121,24 @@ class ClientInstance:
         first = [addrs[want]] if want in addrs else []
         return first + [addr for broker_id, addr in sorted(addrs.items()) if broker_id != want]
 
-    async def pull_message(self, mq: MessageQueue, header: PullMessageRequestHeader,
-                           timeout: float | None = None) -> PullResult:
+    async def pull_message(self, mq: MessageQueue, header: PullMessageRequestHeader, timeout: float | None = None,
+                           answered: Callable[[PullResult], Any] | None = None) -> Any:
         """PULL_MESSAGE of ``mq`` from the member of its broker set the last answer suggested, moving on to
         the others while one is unreachable (a killed master stays in a cached route until the next
-        refresh); the answer's suggestWhichBrokerId picks the member for the next pull of ``mq``."""
+        refresh); the answer's suggestWhichBrokerId picks the member for the next pull of ``mq``.
+        ``answered``: as ``MQClientAPI.pull_message``'s."""
+
+        def note(result: PullResult) -> Any:
+            self.pull_from_which_node[mq] = result.suggest_which_broker_id
+            return result if answered is None else answered(result)
+
         addrs = self.pull_addrs(mq)
         for i, addr in enumerate(addrs):
             try:
-                result = await self.api.pull_message(addr, header, timeout)
+                return await self.api.pull_message(addr, header, timeout, note)
             except RemotingError:
                 if i == len(addrs) - 1:
                     raise
-                continue
-            self.pull_from_which_node[mq] = result.suggest_which_broker_id
-            return result
         raise ClientError(f"broker {mq.broker_name} of {mq.topic}:{mq.queue_id} has no address in the topic's route")
 
     async def publish_queues(self, topic: str) -> list[MessageQueue]:
