@@ -38,6 +38,7 @@ import ssl
 import struct
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -281,16 +282,26 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
 
     # -- broker: pull and consumer groups -----------------------------------------------------
 
-    async def pull_message(self, addr: str, header: PullMessageRequestHeader,
-                           timeout: float | None = None) -> PullResult:
-        """PULL_MESSAGE. The default timeout outlasts the broker's long-poll suspension."""
+    async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout: float | None = None,
+                           answered: Callable[[PullResult], Any] | None = None) -> Any:
+        """PULL_MESSAGE. The default timeout outlasts the broker's long-poll suspension. The answer is
+        judged as the connection reads it (``Connection.request``'s ``answered``); ``answered``, if given,
+        runs there on the ``PullResult`` and its value is returned instead."""
         if timeout is None:
             timeout = self.timeout + (header.suspend_timeout_millis / 1000 if header.has_suspend else 0)
-        response = await self._invoke(addr, RequestCode.PULL_MESSAGE, header, timeout=timeout, ok=PULL_STATUS_BY_CODE)
-        out = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-        status = PULL_STATUS_BY_CODE[response.code]
-        return PullResult(status, out.next_begin_offset, out.min_offset, out.max_offset, out.suggest_which_broker_id,
-                          response.body if response.code == ResponseCode.SUCCESS else b"")
+        cmd = RemotingCommand(code=int(RequestCode.PULL_MESSAGE), ext_fields=header.to_ext_fields())
+
+        def result(response: RemotingCommand) -> Any:
+            status = PULL_STATUS_BY_CODE.get(response.code)
+            if status is None:
+                raise self.error(response, addr, RequestCode.PULL_MESSAGE, signed=self.remoting.credentials is not None)
+            out = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+            body = response.body if response.code == ResponseCode.SUCCESS else b""
+            pulled = PullResult(status, out.next_begin_offset, out.min_offset, out.max_offset,
+                                out.suggest_which_broker_id, body)
+            return pulled if answered is None else answered(pulled)
+
+        return await self.remoting.invoke(addr, cmd, timeout, result)
 
     async def heartbeat(self, addr: str, data: HeartbeatData, *, timeout: float | None = None) -> int:
         """HEART_BEAT; returns the broker's version (MQVersion ordinal) from the response."""

@@ -38,6 +38,7 @@ class ClientConfig:
     heartbeat_broker_interval_s: float = 30.0  # HEART_BEAT to every broker of the client's topics
     persist_consumer_offset_interval_s: float = 5.0  # consumer offsets committed to the broker this often
     request_timeout_s: float = 3.0  # one request's wait for its response
+    gc_freeze_on_start: bool = True  # the process's objects at its first client start (imports) frozen out of the GC
     tls_enable: bool = False  # talk to NameServers and brokers over TLS (servers with tls.server.mode on)
     tls_trust_cert_path: str = ""  # PEM CA certificates the servers' are checked against (empty: the system's)
     tls_cert_path: str = ""  # PEM client certificate, for servers requiring one (tls.server.need.client.auth)

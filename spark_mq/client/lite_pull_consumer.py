@@ -31,7 +31,7 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.group_membership import GroupMembership
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.offset_store import RemoteBrokerOffsetStore, broker_addr_of, query_committed_offset
-from spark_mq.client.queue_pull import pull_queue
+from spark_mq.client.queue_pull import ConsumerPullResult, pull_queue
 from spark_mq.client.rebalance import AllocateStrategy, RebalanceResult, get_strategy, rebalance_result
 from spark_mq.client.results import PullStatus
 from spark_mq.client.subscription import (
@@ -68,6 +68,7 @@ class _QueueState:
     version: int = 0  # bumped by seek: batches pulled before are stale
     task: asyncio.Task | None = None
     dropped: bool = False
+    offered: bool = False  # the answer of the pull in flight was buffered as the connection read it
 
 
 @dataclass(eq=False)
@@ -274,17 +275,18 @@ class LitePullConsumer:
         expression_type = sub.expression_type if sub else EXPRESSION_TAG
         while not state.dropped:
             version, offset = state.version, state.next_offset
+            state.offered = False
             try:
                 result = await pull_queue(self.instance, self.group, state.mq, offset, self.pull_batch_size,
-                                          expression, suspend_s=self.pull_suspend_s,
-                                          expression_type=expression_type)
+                                          expression, suspend_s=self.pull_suspend_s, expression_type=expression_type,
+                                          on_answer=lambda r, v=version: self._offer(state, v, r))
             except (RemotingError, MQClientError, ClientError) as e:
                 log.warning("group %s: pulling %s at %d failed: %s", self.group, state.mq, offset, e)
                 await asyncio.sleep(PULL_RETRY_BACKOFF_S)
                 continue
             if state.dropped or version != state.version:
                 continue
-            if result.status == PullStatus.FOUND:
+            if result.status == PullStatus.FOUND and not state.offered:  # the buffer was full: wait for room
                 await self._buffer.put(_Batch(state, version, result.messages, result.next_begin_offset))
                 if self._wake_poller():
                     # one loop turn: the application gets these messages before the next pull is
@@ -295,6 +297,16 @@ class LitePullConsumer:
                             offset, state.mq, result.min_offset, result.max_offset, result.next_begin_offset)
             if version == state.version:
                 state.next_offset = result.next_begin_offset
+
+    def _offer(self, state: _QueueState, version: int, result: ConsumerPullResult) -> None:
+        """A pull's answer as the connection reads it: its messages buffered and a waiting ``poll`` woken
+        right there, so that ``poll`` resumes in the next loop turn, before the pull loop (which sends the
+        next pull after it). With the buffer full the pull loop waits for room instead."""
+        if (result.status == PullStatus.FOUND and not state.dropped and version == state.version
+                and not self._buffer.full()):
+            self._buffer.put_nowait(_Batch(state, version, result.messages, result.next_begin_offset))
+            state.offered = True
+            self._wake_poller()
 
     async def poll(self, timeout: float | None = None) -> list[StoredMessage]:
         """The next batch of messages of one owned queue, or ``[]`` once ``timeout`` s pass."""

@@ -8,7 +8,9 @@ Thread-safety: coroutines of the client instance's event loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from spark_mq.client.instance import ClientInstance
 from spark_mq.client.offset_store import broker_addr_of
@@ -65,12 +67,22 @@ def pull_header(group: str, mq: MessageQueue, offset: int, max_nums: int, expres
 
 async def pull_queue(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
                      expression: str = SUB_ALL, *, suspend_s: float = 0.0,
-                     timeout: float | None = None, expression_type: str = EXPRESSION_TAG) -> ConsumerPullResult:
-    """One PULL_MESSAGE of ``mq`` at ``offset``, decoded and filtered by tag string."""
-    raw = await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout, expression_type)
+                     timeout: float | None = None, expression_type: str = EXPRESSION_TAG,
+                     on_answer: Callable[[ConsumerPullResult], None] | None = None) -> ConsumerPullResult:
+    """One PULL_MESSAGE of ``mq`` at ``offset``, decoded and filtered by tag string as the connection
+    reads the answer; ``on_answer`` gets the result there, before this coroutine resumes (a long-polling
+    consumer hands the messages to a waiting ``poll`` a loop turn sooner)."""
     tags = parse_tags(expression, expression_type)
-    messages = filter_by_tags(raw.messages(), tags) if raw.status == PullStatus.FOUND else []
-    return ConsumerPullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages, raw)
+
+    def result(raw: PullResult) -> ConsumerPullResult:
+        messages = filter_by_tags(raw.messages(), tags) if raw.status == PullStatus.FOUND else []
+        pulled = ConsumerPullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages, raw)
+        if on_answer is not None:
+            on_answer(pulled)
+        return pulled
+
+    return await _pull_raw(instance, group, mq, offset, max_nums, expression, suspend_s, timeout, expression_type,
+                           result)
 
 
 async def pull_queue_batch(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
@@ -84,9 +96,11 @@ async def pull_queue_batch(instance: ClientInstance, group: str, mq: MessageQueu
 
 async def _pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
                     expression: str, suspend_s: float, timeout: float | None,
-                    expression_type: str = EXPRESSION_TAG) -> PullResult:
+                    expression_type: str = EXPRESSION_TAG,
+                    answered: Callable[[PullResult], Any] | None = None) -> Any:
+    """The pull's ``PullResult``, or what ``answered`` makes of it as the answer is read."""
     if max_nums <= 0:
         raise ConfigError(f"max_nums must be positive, got {max_nums}")
     await broker_addr_of(instance, mq)  # the route, fetched once if unknown
     header = pull_header(group, mq, offset, max_nums, expression, suspend_s, expression_type=expression_type)
-    return await instance.pull_message(mq, header, timeout)
+    return await instance.pull_message(mq, header, timeout, answered)

@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import ssl
 from dataclasses import dataclass, field
+from typing import Any
 
 from spark_mq.common.errors import RemotingConnectError, RemotingTimeoutError
 from spark_mq.common.tls import CLIENT_CERT_REFUSED, handshake_failure
 from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.connection import Connection, Handler
+from spark_mq.remoting.connection import Answered, Connection, Handler
 from spark_mq.remoting.signature import Credentials
 
 
@@ -127,15 +128,17 @@ class RemotingClient:
         self._conns[addr] = conn
         return conn
 
-    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
-        """Send ``cmd`` to ``addr`` and return its response; raises RemotingTimeoutError/ConnectError."""
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0,
+                     answered: Answered | None = None) -> Any:
+        """Send ``cmd`` to ``addr`` and return its response (with ``answered``: what ``answered(response)``
+        returns, run as the response is read, see ``Connection.request``); raises RemotingTimeoutError/ConnectError."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         conn = await self.connection(addr, timeout)
         remaining = deadline - loop.time()
         if remaining <= 0:
             raise RemotingTimeoutError(f"connecting to {addr} used up the {timeout:g}s timeout")
-        return await conn.request(cmd, remaining)
+        return await conn.request(cmd, remaining, answered)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> None:
         """Send ``cmd`` flagged oneway; returns once it is handed to the socket."""
@@ -174,9 +177,9 @@ class SyncRemotingClient(BlockingFacade[RemotingClient]):
         """Blocking :meth:`RemotingClient.register`."""
         return self._call(self._target.register, code=code, handler=handler)
 
-    def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+    def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0, answered: Answered | None = None) -> Any:
         """Blocking :meth:`RemotingClient.invoke`."""
-        return self._run(self._target.invoke(addr=addr, cmd=cmd, timeout=timeout))
+        return self._run(self._target.invoke(addr=addr, cmd=cmd, timeout=timeout, answered=answered))
 
     def invoke_oneway(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> None:
         """Blocking :meth:`RemotingClient.invoke_oneway`."""

@@ -31,7 +31,10 @@ A client connection never stops reading (both ends waiting for the other to read
 deadlock) and is never closed for idleness or a slow frame. It decodes a chunk in the transport's
 ``data_received`` itself while its reader task waits for one (nothing queued): a response completes
 its request's future there, one loop turn sooner than through the task (a long-polling consumer's
-answer reaches ``poll`` that much earlier).
+answer reaches ``poll`` that much earlier). A request may name an ``answered`` function: it runs on the
+response right there (before any task resumes), and what it returns, or raises, is what ``request`` gives
+its caller: a long-polling consumer hands a pull's messages to a waiting ``poll`` in it, so ``poll`` resumes
+in the next loop turn, ahead of the pull's own coroutine chain.
 
 A server may give its connections a ``gate`` (the ACL, ``spark_mq/acl/gate.py``): every request is
 checked by it before its handler is looked up, so an unknown code is refused too; without one a
@@ -56,6 +59,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from spark_mq.common.config import ServerChannelConfig
 from spark_mq.common.errors import (
@@ -83,6 +87,8 @@ Handler = Callable[[RemotingCommand, "Connection"], Awaitable["RemotingCommand |
 # (the ACL's; see spark_mq/acl/gate.py). Synchronous, so a server without one pays a None test per request.
 Gate = Callable[[RemotingCommand, "Connection"], "RemotingCommand | None"]
 CloseCallback = Callable[["Connection"], None]
+# run on a response as the reader decodes it (``Connection.request``'s ``answered``): its value is the request's result
+Answered = Callable[[RemotingCommand], object]
 READ_CHUNK = 256 * 1024
 # bytes received and not yet decoded past which the socket is no longer read: a few of the
 # transport's chunks (256 KiB each), so that a reader task keeping up never pauses it
@@ -199,6 +205,7 @@ class Connection:
         self._gate = gate
         self._decoder = FrameDecoder(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._answered_by: dict[int, Answered] = {}  # the pending requests that gave ``answered``, by opaque
         self._tasks: set[asyncio.Task] = set()
         self._close_callbacks: list[CloseCallback] = []
         self._role = role
@@ -240,8 +247,9 @@ class Connection:
         else:
             self._close_callbacks.append(callback)
 
-    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        """Send a request and wait for the response with the same opaque."""
+    async def request(self, cmd: RemotingCommand, timeout: float, answered: Answered | None = None) -> Any:
+        """Send a request and wait for the response with the same opaque; with ``answered``, what
+        ``answered(response)`` returns (or raises), called as the response is decoded."""
         if self.closed:
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}") from self.close_cause
         cmd.flag &= ~(RESPONSE_FLAG | ONEWAY_FLAG)
@@ -249,6 +257,8 @@ class Connection:
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
+        if answered is not None:
+            self._answered_by[cmd.opaque] = answered
         try:
             self._write(cmd)
             if self._writer.transport.get_write_buffer_size():  # the socket did not take it all: mind the buffer
@@ -265,6 +275,8 @@ class Connection:
             ) from None
         finally:
             self._pending.pop(cmd.opaque, None)
+            if answered is not None:
+                self._answered_by.pop(cmd.opaque, None)
 
     def send_oneway(self, cmd: RemotingCommand) -> None:
         """Send a request that gets no response."""
@@ -338,6 +350,7 @@ class Connection:
             if not fut.done():
                 fut.set_exception(err)
         self._pending.clear()
+        self._answered_by.clear()
         for task in self._tasks:
             task.cancel()
         if asyncio.current_task() is not self._reader_task:
@@ -468,10 +481,16 @@ class Connection:
     def _dispatch(self, cmd: RemotingCommand) -> None:
         if cmd.is_response:
             fut = self._pending.pop(cmd.opaque, None)
+            answered = self._answered_by.pop(cmd.opaque, None) if self._answered_by else None
             if fut is None or fut.done():
                 log.debug("%s: response with no waiting request (late?): %s", self.peer, cmd.describe())
-            else:
+            elif answered is None:
                 fut.set_result(cmd)
+            else:
+                try:
+                    fut.set_result(answered(cmd))
+                except Exception as e:  # the caller's to handle, as a response it had judged itself
+                    fut.set_exception(e)
             return
         log.debug("%s: %s extFields=%s body=%dB", self.peer, cmd.describe(), cmd.ext_fields, len(cmd.body))
         task = asyncio.get_running_loop().create_task(self._serve(cmd))

@@ -429,3 +429,46 @@ def test_a_client_takes_answers_however_they_are_chunked_and_drops_the_connectio
             raw.close()
 
     run(main())
+
+
+def test_an_answered_function_hands_the_response_over_before_the_caller_resumes():
+    """``answered`` runs on the response as the client reads it: what it wakes resumes before the request's
+    caller, its value is the result, its error the request's error; a request that timed out never calls it."""
+    async def main():
+        server, addr, _ = await start_server()
+        client = RemotingClient()
+        order: list[str] = []
+        handed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        async def waiter() -> None:
+            order.append(f"waiter got {await handed}")
+
+        def answered(response: RemotingCommand) -> str:
+            handed.set_result(response.remark)
+            return f"answered {response.remark}"
+
+        try:
+            task = asyncio.create_task(waiter())
+            await asyncio.sleep(0)
+            order.append(await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "hi"}), answered=answered))
+            await task
+            assert order == ["waiter got hi", "answered hi"]
+
+            def refuse(response: RemotingCommand) -> str:
+                raise ValueError(f"refused {response.remark}")
+
+            with pytest.raises(ValueError, match="refused no"):
+                await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "no"}), answered=refuse)
+            late: list[RemotingCommand] = []
+            with pytest.raises(RemotingTimeoutError):
+                await client.invoke(addr, RemotingCommand.request(SLOW, {"delay": "0.3"}), timeout=0.1,
+                                    answered=late.append)
+            await asyncio.sleep(0.4)  # the slow answer has arrived meanwhile
+            assert late == []
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"say": "still here"}))
+            assert resp.remark == "still here"
+        finally:
+            await client.close()
+            await server.stop()
+
+    run(main())
