@@ -319,6 +319,27 @@ class Connection:
         if not self._take_slot_now() and not self.closed:
             await self._wait_for_slot()
 
+    def end_hold_now(self) -> bool:
+        """``end_hold`` when a slot is free now (True); False, holding nothing, when it would have to wait."""
+        if not self._max_in_flight:
+            return True
+        if not self._take_slot_now():
+            return False
+        self._held -= 1
+        return True
+
+    def respond(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+        """Write ``response`` to request ``cmd`` (a dropped connection drops it). A handler answering its
+        request outside its own coroutine (a held pull answered by the send that woke it) then returns None."""
+        if self.closed:
+            return
+        response.opaque = cmd.opaque
+        response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG
+        try:
+            self._write(response)
+        except (RemotingConnectError, ConnectionError) as e:
+            log.debug("%s: response to %s dropped: %s", self.peer, cmd.describe(), e)
+
     def expire(self, now: float) -> None:
         """Close the connection if it has been idle past ``serverChannelMaxIdleTimeSeconds`` or held a
         partial frame past ``serverPartialFrameTimeoutSeconds`` (server side; the server calls this
@@ -563,14 +584,9 @@ class Connection:
                     response = cmd.make_response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}")
             if cmd.is_oneway or response is None or self.closed:
                 return
-            response.opaque = cmd.opaque
-            response.flag = (response.flag | RESPONSE_FLAG) & ~ONEWAY_FLAG
-            try:
-                self._write(response)
-                response = None  # while the slot waits for the drain, only the encoded frame is held
-                await self._writer.drain()
-            except (RemotingConnectError, ConnectionError) as e:
-                log.debug("%s: response to %s dropped: %s", self.peer, cmd.describe(), e)
+            self.respond(cmd, response)
+            response = None  # while the slot waits for the drain, only the encoded frame is held
+            await self.drain()
         finally:
             if self._max_in_flight:
                 if self._slot_waiters:

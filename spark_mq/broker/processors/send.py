@@ -1,20 +1,21 @@
 """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
 
-Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a negative
-queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is stored; so is a
-topic name that breaks the naming rule (``common/names.py``), checked before the topic is looked up (a
-one-line warning is logged). Under SYNC_FLUSH the response waits for the group commit without blocking
-the event loop. A stored message wakes the pulls held on its queue at once, and they answer before the
-send does. On a master every put wakes the transfers to its slaves; under SYNC_MASTER the answer waits
-for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a
-slave in sync; stored either way), except that a controller-mode master whose SyncStateSet is smaller
-than minInSyncReplicas refuses a send before storing it (SYSTEM_ERROR "in-sync replicas not enough", as
-RocketMQ 5). A slave refuses every send with SERVICE_NOT_AVAILABLE naming its master; so does a
-controller-mode master whose lease ran out (``replication/master_lease.py``), checked again when a stored
-put is answered. The batch's properties are read once and the batch sorted into runs (``send_runs.py``):
-a prepared (transactional) send is stored as half messages (``transaction/half_messages.py``), messages
-with a delay level in the schedule topic (``scheduled/delay_service.py``), messages with a timer property
-due later in the timer topic (``scheduled/timer.py``), the others where they were sent.
+Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a negative queue
+id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is stored; so is a topic name
+that breaks the naming rule (``common/names.py``), checked before the topic is looked up (a one-line warning
+is logged). Under SYNC_FLUSH the response waits for the group commit without blocking the event loop. A
+stored message wakes the pulls held on its queue at once, and they answer before the send does (a pull held
+where the put begins answers inside the put's ``notify``: no loop turn between). On a master every put wakes
+the transfers to its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement
+(FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way),
+except that a controller-mode master whose SyncStateSet is smaller than minInSyncReplicas refuses a send
+before storing it (SYSTEM_ERROR "in-sync replicas not enough", as RocketMQ 5). A slave refuses every send
+with SERVICE_NOT_AVAILABLE naming its master; so does a controller-mode master whose lease ran out
+(``replication/master_lease.py``), checked again when a stored put is answered. The batch's properties are
+read once and the batch sorted into runs (``send_runs.py``): a prepared (transactional) send is stored as
+half messages (``transaction/half_messages.py``), messages with a delay level in the schedule topic
+(``scheduled/delay_service.py``), messages with a timer property due later in the timer topic
+(``scheduled/timer.py``), the others where they were sent.
 """
 
 from __future__ import annotations
@@ -206,9 +207,10 @@ class SendProcessor:
         arrived = result if len(parts) == 1 and parts[0].topic == name else None
         if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result), arrived):
             self._dispatch_when_idle()
-            # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
-            # the producer, is who waits for these messages)
-            await asyncio.sleep(0)
+            if self.hold.deferred:
+                # one loop turn: the woken pulls not answered in ``notify`` answer before this ack goes out
+                # (the consumer, not the producer, is who waits for these messages)
+                await asyncio.sleep(0)
         status = await self._stored_status(result)
         refusal = self.ack_refusal()
         if refusal is not None:  # stored, but never acknowledged once the master lease ran out
