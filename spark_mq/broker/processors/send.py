@@ -59,10 +59,9 @@ _STORED_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
-# after a put that woke held pulls, with at least IDLE_DISPATCH_BACKLOG messages not yet dispatched: once no put
-# came for IDLE_DISPATCH_S they are dispatched (the latency workload sends every ~1 ms, its consumer re-pulls
-# ~0.2 ms after its answer). A pass has a fixed cost (~40 us of ~120 for 16 messages): not one per put.
-IDLE_DISPATCH_S = 0.0005
+# after a put that woke held pulls, with at least IDLE_DISPATCH_BACKLOG messages not yet dispatched: at the loop's
+# next turn, unless a put came meanwhile, they are dispatched. A pass has a fixed cost (~40 us of ~120 for 16
+# messages): not one per put.
 IDLE_DISPATCH_BACKLOG = AT_END_MAX_BACKLOG * 3 // 4
 PEER_CACHE = 4096  # connections whose packed BORNHOST is kept
 
@@ -122,7 +121,7 @@ class SendProcessor:
         self.timer = timer or TimerLimits(False, 1, 0)
         self.ack_refusal = ack_refusal
         self.max_delay_level = int(store.delays_ms.size)
-        self._idle_dispatch: asyncio.TimerHandle | None = None
+        self._idle_dispatch: asyncio.Handle | None = None
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
@@ -219,11 +218,13 @@ class SendProcessor:
         return SendOutcome(_STORED_CODES[status], "", result, queue_id)
 
     def _dispatch_when_idle(self, backlog: int = -1) -> None:
-        """Dispatch the appends so far once puts pause for ``IDLE_DISPATCH_S`` (see ``store.dispatch_queues``),
-        when ``IDLE_DISPATCH_BACKLOG`` messages wait: a long-polling consumer's next pull then rarely finds
-        more than ``AT_END_MAX_BACKLOG`` and reads, which dispatched them between a put and its pull's answer
-        (a 0.1-0.3 ms pass every 32 messages). ``backlog``: the store's dispatch backlog when the wait began;
-        a different one means a put (or a read) came meanwhile: wait again while enough is left."""
+        """Dispatch the appends so far at the loop's next turn (see ``store.dispatch_queues``), when
+        ``IDLE_DISPATCH_BACKLOG`` messages wait: a long-polling consumer's next pull then rarely finds more than
+        ``AT_END_MAX_BACKLOG`` and reads, which dispatched them between a put and its pull's answer (a 0.1-0.3 ms
+        pass every 32 messages). The next turn is right after the woken pulls' answers and this ack went out: the
+        start of the gap before the next send (a wait of 0.5 ms put the pass at its end, where the next send
+        met it: most of the latency row's slowest 1 %). ``backlog``: the store's dispatch backlog when the wait
+        began; a different one means a put (or a read) came meanwhile: wait again while enough is left."""
         if backlog < 0 and self._idle_dispatch is not None:  # a wait runs: it sees this put's backlog
             return
         now = self.store.dispatch_backlog()
@@ -231,8 +232,7 @@ class SendProcessor:
             self._idle_dispatch = None
             self.store.dispatch_queues()
         elif now >= IDLE_DISPATCH_BACKLOG:
-            self._idle_dispatch = asyncio.get_running_loop().call_later(IDLE_DISPATCH_S, self._dispatch_when_idle,
-                                                                        now)
+            self._idle_dispatch = asyncio.get_running_loop().call_soon(self._dispatch_when_idle, now)
         else:
             self._idle_dispatch = None
 
