@@ -63,6 +63,7 @@ _STORED_CODES = {
 # next turn, unless a put came meanwhile, they are dispatched. A pass has a fixed cost (~40 us of ~120 for 16
 # messages): not one per put.
 IDLE_DISPATCH_BACKLOG = AT_END_MAX_BACKLOG * 3 // 4
+_NOT_ARRIVED = (SCHEDULE_TOPIC, TIMER_TOPIC)  # a message stored here has not arrived in its queue yet
 PEER_CACHE = 4096  # connections whose packed BORNHOST is kept
 
 
@@ -254,10 +255,10 @@ class SendProcessor:
     def _queue_end(self, topic: str, queue_id: int, parts: list[MessageBatch], result: PutResult) -> int:
         """The end of the requested queue after this put, for held pulls (0 when every message went to
         the schedule or timer topic: nothing arrived in it)."""
-        if all(p.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for p in parts):
+        if len(parts) == 1:  # the usual send: one run (no generator for it)
+            return 0 if parts[0].topic in _NOT_ARRIVED else result.queue_offset + result.count
+        if all(p.topic in _NOT_ARRIVED for p in parts):
             return 0
-        if len(parts) == 1:
-            return result.queue_offset + result.count
         return self.store.get_max_offset(topic, queue_id)
 
     @staticmethod
