@@ -15,6 +15,7 @@ import os
 
 if os.environ.get("SPARK_MQ_LATENCY_TRACE"):
     import atexit
+    import gc
     import importlib.abc
     import pickle
     import struct
@@ -85,14 +86,21 @@ if os.environ.get("SPARK_MQ_LATENCY_TRACE"):
             elif cmd.code == _PULL_CODE:
                 ROWS.append(("pull_out", 0, t))
 
-        take = conn._take  # a client connection's chunk taken in data_received, while its reader task waits
+        # a chunk taken in data_received while the reader task waits: a client's responses, a server's requests
+        take, take_requests = conn._take, getattr(conn, "_take_requests", None)
 
         def traced_take(self, data):
             self._intake.trace_read = _now()
             take(self, data)
 
+        def traced_take_requests(self, data):
+            self._intake.trace_read = _now()
+            take_requests(self, data)
+
         intake.data_received, intake.read = data_received, traced_read
         conn._take = traced_take
+        if take_requests is not None:
+            conn._take_requests = traced_take_requests
         conn._dispatch, conn._write = traced_dispatch, traced_write
 
     def _long_polling(mod) -> None:
@@ -100,18 +108,26 @@ if os.environ.get("SPARK_MQ_LATENCY_TRACE"):
         notify, wait_any = hold.notify, hold.wait_any
 
         def traced_notify(self, topic, queue_id, max_offset, put=None):
-            t = _now()
-            woken = notify(self, topic, queue_id, max_offset, put)
-            ROWS.append(("stored", _current[0], t, woken))
+            row = ["stored", _current[0], _now(), 0]  # listed first: a pull answered inside notify comes after it
+            ROWS.append(row)
+            row[3] = woken = notify(self, topic, queue_id, max_offset, put)
             return woken
 
-        async def traced_wait_any(self, positions, timeout_s):
+        answered = getattr(mod, "_answered", None)  # a held pull answered inside notify: woken then
+
+        def traced_answered(answer, why):
+            ROWS.append(("woken", 0, _now()))
+            return answered(answer, why)
+
+        async def traced_wait_any(self, positions, timeout_s, *answer):
             ROWS.append(("held", 0, _now()))
-            woken = await wait_any(self, positions, timeout_s)
+            woken = await wait_any(self, positions, timeout_s, *answer)
             ROWS.append(("woken", 0, _now()))
             return woken
 
         hold.notify, hold.wait_any = traced_notify, traced_wait_any
+        if answered is not None:
+            mod._answered = traced_answered
 
     def _send(mod) -> None:
         processor = mod.SendProcessor
@@ -149,7 +165,33 @@ if os.environ.get("SPARK_MQ_LATENCY_TRACE"):
 
         mod.pull_queue, mod.LitePullConsumer.poll = traced_pull_queue, traced_poll
 
+    def _dispatch(mod) -> None:
+        """A dispatch pass's start and end: a send arriving meanwhile waits for it (the p99's suspects)."""
+        dispatcher = mod.Dispatcher
+        for name in ("catch_up", "catch_up_queues"):
+            passed = getattr(dispatcher, name)
+
+            def traced(self, *args, _passed=passed, _name=name):
+                t = _now()
+                try:
+                    return _passed(self, *args)
+                finally:
+                    ROWS.append(("busy", 0, _name, t, _now()))
+
+            setattr(dispatcher, name, traced)
+
+    _gc_start = [0]
+
+    def _gc(phase, info):
+        if phase == "start":
+            _gc_start[0] = _now()
+        else:
+            ROWS.append(("busy", 0, f"gc{info['generation']}", _gc_start[0], _now()))
+
+    gc.callbacks.append(_gc)
+
     _HOOKS = {"spark_mq.remoting.connection": _connection,
+              "spark_mq.store.dispatch": _dispatch,
               "spark_mq.broker.processors.long_polling": _long_polling,
               "spark_mq.broker.processors.send": _send,
               "spark_mq.client.lite_pull_consumer": _lite_pull}

@@ -8,7 +8,9 @@ answering it). ``notify`` says how many pulls it woke, so a sender can let them 
 A send's ``notify`` also hands its ``PutResult`` to the pulls held exactly where its messages begin:
 such a pull answers with those units (the commitlog bytes the put just wrote) without a read of the
 store, which would first dispatch every append so far into the consume queues on the way from a
-message's arrival to its delivery.
+message's arrival to its delivery. A pull may also give ``wait`` an ``answer`` to run inside ``notify``
+itself: the send that woke it then has the pull's answer written before its own, with no loop turn
+between the put and the answer (the waiting coroutine only tidies up afterwards).
 
 Thread-safety: used from the broker's event loop only.
 """
@@ -17,11 +19,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 
 from spark_mq.store.results import PutResult
 
-Woken = bool | PutResult  # False: timed out; the put that woke the pull, or True when none was handed over
+log = logging.getLogger(__name__)
+
+
+class _Answered:
+    """What ``wait`` returns when its ``answer`` answered the pull inside ``notify``."""
+
+    def __repr__(self) -> str:
+        return "ANSWERED"
+
+
+ANSWERED = _Answered()
+# False: timed out; the put that woke the pull, or True when none was handed over; ANSWERED: answered in notify
+Woken = bool | PutResult | _Answered
+# run by ``notify`` with what woke the pull: True when it answered the pull then and there
+Answer = Callable[[bool | PutResult], bool]
 
 
 def _expire(fut: asyncio.Future[Woken]) -> None:
@@ -29,25 +46,38 @@ def _expire(fut: asyncio.Future[Woken]) -> None:
         fut.set_result(False)
 
 
+def _answered(answer: Answer, why: bool | PutResult) -> bool:
+    """``answer(why)``; a failure is logged and leaves the pull to answer as usual (not the sender's failure)."""
+    try:
+        return answer(why)
+    except Exception:
+        log.exception("answering a held pull from the event that woke it failed: it answers from a read instead")
+        return False
+
+
 class PullHoldService:
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[Woken]]]] = {}
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[Woken], Answer | None]]] = {}
+        self.deferred = 0  # of the pulls the last ``notify`` woke, how many answer at a later loop turn
 
     @property
     def waiting(self) -> int:
         return sum(len(w) for w in self._waiters.values())
 
-    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float) -> Woken:
+    async def wait(self, topic: str, queue_id: int, offset: int, timeout_s: float,
+                   answer: Answer | None = None) -> Woken:
         """Hold until a message at or past ``offset`` arrives in the queue; False on timeout, the put
-        when its first message is the one at ``offset``, else True."""
-        return await self.wait_any([(topic, queue_id, offset)], timeout_s)
+        when its first message is the one at ``offset``, else True; ANSWERED when ``answer``, given what
+        woke the pull inside ``notify``, said it answered it there."""
+        return await self.wait_any([(topic, queue_id, offset)], timeout_s, answer)
 
-    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float) -> Woken:
+    async def wait_any(self, positions: list[tuple[str, int, int]], timeout_s: float,
+                       answer: Answer | None = None) -> Woken:
         """Hold until a message arrives in any of the queues, at or past its (topic, queue id, offset);
         False on timeout (a pop of any queue of a topic waits on all of them)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[Woken] = loop.create_future()
-        entries = [((topic, queue_id), (offset, fut)) for topic, queue_id, offset in positions]
+        entries = [((topic, queue_id), (offset, fut, answer)) for topic, queue_id, offset in positions]
         for key, entry in entries:
             self._waiters.setdefault(key, []).append(entry)
         timer = loop.call_later(timeout_s, _expire, fut)
@@ -68,13 +98,17 @@ class PullHoldService:
 
     def notify(self, topic: str, queue_id: int, max_offset: int, put: PutResult | None = None) -> int:
         """Messages up to ``max_offset`` (exclusive) exist now: wake the pulls they satisfy;
-        returns how many were woken (each resumes at the event loop's next turn). ``put``: the put
-        that stored them in this queue, handed to the pulls held at its first queue offset."""
-        woken = 0
-        for offset, fut in self._waiters.get((topic, queue_id), ()):
+        returns how many were woken (each resumes at the event loop's next turn; ``deferred`` of them
+        answer then, the others answered in their ``answer`` here). ``put``: the put that stored them in
+        this queue, handed to the pulls held at its first queue offset."""
+        woken = deferred = 0
+        for offset, fut, answer in self._waiters.get((topic, queue_id), ()):
             if offset < max_offset and not fut.done():
-                fut.set_result(put if put is not None and offset == put.queue_offset else True)
+                why = put if put is not None and offset == put.queue_offset else True
+                fut.set_result(ANSWERED if answer is not None and _answered(answer, why) else why)
                 woken += 1
+                deferred += fut.result() is not ANSWERED
+        self.deferred = deferred
         return woken
 
     def recheck(self, max_offset: Callable[[str, int], int]) -> int:
@@ -86,6 +120,6 @@ class PullHoldService:
     def wake_all(self) -> None:
         """Release every held pull (shutdown)."""
         for waiters in self._waiters.values():
-            for _, fut in waiters:
+            for _, fut, _ in waiters:
                 if not fut.done():
                     fut.set_result(True)

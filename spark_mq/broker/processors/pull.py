@@ -11,6 +11,7 @@ dispatch that read does first) between the message's arrival and its delivery.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -19,7 +20,7 @@ import numpy as np
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.processors.long_polling import PullHoldService
+from spark_mq.broker.processors.long_polling import ANSWERED, PullHoldService, Woken
 from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -118,7 +119,7 @@ class PullProcessor:
     def register_on(self, server) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.pull)
 
-    async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def pull(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         refusal = self.read_refusal()
         if refusal is not None:
             return cmd.make_response(ResponseCode.SERVICE_NOT_AVAILABLE, refusal)
@@ -160,20 +161,52 @@ class PullProcessor:
         # held pulls it is answered now instead)
         if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 and conn.try_hold():
             self.metrics.long_poll_waiters.inc()
+            min_offset = result.min_offset
+            unfiltered = codes is None and unit_filter is None
+            woken: Woken = False
             try:
-                woken = await self.hold.wait(h.topic, h.queue_id, h.queue_offset,
-                                             min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S))
+                woken = await self.hold.wait(
+                    h.topic, h.queue_id, h.queue_offset, min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S),
+                    functools.partial(self._answer_woken, cmd, conn, h, min_offset) if unfiltered else None)
             finally:
                 self.metrics.long_poll_waiters.dec()
-                await conn.end_hold()
+                if woken is not ANSWERED:
+                    await conn.end_hold()
+            if woken is ANSWERED:  # the send that woke it wrote its answer: keep the slot while it is unread
+                await conn.drain()
+                return None
             direct = None
-            if isinstance(woken, PutResult) and codes is None and unit_filter is None and self.readable_end() is None:
-                direct = self.from_put(woken, h.max_msg_nums, result.min_offset)
+            if isinstance(woken, PutResult) and unfiltered and self.readable_end() is None:
+                direct = self.from_put(woken, h.max_msg_nums, min_offset)
             result = direct or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
                                                        unit_filter=unit_filter, readable_end=self.readable_end())
             code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
-            self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
+            self._delivered(h, result)
+        return self._response(cmd, h, result, code)
+
+    def _answer_woken(self, cmd: RemotingCommand, conn: Connection, h: PullMessageRequestHeader, min_offset: int,
+                      woken: bool | PutResult) -> bool:
+        """Inside the ``notify`` of the send that woke the held pull ``cmd``: answer it now from the units the
+        put wrote (True), when it can (``from_put``, and a slot free for the answer), before the send is
+        answered and with no loop turn between; else False: the pull's coroutine answers as usual."""
+        if not isinstance(woken, PutResult) or self.readable_end() is not None:
+            return False
+        result = self.from_put(woken, h.max_msg_nums, min_offset)
+        if result is None:
+            return False
+        response = self._response(cmd, h, result, ResponseCode.SUCCESS)
+        if not conn.end_hold_now():
+            return False
+        conn.respond(cmd, response)
+        self._delivered(h, result)
+        return True
+
+    def _delivered(self, h: PullMessageRequestHeader, result: GetResult) -> None:
+        self.metrics.delivered(h.topic, h.consumer_group, result.count, len(result.data), time.monotonic())
+
+    def _response(self, cmd: RemotingCommand, h: PullMessageRequestHeader, result: GetResult,
+                  code: ResponseCode) -> RemotingCommand:
         return cmd.make_response(code, ext_fields={
             "suggestWhichBrokerId": self.suggest_broker_id(result, h.consumer_group),
             "nextBeginOffset": result.next_begin_offset,

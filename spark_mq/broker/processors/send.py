@@ -1,20 +1,21 @@
 """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE (RocketMQ's SendMessageProcessor).
 
-Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a negative
-queue id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is stored; so is a
-topic name that breaks the naming rule (``common/names.py``), checked before the topic is looked up (a
-one-line warning is logged). Under SYNC_FLUSH the response waits for the group commit without blocking
-the event loop. A stored message wakes the pulls held on its queue at once, and they answer before the
-send does. On a master every put wakes the transfers to its slaves; under SYNC_MASTER the answer waits
-for a slave's acknowledgement (FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a
-slave in sync; stored either way), except that a controller-mode master whose SyncStateSet is smaller
-than minInSyncReplicas refuses a send before storing it (SYSTEM_ERROR "in-sync replicas not enough", as
-RocketMQ 5). A slave refuses every send with SERVICE_NOT_AVAILABLE naming its master; so does a
-controller-mode master whose lease ran out (``replication/master_lease.py``), checked again when a stored
-put is answered. The batch's properties are read once and the batch sorted into runs (``send_runs.py``):
-a prepared (transactional) send is stored as half messages (``transaction/half_messages.py``), messages
-with a delay level in the schedule topic (``scheduled/delay_service.py``), messages with a timer property
-due later in the timer topic (``scheduled/timer.py``), the others where they were sent.
+Unknown topics are created through the default topic when ``autoCreateTopicEnable`` is on; a negative queue
+id picks a queue. Invalid messages are answered MESSAGE_ILLEGAL and nothing is stored; so is a topic name
+that breaks the naming rule (``common/names.py``), checked before the topic is looked up (a one-line warning
+is logged). Under SYNC_FLUSH the response waits for the group commit without blocking the event loop. A
+stored message wakes the pulls held on its queue at once, and they answer before the send does (a pull held
+where the put begins answers inside the put's ``notify``: no loop turn between). On a master every put wakes
+the transfers to its slaves; under SYNC_MASTER the answer waits for a slave's acknowledgement
+(FLUSH_SLAVE_TIMEOUT past syncFlushTimeout, SLAVE_NOT_AVAILABLE without a slave in sync; stored either way),
+except that a controller-mode master whose SyncStateSet is smaller than minInSyncReplicas refuses a send
+before storing it (SYSTEM_ERROR "in-sync replicas not enough", as RocketMQ 5). A slave refuses every send
+with SERVICE_NOT_AVAILABLE naming its master; so does a controller-mode master whose lease ran out
+(``replication/master_lease.py``), checked again when a stored put is answered. The batch's properties are
+read once and the batch sorted into runs (``send_runs.py``): a prepared (transactional) send is stored as
+half messages (``transaction/half_messages.py``), messages with a delay level in the schedule topic
+(``scheduled/delay_service.py``), messages with a timer property due later in the timer topic
+(``scheduled/timer.py``), the others where they were sent.
 """
 
 from __future__ import annotations
@@ -58,11 +59,11 @@ _STORED_CODES = {
     PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
     PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
-# after a put that woke held pulls, with at least IDLE_DISPATCH_BACKLOG messages not yet dispatched: once no put
-# came for IDLE_DISPATCH_S they are dispatched (the latency workload sends every ~1 ms, its consumer re-pulls
-# ~0.2 ms after its answer). A pass has a fixed cost (~40 us of ~120 for 16 messages): not one per put.
-IDLE_DISPATCH_S = 0.0005
+# after a put that woke held pulls, with at least IDLE_DISPATCH_BACKLOG messages not yet dispatched: at the loop's
+# next turn, unless a put came meanwhile, they are dispatched. A pass has a fixed cost (~40 us of ~120 for 16
+# messages): not one per put.
 IDLE_DISPATCH_BACKLOG = AT_END_MAX_BACKLOG * 3 // 4
+_NOT_ARRIVED = (SCHEDULE_TOPIC, TIMER_TOPIC)  # a message stored here has not arrived in its queue yet
 PEER_CACHE = 4096  # connections whose packed BORNHOST is kept
 
 
@@ -121,7 +122,7 @@ class SendProcessor:
         self.timer = timer or TimerLimits(False, 1, 0)
         self.ack_refusal = ack_refusal
         self.max_delay_level = int(store.delays_ms.size)
-        self._idle_dispatch: asyncio.TimerHandle | None = None
+        self._idle_dispatch: asyncio.Handle | None = None
 
     def register_on(self, server) -> None:
         for code in SEND_CODES:
@@ -206,9 +207,10 @@ class SendProcessor:
         arrived = result if len(parts) == 1 and parts[0].topic == name else None
         if self.hold.notify(name, queue_id, self._queue_end(name, queue_id, parts, result), arrived):
             self._dispatch_when_idle()
-            # one loop turn: the woken pulls answer before this ack goes out (the consumer, not
-            # the producer, is who waits for these messages)
-            await asyncio.sleep(0)
+            if self.hold.deferred:
+                # one loop turn: the woken pulls not answered in ``notify`` answer before this ack goes out
+                # (the consumer, not the producer, is who waits for these messages)
+                await asyncio.sleep(0)
         status = await self._stored_status(result)
         refusal = self.ack_refusal()
         if refusal is not None:  # stored, but never acknowledged once the master lease ran out
@@ -217,11 +219,13 @@ class SendProcessor:
         return SendOutcome(_STORED_CODES[status], "", result, queue_id)
 
     def _dispatch_when_idle(self, backlog: int = -1) -> None:
-        """Dispatch the appends so far once puts pause for ``IDLE_DISPATCH_S`` (see ``store.dispatch_queues``),
-        when ``IDLE_DISPATCH_BACKLOG`` messages wait: a long-polling consumer's next pull then rarely finds
-        more than ``AT_END_MAX_BACKLOG`` and reads, which dispatched them between a put and its pull's answer
-        (a 0.1-0.3 ms pass every 32 messages). ``backlog``: the store's dispatch backlog when the wait began;
-        a different one means a put (or a read) came meanwhile: wait again while enough is left."""
+        """Dispatch the appends so far at the loop's next turn (see ``store.dispatch_queues``), when
+        ``IDLE_DISPATCH_BACKLOG`` messages wait: a long-polling consumer's next pull then rarely finds more than
+        ``AT_END_MAX_BACKLOG`` and reads, which dispatched them between a put and its pull's answer (a 0.1-0.3 ms
+        pass every 32 messages). The next turn is right after the woken pulls' answers and this ack went out: the
+        start of the gap before the next send (a wait of 0.5 ms put the pass at its end, where the next send
+        met it: most of the latency row's slowest 1 %). ``backlog``: the store's dispatch backlog when the wait
+        began; a different one means a put (or a read) came meanwhile: wait again while enough is left."""
         if backlog < 0 and self._idle_dispatch is not None:  # a wait runs: it sees this put's backlog
             return
         now = self.store.dispatch_backlog()
@@ -229,8 +233,7 @@ class SendProcessor:
             self._idle_dispatch = None
             self.store.dispatch_queues()
         elif now >= IDLE_DISPATCH_BACKLOG:
-            self._idle_dispatch = asyncio.get_running_loop().call_later(IDLE_DISPATCH_S, self._dispatch_when_idle,
-                                                                        now)
+            self._idle_dispatch = asyncio.get_running_loop().call_soon(self._dispatch_when_idle, now)
         else:
             self._idle_dispatch = None
 
@@ -252,10 +255,10 @@ class SendProcessor:
     def _queue_end(self, topic: str, queue_id: int, parts: list[MessageBatch], result: PutResult) -> int:
         """The end of the requested queue after this put, for held pulls (0 when every message went to
         the schedule or timer topic: nothing arrived in it)."""
-        if all(p.topic in (SCHEDULE_TOPIC, TIMER_TOPIC) for p in parts):
+        if len(parts) == 1:  # the usual send: one run (no generator for it)
+            return 0 if parts[0].topic in _NOT_ARRIVED else result.queue_offset + result.count
+        if all(p.topic in _NOT_ARRIVED for p in parts):
             return 0
-        if len(parts) == 1:
-            return result.queue_offset + result.count
         return self.store.get_max_offset(topic, queue_id)
 
     @staticmethod
