@@ -22,7 +22,7 @@ from spark_mq.common.errors import DiskFullError, MessageValidationError, Replic
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
-from spark_mq.common.unit.encode import blank_unit, encode_batch, unit_sizes
+from spark_mq.common.unit.encode import DispatchInfo, blank_unit, encode_batch, unit_sizes
 from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
@@ -34,6 +34,7 @@ class AppendResult:
     physical_offsets: np.ndarray  # int64, start of each unit
     sizes: np.ndarray  # int64, size of each unit
     end_offset: int  # commitlog offset just past the last unit
+    dispatch: DispatchInfo | None = None  # the encoder's, when asked for and the batch went into one file
 
 
 class CommitLog:
@@ -55,10 +56,12 @@ class CommitLog:
         return self.files.max_offset()
 
     def append_batch(
-        self, batch: MessageBatch, queue_offset: int, store_timestamp: int, store_host: bytes
+        self, batch: MessageBatch, queue_offset: int, store_timestamp: int, store_host: bytes,
+        key_prefix: int | None = None,
     ) -> AppendResult:
         """Append every message of ``batch``; units take consecutive queue offsets from
-        ``queue_offset``. One encode and one memcpy per file touched."""
+        ``queue_offset``. One encode and one memcpy per file touched. ``key_prefix``: see
+        ``encode_batch`` (the dispatch info is given only for a batch written into one file)."""
         sizes = unit_sizes(batch)
         ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
         largest = int(ends[-1]) if int(ends[-1]) + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
@@ -88,12 +91,13 @@ class CommitLog:
                 continue
             part = batch if (done == 0 and fit == n) else batch.slice(done, done + fit)
             encoded = encode_batch(part, mf.end_offset, queue_offset + done, store_timestamp, store_host,
-                                   sizes=sizes[done:done + fit], view=True)
+                                   sizes=sizes[done:done + fit], view=True, key_prefix=key_prefix)
             mf.append(encoded.data)
             phys_parts.append(encoded.physical_offsets)
             done += fit
-        phys = phys_parts[0] if len(phys_parts) == 1 else np.concatenate(phys_parts)
-        return AppendResult(phys, sizes, mf.end_offset)
+        if len(phys_parts) == 1:
+            return AppendResult(phys_parts[0], sizes, mf.end_offset, encoded.dispatch)
+        return AppendResult(np.concatenate(phys_parts), sizes, mf.end_offset)
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Copy a master's commitlog bytes to the same offset here (a slave): ``offset`` must be
