@@ -9,8 +9,8 @@
  *
  * The byte layout is spark_mq/common/unit/layout.py's (RocketMQ 4.x, big-endian, IPv4 hosts); the
  * offsets below must match it, and tests/unit/common/test_unit_native.py checks every byte against
- * the pure-Python encoder (and the dispatch info against the numpy scan's). Thread-safety: pure functions of their arguments (the CRC table is built
- * when the library is loaded).
+ * the pure-Python encoder (and the dispatch info against the numpy scan's). Thread-safety: pure functions of
+ * their arguments (the CRC table and the CPU's PCLMULQDQ check are set up when the library is loaded).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -37,9 +37,8 @@ __attribute__((constructor)) static void crc_init(void) {
         for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
 
-/* zlib's CRC-32 (IEEE, reflected), slicing by 8 */
-static uint32_t crc32_ieee(const uint8_t *p, int64_t n) {
-    uint32_t c = 0xFFFFFFFFu;
+/* zlib's CRC-32 (IEEE, reflected) register c continued over n bytes, slicing by 8 */
+static uint32_t crc32_update(uint32_t c, const uint8_t *p, int64_t n) {
     while (n >= 8) {
         uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
         c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF]
@@ -49,8 +48,10 @@ static uint32_t crc32_ieee(const uint8_t *p, int64_t n) {
         n -= 8;
     }
     while (n-- > 0) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
+    return c;
 }
+
+static uint32_t crc32_ieee(const uint8_t *p, int64_t n);  /* in the append block below */
 
 static void put32(uint8_t *p, uint32_t v) {
     p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
@@ -229,6 +230,76 @@ int64_t spark_mq_body_crcs(
  * over its property strings (the encoder's copy, then the dispatch's join of a whole pass's strings
  * and scan): here the scalars come packed in one argument and each property string is scanned as it
  * is copied. */
+
+/* BODYCRC by carry-less multiplication (PCLMULQDQ), where the CPU has it: zlib's CRC-32 of a 100-byte
+ * body in ~1/3 of the slicing-by-8 table's time (the largest part of encoding a batch of small bodies).
+ * The folding of Intel's "Fast CRC Computation for Generic Polynomials Using PCLMULQDQ" with the
+ * reflected IEEE constants (as Linux's crc32-pclmul and Chromium's zlib use), 16 bytes a step; the
+ * bytes past the last whole 16 by the table. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SPARK_MQ_CLMUL 1
+static int has_clmul;
+
+__attribute__((constructor)) static void clmul_init(void) {
+    __builtin_cpu_init();
+    has_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+}
+
+/* the CRC register c continued over n bytes, n >= 64 and a multiple of 16 */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t crc32_clmul(uint32_t c, const uint8_t *p, int64_t n) {
+    const __m128i k1k2 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+    const __m128i k3k4 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+    const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+    const __m128i poly = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+    const __m128i low32 = _mm_setr_epi32(~0, 0, ~0, 0);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)p), x2 = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(p + 32)), x4 = _mm_loadu_si128((const __m128i *)(p + 48));
+    x1 = _mm_xor_si128(x1, _mm_cvtsi32_si128((int)c));
+    p += 64;
+    n -= 64;
+    for (; n >= 64; p += 64, n -= 64) {  /* four lanes of 16 bytes folded 64 bytes ahead */
+        __m128i y1 = _mm_clmulepi64_si128(x1, k1k2, 0x00), y2 = _mm_clmulepi64_si128(x2, k1k2, 0x00);
+        __m128i y3 = _mm_clmulepi64_si128(x3, k1k2, 0x00), y4 = _mm_clmulepi64_si128(x4, k1k2, 0x00);
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k1k2, 0x11), y1), _mm_loadu_si128((const __m128i *)p));
+        x2 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x2, k1k2, 0x11), y2),
+                           _mm_loadu_si128((const __m128i *)(p + 16)));
+        x3 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x3, k1k2, 0x11), y3),
+                           _mm_loadu_si128((const __m128i *)(p + 32)));
+        x4 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x4, k1k2, 0x11), y4),
+                           _mm_loadu_si128((const __m128i *)(p + 48)));
+    }
+    /* the four lanes into one, then 16 bytes a step */
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), _mm_clmulepi64_si128(x1, k3k4, 0x00)), x2);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), _mm_clmulepi64_si128(x1, k3k4, 0x00)), x3);
+    x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), _mm_clmulepi64_si128(x1, k3k4, 0x00)), x4);
+    for (; n >= 16; p += 16, n -= 16)
+        x1 = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x1, k3k4, 0x11), _mm_clmulepi64_si128(x1, k3k4, 0x00)),
+                           _mm_loadu_si128((const __m128i *)p));
+    /* 128 bits to 64, then Barrett's reduction to 32 */
+    x2 = _mm_clmulepi64_si128(x1, k3k4, 0x10);
+    x1 = _mm_xor_si128(_mm_srli_si128(x1, 8), x2);
+    x2 = _mm_srli_si128(x1, 4);
+    x1 = _mm_xor_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), k5, 0x00), x2);
+    x2 = _mm_and_si128(_mm_clmulepi64_si128(_mm_and_si128(x1, low32), poly, 0x10), low32);
+    x1 = _mm_xor_si128(x1, _mm_clmulepi64_si128(x2, poly, 0x00));
+    return (uint32_t)_mm_extract_epi32(x1, 1);
+}
+#endif
+
+/* zlib's CRC-32 of n bytes: by PCLMULQDQ from 64 bytes on where the CPU has it, else the table */
+static uint32_t crc32_ieee(const uint8_t *p, int64_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+#ifdef SPARK_MQ_CLMUL
+    if (has_clmul && n >= 64) {
+        int64_t whole = n & ~(int64_t)15;
+        c = crc32_clmul(c, p, whole);
+        p += whole;
+        n -= whole;
+    }
+#endif
+    return crc32_update(c, p, n) ^ 0xFFFFFFFFu;
+}
 
 enum {  /* the int64 scalars of spark_mq_encode_batch, in this order (encode.py's _BATCH_SCALARS) */
     ENC_N, ENC_UNITS_SIZE, ENC_BODIES_SIZE, ENC_PROPS_SIZE, ENC_TOPIC_TAIL_LENGTH, ENC_PHYSICAL_OFFSET,

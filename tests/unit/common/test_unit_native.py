@@ -416,3 +416,19 @@ def test_a_store_writes_the_same_consume_queues_and_index_with_either_path(tmp_p
     for path, data in files["native"][0].items():
         assert data == files["numpy"][0][path], path
     assert files["native"][1] == files["numpy"][1]
+
+
+def test_body_crcs_of_every_length_and_alignment_are_zlibs(lib):
+    """The CRC by carry-less multiplication (from 64 bytes on, where the CPU has it) and the table's
+    tail: every length from 0 to 300 and some long ones, at every start modulo 16."""
+    from spark_mq.common.unit.layout import CRC_MASK
+
+    data = np.random.default_rng(9).bytes(70_000)
+    lengths = [*range(301), 1023, 1024, 4097, 65_536]
+    starts = np.array([i % 16 + 7 * i for i in range(len(lengths))], dtype=np.int64)
+    ends = starts + np.array(lengths, dtype=np.int64)
+    crcs = np.zeros(len(lengths), dtype=np.int64)
+    assert lib.spark_mq_body_crcs(np.frombuffer(data, np.uint8).ctypes.data, len(data), starts.tobytes(),
+                                  ends.tobytes(), len(lengths), crcs.ctypes.data, CRC_MASK) == 0
+    assert crcs.tolist() == [zlib.crc32(data[s:e]) & CRC_MASK for s, e in zip(starts.tolist(), ends.tolist(),
+                                                                              strict=True)]
