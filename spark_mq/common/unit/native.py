@@ -52,7 +52,7 @@ _ENCODE_ARGS = (_P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _OUT, _OUT)
 #                        key_hashes, key_capacity)
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
 # spark_mq_index_put(slots, slot_num, entries, count, k, hashes, phys, timestamps, begin)
-_INDEX_ARGS = (_ADDR, _I64, _ADDR, _I64, _I64, _P, _P, _P, _I64)
+_INDEX_ARGS = (_ADDR, _I64, _ADDR, _I64, _I64, _ADDR, _ADDR, _ADDR, _I64)
 # spark_mq_body_crcs(buf, buf_size, starts, ends, n, crcs, crc_mask)
 _CRC_ARGS = (_ADDR, _I64, _P, _P, _I64, _ADDR, ctypes.c_uint32)
 # the Arrow decoder's (addresses of numpy arrays): spark_mq_pull_unit_starts(buf, size, starts, capacity),
