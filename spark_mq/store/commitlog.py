@@ -60,15 +60,29 @@ class CommitLog:
     ) -> AppendResult:
         """Append every message of ``batch``; units take consecutive queue offsets from
         ``queue_offset``. One encode and one memcpy per file touched. ``key_prefix``: see
-        ``encode_batch`` (the dispatch info is given only for a batch written into one file)."""
+        ``encode_batch`` (the dispatch info is given only for a batch that fits the last file's room)."""
         sizes = unit_sizes(batch)
-        ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
-        largest = int(ends[-1]) if int(ends[-1]) + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
+        total = int(np.add.reduce(sizes))
+        largest = total if total + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageValidationError(
                 f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file: "
                 "shorten its body or properties, or raise mapedFileSizeCommitLog"
             )
+        mf = self.files.last
+        if mf is not None and total <= mf.remaining - END_FILE_MIN_BLANK_LENGTH:  # the usual case: the last file
+            encoded = encode_batch(batch, mf.end_offset, queue_offset, store_timestamp, store_host, sizes=sizes,
+                                   view=True, key_prefix=key_prefix)
+            mf.append(encoded.data)
+            return AppendResult(encoded.physical_offsets, sizes, mf.end_offset, encoded.dispatch)
+        return self._append_across_files(batch, sizes, queue_offset, store_timestamp, store_host)
+
+    def _append_across_files(
+        self, batch: MessageBatch, sizes: np.ndarray, queue_offset: int, store_timestamp: int, store_host: bytes
+    ) -> AppendResult:
+        """``append_batch`` of a batch that does not fit the last file's room (or with no file yet): as
+        many units as fit into each file, a blank closing a file that cannot take the next one."""
+        ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
         phys_parts = []
         done = 0
         n = len(batch)
@@ -90,13 +104,12 @@ class CommitLog:
                 continue
             part = batch if (done == 0 and fit == n) else batch.slice(done, done + fit)
             encoded = encode_batch(part, mf.end_offset, queue_offset + done, store_timestamp, store_host,
-                                   sizes=sizes[done:done + fit], view=True, key_prefix=key_prefix)
+                                   sizes=sizes[done:done + fit], view=True)
             mf.append(encoded.data)
             phys_parts.append(encoded.physical_offsets)
             done += fit
-        if len(phys_parts) == 1:
-            return AppendResult(phys_parts[0], sizes, mf.end_offset, encoded.dispatch)
-        return AppendResult(np.concatenate(phys_parts), sizes, mf.end_offset)
+        phys = phys_parts[0] if len(phys_parts) == 1 else np.concatenate(phys_parts)
+        return AppendResult(phys, sizes, mf.end_offset)
 
     def append_raw(self, offset: int, data: bytes | memoryview) -> int:
         """Copy a master's commitlog bytes to the same offset here (a slave): ``offset`` must be
