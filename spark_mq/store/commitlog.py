@@ -33,7 +33,7 @@ class AppendResult(NamedTuple):
     physical_offsets: np.ndarray  # int64, start of each unit
     sizes: np.ndarray  # int64, size of each unit
     end_offset: int  # commitlog offset just past the last unit
-    dispatch: DispatchInfo | None = None  # the encoder's, when asked for and the batch went into one file
+    dispatch: DispatchInfo | None = None  # the encoder's, when asked for and the batch fit the last file's room
 
 
 class CommitLog:
