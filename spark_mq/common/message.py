@@ -171,16 +171,16 @@ class MessageBatch:
             raise MessageValidationError("batch columns have different lengths")
         if not 0 <= self.queue_id < 2**31:
             raise MessageValidationError(f"queue id {self.queue_id} is out of range")
-        # the builtin max over the lengths: a numpy reduction's fixed cost (~3 us) is most of the
-        # check for the usual batch of tens of messages, and validate runs once per put
-        if max(map(len, self.bodies)) > max_message_size:
+        # the ufunc's own reduce over the lengths (cached: the encoder needs them too): ~1 us, where the
+        # builtin max(map(len, ...)) takes ~1.6 us and the array's .max() method ~3 us (its Python layers)
+        if int(np.maximum.reduce(self.body_lengths)) > max_message_size:
             body_len = self.body_lengths
             i = int(np.argmax(body_len > max_message_size))
             raise MessageValidationError(
                 f"message {i} body is {int(body_len[i])} bytes, over maxMessageSize {max_message_size}: "
                 "split it or raise maxMessageSize"
             )
-        if max(map(len, self.properties)) > MAX_PROPERTIES_LENGTH:
+        if int(np.maximum.reduce(self.property_lengths)) > MAX_PROPERTIES_LENGTH:
             prop_len = self.property_lengths
             i = int(np.argmax(prop_len > MAX_PROPERTIES_LENGTH))
             raise MessageValidationError(

@@ -13,8 +13,8 @@ reads may run concurrently with appends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,18 +22,18 @@ from spark_mq.common.errors import DiskFullError, MessageValidationError, Replic
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
-from spark_mq.common.unit.encode import blank_unit, encode_batch, unit_sizes
+from spark_mq.common.unit.encode import DispatchInfo, blank_unit, encode_batch, unit_sizes
 from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
 
-@dataclass(frozen=True)
-class AppendResult:
-    """Where the units of one batch went."""
+class AppendResult(NamedTuple):
+    """Where the units of one batch went (one per put: a named tuple, cheaper to build than a frozen dataclass)."""
 
     physical_offsets: np.ndarray  # int64, start of each unit
     sizes: np.ndarray  # int64, size of each unit
     end_offset: int  # commitlog offset just past the last unit
+    dispatch: DispatchInfo | None = None  # the encoder's, when asked for and the batch fit the last file's room
 
 
 class CommitLog:
@@ -55,18 +55,34 @@ class CommitLog:
         return self.files.max_offset()
 
     def append_batch(
-        self, batch: MessageBatch, queue_offset: int, store_timestamp: int, store_host: bytes
+        self, batch: MessageBatch, queue_offset: int, store_timestamp: int, store_host: bytes,
+        key_prefix: int | None = None,
     ) -> AppendResult:
         """Append every message of ``batch``; units take consecutive queue offsets from
-        ``queue_offset``. One encode and one memcpy per file touched."""
+        ``queue_offset``. One encode and one memcpy per file touched. ``key_prefix``: see
+        ``encode_batch`` (the dispatch info is given only for a batch that fits the last file's room)."""
         sizes = unit_sizes(batch)
-        ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
-        largest = int(ends[-1]) if int(ends[-1]) + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
+        total = int(np.add.reduce(sizes))
+        largest = total if total + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageValidationError(
                 f"a {largest}-byte unit cannot fit a {self.file_size}-byte commitlog file: "
                 "shorten its body or properties, or raise mapedFileSizeCommitLog"
             )
+        mf = self.files.last
+        if mf is not None and total <= mf.remaining - END_FILE_MIN_BLANK_LENGTH:  # the usual case: the last file
+            encoded = encode_batch(batch, mf.end_offset, queue_offset, store_timestamp, store_host, sizes=sizes,
+                                   view=True, key_prefix=key_prefix)
+            mf.append(encoded.data)
+            return AppendResult(encoded.physical_offsets, sizes, mf.end_offset, encoded.dispatch)
+        return self._append_across_files(batch, sizes, queue_offset, store_timestamp, store_host)
+
+    def _append_across_files(
+        self, batch: MessageBatch, sizes: np.ndarray, queue_offset: int, store_timestamp: int, store_host: bytes
+    ) -> AppendResult:
+        """``append_batch`` of a batch that does not fit the last file's room (or with no file yet): as
+        many units as fit into each file, a blank closing a file that cannot take the next one."""
+        ends = sizes.cumsum()  # where each unit ends, counted from the batch's first byte
         phys_parts = []
         done = 0
         n = len(batch)

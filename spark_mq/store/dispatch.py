@@ -67,6 +67,7 @@ from spark_mq.common.properties import (
     scan_properties,
 )
 from spark_mq.common.unit import native
+from spark_mq.common.unit.encode import KEYS_ROOM, DispatchInfo
 from spark_mq.store.consume_queue import ConsumeQueue
 from spark_mq.store.index_file import positive_hash, positive_hashes
 from spark_mq.store.index_service import IndexService
@@ -79,7 +80,6 @@ IDLE_BEFORE_DISPATCH_S = 0.010  # the background pass waits for appends to pause
 SCALAR_PASS_MESSAGES = 32  # up to this many messages a pure-Python pass beats the vectorised one
 INDEX_BACKLOG_KEYS = 2048  # index keys of small passes written together (~1 ms) once this many wait
 STALL_RETRY_S = 1.0  # a pass that hit a full disk is tried again after this long
-KEYS_GUESS = 3  # index keys a message the native dispatch info makes room for first (UNIQ_KEY and two KEYS)
 _TAGS, _KEYS, _UNIQ_KEY = TAGS.encode(), KEYS.encode(), UNIQ_KEY.encode()
 _NV, _PS, _KEY_SEP = NAME_VALUE_SEPARATOR.encode(), PROPERTY_SEPARATOR.encode(), KEY_SEPARATOR.encode()
 
@@ -102,6 +102,7 @@ class AppendRecord:
     property_lengths: np.ndarray
     store_timestamp: int
     properties: list[bytes] | None = None
+    info: DispatchInfo | None = None  # the encoder's, when it gave one: the strings need no scan then
 
     def property_strings(self) -> list[bytes]:
         """Every message's property string (sliced out of ``data`` when not given)."""
@@ -114,13 +115,6 @@ class AppendRecord:
     @property
     def end_offset(self) -> int:
         return int(self.physical_offsets[-1] + self.sizes[-1])
-
-
-@dataclass(frozen=True)
-class DispatchInfo:
-    tag_codes: np.ndarray  # int64 per message
-    key_rows: np.ndarray  # message index of each index key
-    key_hashes: np.ndarray  # positive int32 hash of "topic#key" per index key
 
 
 def dispatch_info(
@@ -165,9 +159,10 @@ def _native_dispatch_info(strings: list[bytes], lengths: np.ndarray, topic_prefi
     lengths_bytes = np.ascontiguousarray(lengths, dtype=np.int64).tobytes()
     tags = bytearray(8 * rows)
     keys = -2
-    # room for KEYS_GUESS keys a message first (counting the spaces of a pass's strings costs ~0.02 us a
+    # room for KEYS_ROOM keys a message first (counting the spaces of a pass's strings costs ~0.02 us a
     # message); then for the most there can be: UNIQ_KEY and the KEYS tokens, one more than its spaces
-    for capacity in (KEYS_GUESS * rows, 2 * rows + data.count(b" ")):
+    for retry in (False, True):
+        capacity = 2 * rows + data.count(b" ") if retry else KEYS_ROOM * rows
         key_rows, key_hashes = bytearray(8 * capacity), bytearray(4 * capacity)
         keys = native.DISPATCH_INFO(
             data, len(data), lengths_bytes, rows, prefixes.tobytes(), int(prefixes.ndim),
@@ -251,6 +246,16 @@ def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str],
                         np.array(key_hashes, dtype=np.int32))
 
 
+def joined_infos(infos: list[DispatchInfo], bounds: list[int]) -> DispatchInfo:
+    """One pass's dispatch info from its records' (record ``i``'s rows start at ``bounds[i]``)."""
+    if len(infos) == 1:
+        return DispatchInfo(infos[0].tag_codes, infos[0].key_rows, infos[0].key_hashes.astype(np.int32))
+    key_rows = np.concatenate([i.key_rows for i in infos])
+    key_rows += np.repeat(np.array(bounds[:-1], dtype=np.int64), [i.key_rows.size for i in infos])
+    return DispatchInfo(np.concatenate([i.tag_codes for i in infos]), key_rows,
+                        np.concatenate([i.key_hashes for i in infos], dtype=np.int32))
+
+
 @dataclass(frozen=True)
 class QueueRun:
     """Rows ``rows`` of a dispatch pass belong to one topic queue, from ``queue_offset``."""
@@ -332,7 +337,7 @@ class Dispatcher:
         self.stalled: str | None = None  # why dispatch is paused (a full disk), None while it runs
         self._retry_at = 0.0
         self._lock = threading.Lock()
-        self._prefix_cache: dict[str, int] = {}
+        self.key_prefix_cache: dict[str, int] = {}
         self._enqueued = 0  # messages, written by enqueue only
         self._done = 0  # messages, written by the dispatch pass only
         self._last_enqueue = 0.0
@@ -368,10 +373,11 @@ class Dispatcher:
         """Messages appended but not yet in their consume queue."""
         return self._enqueued - self._done
 
-    def _prefix(self, topic: str) -> int:
-        h = self._prefix_cache.get(topic)
+    def key_prefix(self, topic: str) -> int:
+        """The hash of ``topic + "#"``, where every index key hash of ``topic`` starts (cached)."""
+        h = self.key_prefix_cache.get(topic)
         if h is None:
-            h = self._prefix_cache[topic] = java_hash(topic + "#")
+            h = self.key_prefix_cache[topic] = java_hash(topic + "#")
         return h
 
     def catch_up(self) -> int:
@@ -455,12 +461,16 @@ class Dispatcher:
             phys = np.concatenate([r.physical_offsets for r in records])
             sizes = np.concatenate([r.sizes for r in records])
         small = bounds[-1] <= SCALAR_PASS_MESSAGES
-        if small:
-            info = scalar_dispatch_info(records, self._prefix)
-        else:
+        infos = [r.info for r in records]
+        if not small:
             self._flush_index()  # index entries go in commitlog order
+        if all(i is not None for i in infos):  # the encoder's (a put's, by the native library)
+            info = joined_infos(infos, bounds)
+        elif small:
+            info = scalar_dispatch_info(records, self.key_prefix)
+        else:
             prop_lengths = np.concatenate([r.property_lengths for r in records])
-            prefixes = [self._prefix(r.topic) for r in records]
+            prefixes = [self.key_prefix(r.topic) for r in records]
             prefix = prefixes[0] if len(set(prefixes)) == 1 else np.repeat(np.array(prefixes, np.int64), counts)
             units = [r.data for r in records if r.data is not None]
             if len(units) == len(records):  # units read back (a slave's): their property strings packed

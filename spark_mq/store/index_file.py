@@ -110,12 +110,12 @@ class IndexFile:
             self.header["begin_phys"] = phys[0]
         begin = self.begin_timestamp
         if native.INDEX_PUT is not None:
-            newly_used = native.INDEX_PUT(
-                self.slots.ctypes.data, self.slot_num, self.entries.ctypes.data, count, k,
-                np.ascontiguousarray(key_hashes, dtype=np.int32).tobytes(),
-                np.ascontiguousarray(phys, dtype=np.int64).tobytes(),
-                np.ascontiguousarray(store_ts, dtype=np.int64).tobytes(), begin,
-            )
+            # passed by address, not copied into bytes: a pass's columns are ~128 KB each, and a copy of that
+            # size came from fresh pages every time (the heap trimmed between passes)
+            columns = (np.ascontiguousarray(key_hashes, dtype=np.int32), np.ascontiguousarray(phys, dtype=np.int64),
+                       np.ascontiguousarray(store_ts, dtype=np.int64))
+            newly_used = native.INDEX_PUT(self.slots.ctypes.data, self.slot_num, self.entries.ctypes.data, count, k,
+                                          *(c.ctypes.data for c in columns), begin)
         else:
             newly_used = self._put_numpy(key_hashes, phys, store_ts, count, begin)
         self.header["slot_count"] = int(self.header["slot_count"][0]) + newly_used

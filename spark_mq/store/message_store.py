@@ -315,13 +315,14 @@ class MessageStore:
             now = self._writes.store_time(int(self.clock() * 1000))
             queue_offset = self._writes.next_offset.get(key, 0)
             try:
-                res = self.commitlog.append_batch(batch, queue_offset, now, self.store_host)
+                res = self.commitlog.append_batch(batch, queue_offset, now, self.store_host,
+                                                  self._dispatcher.key_prefix(batch.topic))
             except DiskFullError as e:
                 self._full_disk.refuse(e)
                 raise
             self._dispatcher.enqueue(
                 AppendRecord(batch.topic, batch.queue_id, queue_offset, res.physical_offsets, res.sizes,
-                             None, batch.property_lengths, now, list(batch.properties))
+                             None, batch.property_lengths, now, list(batch.properties), res.dispatch)
             )
             self._writes.appended(key, queue_offset, len(batch), now)
         if self._dispatcher.backlog >= DISPATCH_BACKLOG:

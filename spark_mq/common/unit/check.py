@@ -54,7 +54,7 @@ def crc_mismatch(mv: memoryview, starts: np.ndarray, body_start: np.ndarray, bod
 def body_crc_mismatch(mv: memoryview, stored: np.ndarray, body_start: np.ndarray, body_end: np.ndarray) -> np.ndarray:
     """``crc_mismatch`` with the units' BODYCRC fields (``stored``) gathered already. Small bodies
     (a mean up to the native encoder's bound) in one call of the native library when it is built
-    (~1 byte a cycle, no Python step a body); larger ones by ISA-L's SIMD crc32, one call a body."""
+    (no Python step a body); larger ones by ISA-L's SIMD crc32, one call a body."""
     n = body_start.size
     if native.BODY_CRCS is not None and n and int((body_end - body_start).sum()) <= n * NATIVE_MAX_MEAN_BODY:
         buf = np.frombuffer(mv, dtype=np.uint8)

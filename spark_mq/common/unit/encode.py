@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass
+import struct
 from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,13 +42,17 @@ from spark_mq.common.unit.layout import (
 # HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
 _HEADER_TEMPLATE = header_struct(("magic", "queue_id", "born_host", "store_timestamp", "store_host"))
 _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG  # cleared: hosts are written as IPv4
-# mean body size up to which the native encoder runs. Above it the numpy encoder is faster: isal's SIMD
-# CRC-32 (~16 bytes a cycle) beats the native table-driven one (~1), and the native path's two large
-# buffers a batch (the bodies joined, the units) were fresh pages each time: at 1 KiB x 2,048, ~1,100
-# page faults a batch, 0.6 -> 1.9 µs a message, where the numpy encoder's one join faults none
+# mean body size up to which the native encoder runs. Above it the numpy encoder is faster: the native
+# path's two large buffers a batch (the bodies joined, the units) were fresh pages each time: at 1 KiB x
+# 2,048, ~1,100 page faults a batch, 0.6 -> 1.9 µs a message, where the numpy encoder's one join faults
+# none (and isal's SIMD CRC-32 was faster than the native table's, before the native one used PCLMULQDQ)
 NATIVE_MAX_MEAN_BODY = 256
 _INT32 = np.dtype(np.int32)
 _INT64 = np.dtype(np.int64)
+KEYS_ROOM = 3  # index keys a message the native encoder makes room for (UNIQ_KEY and two KEYS); a batch with more: none
+# native.c's ENC_* scalars of spark_mq_encode_batch: n, units size, bodies size, properties size, topic tail
+# length, physical offset, queue offset, sys flag bits cleared, CRC mask, key prefix, key capacity
+_BATCH_SCALARS = struct.Struct("=11q")
 
 
 def blank_unit(remaining: int) -> bytes:
@@ -60,11 +65,22 @@ def unit_sizes(batch: MessageBatch) -> np.ndarray:
     return MIN_UNIT_SIZE + len(batch.topic.encode()) + batch.body_lengths + batch.property_lengths
 
 
-@dataclass(frozen=True)
-class EncodedBatch:
+class DispatchInfo(NamedTuple):
+    """What the store's dispatch takes from messages' property strings (``store/dispatch.py``). A
+    named tuple: one is built per put (the encoder's), at a third of a frozen dataclass's cost."""
+
+    tag_codes: np.ndarray  # int64 per message
+    key_rows: np.ndarray  # message index of each index key
+    key_hashes: np.ndarray  # positive int32 hash of "topic#key" per index key (int64 in the encoder's)
+
+
+class EncodedBatch(NamedTuple):
+    """One per put: a named tuple, built at a third of a frozen dataclass's cost."""
+
     data: bytes | memoryview  # the units, back to back (a memoryview only when asked for a view)
     sizes: np.ndarray  # int64, one per unit
     physical_offsets: np.ndarray  # int64, one per unit
+    dispatch: DispatchInfo | None = None  # given by the native encoder when asked for (see encode_batch)
 
 
 def encode_batch(
@@ -75,10 +91,14 @@ def encode_batch(
     store_host: bytes,
     sizes: np.ndarray | None = None,
     view: bool = False,
+    key_prefix: int | None = None,
 ) -> EncodedBatch:
     """Encode every message of ``batch`` as consecutive units starting at ``physical_offset``. With
     ``view``, ``data`` may be a memoryview of the native encoder's buffer instead of a copy of it as
-    bytes: for a caller that only writes the units out (the commitlog)."""
+    bytes: for a caller that only writes the units out (the commitlog). With ``key_prefix`` (the hash
+    of ``topic + "#"``) the native encoder also gives the batch's ``dispatch`` info as it copies the
+    property strings (None otherwise, for a batch of more than ``KEYS_ROOM`` index keys a message, or
+    with a hashed value not ASCII: the dispatch then scans the strings itself)."""
     n = len(batch)
     topic = batch.topic.encode()
     if sizes is None:
@@ -87,8 +107,8 @@ def encode_batch(
         return _encode_one(batch, topic, int(sizes[0]), physical_offset, queue_offset, store_timestamp, store_host)
     template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
     # decided before the bodies are joined: a join thrown away changes how the heap reuses pages as well
-    if native.ENCODER is not None and int(batch.body_lengths.sum()) <= n * NATIVE_MAX_MEAN_BODY:
-        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset, view)
+    if native.ENCODER is not None and int(np.add.reduce(batch.body_lengths)) <= n * NATIVE_MAX_MEAN_BODY:
+        return _encode_native(batch, topic, sizes, template, physical_offset, queue_offset, view, key_prefix)
     phys = sizes.cumsum()
     phys -= sizes
     phys += physical_offset
@@ -121,26 +141,35 @@ def encode_batch(
 
 def _encode_native(
     batch: MessageBatch, topic: bytes, sizes: np.ndarray, template: bytes, physical_offset: int, queue_offset: int,
-    view: bool,
+    view: bool, key_prefix: int | None,
 ) -> EncodedBatch:
-    """:func:`encode_batch` of two or more messages by the native encoder: the units and their
-    physical offsets each in a buffer of its own (the offsets outlive the units in the put's result)."""
+    """:func:`encode_batch` of two or more messages by the native encoder: the units in a buffer, and
+    in another (they outlive the units: in the put's result, until the dispatch) their physical
+    offsets and dispatch info."""
     n = len(batch)
     bodies = b"".join(batch.bodies)
     props = b"".join(batch.properties)
     topic_tail = _topic_tail(topic)
     units_size = n * (HEADER_SIZE + len(topic_tail) + PROPS_LENGTH_STRUCT.size) + len(bodies) + len(props)
-    units, phys = bytearray(units_size), bytearray(8 * n)
+    key_capacity = 0 if key_prefix is None else KEYS_ROOM * n
+    keys_at = 1 + 2 * n  # after the key count, the offsets and the tag codes: the key rows, then their hashes
+    units, meta = bytearray(units_size), bytearray(8 * (keys_at + 2 * key_capacity))
     wrote = native.ENCODER(
-        ctypes.byref(ctypes.c_char.from_buffer(phys)), ctypes.byref(ctypes.c_char.from_buffer(units)), units_size, n,
-        bodies, len(bodies), _column(batch.body_lengths, _INT64), props, len(props),
-        _column(batch.property_lengths, _INT64), _column(batch.flags, _INT32), _column(batch.born_timestamps, _INT64),
-        _column(batch.sys_flags, _INT32), _column(batch.reconsume_times, _INT32), template, topic_tail,
-        len(topic_tail), physical_offset, queue_offset, _HOSTS_V6, CRC_MASK,
+        _BATCH_SCALARS.pack(n, units_size, len(bodies), len(props), len(topic_tail), physical_offset, queue_offset,
+                            _HOSTS_V6, CRC_MASK, key_prefix or 0, key_capacity),
+        _column(batch.body_lengths, _INT64), _column(batch.property_lengths, _INT64), bodies, props,
+        _column(batch.flags, _INT32), _column(batch.born_timestamps, _INT64), _column(batch.sys_flags, _INT32),
+        _column(batch.reconsume_times, _INT32), template, topic_tail,
+        ctypes.byref(ctypes.c_char.from_buffer(units)), ctypes.byref(ctypes.c_char.from_buffer(meta)),
     )
     if wrote != units_size:
         raise ValueError("a batch's bodies or properties are not all byte strings (their lengths do not add up)")
-    return EncodedBatch(memoryview(units) if view else bytes(units), sizes, np.frombuffer(phys, dtype=_INT64))
+    out = np.frombuffer(meta, dtype=_INT64)
+    keys = int(out[0])
+    hashes_at = keys_at + key_capacity
+    info = None if keys < 0 else DispatchInfo(out[1 + n:keys_at], out[keys_at:keys_at + keys],
+                                               out[hashes_at:hashes_at + keys])
+    return EncodedBatch(memoryview(units) if view else bytes(units), sizes, out[1:1 + n], info)
 
 
 def _column(values: np.ndarray, dtype: np.dtype) -> bytes:

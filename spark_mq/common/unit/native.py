@@ -1,5 +1,6 @@
 """The native part of the append path: ``native.c`` (ours, next to this file), a plain C shared
-library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call;
+library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call, with
+what the dispatch takes from their property strings;
 :data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
 :data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
 :data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks);
@@ -44,17 +45,14 @@ _P = ctypes.c_char_p  # bytes: passed as a pointer to their buffer, no copy
 _I64 = ctypes.c_int64
 _ADDR = ctypes.c_void_p  # an address: a mapping's, a numpy array's or a byref of a buffer
 _OUT = ctypes.POINTER(ctypes.c_char)
-# spark_mq_encode_units(physical_offsets, units, units_size, n, bodies, bodies_size, body_lengths, props,
-#                       props_size, props_lengths, flags, born_timestamps, sys_flags, reconsume_times,
-#                       header, topic_tail, topic_tail_length, physical_offset, queue_offset, sys_flag_clear,
-#                       crc_mask)
-_ENCODE_ARGS = (_OUT, _OUT, _I64, _I64, _P, _I64, _P, _P, _I64, _P, _P, _P, _P, _P, _P, _P, _I64, _I64,
-                _I64, ctypes.c_int32, ctypes.c_uint32)
+# spark_mq_encode_batch(scalars, body_lengths, props_lengths, bodies, props, flags, born_timestamps, sys_flags,
+#                       reconsume_times, header, topic_tail, units, meta): the scalars packed in one argument
+_ENCODE_ARGS = (_P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _OUT, _OUT)
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
 # spark_mq_index_put(slots, slot_num, entries, count, k, hashes, phys, timestamps, begin)
-_INDEX_ARGS = (_ADDR, _I64, _ADDR, _I64, _I64, _P, _P, _P, _I64)
+_INDEX_ARGS = (_ADDR, _I64, _ADDR, _I64, _I64, _ADDR, _ADDR, _ADDR, _I64)
 # spark_mq_body_crcs(buf, buf_size, starts, ends, n, crcs, crc_mask)
 _CRC_ARGS = (_ADDR, _I64, _P, _P, _I64, _ADDR, ctypes.c_uint32)
 # the Arrow decoder's (addresses of numpy arrays): spark_mq_pull_unit_starts(buf, size, starts, capacity),
@@ -62,7 +60,7 @@ _CRC_ARGS = (_ADDR, _I64, _P, _P, _I64, _ADDR, ctypes.c_uint32)
 #                         row_offsets, picks, capacity)
 _UNIT_STARTS_ARGS = (_ADDR, _I64, _ADDR, _I64)
 _PROPERTY_PAIRS_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _I64)
-_FUNCTIONS = {"spark_mq_encode_units": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
+_FUNCTIONS = {"spark_mq_encode_batch": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
               "spark_mq_index_put": _INDEX_ARGS, "spark_mq_body_crcs": _CRC_ARGS,
               "spark_mq_pull_unit_starts": _UNIT_STARTS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS}
 
@@ -116,7 +114,7 @@ def _load() -> ctypes.CDLL | None:
 
 # the build command does not load the library it may be about to replace
 _LIB = _load() if __name__ != "__main__" else None
-ENCODER = _LIB.spark_mq_encode_units if _LIB is not None else None  # see native.c
+ENCODER = _LIB.spark_mq_encode_batch if _LIB is not None else None  # see native.c
 DISPATCH_INFO = _LIB.spark_mq_dispatch_info if _LIB is not None else None  # see native.c
 INDEX_PUT = _LIB.spark_mq_index_put if _LIB is not None else None  # see native.c
 BODY_CRCS = _LIB.spark_mq_body_crcs if _LIB is not None else None  # see native.c

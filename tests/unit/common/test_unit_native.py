@@ -48,7 +48,7 @@ def lib():
 @pytest.fixture(scope="module")
 def library(lib):
     """The native encoder."""
-    return lib.spark_mq_encode_units
+    return lib.spark_mq_encode_batch
 
 
 @contextmanager
@@ -272,11 +272,11 @@ def test_non_ascii_values_are_left_to_the_numpy_scan(lib, strings):
 
 
 def test_more_keys_than_first_made_room_for_are_all_found(lib):
-    """Room for ``KEYS_GUESS`` index keys a message is made first; messages with more get all of theirs."""
+    """Room for ``KEYS_ROOM`` index keys a message is made first; messages with more get all of theirs."""
     strings = [encode_properties({"KEYS": " ".join(f"k{i}-{j}" for j in range(i % 9)), "UNIQ_KEY": f"u{i}"})
                for i in range(40)]
     fast, numpy_scan = _infos(lib, strings, 11)
-    assert fast.key_rows.size > dispatch.KEYS_GUESS * len(strings)
+    assert fast.key_rows.size > encode.KEYS_ROOM * len(strings)
     _assert_same_info(fast, numpy_scan)
 
 
@@ -332,3 +332,103 @@ def test_native_body_crcs_are_zlibs_and_the_checks_agree(lib):
     assert lib.spark_mq_body_crcs(np.frombuffer(data, np.uint8).ctypes.data, len(data), *outside, 2, crcs.ctypes.data,
                                   CRC_MASK) == -1
     assert crcs.tolist() == [0, 0]
+
+
+# -- the encoder's dispatch info: what a put's pass takes instead of scanning the strings -----------
+def _encoders_info(library, strings: list[bytes], prefix: int):
+    """The dispatch info the native encoder gives with a batch of ``strings`` (as a pass joins it), or None."""
+    batch = MessageBatch.of("T", 0, [b"body"] * len(strings), strings)
+    with _encoder(library):
+        encoded = encode.encode_batch(batch, 0, 0, 1, STORE_HOST, view=True, key_prefix=prefix)
+    with _encoder(None):  # the units are the same with and without the info
+        assert bytes(encoded.data) == encode.encode_batch(batch, 0, 0, 1, STORE_HOST).data
+    return None if encoded.dispatch is None else dispatch.joined_infos([encoded.dispatch], [0, len(strings)])
+
+
+@given(strings=st.lists(property_strings(any_values), min_size=2, max_size=30), prefix=int32)
+@settings(max_examples=150, deadline=None)
+def test_the_encoders_dispatch_info_is_the_numpy_scans(lib, library, strings, prefix):
+    """Given whenever every hashed value is ASCII and the batch has at most ``KEYS_ROOM`` index keys a
+    message (else None: the pass scans the strings); then the numpy scan's, and the joined pass of
+    several batches' infos is the scan of all their strings."""
+    got = _encoders_info(library, strings, prefix)
+    numpy_scan = _infos(lib, strings, prefix)[1]
+    ascii_info = dispatch._native_dispatch_info(strings, np.array([len(s) for s in strings]), prefix) is not None
+    assert (got is not None) == (ascii_info and numpy_scan.key_rows.size <= encode.KEYS_ROOM * len(strings))
+    if got is not None:
+        _assert_same_info(got, numpy_scan)
+        half = len(strings) // 2
+        parts = [_encoders_info(library, strings[:half], prefix), _encoders_info(library, strings[half:], prefix)]
+        if None not in parts:
+            _assert_same_info(dispatch.joined_infos(parts, [0, half, len(strings)]), numpy_scan)
+
+
+def test_the_encoder_gives_no_info_unless_asked_and_none_for_too_many_keys(library):
+    batch = MessageBatch.of("T", 0, [b"a", b"b"], [encode_properties({"KEYS": "k1 k2 k3 k4 k5 k6", "UNIQ_KEY": "u"}),
+                                                   encode_properties({"TAGS": "t"})])
+    with _encoder(library):
+        assert encode.encode_batch(batch, 0, 0, 1, STORE_HOST).dispatch is None
+        assert encode.encode_batch(batch, 0, 0, 1, STORE_HOST, key_prefix=3).dispatch is None  # 7 keys, room for 6
+        assert encode.encode_batch(batch.slice(1, 2), 0, 0, 1, STORE_HOST, key_prefix=3).dispatch is None  # a lone one
+        info = encode.encode_batch(MessageBatch.of("T", 0, [b"a", b"b"], [b"", b"TAGS\x01t"]), 0, 0, 1, STORE_HOST,
+                                   key_prefix=3).dispatch
+    assert info is not None and info.tag_codes.tolist() == [0, ord("t")] and info.key_rows.size == 0
+
+
+def test_a_store_writes_the_same_consume_queues_and_index_with_either_path(tmp_path):
+    """Batches whose dispatch info the encoder gives, and batches it leaves to the scan (a non-ASCII key,
+    more keys than it makes room for, single messages), mixed within passes: the consume queue and index
+    files are byte for byte those the numpy encoder and scan write."""
+    from unit_helpers import tiny_config
+
+    from spark_mq.store.message_store import MessageStore
+
+    rng = np.random.default_rng(11)
+    batches = []
+    for j in range(120):
+        n = int(rng.integers(1, 40))
+        keys = ["é-key" if j % 17 == 5 else "k1 k2 k3 k4" if j % 13 == 7 else f"order-{j}-{i}" for i in range(n)]
+        props = [encode_properties({"TAGS": f"tag{i % 5}", "KEYS": keys[i], "UNIQ_KEY": f"U{j:04d}{i:04d}"})
+                 for i in range(n)]
+        batches.append(MessageBatch.of(f"T{j % 2}", j % 3, [rng.bytes(int(rng.integers(0, 200))) for _ in range(n)],
+                                       props, born_timestamp=1_700_000_000_000))
+    files = {}
+    for name in ("native", "numpy"):
+        saved = native.ENCODER, native.DISPATCH_INFO
+        if name == "numpy":
+            native.ENCODER = native.DISPATCH_INFO = None
+        try:
+            store = MessageStore(tiny_config(tmp_path / name, max_hash_slot_num=997, max_index_num=5000),
+                                 clock=lambda: 1_700_000_000.0).start()
+            for k, b in enumerate(batches):
+                store.put_messages(b)
+                if k % 40 == 39:
+                    store.get_max_offset("T0", 0)  # a read mid-way: passes of every size
+            store.shutdown()
+        finally:
+            native.ENCODER, native.DISPATCH_INFO = saved
+        root = tmp_path / name
+        queues = {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "consumequeue").rglob("*"))
+                  if p.is_file()}
+        files[name] = queues, [p.read_bytes() for p in sorted((root / "index").iterdir())]  # named by the time
+    assert len(files["native"][0]) >= 6 and len(files["native"][1]) >= 2
+    assert files["native"][0].keys() == files["numpy"][0].keys()
+    for path, data in files["native"][0].items():
+        assert data == files["numpy"][0][path], path
+    assert files["native"][1] == files["numpy"][1]
+
+
+def test_body_crcs_of_every_length_and_alignment_are_zlibs(lib):
+    """The CRC by carry-less multiplication (from 64 bytes on, where the CPU has it) and the table's
+    tail: every length from 0 to 300 and some long ones, at every start modulo 16."""
+    from spark_mq.common.unit.layout import CRC_MASK
+
+    data = np.random.default_rng(9).bytes(70_000)
+    lengths = [*range(301), 1023, 1024, 4097, 65_536]
+    starts = np.array([i % 16 + 7 * i for i in range(len(lengths))], dtype=np.int64)
+    ends = starts + np.array(lengths, dtype=np.int64)
+    crcs = np.zeros(len(lengths), dtype=np.int64)
+    assert lib.spark_mq_body_crcs(np.frombuffer(data, np.uint8).ctypes.data, len(data), starts.tobytes(),
+                                  ends.tobytes(), len(lengths), crcs.ctypes.data, CRC_MASK) == 0
+    assert crcs.tolist() == [zlib.crc32(data[s:e]) & CRC_MASK for s, e in zip(starts.tolist(), ends.tolist(),
+                                                                              strict=True)]
