@@ -13,12 +13,12 @@ reads may run concurrently with appends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from spark_mq.common.errors import DiskFullError, MessageValidationError, ReplicationError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
@@ -27,8 +27,8 @@ from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
 
-@dataclass(frozen=True)
-class AppendResult:
+@lazy_dataclass(frozen=True)
+class AppendResult(LazyDataclass):
     """Where the units of one batch went."""
 
     physical_offsets: np.ndarray  # int64, start of each unit

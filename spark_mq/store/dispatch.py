@@ -55,6 +55,7 @@ from spark_mq.common.java_hash import (
     java_hash_utf8,
     java_hashes,
 )
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -116,8 +117,8 @@ class AppendRecord:
         return int(self.physical_offsets[-1] + self.sizes[-1])
 
 
-@dataclass(frozen=True)
-class DispatchInfo:
+@lazy_dataclass(frozen=True)
+class DispatchInfo(LazyDataclass):
     tag_codes: np.ndarray  # int64 per message
     key_rows: np.ndarray  # message index of each index key
     key_hashes: np.ndarray  # positive int32 hash of "topic#key" per index key
@@ -251,8 +252,8 @@ def scalar_dispatch_info(records: list[AppendRecord], prefix_of: Callable[[str],
                         np.array(key_hashes, dtype=np.int32))
 
 
-@dataclass(frozen=True)
-class QueueRun:
+@lazy_dataclass(frozen=True)
+class QueueRun(LazyDataclass):
     """Rows ``rows`` of a dispatch pass belong to one topic queue, from ``queue_offset``."""
 
     topic: str

@@ -24,7 +24,6 @@ import functools
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.processors.long_polling import PullHoldService
@@ -36,6 +35,7 @@ from spark_mq.broker.transaction.half_messages import is_prepared_transaction
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.message_id import joined_offset_msg_ids
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
@@ -66,8 +66,8 @@ IDLE_DISPATCH_BACKLOG = AT_END_MAX_BACKLOG * 3 // 4
 PEER_CACHE = 4096  # connections whose packed BORNHOST is kept
 
 
-@dataclass(frozen=True)
-class SendOutcome:
+@lazy_dataclass(frozen=True)
+class SendOutcome(LazyDataclass):
     """What a send came to: a response code, a remark when refused, the put (None when refused) and its queue."""
 
     code: int

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass
 from itertools import chain
 
 import numpy as np
 
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit import native
 from spark_mq.common.unit.crc import body_crc, body_crcs
@@ -60,8 +60,8 @@ def unit_sizes(batch: MessageBatch) -> np.ndarray:
     return MIN_UNIT_SIZE + len(batch.topic.encode()) + batch.body_lengths + batch.property_lengths
 
 
-@dataclass(frozen=True)
-class EncodedBatch:
+@lazy_dataclass(frozen=True)
+class EncodedBatch(LazyDataclass):
     data: bytes | memoryview  # the units, back to back (a memoryview only when asked for a view)
     sizes: np.ndarray  # int64, one per unit
     physical_offsets: np.ndarray  # int64, one per unit
