@@ -13,9 +13,9 @@ cost ~0.5 µs an instance for ever: CPython cannot restore ``object.__new__``'s 
 
 Until then the class is a plain class: ``dataclasses.fields``/``is_dataclass`` do not know it (a lazy
 subclass of a made dataclass, such as ``NamesrvConfig``, answers with its bases' fields only: ask
-``realize(cls)``) and a field given by ``field(...)`` is a ``Field`` class attribute. A subclass must be a lazy dataclass
-too (a plain ``@dataclass`` would miss the fields of a base not made yet); one without a decorator
-is made with its bases.
+``realize(cls)``) and a field given by ``field(...)`` is a ``Field`` class attribute. A subclass must
+be a lazy dataclass too (a plain ``@dataclass`` would miss the fields of a base not made yet); one
+without a decorator is made with its bases.
 
 Thread-safety: one thread makes a class (under a lock); another making a first instance of the
 same class meanwhile waits for it, unless it finds the new ``__init__`` already in place while
