@@ -37,6 +37,7 @@ from spark_mq.common.config import (  # noqa: E402
     ServerChannelConfig,
     config_key,
 )
+from spark_mq.common.lazy_dataclass import realize  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "configuration.md"
 NOT_A_KEY = {"extra"}  # the loader's own field, never read from a file
@@ -70,11 +71,11 @@ class Section:
 
 SECTIONS = (
     Section(BrokerConfig, "Broker", "`spark-mq broker -c conf/broker.conf` (and each broker of `spark-mq dev`)."),
-    Section(NamesrvConfig, "NameServer", "`spark-mq namesrv -c conf/namesrv.conf`. With "
+    Section(realize(NamesrvConfig), "NameServer", "`spark-mq namesrv -c conf/namesrv.conf`. With "
             "`enableControllerInNamesrv=true` the same file also takes the controller's keys below (its address, "
             "port and `scanNotActiveBrokerInterval` are the NameServer's)."),
-    Section(ControllerConfig, "Controller", "`spark-mq controller -c conf/controller.conf`, or the controller keys "
-            "of namesrv.conf with `enableControllerInNamesrv=true`."),
+    Section(realize(ControllerConfig), "Controller", "`spark-mq controller -c conf/controller.conf`, or the "
+            "controller keys of namesrv.conf with `enableControllerInNamesrv=true`."),
     Section(ServerChannelConfig, "Connections (every server)", "Keys of broker.conf, namesrv.conf and "
             "controller.conf alike."),
     Section(SecurityConfig, "Security (every server)", "Keys of broker.conf, namesrv.conf and controller.conf "

@@ -375,18 +375,17 @@ def _print_dev(args: argparse.Namespace, namesrv, brokers: list, controller: Con
               f".option('secretKey', os.environ['SPARK_MQ_SECRET_KEY'])", flush=True)
 
 
-SERVER_COMMANDS = ("demo", "namesrv", "controller", "broker", "dev")
-
-
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; when ``only`` names a server command, without the client
     commands, so a starting server does not import and build their parsers."""
     parser = argparse.ArgumentParser(prog="spark-mq", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_server_commands(sub)
-    if only in SERVER_COMMANDS:
+    if only in SERVER_COMMANDS:  # argparse's formatter and translations cost ~1 ms a parser at a server's start
+        SERVER_COMMANDS[only](sub)
         return parser
+    for add_command in SERVER_COMMANDS.values():
+        add_command(sub)
     # lazy import: a command loads only what it runs (a broker's restart time is mostly imports)
     from spark_mq.commands import add_client_commands, copy_store, offload
 
@@ -419,17 +418,23 @@ def _add_dashboard_command(sub: argparse._SubParsersAction) -> None:
                                 "network (a trusted one only; better, a TLS reverse proxy on this machine)")
 
 
-def _add_server_commands(sub: argparse._SubParsersAction) -> None:
+def _add_demo_command(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="run the demo on an embedded local store",
                           description=_demo.__doc__)
     demo.add_argument("--messages", type=int, default=200_000, help="messages to produce (default 200000)")
     demo.add_argument("--body-size", type=int, default=100, help="body bytes per message (default 100)")
     demo.add_argument("--store", help="store directory (default: a new temporary directory)")
     demo.set_defaults(func=_demo)
+
+
+def _add_namesrv_command(sub: argparse._SubParsersAction) -> None:
     namesrv = sub.add_parser("namesrv", help="run a NameServer", description=_namesrv.__doc__)
     namesrv.add_argument("-c", "--config", help="namesrv.conf properties file (default: built-in defaults)")
     namesrv.add_argument("--port", type=int, help="listen port, overriding the file (0 picks a free port)")
     namesrv.set_defaults(func=_namesrv)
+
+
+def _add_controller_command(sub: argparse._SubParsersAction) -> None:
     controller = sub.add_parser("controller", help="run a replication controller (automatic failover)",
                                 description="\n".join(line.strip() for line in _controller.__doc__.splitlines()),
                                 epilog=_controller_store_keys(),
@@ -438,6 +443,9 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     controller.add_argument("--port", type=int, help="listen port, overriding listenPort (0 picks a free port)")
     controller.add_argument("--store", help="state directory, overriding controllerStorePath (controllerType=file)")
     controller.set_defaults(func=_controller)
+
+
+def _add_broker_command(sub: argparse._SubParsersAction) -> None:
     broker = sub.add_parser("broker", help="run a broker", description=_broker.__doc__)
     broker.add_argument("-c", "--config", help="broker.conf properties file (default: built-in defaults)")
     broker.add_argument("--namesrv", help="NameServer address(es), ';'-separated, overriding namesrvAddr")
@@ -445,6 +453,9 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     broker.add_argument("--store", help="store directory, overriding storePathRootDir")
     broker.add_argument("--metrics-port", type=int, help="Prometheus port, overriding metricsPort (0 = off)")
     broker.set_defaults(func=_broker)
+
+
+def _add_dev_command(sub: argparse._SubParsersAction) -> None:
     dev = sub.add_parser("dev", help="run a NameServer and a broker (or a master/slave set) in one process",
                          description=_dev.__doc__)
     dev.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
@@ -471,6 +482,13 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
                      help="also serve the web console (as `spark-mq dashboard`) on 127.0.0.1:--dashboard-port")
     dev.add_argument("--dashboard-port", type=int, default=8080, help="the console's port (default 8080)")
     dev.set_defaults(func=_dev)
+
+
+# a server command's parser, built alone when that command runs (``build_parser``)
+SERVER_COMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
+    "demo": _add_demo_command, "namesrv": _add_namesrv_command, "controller": _add_controller_command,
+    "broker": _add_broker_command, "dev": _add_dev_command,
+}
 
 
 def _command_of(argv: list[str]) -> str | None:

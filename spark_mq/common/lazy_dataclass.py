@@ -11,10 +11,11 @@ asked of the class itself). From then on it is the class ``dataclass`` makes, wi
 generated ``__init__``: making an instance costs what it always did (a ``__new__`` hook would
 cost ~0.5 µs an instance for ever: CPython cannot restore ``object.__new__``'s fast slot).
 
-Until then the class is a plain class: ``dataclasses.fields``/``is_dataclass`` do not know it and
-a field given by ``field(...)`` is a ``Field`` class attribute. A subclass must be a lazy dataclass
-too (a plain ``@dataclass`` would miss the fields of a base not made yet); one without a decorator
-is made with its bases.
+Until then the class is a plain class: ``dataclasses.fields``/``is_dataclass`` do not know it (a lazy
+subclass of a made dataclass, such as ``NamesrvConfig``, answers with its bases' fields only: ask
+``realize(cls)``) and a field given by ``field(...)`` is a ``Field`` class attribute. A subclass must
+be a lazy dataclass too (a plain ``@dataclass`` would miss the fields of a base not made yet); one
+without a decorator is made with its bases.
 
 Thread-safety: one thread makes a class (under a lock); another making a first instance of the
 same class meanwhile waits for it, unless it finds the new ``__init__`` already in place while

@@ -12,11 +12,12 @@ import socket
 import struct
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import numpy as np
 
 from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.names import validate_topic
 from spark_mq.common.properties import (
     DELAY,
@@ -45,8 +46,8 @@ def unpack_host(raw: bytes) -> str:
     return f"{socket.inet_ntoa(raw[:4])}:{struct.unpack('>i', raw[4:8])[0]}"
 
 
-@dataclass
-class Message:
+@lazy_dataclass
+class Message(LazyDataclass):
     """One message as an application sees it."""
 
     topic: str
@@ -73,8 +74,8 @@ class Message:
         return props
 
 
-@dataclass
-class MessageBatch:
+@lazy_dataclass
+class MessageBatch(LazyDataclass):
     """Messages of one topic bound for one queue, in columns.
 
     ``properties`` holds each message's already-encoded property string.

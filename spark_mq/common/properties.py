@@ -10,7 +10,7 @@ messages by searching their property bytes only (the SQL92 filter's hot path); a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import chain
 
 import numpy as np
@@ -18,6 +18,7 @@ import numpy as np
 from spark_mq.common.buffers import at_every_byte
 from spark_mq.common.byte_ranges import gather_ranges, positions_in_ranges
 from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -89,8 +90,8 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class PropertyScan:
+@lazy_dataclass(frozen=True)
+class PropertyScan(LazyDataclass):
     """Every name/value pair of many property strings living in one byte buffer.
 
     Arrays are parallel, one entry per pair: ``row`` is the message index; names and values
@@ -145,8 +146,8 @@ def scan_properties(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> Pr
     return PropertyScan(buf, row, name_start, nv, nv + 1, value_end, rows)
 
 
-@dataclass(frozen=True)
-class PackedProperties:
+@lazy_dataclass(frozen=True)
+class PackedProperties(LazyDataclass):
     """Many messages' property strings copied back to back, each after one PROPERTY_SEPARATOR.
 
     Why: :func:`scan_properties` locates every separator of the whole region the ranges span

@@ -55,6 +55,7 @@ from spark_mq.common.java_hash import (
     java_hash_utf8,
     java_hashes,
 )
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -256,8 +257,8 @@ def joined_infos(infos: list[DispatchInfo], bounds: list[int]) -> DispatchInfo:
                         np.concatenate([i.key_hashes for i in infos], dtype=np.int32))
 
 
-@dataclass(frozen=True)
-class QueueRun:
+@lazy_dataclass(frozen=True)
+class QueueRun(LazyDataclass):
     """Rows ``rows`` of a dispatch pass belong to one topic queue, from ``queue_offset``."""
 
     topic: str

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from spark_mq.common.columns import Columns
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.java_hash import java_hash, java_hashes
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.unit.batch import decode_units
 from spark_mq.common.unit.layout import topic_ranges
 from spark_mq.store.consume_queue import ConsumeQueue
@@ -34,8 +34,8 @@ from spark_mq.store.unit_walk import Chunk
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class _Units(Columns):
+@lazy_dataclass(frozen=True)
+class _Units(LazyDataclass, Columns):
     """Readable units of the region (all, or one queue's), commitlog order."""
 
     chunk_of: np.ndarray  # which Chunk

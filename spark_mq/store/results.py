@@ -8,6 +8,7 @@ from enum import Enum
 
 import numpy as np
 
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message_id import offset_msg_ids
 
 
@@ -29,8 +30,8 @@ class GetStatus(Enum):
     NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
-@dataclass(frozen=True)
-class PutResult:
+@lazy_dataclass(frozen=True)
+class PutResult(LazyDataclass):
     status: PutStatus
     queue_offset: int  # queue offset of the first message
     physical_offsets: np.ndarray

@@ -25,7 +25,6 @@ import functools
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.processors.long_polling import PullHoldService
@@ -37,6 +36,7 @@ from spark_mq.broker.transaction.half_messages import is_prepared_transaction
 from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.message_id import joined_offset_msg_ids
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
@@ -67,8 +67,8 @@ _NOT_ARRIVED = (SCHEDULE_TOPIC, TIMER_TOPIC)  # a message stored here has not ar
 PEER_CACHE = 4096  # connections whose packed BORNHOST is kept
 
 
-@dataclass(frozen=True)
-class SendOutcome:
+@lazy_dataclass(frozen=True)
+class SendOutcome(LazyDataclass):
     """What a send came to: a response code, a remark when refused, the put (None when refused) and its queue."""
 
     code: int

@@ -10,19 +10,19 @@ Thread-safety: immutable once built.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from spark_mq.common.buffers import gather_records
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
 from spark_mq.common.unit.decode import StoredMessage, decode_messages, decompress_bodies
 from spark_mq.common.unit.layout import HEADER, UnitRanges, unit_ranges
 
 
-@dataclass(frozen=True)
-class UnitColumns(UnitRanges):
+@lazy_dataclass(frozen=True)
+class UnitColumns(LazyDataclass, UnitRanges):
     """Decoded units: where they and their variable parts lie, plus the fixed headers."""
 
     header: np.ndarray  # HEADER records
@@ -40,8 +40,8 @@ def decode_units(buf: np.ndarray, starts: np.ndarray) -> UnitColumns:
     return UnitColumns(**vars(ranges), header=head)
 
 
-@dataclass(frozen=True, eq=False)
-class StoredBatch:
+@lazy_dataclass(frozen=True, eq=False)
+class StoredBatch(LazyDataclass):
     """Many units of one buffer as columns: the way to consume messages by the thousand.
 
     The fixed header of every unit is one numpy gather (``units.header``, big-endian ``HEADER``

@@ -9,11 +9,10 @@ Thread-safety: pure functions of their arguments (the buffers must not change me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from spark_mq.common.buffers import gather_records
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.unit import native
 from spark_mq.common.unit.crc import body_crcs
 from spark_mq.common.unit.encode import NATIVE_MAX_MEAN_BODY
@@ -67,8 +66,8 @@ def body_crc_mismatch(mv: memoryview, stored: np.ndarray, body_start: np.ndarray
     return body_crcs(bodies, n) != stored
 
 
-@dataclass(frozen=True)
-class UnitFaults:
+@lazy_dataclass(frozen=True)
+class UnitFaults(LazyDataclass):
     """What ``unit_faults`` found, with the fixed headers it read (callers take their columns
     from them instead of gathering the fields again)."""
 
