@@ -97,7 +97,7 @@ class PullChannel:
                 self._buf = bytearray(length)
             frame = self._read(sock, length)
             header_len = _LENGTH.unpack_from(frame)[0] & _HEADER_LEN_MASK
-            response = decode_frame(frame[: 4 + min(header_len, length - 4)])  # checks the header length
+            response = decode_frame(frame[: 4 + header_len])  # a header length past the frame: FrameError
             if response.is_response and response.opaque == opaque:
                 return response, frame[4 + header_len :]
 
