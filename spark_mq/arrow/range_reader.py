@@ -1,16 +1,16 @@
 """A queue's offset range pulled from its broker as Arrow: what the ``spark_mq`` source's executors
 and the offload read.
 
-:func:`read_range` opens its own client, PULL_MESSAGEs the range in batches of ``pull_batch_size``
-(the broker also caps a pull by bytes, so it loops), with the tag expression in the pull header (the
-broker filters by tag hash) and the exact tags checked again on the Arrow column, or a SQL92
-expression (the broker filters exactly, and answers the next offset past what it skipped), trims the last
-batch at the range end and yields ``pyarrow.RecordBatch``es in
-:data:`~spark_mq.arrow.schema.UTC_SCHEMA`, or in the :func:`~spark_mq.arrow.schema.utc_schema` of the
-columns asked for (the decoder builds only those, plus what the reader itself needs).
+:func:`read_range` opens its own :class:`~spark_mq.arrow.pull_channel.PullChannel` (blocking sockets),
+PULL_MESSAGEs the range in batches of ``pull_batch_size`` (the broker also caps a pull by bytes, so it loops),
+with the tag expression in the pull header (the broker filters by tag hash) and the exact tags checked again
+on the Arrow column, or a SQL92 expression (the broker filters exactly, and answers the next offset past what
+it skipped), trims the last batch at the range end and yields ``pyarrow.RecordBatch``es in
+:data:`~spark_mq.arrow.schema.UTC_SCHEMA`, or in the :func:`~spark_mq.arrow.schema.utc_schema` of the columns
+asked for (the decoder builds only those, plus what the reader itself needs).
 
 Thread-safety: :class:`QueueRange` is a plain picklable value; each :func:`read_range` call opens
-(and closes) its own client.
+(and closes) its own channel.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_mq.arrow.decoder import decode_units_to_arrow
+from spark_mq.arrow.pull_channel import PullChannel
 from spark_mq.arrow.queues import DataLossError, QueueKey, first_answering, queue_key_text, routed_members
 from spark_mq.arrow.schema import COLUMNS, to_utc_schema, utc_schema
 from spark_mq.client.config import ClientConfig, open_api
@@ -97,13 +98,12 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
     addrs = [part.broker_addr, *(a for _, a in part.members if a != part.broker_addr)]
     what = f"queue {part.name}"
     expression, expression_type = (part.tags, EXPRESSION_TAG) if part.sql is None else (part.sql, EXPRESSION_SQL92)
-    with open_api(part.client, timeout) as api:
-        refresh = (partial(routed_members, api, part.namesrv_addrs, part.topic, part.broker_name)
-                   if part.namesrv_addrs else None)
+    refresh = partial(_routed_members, part, timeout) if part.namesrv_addrs else None
+    with PullChannel(part.client, timeout) as channel:
         while offset < part.end:
             header = pull_header(part.group, mq, offset, min(part.pull_batch_size, part.end - offset), expression,
                                  expression_type=expression_type)
-            result = first_answering(addrs, partial(api.pull_message, header=header), what, refresh)
+            result = first_answering(addrs, partial(channel.pull_message, header=header), what, refresh)
             suggested = members.get(result.suggest_which_broker_id)
             if suggested is not None and suggested != addrs[0]:  # RocketMQ's pullFromWhichNodeTable
                 addrs.remove(suggested)
@@ -129,6 +129,12 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
                 raise SparkMQError(f"queue {part.name}: broker {part.broker_addr} gave next offset "
                                    f"{result.next_begin_offset} for a pull at {offset}: no progress")
             offset = result.next_begin_offset
+
+
+def _routed_members(part: QueueRange, timeout: float) -> list[str]:
+    """``part``'s broker set's members as the NameServer routes them now (asked only while none answers)."""
+    with open_api(part.client, timeout) as api:
+        return routed_members(api, part.namesrv_addrs, part.topic, part.broker_name)
 
 
 def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None) -> pa.RecordBatch:
