@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import socket
 import ssl
-import struct
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.requester import Requester
@@ -23,14 +22,12 @@ from spark_mq.client.results import PULL_STATUS_BY_CODE, PullResult
 from spark_mq.common.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from spark_mq.common.tls import CLIENT_CERT_REFUSED, handshake_failure
 from spark_mq.remoting.client import split_addr
-from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, decode_frame, encode
+from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, decode_frame_view, encode
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
 
 CONNECT_TIMEOUT_S = 3.0  # as SyncMQClientAPI's default
-_LENGTH = struct.Struct(">i")
-_HEADER_LEN_MASK = 0xFFFFFF
 _FIRST_BUFFER = 4 * 1024 * 1024  # one default pull (8,192 x 100 B units: 2.25 MB) fits without growing
 
 
@@ -90,16 +87,14 @@ class PullChannel:
         """The response to request ``opaque`` (anything else the broker sends first is skipped): its header
         decoded, its body a view of the buffer."""
         while True:
-            length = _LENGTH.unpack(self._read(sock, 4))[0]
+            length = int.from_bytes(self._read(sock, 4), "big", signed=True)
             if length < 4 or length > self.max_frame:
                 raise FrameError(f"frame length {length} outside [4, {self.max_frame}]: the stream is out of sync")
             if length > len(self._buf):  # a new buffer, not a resize: a view of the old one may still be held
                 self._buf = bytearray(length)
-            frame = self._read(sock, length)
-            header_len = _LENGTH.unpack_from(frame)[0] & _HEADER_LEN_MASK
-            response = decode_frame(frame[: 4 + header_len])  # a header length past the frame: FrameError
+            response, body = decode_frame_view(self._read(sock, length))  # a bad header length: FrameError
             if response.is_response and response.opaque == opaque:
-                return response, frame[4 + header_len :]
+                return response, body
 
     def _read(self, sock: socket.socket, n: int) -> memoryview:
         """The next ``n`` bytes of ``sock``, in the buffer."""

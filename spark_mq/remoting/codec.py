@@ -118,13 +118,20 @@ def _encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame *without* its leading length word (as RocketMQ's ``decode`` takes it)."""
-    frame = memoryview(frame)
+    cmd, body = decode_frame_view(memoryview(frame))
+    cmd.body = bytes(body)
+    return cmd
+
+
+def decode_frame_view(frame: memoryview) -> tuple[RemotingCommand, memoryview]:
+    """A frame (without its length word) as its command with an empty body, and the body as a view of
+    ``frame``: a reader that decodes a large pull body in place skips the body's copy."""
     if len(frame) < 4:
         raise FrameError(f"frame of {len(frame)} bytes has no header-length word")
     word = _INT.unpack_from(frame)[0] & 0xFFFFFFFF
     _check_header_length(word, len(frame) - 4)
     header_len = word & _HEADER_LEN_MASK
-    return _command(word >> 24, frame[4 : 4 + header_len], bytes(frame[4 + header_len :]))
+    return _command(word >> 24, frame[4 : 4 + header_len], b""), frame[4 + header_len :]
 
 
 def _check_header_length(word: int, after_word: int) -> None:
