@@ -18,14 +18,14 @@ import ssl
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.requester import Requester
-from spark_mq.client.results import PULL_STATUS_BY_CODE, PullResult
+from spark_mq.client.results import PULL_STATUS_BY_CODE, PullResult, pull_result_of
 from spark_mq.common.errors import FrameError, RemotingConnectError, RemotingTimeoutError
 from spark_mq.common.tls import CLIENT_CERT_REFUSED, handshake_failure
 from spark_mq.remoting.client import split_addr
 from spark_mq.remoting.codec import DEFAULT_MAX_FRAME, decode_frame_view, encode
-from spark_mq.remoting.codes import RequestCode, ResponseCode
+from spark_mq.remoting.codes import RequestCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from spark_mq.remoting.headers import PullMessageRequestHeader
 
 CONNECT_TIMEOUT_S = 3.0  # as SyncMQClientAPI's default
 _FIRST_BUFFER = 4 * 1024 * 1024  # one default pull (8,192 x 100 B units: 2.25 MB) fits without growing
@@ -79,9 +79,7 @@ class PullChannel:
         if response.code not in PULL_STATUS_BY_CODE:
             raise Requester.error(response, addr, RequestCode.PULL_MESSAGE, signed=self._credentials is not None)
         self._answered.add(addr)
-        out = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-        return PullResult(PULL_STATUS_BY_CODE[response.code], out.next_begin_offset, out.min_offset, out.max_offset,
-                          out.suggest_which_broker_id, body if response.code == ResponseCode.SUCCESS else b"")
+        return pull_result_of(response, body)
 
     def _response(self, sock: socket.socket, opaque: int) -> tuple[RemotingCommand, memoryview]:
         """The response to request ``opaque`` (anything else the broker sends first is skipped): its header

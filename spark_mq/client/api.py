@@ -46,7 +46,13 @@ from spark_mq.client.admin_requests import AdminRequests
 from spark_mq.client.namesrv_requests import NamesrvRequests
 from spark_mq.client.offset_requests import OffsetRequests
 from spark_mq.client.pop_requests import PopRequests
-from spark_mq.client.results import PULL_STATUS_BY_CODE, SEND_STATUS_BY_CODE, PullResult, SendResult
+from spark_mq.client.results import (
+    PULL_STATUS_BY_CODE,
+    SEND_STATUS_BY_CODE,
+    PullResult,
+    SendResult,
+    pull_result_of,
+)
 from spark_mq.common.errors import BodyError, HeaderError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import AUTO_CREATE_TOPIC
@@ -73,7 +79,6 @@ from spark_mq.remoting.headers import (
     GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
     PullMessageRequestHeader,
-    PullMessageResponseHeader,
     ResetOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
@@ -292,13 +297,9 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
         cmd = RemotingCommand(code=int(RequestCode.PULL_MESSAGE), ext_fields=header.to_ext_fields())
 
         def result(response: RemotingCommand) -> Any:
-            status = PULL_STATUS_BY_CODE.get(response.code)
-            if status is None:
+            if response.code not in PULL_STATUS_BY_CODE:
                 raise self.error(response, addr, RequestCode.PULL_MESSAGE, signed=self.remoting.credentials is not None)
-            out = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
-            body = response.body if response.code == ResponseCode.SUCCESS else b""
-            pulled = PullResult(status, out.next_begin_offset, out.min_offset, out.max_offset,
-                                out.suggest_which_broker_id, body)
+            pulled = pull_result_of(response, response.body)
             return pulled if answered is None else answered(pulled)
 
         return await self.remoting.invoke(addr, cmd, timeout, result)

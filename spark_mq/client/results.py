@@ -20,6 +20,8 @@ from spark_mq.common.unit.chain import back_to_back_units
 from spark_mq.common.unit.decode import StoredMessage, decode_messages
 from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC, unit_fits_at
 from spark_mq.remoting.codes import ResponseCode
+from spark_mq.remoting.command import RemotingCommand
+from spark_mq.remoting.headers import PullMessageResponseHeader
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 
@@ -109,6 +111,14 @@ class PullResult:
         several times faster than ``messages()`` for a large pull. Raises BatchBodyError on a
         torn body; empty unless FOUND."""
         return StoredBatch.decode(bytes(self.body), pull_body_starts(self.body, check_crc))
+
+
+def pull_result_of(response: RemotingCommand, body: bytes | memoryview) -> PullResult:
+    """A PULL_MESSAGE answer whose code is a pull status (in ``PULL_STATUS_BY_CODE``) as a ``PullResult``;
+    ``body``: its body, or a view of it for a reader that decodes in place."""
+    out = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+    return PullResult(PULL_STATUS_BY_CODE[response.code], out.next_begin_offset, out.min_offset, out.max_offset,
+                      out.suggest_which_broker_id, body if response.code == ResponseCode.SUCCESS else b"")
 
 
 VECTOR_SPLIT_MIN_BYTES = 16 * 1024  # below ~64 units walking them one by one is faster

@@ -499,10 +499,18 @@ class Connection:
     async def _serve_frames(self, frames: Iterator[RemotingCommand]) -> None:
         """A server's frames dispatched in order, each request once it has a slot."""
         for cmd in frames:
-            if self._max_in_flight and not cmd.flag & RESPONSE_FLAG and not self._take_slot_now():
+            if self._no_slot_for(cmd):
                 self._frame_since = None
                 await self._wait_for_slot()
             self._dispatch(cmd)
+        self._time_partial_frame()
+
+    def _no_slot_for(self, cmd: RemotingCommand) -> bool:
+        """True when ``cmd`` is a request and no in-flight slot is free for it now (else it holds one)."""
+        return bool(self._max_in_flight) and not cmd.flag & RESPONSE_FLAG and not self._take_slot_now()
+
+    def _time_partial_frame(self) -> None:
+        """Start the slow-frame clock when a chunk left part of a frame (keep it if it runs), stop it otherwise."""
         self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
 
     def _take_requests(self, data: bytes) -> None:
@@ -517,7 +525,7 @@ class Connection:
                 self._backlog = frames
             else:
                 for cmd in frames:
-                    if self._max_in_flight and not cmd.flag & RESPONSE_FLAG and not self._take_slot_now():
+                    if self._no_slot_for(cmd):
                         self._backlog = itertools.chain((cmd,), frames)
                         break
                     self._dispatch(cmd)
@@ -528,7 +536,7 @@ class Connection:
         if self._backlog is not None:
             self._intake.interrupt()
         else:
-            self._frame_since = (self._frame_since or self._last_read) if self._decoder.buffered else None
+            self._time_partial_frame()
 
     def _feed(self, data: bytes) -> None:
         """A client connection's chunk decoded and its frames dispatched (no slots, no write-buffer bound)."""

@@ -105,9 +105,10 @@ class PullHoldService:
         for offset, fut, answer in self._waiters.get((topic, queue_id), ()):
             if offset < max_offset and not fut.done():
                 why = put if put is not None and offset == put.queue_offset else True
-                fut.set_result(ANSWERED if answer is not None and _answered(answer, why) else why)
+                answered = answer is not None and _answered(answer, why)
+                fut.set_result(ANSWERED if answered else why)
                 woken += 1
-                deferred += fut.result() is not ANSWERED
+                deferred += not answered
         self.deferred = deferred
         return woken
 
