@@ -71,8 +71,11 @@ c = PushConsumer(sys.argv[5])
 c.set_namesrv_addr(sys.argv[3])
 if ak:
     c.set_session_credentials(ak, sk, "ALIYUN")
+out = threading.Lock()  # the library calls back on several threads at once: one whole line each
 def on(msg):
-    print("MSG", msg.body.decode(), flush=True)
+    with out:
+        sys.stdout.write(f"MSG {msg.body.decode()}\\n")
+        sys.stdout.flush()
 c.subscribe(sys.argv[4], on)
 c.start()
 print("READY", flush=True)
