@@ -338,7 +338,7 @@ class Dispatcher:
         self.stalled: str | None = None  # why dispatch is paused (a full disk), None while it runs
         self._retry_at = 0.0
         self._lock = threading.Lock()
-        self.key_prefix_cache: dict[str, int] = {}
+        self._key_prefixes: dict[str, int] = {}
         self._enqueued = 0  # messages, written by enqueue only
         self._done = 0  # messages, written by the dispatch pass only
         self._last_enqueue = 0.0
@@ -376,9 +376,9 @@ class Dispatcher:
 
     def key_prefix(self, topic: str) -> int:
         """The hash of ``topic + "#"``, where every index key hash of ``topic`` starts (cached)."""
-        h = self.key_prefix_cache.get(topic)
+        h = self._key_prefixes.get(topic)
         if h is None:
-            h = self.key_prefix_cache[topic] = java_hash(topic + "#")
+            h = self._key_prefixes[topic] = java_hash(topic + "#")
         return h
 
     def catch_up(self) -> int:
