@@ -62,7 +62,7 @@ _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
 _MAX_FAST_DIGITS = 19  # a decimal this short is read by int() at once; a longer one by the full check
 _TRUE = frozenset({"true", "1"})
 _FALSE = frozenset({"false", "0", ""})
-_TEXT, _NUMBER, _FLAG, _CHECKED = range(4)  # Header.fields_of's inline paths; _CHECKED: always _parse
+_TEXT, _NUMBER, _FLAG, _NAMED = range(4)  # Header.fields_of's inline paths: a value of each kind as usually sent
 
 H = TypeVar("H", bound="Header")
 
@@ -131,9 +131,9 @@ class _Spec:
 
 
 def _fast_kind(s: _Spec) -> int:
-    """Which of ``Header.fields_of``'s inline paths a field's usual value takes (a name with a rule: none)."""
+    """Which of ``Header.fields_of``'s inline paths a field's usual value takes."""
     if s.kind == "str":
-        return _TEXT if s.rule is None else _CHECKED
+        return _TEXT if s.rule is None else _NAMED
     return _FLAG if s.kind == "bool" else _NUMBER
 
 
@@ -234,6 +234,14 @@ class Header(LazyDataclass):
             elif kind == _FLAG and (raw == "true" or raw == "false"):
                 kwargs[attr] = raw == "true"
                 continue
+            elif kind == _NAMED and type(raw) is str and raw:
+                try:
+                    s.rule(raw)  # type: ignore[misc]  # a _NAMED field has its rule
+                except InvalidNameError:
+                    pass  # _parse says why, as a HeaderError
+                else:
+                    kwargs[attr] = raw
+                    continue
             kwargs[attr] = cls._parse(s, raw)
         return kwargs
 
