@@ -211,8 +211,8 @@ class Header(LazyDataclass):
     @classmethod
     def fields_of(cls, ext: typing.Mapping[str, Any] | None) -> dict[str, Any]:
         """The checked field values of ``ext`` by attribute name (what ``from_ext_fields`` builds the header of).
-        The usual value (a plain string, a short non-negative decimal, "true"/"false") is taken inline;
-        anything else goes through ``_parse``, which checks it fully and says what is wrong."""
+        The usual value (a plain string, a short non-negative decimal, "true"/"false", a name its rule accepts) is
+        taken inline; anything else goes through ``_parse``, which checks it fully and says what is wrong."""
         get = (ext or {}).get
         kwargs: dict[str, Any] = {}
         for s, attr, wire, kind, hi in cls._plan()[0]:
@@ -221,8 +221,7 @@ class Header(LazyDataclass):
                 if s.required:
                     raise HeaderError(cls.label(), wire, f"{cls._alias(s)}is missing")
                 continue
-            # str.isdigit alone would take other scripts' digits: Java's parseInt takes ASCII only
-            if kind == _NUMBER:
+            if kind == _NUMBER:  # str.isdigit alone would take other scripts' digits: Java's parseInt takes ASCII only
                 if (type(raw) is str and len(raw) < _MAX_FAST_DIGITS and raw.isascii() and raw.isdigit()
                         and (value := int(raw)) <= hi):
                     kwargs[attr] = value
