@@ -63,6 +63,7 @@ _BIN_FIXED = struct.Struct(">hbhii")
 _I16 = struct.Struct(">h")
 _HEADER_LEN_MASK = 0xFFFFFF
 _STR_ONLY = frozenset({str})  # extFields values taken as they are
+_SERIALIZE_NAMES = {t: t.name for t in SerializeType}  # what the JSON header's serializeTypeCurrentRPC says
 
 
 def encode(cmd: RemotingCommand) -> bytes:
@@ -94,7 +95,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     doc["opaque"] = cmd.opaque
     if cmd.remark is not None:
         doc["remark"] = cmd.remark
-    doc["serializeTypeCurrentRPC"] = SerializeType(cmd.serialize_type).name
+    doc["serializeTypeCurrentRPC"] = _SERIALIZE_NAMES[cmd.serialize_type]
     doc["version"] = cmd.version
     return dumps_header(doc)
 
@@ -197,16 +198,15 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
     # Java's headers carry strings only: taken as they are; others converted
     ext = raw_ext if _STR_ONLY.issuperset(map(type, raw_ext.values())) else _scalars_as_strings(raw_ext)
     kind = doc.get("serializeTypeCurrentRPC")
-    return RemotingCommand(
-        code=code,
-        language=language,
-        version=_int_field(doc, "version", 0),
-        opaque=_int_field(doc, "opaque", 0),
-        flag=_int_field(doc, "flag", 0),
-        remark=remark,
-        ext_fields=ext,
-        serialize_type=SerializeType.ROCKETMQ if kind == "ROCKETMQ" else SerializeType.JSON,
-    )
+    # an integer as sent taken as it is: _int_field only for what is not one (it says what is wrong)
+    if type(version := doc.get("version", 0)) is not int:
+        version = _int_field(doc, "version", 0)
+    if type(opaque := doc.get("opaque", 0)) is not int:
+        opaque = _int_field(doc, "opaque", 0)
+    if type(flag := doc.get("flag", 0)) is not int:
+        flag = _int_field(doc, "flag", 0)
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, b"",
+                           SerializeType.ROCKETMQ if kind == "ROCKETMQ" else SerializeType.JSON)
 
 
 def _decode_binary_header(header: memoryview) -> RemotingCommand:

@@ -38,7 +38,8 @@ def header_instances(draw):
 def test_every_header_round_trips_through_string_ext_fields(header):
     ext = header.to_ext_fields()
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in ext.items())
-    assert type(header).from_ext_fields(ext) == header
+    parsed = type(header).from_ext_fields(ext)
+    assert parsed == header and hash(parsed) == hash(header) and repr(parsed) == repr(header)
 
 
 def test_every_request_name_is_a_request_code():
@@ -222,3 +223,6 @@ def test_java_integer_forms_accepted():
 def test_headers_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         _send_v1().topic = "x"  # type: ignore[misc]
+    parsed = h.parse_send_request_header(310, _send_v1().to_v2().to_ext_fields())  # built without __init__
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        parsed.topic = "x"  # type: ignore[misc]
