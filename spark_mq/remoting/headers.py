@@ -165,14 +165,14 @@ class Header(LazyDataclass):
     def specs(cls) -> tuple[_Spec, ...]:
         if not cls.__dict__.get("_specs"):
             hints = typing.get_type_hints(cls, include_extras=True)
+            fields = dataclasses.fields(realize(cls))  # type: ignore[arg-type]
+            if factories := [f.name for f in fields if f.default_factory is not dataclasses.MISSING]:
+                raise TypeError(f"{cls.__name__}: header fields take plain defaults (of_fields copies them), "
+                                f"not default_factory: {factories}")
             cls._specs = tuple(
-                _Spec(
-                    f.name,
-                    f.metadata.get("wire", _camel(f.name)),
-                    *_kind(hints[f.name]),
-                    required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-                )
-                for f in dataclasses.fields(realize(cls))  # type: ignore[arg-type]
+                _Spec(f.name, f.metadata.get("wire", _camel(f.name)), *_kind(hints[f.name]),
+                      required=f.default is dataclasses.MISSING)
+                for f in fields
             )
         return cls._specs
 

@@ -226,3 +226,15 @@ def test_headers_are_frozen():
     parsed = h.parse_send_request_header(310, _send_v1().to_v2().to_ext_fields())  # built without __init__
     with pytest.raises(dataclasses.FrozenInstanceError):
         parsed.topic = "x"  # type: ignore[misc]
+
+
+def test_a_header_field_with_a_default_factory_is_refused():
+    """``of_fields`` copies plain defaults into a parsed header: a factory's value would be missing from it."""
+
+    @h.header("TEST_FACTORY")
+    class FactoryHeader(h.Header):
+        topic: str
+        extra: str = dataclasses.field(default_factory=str)
+
+    with pytest.raises(TypeError, match="default_factory: \\['extra'\\]"):
+        FactoryHeader.from_ext_fields({"topic": "t"})
