@@ -34,6 +34,7 @@ from spark_mq.remoting.command import RemotingCommand
 
 from ._support import pull_header, send_header
 from .test_admin import scrape
+from .test_sql92_filters import mapped
 
 SQL92_REMARK = "The broker does not support consumer to filter message by SQL92"
 QUEUES = 4
@@ -91,6 +92,7 @@ def test_sql92_subscriptions_get_an_error_not_silence(broker, api, raw):
     resp = raw.invoke(broker.addr, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, None, tag_body))
     assert resp.code == ResponseCode.SUCCESS
     assert refusals(broker, "sql92") == before + 4
+    assert "libarrow" not in mapped(broker.server.pid)  # the filter engine stays out of a broker with it off
 
 
 def test_tag_subscriptions_keep_working(broker, api):
