@@ -1,10 +1,9 @@
-"""Helpers of the pop tests: topics, groups with a retry limit, numbered messages."""
+"""Helpers of the pop tests: groups with a retry limit, numbered messages."""
 
 from __future__ import annotations
 
 from servers import Broker, unique
 
-from spark_mq.client.admin import SyncAdmin
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.common.message import Message
@@ -15,14 +14,6 @@ from spark_mq.remoting.command import RemotingCommand
 
 # invisible times of 1 s (the broker's minimum) make redeliveries fast; queues switch modes after 1 s
 POP_CONF = "popModeSwitchMillis=1000\n"
-
-
-def create_topic(broker: Broker, topic: str, queues: int) -> None:
-    """Create ``topic`` on ``broker`` as ``spark-mq admin topic create`` does: waiting until the NameServer routes
-    it. The broker registers it in the background: a producer asking sooner would borrow TBW102's 4-queue route,
-    and an ordered send to queue 2 or 3 of a 2-queue topic is refused ("request queueId[2] is illegal")."""
-    with SyncAdmin(ClientConfig(broker.namesrv)) as admin:
-        admin.create_topic(topic, broker_addr=broker.addr, read_queue_nums=queues, write_queue_nums=queues)
 
 
 def create_group(broker: Broker, group: str, retry_max_times: int) -> None:
