@@ -49,6 +49,7 @@ class Sql92Filters:
         """Load the filter engine while the broker starts, not at the first SQL92 subscription: that imports
         pyarrow, and pyarrow's first array imports pandas (together 1-3 s on a loaded machine), all on the event
         loop, where every connection's requests waited behind them (a pull once went unanswered for 5 s)."""
+        # lazy import: only a broker with the filter on loads the engine
         import pyarrow as pa
 
         from spark_mq.filter.evaluate import Sql92Filter
