@@ -5,7 +5,8 @@ units with it in one vectorised pass, and answer CHECK_CLIENT_CONFIG.
 A bad expression is answered SUBSCRIPTION_PARSE_FAILED with the parse error and its position (line
 and column), at CHECK_CLIENT_CONFIG (a consumer's subscribe), at a heartbeat and at a pull; it is
 logged once per expression as one WARNING line, never a traceback. With ``enablePropertyFilter`` off
-every SQL92 subscription is refused as before (UnservedFeatures).
+every SQL92 subscription is refused as before (UnservedFeatures), and the engine (pyarrow) is never loaded; with
+it on, the engine is loaded while the broker starts.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_COMPILED = 1024  # distinct expressions kept compiled (RocketMQ's parse cache keeps 100)
+WARM_UP_EXPRESSION = "a > 1"  # evaluated once at start (``_load_engine``)
 
 
 class Sql92Filters:
@@ -39,13 +41,27 @@ class Sql92Filters:
         self.enabled = enabled
         self.unserved = unserved
         self._compiled: OrderedDict[str, Sql92Filter | FilterParseError] = OrderedDict()
+        if enabled:
+            self._load_engine()
+
+    @staticmethod
+    def _load_engine() -> None:
+        """Load the filter engine while the broker starts, not at the first SQL92 subscription: that imports
+        pyarrow, and pyarrow's first array imports pandas (together 1-3 s on a loaded machine), all on the event
+        loop, where every connection's requests waited behind them (a pull once went unanswered for 5 s)."""
+        # lazy import: only a broker with the filter on loads the engine
+        import pyarrow as pa
+
+        from spark_mq.filter.evaluate import Sql92Filter
+
+        Sql92Filter.compile(WARM_UP_EXPRESSION).matches({"a": pa.array(["2"])}, 1)
 
     def register_on(self, server) -> None:
         server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     def compile(self, expression: str) -> Sql92Filter | FilterParseError:
         """The filter of ``expression``, or why it does not parse (cached either way)."""
-        # lazy import: pyarrow and the SQL92 grammar stay out of a broker's start (until a SQL92 subscription)
+        # lazy import: pyarrow and the SQL92 grammar stay out of the start of a broker with the filter off
         from spark_mq.filter.evaluate import Sql92Filter
         from spark_mq.filter.sql92 import FilterParseError
 

@@ -1,4 +1,4 @@
-"""Helpers of the pop tests: topics, groups with a retry limit, numbered messages."""
+"""Helpers of the pop tests: groups with a retry limit, numbered messages."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from servers import Broker, unique
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
-from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 from spark_mq.remoting.bodies import SubscriptionGroupConfig
 from spark_mq.remoting.client import SyncRemotingClient
@@ -15,11 +14,6 @@ from spark_mq.remoting.command import RemotingCommand
 
 # invisible times of 1 s (the broker's minimum) make redeliveries fast; queues switch modes after 1 s
 POP_CONF = "popModeSwitchMillis=1000\n"
-
-
-def create_topic(broker: Broker, topic: str, queues: int) -> None:
-    with SyncMQClientAPI() as api:
-        api.create_topic(broker.addr, topic, queues, queues)
 
 
 def create_group(broker: Broker, group: str, retry_max_times: int) -> None:

@@ -1,5 +1,5 @@
-"""Shared pieces of the broker integration tests: builders for the request headers the tests send
-(the ``spark-mq namesrv`` / ``spark-mq broker`` subprocesses come from ``tests/servers.py``)."""
+"""Shared pieces of the broker integration tests: builders for the request headers the tests send, topics created
+as a user creates them (the ``spark-mq namesrv`` / ``spark-mq broker`` subprocesses come from ``tests/servers.py``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,24 @@ import socket
 import struct
 import time
 
+from servers import Broker
+
+from spark_mq.client.admin import SyncAdmin
+from spark_mq.client.config import ClientConfig
 from spark_mq.common.properties import encode_properties
 from spark_mq.remoting.codec import decode_frame, encode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader, build_pull_sys_flag
+
+
+def create_routed_topic(broker: Broker, topic: str, queues: int) -> None:
+    """Create ``topic`` on ``broker`` as ``spark-mq admin topic create`` does: waiting until the NameServer routes
+    it. The broker registers it in the background, and a client asking sooner finds no route: a producer borrows
+    TBW102's 4-queue route (an ordered send to queue 2 of a 2-queue topic is refused: "request queueId[2] is
+    illegal"), a consumer's SQL92 subscribe is checked by no broker."""
+    with SyncAdmin(ClientConfig(broker.namesrv)) as admin:
+        admin.create_topic(topic, broker_addr=broker.addr, read_queue_nums=queues, write_queue_nums=queues)
+
 
 # --- request builders -----------------------------------------------------------------------
 

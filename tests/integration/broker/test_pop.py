@@ -27,9 +27,9 @@ from spark_mq.remoting.headers import (
     PopMessageRequestHeader,
 )
 
-from ._pop_support import POP_CONF, create_group, create_topic, send_numbered
+from ._pop_support import POP_CONF, create_group, send_numbered
 from ._scheduled import metric
-from ._support import pull_header
+from ._support import create_routed_topic, pull_header
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def numbers(messages) -> list[int]:
 
 def test_receive_ack_and_unacked_messages_come_back_after_their_invisible_time(broker, namesrv):
     topic, group = unique("PopT"), unique("pop_g")
-    create_topic(broker, topic, 4)
+    create_routed_topic(broker, topic, 4)
     send_numbered(namesrv, topic, 40)
     with consumer(namesrv, group, topic) as c:
         got = drain(c, invisible_s=2.0)
@@ -83,7 +83,7 @@ def test_receive_ack_and_unacked_messages_come_back_after_their_invisible_time(b
 
 def test_change_invisible_duration_keeps_a_message_invisible_and_renews_its_receipt(broker, namesrv):
     topic, group = unique("PopCi"), unique("pop_ci")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 2)
     with consumer(namesrv, group, topic) as c:
         first, second = drain(c, invisible_s=1.0)
@@ -98,7 +98,7 @@ def test_change_invisible_duration_keeps_a_message_invisible_and_renews_its_rece
 
 def test_peek_hands_nothing_out_and_pop_filters_by_tag(broker, namesrv, api):
     topic, group = unique("PopPk"), unique("pop_pk")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 5, tags="a")
     send_numbered(namesrv, topic, 5, start=5, tags="b")
     peek = raw(broker, RequestCode.PEEK_MESSAGE, PeekMessageRequestHeader(
@@ -119,7 +119,7 @@ def raw(broker, code: RequestCode, header) -> RemotingCommand:
 
 def test_pop_filters_by_sql92_and_a_bad_expression_is_refused_with_its_position(broker, namesrv):
     topic, group = unique("PopSql"), unique("pop_sql")
-    create_topic(broker, topic, 2)
+    create_routed_topic(broker, topic, 2)
     with SyncProducer(unique("pop_producer"), ClientConfig(namesrv)) as producer:
         producer.start()
         for i in range(20):
@@ -137,7 +137,7 @@ def test_pop_filters_by_sql92_and_a_bad_expression_is_refused_with_its_position(
 
 def test_four_consumers_popping_one_queue_get_disjoint_messages(broker, namesrv):
     topic, group = unique("PopDj"), unique("pop_dj")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 400)
     seen: list[list[int]] = [[] for _ in range(4)]
 
@@ -160,7 +160,7 @@ def test_four_consumers_popping_one_queue_get_disjoint_messages(broker, namesrv)
 
 def test_orderly_pop_hands_a_queues_next_message_out_only_after_the_previous_is_acknowledged(broker, namesrv):
     topic, group = unique("PopOrd"), unique("pop_ord")
-    create_topic(broker, topic, 2)
+    create_routed_topic(broker, topic, 2)
     queue_of = send_numbered(namesrv, topic, 20, keyed=True)
     with consumer(namesrv, group, topic, order=True) as c:
         first = c.receive(1, 2.0, 1.0)
@@ -181,7 +181,7 @@ def test_orderly_pop_hands_a_queues_next_message_out_only_after_the_previous_is_
 
 def test_a_message_never_acknowledged_goes_to_the_dlq_after_the_groups_max_reconsume_times(broker, namesrv, api):
     topic, group = unique("PopDlq"), unique("pop_dlq")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     create_group(broker, group, retry_max_times=2)
     send_numbered(namesrv, topic, 1)
     dlq = f"%DLQ%{group}"
@@ -196,7 +196,7 @@ def test_a_message_never_acknowledged_goes_to_the_dlq_after_the_groups_max_recon
 
 def test_one_group_does_not_pop_and_pull_one_queue_at_once_but_can_switch(broker, namesrv, api):
     topic, group = unique("PopMix"), unique("pop_mix")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 4)
     with consumer(namesrv, group, topic) as c:
         got = c.receive(2, 30.0, 0.5)
@@ -214,7 +214,7 @@ def test_one_group_does_not_pop_and_pull_one_queue_at_once_but_can_switch(broker
 
 def test_raw_pop_answers_rocketmqs_headers(broker, namesrv, api):
     topic, group = unique("PopRaw"), unique("pop_raw")
-    create_topic(broker, topic, 2)
+    create_routed_topic(broker, topic, 2)
     send_numbered(namesrv, topic, 4)
     resp = raw(broker, RequestCode.POP_MESSAGE, PopMessageRequestHeader(
         consumer_group=group, topic=topic, queue_id=-1, max_msg_nums=32, invisible_time=60_000, poll_time=0,
@@ -228,7 +228,7 @@ def test_raw_pop_answers_rocketmqs_headers(broker, namesrv, api):
 
 def test_batch_ack_notification_and_polling_info_over_raw_remoting(broker, namesrv):
     topic, group = unique("PopBa"), unique("pop_ba")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 4)
     note = raw(broker, RequestCode.NOTIFICATION, NotificationRequestHeader(
         consumer_group=group, topic=topic, queue_id=-1, poll_time=0, born_time=int(time.time() * 1000)))
@@ -258,7 +258,7 @@ def test_batch_ack_notification_and_polling_info_over_raw_remoting(broker, names
 
 def test_a_timer_message_is_popped_once_due_not_before(broker, namesrv):
     topic, group = unique("PopTimer"), unique("pop_timer")
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     due = int(time.time() * 1000) + 2000
     with SyncProducer(unique("pop_producer"), ClientConfig(namesrv)) as producer:
         producer.start()

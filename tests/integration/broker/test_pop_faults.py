@@ -19,7 +19,8 @@ from servers import unique
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.simple_consumer import SyncSimpleConsumer
 
-from ._pop_support import POP_CONF, create_topic, send_numbered
+from ._pop_support import POP_CONF, send_numbered
+from ._support import create_routed_topic
 
 INVISIBLE_S = 2.0
 
@@ -69,7 +70,7 @@ def consume_all(c: SyncSimpleConsumer, expect: int, timeout_s: float = 30.0) -> 
 def test_messages_a_killed_consumer_held_come_back_to_the_others_and_are_the_only_duplicates(
         broker, namesrv, tmp_path, order):
     topic, group = unique("PopKill"), unique("pop_kill")
-    create_topic(broker, topic, 2)
+    create_routed_topic(broker, topic, 2)
     queue_of = send_numbered(namesrv, topic, 100, keyed=True)
     proc, held = crashy_holder(namesrv, topic, group, tmp_path, order)
     try:
@@ -103,7 +104,7 @@ def test_a_broker_killed_with_messages_in_flight_loses_nothing_and_redelivers_on
         own_broker, namesrv):
     broker = own_broker("popcrash")
     topic, group = unique("PopBk"), unique("pop_bk")
-    create_topic(broker, topic, 2)
+    create_routed_topic(broker, topic, 2)
     send_numbered(namesrv, topic, 100)
     with consumer(namesrv, group, topic) as c:
         popped = []
@@ -133,7 +134,7 @@ def test_consumers_killed_again_and_again_while_others_work_lose_nothing_and_dup
     batch and are SIGKILLed holding it, one by one: every message is acknowledged, and the messages received twice are
     exactly those the killed ones held."""
     topic, group, count = unique("PopChurn"), unique("pop_churn"), 2000
-    create_topic(broker, topic, 2)
+    create_routed_topic(broker, topic, 2)
     send_numbered(namesrv, topic, count)
     received: Counter[int] = Counter()
     acked: set[int] = set()

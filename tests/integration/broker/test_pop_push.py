@@ -14,7 +14,8 @@ from servers import unique, wait_until
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.pop_push_consumer import SyncPopPushConsumer
 
-from ._pop_support import POP_CONF, create_topic, send_numbered
+from ._pop_support import POP_CONF, send_numbered
+from ._support import create_routed_topic
 
 TIMEOUT_S = 30
 
@@ -53,7 +54,7 @@ def push(namesrv: str, group: str, topic: str, listener, **options) -> SyncPopPu
 
 def test_consumes_everything_exactly_once_when_nothing_fails(broker, namesrv):
     topic, group, seen = unique("PopPush"), unique("pp"), Seen()
-    create_topic(broker, topic, 4)
+    create_routed_topic(broker, topic, 4)
     send_numbered(namesrv, topic, 400)
     consumers = [push(namesrv, group, topic, lambda ms, w=w: seen.record(w, ms) or True, consume_batch_size=4)
                  for w in ("a", "b")]
@@ -69,7 +70,7 @@ def test_consumes_everything_exactly_once_when_nothing_fails(broker, namesrv):
 
 def test_more_consumers_than_queues_all_get_work(broker, namesrv):
     topic, group, seen = unique("PopPushShare"), unique("pp"), Seen()
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 90)
 
     def slowish(who):
@@ -92,7 +93,7 @@ def test_more_consumers_than_queues_all_get_work(broker, namesrv):
 
 def test_a_slow_consumer_does_not_hold_the_queue_and_its_messages_are_renewed_not_redelivered(broker, namesrv):
     topic, group, seen = unique("PopPushSlow"), unique("pp"), Seen()
-    create_topic(broker, topic, 1)
+    create_routed_topic(broker, topic, 1)
     send_numbered(namesrv, topic, 60)
     slow_busy = threading.Event()
 
@@ -118,7 +119,7 @@ def test_a_slow_consumer_does_not_hold_the_queue_and_its_messages_are_renewed_no
 
 def test_a_failed_message_comes_back_after_the_retry_delay_and_orderly_keeps_each_queues_order(broker, namesrv):
     topic, group, seen = unique("PopPushRetry"), unique("pp"), Seen()
-    create_topic(broker, topic, 4)
+    create_routed_topic(broker, topic, 4)
     send_numbered(namesrv, topic, 20)
     failed_at: dict[int, float] = {}
 
@@ -138,7 +139,7 @@ def test_a_failed_message_comes_back_after_the_retry_delay_and_orderly_keeps_eac
     assert set(seen.all()) == set(range(20)) and set(seen.all().values()) == {1}
 
     topic, group, seen = unique("PopPushOrderly"), unique("pp"), Seen()
-    create_topic(broker, topic, 4)
+    create_routed_topic(broker, topic, 4)
     queue_of = send_numbered(namesrv, topic, 80, keyed=True)
     failed = threading.Event()
 

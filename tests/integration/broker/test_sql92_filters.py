@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
+from pathlib import Path
 
 import pytest
 from servers import unique, wait_until
@@ -183,3 +184,17 @@ def test_a_bad_expression_fails_everywhere_with_its_position(namesrv, broker, ap
         push.shutdown()
     # the broker lives on and still serves good expressions
     assert pull_all(api, broker, unique("g"), name, CASES[0][0])
+
+
+def mapped(pid: int) -> str:
+    """The files a process has mapped (its loaded shared libraries among them)."""
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_filter_engine_is_loaded_before_the_broker_serves(own_broker):
+    """Loaded at the first SQL92 subscription instead, pyarrow (and pandas, which pyarrow's first array imports)
+    held every connection's requests on the event loop for 1-3 s on a loaded machine: a pull once got no answer
+    within 5 s."""
+    broker = own_broker("sql92_start", "enablePropertyFilter=true\n")
+    libraries = mapped(broker.server.pid)
+    assert "libarrow" in libraries and "pandas/_libs" in libraries

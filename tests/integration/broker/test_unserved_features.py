@@ -32,8 +32,9 @@ from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import pull_header, send_header
+from ._support import create_routed_topic, pull_header, send_header
 from .test_admin import scrape
+from .test_sql92_filters import mapped
 
 SQL92_REMARK = "The broker does not support consumer to filter message by SQL92"
 QUEUES = 4
@@ -91,6 +92,7 @@ def test_sql92_subscriptions_get_an_error_not_silence(broker, api, raw):
     resp = raw.invoke(broker.addr, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, None, tag_body))
     assert resp.code == ResponseCode.SUCCESS
     assert refusals(broker, "sql92") == before + 4
+    assert "libarrow" not in mapped(broker.server.pid)  # the filter engine stays out of a broker with it off
 
 
 def test_tag_subscriptions_keep_working(broker, api):
@@ -114,7 +116,7 @@ def test_our_consumers_surface_the_refusal_at_subscribe(namesrv, broker, api):
     """With enablePropertyFilter off (the default), our consumers' SQL92 subscribe fails with the
     broker's reason (CHECK_CLIENT_CONFIG), and an unknown expression type is refused up front."""
     topic = unique("Sql92Off")
-    api.create_topic(broker.addr, topic, QUEUES, QUEUES)
+    create_routed_topic(broker, topic, QUEUES)  # routed: a subscribe without a route is checked by no broker
     cfg = ClientConfig(namesrv_addr=namesrv)
     with SyncLitePullConsumer(unique("lite_sql"), cfg) as lite:
         with pytest.raises(MQClientError, match=SQL92_REMARK) as e:

@@ -18,6 +18,8 @@ from spark_mq.common.errors import MQClientError
 from spark_mq.remoting.bodies import ConsumerData, SubscriptionData
 from spark_mq.remoting.codes import ResponseCode
 
+from ._producer_support import create_topic
+
 QUEUES = 4
 
 
@@ -34,8 +36,8 @@ async def join(namesrv: str, group: str, topic: str) -> GroupMembership:
 
 def test_two_members_split_lock_hand_over_and_leave(namesrv, broker):
     topic, group = unique("Membership"), unique("membership_group")
-    with SyncMQClientAPI() as api:
-        api.create_topic(broker.addr, topic, QUEUES, QUEUES)
+    with SyncMQClientAPI() as api:  # routed before the members join: they look the topic up once
+        create_topic(api, namesrv, [broker], topic, QUEUES)
 
     async def scenario() -> None:
         a = await join(namesrv, group, topic)
@@ -93,8 +95,8 @@ def test_allocation_is_unknown_without_a_route(namesrv, broker):
 
 def test_broadcasting_members_get_every_queue(namesrv, broker):
     topic = unique("Broadcast")
-    with SyncMQClientAPI() as api:
-        api.create_topic(broker.addr, topic, QUEUES, QUEUES)
+    with SyncMQClientAPI() as api:  # routed before the members join: they look the topic up once
+        create_topic(api, namesrv, [broker], topic, QUEUES)
 
     async def scenario() -> None:
         m = await join(namesrv, unique("bc"), topic)

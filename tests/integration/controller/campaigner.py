@@ -25,8 +25,15 @@ from spark_mq.controller.zookeeper_state_store import ZooKeeperStateStore
 WRITE_INTERVAL_S = 0.05
 
 
+_out = threading.Lock()
+
+
 def say(line: str) -> None:
-    print(line, flush=True)
+    """One whole line: ELECTED and LOST come from the store's callback thread while the main thread writes
+    (``print`` writes the text and its newline apart, so two threads' lines could interleave)."""
+    with _out:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def main() -> int:
