@@ -18,11 +18,13 @@ starts a local[2] SparkSession whose executors run this interpreter, and times, 
                   runner and the sink, without any of our reading; ``spark_mq`` should reach 0.8 of it
 
 each with the full schema and pruned to body, store_timestamp, queue_id, queue_offset (the stream through
-``.schema(...)``, the Parquet read through ``select``) unless ``--schema`` picks one. CPU seconds are split by
-process: the JVM (its own threads), the Python workers reading partitions, Spark's other Python processes (the
-driver-side stream reader and planners, which the JVM starts and reaps), the broker + NameServer, and this
-driver. ``--profile DIR`` then runs each stream case once more under py-spy (every Python process the JVM
-starts) and Java Flight Recorder (the JVM) and prints the top frames of each.
+``.schema(...)``, the Parquet read through ``select``) unless ``--schema`` picks one. After one warm-up run of
+each, the three cases of a schema take turns, each timed run starting one case later (stream, memory, Parquet;
+memory, Parquet, stream; ...), so that the JVM's ongoing compilation and the machine's load fall on all three
+alike. CPU seconds are split by process: the JVM (its own threads), the Python workers reading partitions,
+Spark's other Python processes (the driver-side stream reader and planners, which the JVM starts and reaps), the
+broker + NameServer, and this driver. ``--profile DIR`` then runs each stream case once more under py-spy
+(every Python process the JVM starts) and Java Flight Recorder (the JVM) and prints the top frames of each.
 
 Targets: (issue 13) full schema >= 0.6 of the Parquet read, pruned >= 0.8 of the pruned Parquet read; (issue 27)
 >= 0.8 of the memory stream, full and pruned; in rows/s and in rows per CPU second.
@@ -360,6 +362,14 @@ def jvm_top_frames(jfr: Path) -> dict[str, Any]:
     return {"samples": own.total(), "top": own.most_common(TOP_FRAMES)}
 
 
+def _turn_order(names: list[str], i: int) -> list[str]:
+    """The cases' order in timed run ``i``: each run starts one case later. The JVM still compiles after a
+    warm-up run of each case (JFR: thousands of compilations in the next query, fewer in each one after) and
+    a shared machine's load drifts, so a case always timed before the others would carry more of both."""
+    k = i % len(names)
+    return names[k:] + names[:k]
+
+
 def run(a: Any) -> dict[str, Any]:
     from spark_mq.spark.options import DEFAULT_PULL_BATCH_SIZE
 
@@ -387,9 +397,11 @@ def run(a: Any) -> dict[str, Any]:
                 cases = {f"stream {kind}": lambda _i, d=ddl: stream_ingest(spark, "spark_mq", opts, d, checkpoint()),
                          f"memory {kind}": lambda _i, d=ddl: memory_stream(spark, files, d, checkpoint()),
                          f"parquet {kind}": lambda _i, c=columns: parquet_read(spark, parquet, c, rows)}
-                for name, fn in cases.items():
+                for fn in cases.values():
                     fn(-1)  # warm-up: JIT, Python workers, imports, page cache
-                    med, runs = median_of(a.reps, fn, key=lambda r: r["rows_s"])
+                turns = [{name: cases[name](i) for name in _turn_order(list(cases), i)} for i in range(a.reps)]
+                for name in cases:
+                    med, runs = median_of(a.reps, lambda i, n=name, t=turns: t[i][n], key=lambda r: r["rows_s"])
                     assert med["rows"] == rows, (name, med, rows)
                     results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in runs],
                                      "runs_rows_per_cpu_s": [r["rows_per_cpu_s"] for r in runs]}

@@ -120,7 +120,8 @@ def decode_units_to_arrow(
     def pick(name: str) -> pa.Array:
         found = pairs()
         index = found.last(name)
-        return found.values.take(pa.array(index, mask=index < 0))
+        missing = index < 0
+        return found.values.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
 
     def properties() -> pa.Array:
         found = pairs()
