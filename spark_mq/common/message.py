@@ -7,12 +7,12 @@ walks messages in Python bytecode.
 
 from __future__ import annotations
 
-import functools
 import socket
 import struct
 import time
 from collections.abc import Sequence
 from dataclasses import field
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +74,28 @@ class Message(LazyDataclass):
         return props
 
 
+class _Lengths:
+    """A batch's byte lengths (int64) of the list column ``column``, counted at first use and kept in the
+    instance, a plain attribute from then on (or set by a decoder that has them): ``functools.cached_property``
+    without its lock, which costs a fresh batch ~0.7 µs a column on CPython 3.11 (every put's); a batch is
+    built and read by one thread."""
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, batch: MessageBatch | None, owner: type | None = None) -> Any:
+        if batch is None:
+            return self
+        values = getattr(batch, self.column)
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        batch.__dict__[self.name] = lengths
+        return lengths
+
+
 @lazy_dataclass
 class MessageBatch(LazyDataclass):
     """Messages of one topic bound for one queue, in columns.
@@ -94,13 +116,8 @@ class MessageBatch(LazyDataclass):
     def __len__(self) -> int:
         return len(self.bodies)
 
-    @functools.cached_property
-    def body_lengths(self) -> np.ndarray:
-        return np.fromiter(map(len, self.bodies), dtype=np.int64, count=len(self.bodies))
-
-    @functools.cached_property
-    def property_lengths(self) -> np.ndarray:
-        return np.fromiter(map(len, self.properties), dtype=np.int64, count=len(self.properties))
+    body_lengths = _Lengths("bodies")
+    property_lengths = _Lengths("properties")
 
     @classmethod
     def of(
