@@ -62,7 +62,7 @@ class CommitLog:
         ``queue_offset``. One encode and one memcpy per file touched. ``key_prefix``: see
         ``encode_batch`` (the dispatch info is given only for a batch that fits the last file's room)."""
         sizes = unit_sizes(batch)
-        total = int(np.add.reduce(sizes))
+        total = int(sizes[0]) if sizes.size == 1 else int(np.add.reduce(sizes))  # (a ufunc's fixed cost, ~1 us)
         largest = total if total + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageValidationError(
