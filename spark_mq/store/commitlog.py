@@ -22,7 +22,7 @@ from spark_mq.common.errors import DiskFullError, MessageValidationError, Replic
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
-from spark_mq.common.unit.encode import DispatchInfo, blank_unit, encode_batch, unit_sizes
+from spark_mq.common.unit.encode import DispatchInfo, blank_unit, encode_batch, unit_sizes, units_total
 from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
@@ -62,7 +62,7 @@ class CommitLog:
         ``queue_offset``. One encode and one memcpy per file touched. ``key_prefix``: see
         ``encode_batch`` (the dispatch info is given only for a batch that fits the last file's room)."""
         sizes = unit_sizes(batch)
-        total = int(np.add.reduce(sizes))
+        total = units_total(sizes)
         largest = total if total + END_FILE_MIN_BLANK_LENGTH <= self.file_size else int(sizes.max())
         if largest + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             raise MessageValidationError(
@@ -204,7 +204,7 @@ class CommitLog:
         """Concatenate many units into one buffer, copying each physically contiguous run once."""
         if offsets.size == 0:
             return b""
-        first, total = int(offsets[0]), int(sizes.sum())
+        first, total = int(offsets[0]), units_total(sizes)
         if int(offsets[-1]) + int(sizes[-1]) - first == total:  # one contiguous run: the usual case
             view = self.read(first, total)
             if view is not None:

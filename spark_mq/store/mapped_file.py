@@ -120,8 +120,8 @@ class MappedFile:
         view = memoryview(data).cast("B")
         done = 0
         try:
-            while done < len(view):
-                wrote = os.pwrite(self._fd, view[done:], pos + done)
+            while done < len(view):  # one call but for a short write (a signal, a full disk)
+                wrote = os.pwrite(self._fd, view[done:] if done else view, pos + done)
                 if wrote <= 0:
                     break
                 done += wrote

@@ -27,6 +27,7 @@ from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import MASTER_ID
 from spark_mq.common.java_hash import java_hash
 from spark_mq.common.perm import PERM_READ
+from spark_mq.common.unit.encode import units_total
 from spark_mq.remoting.bodies import SUB_ALL
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -106,7 +107,7 @@ class PullProcessor:
         commitlog as they lie (one contiguous run), with ``min_offset`` from the pull's look before its
         hold (only retention moves it). None when the put is more than the pull takes: read the store."""
         sizes = put.sizes
-        if not 0 < put.count <= max_count or int(sizes.sum()) > DEFAULT_MAX_GET_BYTES:
+        if not 0 < put.count <= max_count or units_total(sizes) > DEFAULT_MAX_GET_BYTES:
             return None
         try:
             data = self.store.commitlog.read_units(put.physical_offsets, sizes)

@@ -42,6 +42,7 @@ from spark_mq.common.message_id import joined_offset_msg_ids
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
 from spark_mq.common.perm import PERM_WRITE
 from spark_mq.common.properties import JoinedProperties
+from spark_mq.common.unit.encode import units_total
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 from spark_mq.remoting.connection import Connection, client_faults
@@ -198,7 +199,7 @@ class SendProcessor:
             return SendOutcome(ResponseCode.MESSAGE_ILLEGAL, str(e))
         except StoreNotWritableError as e:
             return SendOutcome(ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
-        self.metrics.stored(batch.topic, result.count, int(result.sizes.sum()), time.perf_counter() - started)
+        self.metrics.stored(batch.topic, result.count, units_total(result.sizes), time.perf_counter() - started)
         if prepared:
             self.transactions.stored_half(result.queue_offset, batch, props, producer_group, sender)
         if self.ha is not None:

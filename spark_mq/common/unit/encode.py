@@ -62,7 +62,16 @@ def blank_unit(remaining: int) -> bytes:
 
 def unit_sizes(batch: MessageBatch) -> np.ndarray:
     """Encoded size of every message of ``batch``."""
-    return MIN_UNIT_SIZE + len(batch.topic.encode()) + batch.body_lengths + batch.property_lengths
+    fixed = MIN_UNIT_SIZE + len(batch.topic.encode())
+    if len(batch.bodies) == 1:  # a lone message: one small array, not two of lengths and two numpy additions (~2 us)
+        return np.array([fixed + len(batch.bodies[0]) + len(batch.properties[0])], dtype=np.int64)
+    return fixed + batch.body_lengths + batch.property_lengths
+
+
+def units_total(sizes: np.ndarray) -> int:
+    """The bytes of units of ``sizes``: a lone unit's size as it is, without a reduction's fixed cost (~1 us where
+    ``int(sizes[0])`` takes ~0.1; a send of one message sums its sizes several times on its way)."""
+    return int(sizes[0]) if sizes.size == 1 else int(np.add.reduce(sizes))
 
 
 class DispatchInfo(NamedTuple):

@@ -13,7 +13,8 @@ from unit_helpers import FakeClock, KiB, tiny_config
 from spark_mq.common.config import SYNC_FLUSH
 from spark_mq.common.errors import MessageValidationError, StoreLockedError, StoreNotWritableError
 from spark_mq.common.java_hash import java_hash
-from spark_mq.common.message import Message, MessageBatch
+from spark_mq.common.message import FEW_MESSAGES, Message, MessageBatch
+from spark_mq.common.properties import MAX_PROPERTIES_LENGTH
 from spark_mq.common.unit.decode import StoredMessage, decode_message
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetResult, GetStatus, PutStatus
@@ -392,6 +393,23 @@ def test_default_max_message_size_is_4_mib(make_store):
         store.put_message(Message(TOPIC, bytes(4 * 1024 * KiB + 1)), 0)
     assert state(store) == (0, [0, 0, 0, 0])
     assert store.put_message(Message(TOPIC, bytes(4 * 1024 * KiB)), 0).status == PutStatus.PUT_OK
+
+
+@pytest.mark.parametrize("n", [1, 3, FEW_MESSAGES, FEW_MESSAGES + 1, 40])
+def test_a_batch_with_one_message_over_a_limit_is_refused_naming_it(make_store, n):
+    """Checked without numpy up to FEW_MESSAGES messages, with it beyond: the same answer either way."""
+    store = make_store(max_message_size=4 * KiB)
+    bodies, props = [b"x"] * n, [b"a\x01b\x02"] * n
+    bodies[-1] = bytes(4 * KiB + 1)
+    with pytest.raises(MessageValidationError, match=f"message {n - 1} body is {4 * KiB + 1} bytes, over maxMess"):
+        store.put_messages(MessageBatch.of(TOPIC, 0, bodies, props))
+    bodies[-1], props[-1] = bytes(4 * KiB), b"k\x01" + b"v" * (MAX_PROPERTIES_LENGTH - 1)
+    with pytest.raises(MessageValidationError, match=f"message {n - 1} properties are {MAX_PROPERTIES_LENGTH + 1} "):
+        store.put_messages(MessageBatch.of(TOPIC, 0, bodies, props))
+    assert state(store) == (0, [0, 0, 0, 0])
+    props[-1] = props[-1][:-1]  # at both limits: stored
+    assert store.put_messages(MessageBatch.of(TOPIC, 0, bodies, props)).status == PutStatus.PUT_OK
+    assert store.get_max_offset(TOPIC, 0) == n
 
 
 def test_a_valid_message_too_large_for_a_commitlog_file_is_a_validation_error(make_store):
