@@ -227,20 +227,46 @@ def test_driver_readers_split_join_and_hand_over(cluster):
 
 
 
-def _first_reads_everything(first, everything) -> dict:
-    """The first member's first trigger and batch (every queue to 10) and its next trigger (committed)."""
-    s1 = first.initialOffset()
-    s1 = first.latestOffset(s1, everything)
-    return first.latestOffset(s1, everything)
 
+class _TwoMembers:
+    """Two stream readers of one group on an 8-queue topic with 10 messages a queue; the first reads every
+    queue and commits that (``s1``: its offsets) before the second starts."""
 
-def _gives_up_half(member, offsets: dict, topic: str, everything) -> dict:
-    """Trigger ``member`` until it has given up half of the queues (it was told of a second member)."""
-    def half() -> dict:
-        nonlocal offsets
-        offsets = member.latestOffset(offsets, everything)
-        return len(offsets.get(topic, {})) == QUEUES // 2 and offsets
-    return wait_until(half, timeout=10, interval=0.1, what="the first member to give up half of the queues")
+    def __init__(self, cluster, name: str) -> None:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+        self.topic, group = unique(name), unique(f"{name}_g")
+        create_topic(cluster, self.topic, QUEUES)
+        self.producer = Producer(cluster, self.topic)
+        self.producer.send(QUEUES * 10, batch=10)
+        self.offsets = Offsets(cluster, self.topic, group)
+        self.everything = ReadAllAvailable()
+        self.first, self.second = _reader(cluster, self.topic, group), _reader(cluster, self.topic, group)
+        self.s1: dict = {}
+
+    def first_reads_everything(self) -> None:
+        s1 = self.first.initialOffset()
+        s1 = self.first.latestOffset(s1, self.everything)  # its first batch: every queue to 10 ...
+        self.s1 = self.first.latestOffset(s1, self.everything)  # ... committed at its next trigger
+        assert self.offsets.committed() == [10] * QUEUES
+
+    def first_gives_up_half(self) -> None:
+        """Trigger the first member until it has given up half of the queues (told of the second)."""
+        def half() -> bool:
+            self.s1 = self.first.latestOffset(self.s1, self.everything)
+            return len(self.s1.get(self.topic, {})) == QUEUES // 2
+        wait_until(half, timeout=10, interval=0.1, what="the first member to give up half of the queues")
+
+    def handed_over_at(self, offset: int) -> dict:
+        """The stream offsets of the queues the first member gave up, all at ``offset``."""
+        keys = (f"{BROKER}:{q}" for q in range(QUEUES))
+        return {self.topic: {k: offset for k in keys if k not in self.s1[self.topic]}}
+
+    def close(self) -> None:
+        self.first.stop()
+        self.second.stop()
+        self.offsets.api.close()
+        self.producer.close()
 
 
 def test_first_batch_of_a_member_joining_a_running_group_reads_nothing_twice(cluster):
@@ -249,38 +275,25 @@ def test_first_batch_of_a_member_joining_a_running_group_reads_nothing_twice(clu
     batch (``MicroBatchExecution.runBatch``). The member already in the group hands half of the queues over
     between the two asks. The batch is planned from the start its end was worked out from, and the queues
     handed over are read from the group's committed offsets: nothing is read twice."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
-    topic = unique("spark_group_first")
-    group = unique("spark_group_first_g")
-    create_topic(cluster, topic, QUEUES)
-    producer = Producer(cluster, topic)
-    producer.send(QUEUES * 10, batch=10)
-    offsets = Offsets(cluster, topic, group)
-    everything = ReadAllAvailable()
-    first, second = _reader(cluster, topic, group), _reader(cluster, topic, group)
+    members = _TwoMembers(cluster, "spark_group_first")
+    second, everything, topic = members.second, members.everything, members.topic
     try:
-        s1 = _first_reads_everything(first, everything)
-        assert offsets.committed() == [10] * QUEUES
-
+        members.first_reads_everything()
         s2 = second.initialOffset()  # joins the group; the first member holds every queue
         e2 = second.latestOffset(s2, everything)
         assert s2 == e2 == {topic: {}}
-        s1 = _gives_up_half(first, s1, topic, everything)
+        members.first_gives_up_half()
         assert second.initialOffset() == s2, "the first batch starts where its end was worked out from"
         assert _ranges(second, s2, e2) == {}
         second.commit(e2)
 
         e3 = second.latestOffset(e2, everything)  # takes the queues given up
-        assert e3 == {topic: {k: 10 for k in _all_keys() if k not in s1[topic]}}, "taken over at the committed offsets"
-        producer.send(QUEUES * 10, batch=10)
+        assert e3 == members.handed_over_at(10), "taken over at the committed offsets"
+        members.producer.send(QUEUES * 10, batch=10)
         assert _ranges(second, e3, second.latestOffset(e3, everything)) == {k: (10, 20) for k in e3[topic]}
-        assert offsets.committed() == [10] * QUEUES
+        assert members.offsets.committed() == [10] * QUEUES
     finally:
-        first.stop()
-        second.stop()
-        offsets.api.close()
-        producer.close()
+        members.close()
 
 
 def test_queues_handed_over_while_a_member_locks_its_first_queues_start_at_the_committed_offsets(cluster):
@@ -288,30 +301,13 @@ def test_queues_handed_over_while_a_member_locks_its_first_queues_start_at_the_c
     (heartbeat) and the first, told of it, commits and gives up half of the queues before the second locks
     them. The second starts them at the group's committed offsets (not at its ``startingOffsets=earliest``,
     which would read again what the first read), and the committed offsets stay there."""
-    from pyspark.sql.streaming.datasource import ReadAllAvailable
-
-    topic = unique("spark_group_race")
-    group = unique("spark_group_race_g")
-    create_topic(cluster, topic, QUEUES)
-    producer = Producer(cluster, topic)
-    producer.send(QUEUES * 10, batch=10)
-    offsets = Offsets(cluster, topic, group)
-    everything = ReadAllAvailable()
-    first, second = _reader(cluster, topic, group), _reader(cluster, topic, group)
+    members = _TwoMembers(cluster, "spark_group_race")
     try:
-        s1 = _first_reads_everything(first, everything)
-        second._group_member()  # the second joins the group as its initialOffset does, up to its locks
-        s1 = _gives_up_half(first, s1, topic, everything)
-        s2 = second.initialOffset()  # locks the queues given up
-        assert s2 == {topic: {k: 10 for k in _all_keys() if k not in s1[topic]}}, \
+        members.first_reads_everything()
+        members.second._group_member()  # the second joins the group as its initialOffset does, up to its locks
+        members.first_gives_up_half()
+        assert members.second.initialOffset() == members.handed_over_at(10), \
             "queues handed over start at the group's committed offsets"
-        assert offsets.committed() == [10] * QUEUES
+        assert members.offsets.committed() == [10] * QUEUES
     finally:
-        first.stop()
-        second.stop()
-        offsets.api.close()
-        producer.close()
-
-
-def _all_keys() -> list[str]:
-    return [f"{BROKER}:{q}" for q in range(QUEUES)]
+        members.close()
