@@ -45,9 +45,10 @@ With ``group`` (and ``commitToBroker``, default true) the query is a member of t
 ``latestOffset(start)`` once the previous batch is done, so ``start`` is processed: the reader
 commits it to the brokers there (UPDATE_CONSUMER_OFFSET; lag tools and other members see it), then
 gives up the queues the allocation no longer gives it (dropped from the offsets, unlocked after
-the commit) and takes the ones it now gives (locked; they join at the group's committed offset, or
-without one at their earliest — never ``latest``, which would skip what arrived since the group
-started — unless the queue was seen late, above). The offsets a member resolves at its first trigger
+the commit; a queue whose commit failed is kept and read on until one succeeds) and takes the ones
+it now gives (locked; they join at the group's committed offset, or without one at their earliest —
+never ``latest``, which would skip what arrived since the group started — unless the queue was seen
+late, above). The offsets a member resolves at its first trigger
 are committed at once, so a member taking its queues over before its first batch is done starts there.
 At its first trigger a member starts the queues it locks by the starting rule only when it is the
 group's one member: with others, a queue the group committed starts at that offset, as a queue taken
@@ -237,15 +238,16 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- the consumer group -------------------------------------------------------------------------------------
 
-    def _commit(self, queues: TopicQueues, offsets: Mapping[QueueKey, int]) -> None:
+    def _commit(self, queues: TopicQueues, offsets: Mapping[QueueKey, int]) -> set[QueueKey]:
         """UPDATE_CONSUMER_OFFSET of the group for each offset the queue's broker may not have: one not
         committed yet at the address the route gives now (a master died and its slave serves the queue,
         or the master is back: each keeps its own offsets), or committed more than
         :data:`RECOMMIT_INTERVAL_S` ago (a master SIGKILLed before it persisted its offsets comes back
         without them). A failure is logged and retried at the next commit (Spark's checkpoint stays
-        the source of truth)."""
+        the source of truth). Returns the queues whose commit failed."""
         api = self._client()
         now = self.clock()
+        failed: set[QueueKey] = set()
         for key, offset in sorted(offsets.items()):
             if key not in queues.queues:
                 continue
@@ -257,8 +259,10 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 api.update_consumer_offset(addr, self.opts.group, queues.topic, key[1], offset)
                 self._committed[(queues.topic, key)] = (addr, offset, now)
             except (RemotingError, MQClientError) as e:
+                failed.add(key)
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
                             queues.topic, queue_key_text(key), self.opts.group, e)
+        return failed
 
     def _confirmed(self, member: DriverGroupMember, topic: str) -> frozenset[QueueKey]:
         """The queues of ``topic`` whose locks this member still holds, checked at the brokers now (before
@@ -305,13 +309,16 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _rebalance(self, queues: TopicQueues, source: OffsetSource,
                    begin: Mapping[QueueKey, int]) -> tuple[dict[QueueKey, int], dict[QueueKey, int]]:
         """Commit what the group's queues were processed up to, give up the queues the allocation no
-        longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
+        longer gives this member (unlocked once committed; kept while their commit fails) and lock the
+        ones it now gives. Returns
         the queues read on from ``begin`` and the queues joining at the offsets they start from."""
         member = self._group_member()
         held = self._confirmed(member, queues.topic)
-        self._commit(queues, {k: v for k, v in begin.items() if k in held})
+        uncommitted = self._commit(queues, {k: v for k, v in begin.items() if k in held})
         wanted = member.allocation(queues)
-        leaving = held - wanted
+        # a queue whose offset did not reach its broker is kept (and read on) until it does: its next owner
+        # would start at the offset committed before, and read again what this member read since
+        leaving = held - wanted - uncommitted
         member.unlock(queues.topic, set(leaving))
         gained = member.lock(queues.topic, set(wanted - held) & set(queues.queues))
         held = (held - leaving) | gained

@@ -23,6 +23,7 @@ REBALANCE_INTERVAL_MS = 10_000
 TRIGGER = "1 second"
 STARTUP_TIMEOUT_S = 180  # a second JVM starting on a busy 2-core machine
 SETTLE_TIMEOUT_S = 90
+READER_REBALANCE_INTERVAL_S = 0.2  # of the readers driven without Spark
 
 
 class Offsets:
@@ -152,7 +153,7 @@ def _reader(cluster, topic: str, group: str):
 
     return SparkMQStreamReader(SourceOptions.parse(
         {"namesrv": cluster.namesrv, "topic": topic, "group": group, "startingOffsets": "earliest",
-         "rebalanceIntervalMs": "200"}, streaming=True))
+         "rebalanceIntervalMs": str(int(READER_REBALANCE_INTERVAL_S * 1000))}, streaming=True))
 
 
 def _ranges(reader, start: dict, end: dict) -> dict[str, tuple[int, int]]:
@@ -309,5 +310,41 @@ def test_queues_handed_over_while_a_member_locks_its_first_queues_start_at_the_c
         assert members.second.initialOffset() == members.handed_over_at(10), \
             "queues handed over start at the group's committed offsets"
         assert members.offsets.committed() == [10] * QUEUES
+    finally:
+        members.close()
+
+
+def test_a_queue_whose_commit_failed_is_not_handed_over(cluster):
+    """The first member's commits fail (a request lost or timed out on a loaded machine) at the trigger where it
+    would give half of the queues to the second: it keeps them and reads on until a commit goes through, and only
+    then hands them over, so the second starts where the first read up to and reads nothing twice."""
+    from spark_mq.common.errors import RemotingError
+
+    members = _TwoMembers(cluster, "spark_group_uncommitted")
+    first, second, everything, topic = members.first, members.second, members.everything, members.topic
+    try:
+        members.first_reads_everything()
+        members.producer.send(QUEUES * 10, batch=10)
+        members.s1 = first.latestOffset(members.s1, everything)  # a batch to 20 in every queue
+        api = first._client()
+
+        def lost(*args, **kwargs) -> None:
+            raise RemotingError("request timed out")
+        api.update_consumer_offset = lost
+        s2 = second.initialOffset()  # joins the group (the first holds every queue)
+        time.sleep(2 * READER_REBALANCE_INTERVAL_S)  # the first's next trigger computes its allocation again
+        assert first.latestOffset(members.s1, everything) == members.s1, "the first member keeps every queue"
+        assert second.latestOffset(s2, everything) == s2 == {topic: {}}
+        assert members.offsets.committed() == [10] * QUEUES
+        del api.update_consumer_offset  # commits go through again
+        members.first_gives_up_half()
+        assert members.offsets.committed() == [20] * QUEUES
+
+        def second_takes_over() -> dict:
+            nonlocal s2
+            s2 = second.latestOffset(s2, everything)
+            return bool(s2[topic]) and s2
+        assert wait_until(second_takes_over, timeout=10, interval=0.1, what="the second member to take its queues") \
+            == members.handed_over_at(20), "taken over where the first read up to"
     finally:
         members.close()
