@@ -166,6 +166,12 @@ class DriverGroupMember:
                 self._allocated_at[topic] = time.monotonic()
         return allocated or frozenset()
 
+    def has_others(self, topic: str) -> bool:
+        """Whether the group has members besides this one now (the member list of a broker of ``topic``;
+        False when none answers)."""
+        members = self._thread.run(self.membership.instance.group_members(topic, self.group))
+        return any(cid != self.client_id for cid in members)
+
     # -- broker locks -------------------------------------------------------------------------------------------
 
     def held(self, topic: str) -> frozenset[QueueKey]:

@@ -45,10 +45,17 @@ With ``group`` (and ``commitToBroker``, default true) the query is a member of t
 ``latestOffset(start)`` once the previous batch is done, so ``start`` is processed: the reader
 commits it to the brokers there (UPDATE_CONSUMER_OFFSET; lag tools and other members see it), then
 gives up the queues the allocation no longer gives it (dropped from the offsets, unlocked after
-the commit) and takes the ones it now gives (locked; they join at the group's committed offset, or
-without one at their earliest — never ``latest``, which would skip what arrived since the group
-started — unless the queue was seen late, above). The offsets a member resolves at its first trigger
+the commit; a queue whose commit failed is kept and read on until one succeeds) and takes the ones
+it now gives (locked; they join at the group's committed offset, or without one at their earliest —
+never ``latest``, which would skip what arrived since the group started — unless the queue was seen
+late, above). The offsets a member resolves at its first trigger
 are committed at once, so a member taking its queues over before its first batch is done starts there.
+At its first trigger a member starts the queues it locks by the starting rule only when it is the
+group's one member: with others, a queue the group committed starts at that offset, as a queue taken
+over later does (one of them may have handed it over between this member's joining and its locking),
+and the rule applies to the queues without one. :meth:`~SparkMQStreamReader.initialOffset` resolves
+once: Spark asks again for it to plan the first batch, whose start must stay the one its end was
+worked out from (a second resolution would lock and commit again, perhaps queues handed over meanwhile).
 Two Spark applications of one group so split a topic's queues, and when one stops (its reader
 unlocks everything and leaves the group) the other takes its queues over at its next trigger.
 
@@ -184,6 +191,9 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # the group's offsets at the brokers, as far as this reader knows, by (topic, queue): the address
         # committed to, the offset, and when (clock())
         self._committed: dict[tuple[str, QueueKey], tuple[str, int, float]] = {}
+        # what initialOffset resolved: Spark asks again for the first batch's start (MicroBatchExecution.runBatch),
+        # which must be the start its end was worked out from, with no second lock and commit
+        self._initial: dict[str, dict[str, int]] | None = None
         self._started_ms: int | None = None  # when initialOffset ran (None: restarted from a checkpoint)
         self._seen_at_start: frozenset[tuple[str, QueueKey]] | None = None  # the routes' (topic, queue)s then
         self._last_batch: float | None = None  # clock() of the last batch let through (minMessagesPerTrigger)
@@ -228,15 +238,16 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- the consumer group -------------------------------------------------------------------------------------
 
-    def _commit(self, queues: TopicQueues, offsets: Mapping[QueueKey, int]) -> None:
+    def _commit(self, queues: TopicQueues, offsets: Mapping[QueueKey, int]) -> set[QueueKey]:
         """UPDATE_CONSUMER_OFFSET of the group for each offset the queue's broker may not have: one not
         committed yet at the address the route gives now (a master died and its slave serves the queue,
         or the master is back: each keeps its own offsets), or committed more than
         :data:`RECOMMIT_INTERVAL_S` ago (a master SIGKILLed before it persisted its offsets comes back
         without them). A failure is logged and retried at the next commit (Spark's checkpoint stays
-        the source of truth)."""
+        the source of truth). Returns the queues whose commit failed."""
         api = self._client()
         now = self.clock()
+        failed: set[QueueKey] = set()
         for key, offset in sorted(offsets.items()):
             if key not in queues.queues:
                 continue
@@ -248,8 +259,10 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 api.update_consumer_offset(addr, self.opts.group, queues.topic, key[1], offset)
                 self._committed[(queues.topic, key)] = (addr, offset, now)
             except (RemotingError, MQClientError) as e:
+                failed.add(key)
                 log.warning("spark_mq: committing offset %d of %s@%s for group %s failed: %s", offset,
                             queues.topic, queue_key_text(key), self.opts.group, e)
+        return failed
 
     def _confirmed(self, member: DriverGroupMember, topic: str) -> frozenset[QueueKey]:
         """The queues of ``topic`` whose locks this member still holds, checked at the brokers now (before
@@ -263,24 +276,49 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Where a queue this member just took over starts: the group's committed offset (its previous
         owner committed it before unlocking); without one, its earliest when it was in the route at this
         query's start (or that is unknown), else the starting rule as of the start (module doc)."""
+        start = self._group_start(source, queues, key)
+        if start is not None:
+            return start
+        if self._seen_at_start is None or (queues.topic, key) in self._seen_at_start:
+            return source.min_offset(key)
+        return self._late_start(source, queues, key)
+
+    def _group_start(self, source: OffsetSource, queues: TopicQueues, key: QueueKey) -> int | None:
+        """The group's committed offset of a queue this member takes over (checked against the broker's
+        min), or None without one."""
         committed = source.committed_offset(self.opts.group, key)  # type: ignore[arg-type]
         if committed is None:
-            if self._seen_at_start is None or (queues.topic, key) in self._seen_at_start:
-                return source.min_offset(key)
-            return self._late_start(source, queues, key)
+            return None
         self._committed[(queues.topic, key)] = (queues.addr(key), committed, self.clock())
         return check_start(queues.topic, key, committed, source.min_offset(key), self.opts.fail_on_data_loss)
+
+    def _first_held(self, source: OffsetSource, queues: TopicQueues) -> dict[QueueKey, int]:
+        """The queues this member locks at its first trigger and where they start: by the starting rule,
+        unless other members are in the group — then a queue with a committed offset starts there, as a
+        queue taken over later does (:meth:`_join_at`): another member may have given it up to this one
+        (committed, then unlocked) between this member's joining the group and its locking, and the
+        starting rule would read again what that member read (or skip what it had not)."""
+        member = self._group_member()
+        owned = member.lock(queues.topic, set(member.allocation(queues)))
+        joined: dict[QueueKey, int] = {}
+        if owned and member.has_others(queues.topic):
+            starts = {key: self._group_start(source, queues, key) for key in sorted(owned)}
+            joined = {key: start for key, start in starts.items() if start is not None}
+        return {**resolve_starting(source, queues, self.opts, owned - set(joined)), **joined}
 
     def _rebalance(self, queues: TopicQueues, source: OffsetSource,
                    begin: Mapping[QueueKey, int]) -> tuple[dict[QueueKey, int], dict[QueueKey, int]]:
         """Commit what the group's queues were processed up to, give up the queues the allocation no
-        longer gives this member (unlocked once committed) and lock the ones it now gives. Returns
+        longer gives this member (unlocked once committed; kept while their commit fails) and lock the
+        ones it now gives. Returns
         the queues read on from ``begin`` and the queues joining at the offsets they start from."""
         member = self._group_member()
         held = self._confirmed(member, queues.topic)
-        self._commit(queues, {k: v for k, v in begin.items() if k in held})
+        uncommitted = self._commit(queues, {k: v for k, v in begin.items() if k in held})
         wanted = member.allocation(queues)
-        leaving = held - wanted
+        # a queue whose offset did not reach its broker is kept (and read on) until it does: its next owner
+        # would start at the offset committed before, and read again what this member read since
+        leaving = held - wanted - uncommitted
         member.unlock(queues.topic, set(leaving))
         gained = member.lock(queues.topic, set(wanted - held) & set(queues.queues))
         held = (held - leaving) | gained
@@ -300,14 +338,17 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 reading[key] = begin[key]
             # else: leave it out of this batch; it joins at the committed offset in the next one
         self._commit(queues, reading)
-        if leaving or gained:
-            log.info("spark_mq: group %s: %s gives up %s, takes %s; reads %d queues of %s", self.opts.group,
-                     member.client_id, _names(leaving), _names(gained), len(reading) + len(joining), queues.topic)
+        if leaving or gained or joining:
+            log.info("spark_mq: group %s: %s gives up %s, takes %s; joining: %s; reads %d queues of %s",
+                     self.opts.group, member.client_id, _names(leaving), _names(gained), _at(joining),
+                     len(reading) + len(joining), queues.topic)
         return reading, joining
 
     # -- DataSourceStreamReader -------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
+        if self._initial is not None:
+            return self._initial
         self._started_ms = int(time.time() * 1000)
         topics = self._discover()
         self._seen_at_start = frozenset((topic, k) for topic, queues in topics.items() for k in queues.queues)
@@ -315,14 +356,13 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for topic, queues in topics.items():
             source = offset_source(self._client(), queues, self.opts)
             if self.opts.group_member:
-                member = self._group_member()
-                owned = member.lock(topic, set(member.allocation(queues)))
-                starting[topic] = resolve_starting(source, queues, self.opts, owned)
+                starting[topic] = self._first_held(source, queues)
                 self._commit(queues, starting[topic])  # so a member taking them over before a batch is done starts here
             else:
                 starting[topic] = resolve_starting(source, queues, self.opts)
-        log.info("spark_mq stream of %s starts at %s", self.opts.subject, to_spark_offset(starting))
-        return to_spark_offset(starting)
+        self._initial = to_spark_offset(starting)
+        log.info("spark_mq stream of %s starts at %s", self.opts.subject, self._initial)
+        return self._initial
 
     def getDefaultReadLimit(self) -> ReadLimit:
         # PySpark has no composite limit: with both options Spark carries ReadMaxRows and the reader
@@ -435,3 +475,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def _names(keys: Iterable[QueueKey]) -> str:
     return ", ".join(map(queue_key_text, sorted(keys))) or "nothing"
+
+
+def _at(offsets: Mapping[QueueKey, int]) -> str:
+    """Queues and the offsets they start from, for the log: ``broker-a:4 at 50, ...``."""
+    return ", ".join(f"{queue_key_text(k)} at {o}" for k, o in sorted(offsets.items())) or "nothing"

@@ -23,6 +23,7 @@ REBALANCE_INTERVAL_MS = 10_000
 TRIGGER = "1 second"
 STARTUP_TIMEOUT_S = 180  # a second JVM starting on a busy 2-core machine
 SETTLE_TIMEOUT_S = 90
+READER_REBALANCE_INTERVAL_S = 0.2  # of the readers driven without Spark
 
 
 class Offsets:
@@ -152,7 +153,7 @@ def _reader(cluster, topic: str, group: str):
 
     return SparkMQStreamReader(SourceOptions.parse(
         {"namesrv": cluster.namesrv, "topic": topic, "group": group, "startingOffsets": "earliest",
-         "rebalanceIntervalMs": "200"}, streaming=True))
+         "rebalanceIntervalMs": str(int(READER_REBALANCE_INTERVAL_S * 1000))}, streaming=True))
 
 
 def _ranges(reader, start: dict, end: dict) -> dict[str, tuple[int, int]]:
@@ -224,3 +225,126 @@ def test_driver_readers_split_join_and_hand_over(cluster):
         second.stop()
         offsets.api.close()
         producer.close()
+
+
+
+
+class _TwoMembers:
+    """Two stream readers of one group on an 8-queue topic with 10 messages a queue; the first reads every
+    queue and commits that (``s1``: its offsets) before the second starts."""
+
+    def __init__(self, cluster, name: str) -> None:
+        from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+        self.topic, group = unique(name), unique(f"{name}_g")
+        create_topic(cluster, self.topic, QUEUES)
+        self.producer = Producer(cluster, self.topic)
+        self.producer.send(QUEUES * 10, batch=10)
+        self.offsets = Offsets(cluster, self.topic, group)
+        self.everything = ReadAllAvailable()
+        self.first, self.second = _reader(cluster, self.topic, group), _reader(cluster, self.topic, group)
+        self.s1: dict = {}
+
+    def first_reads_everything(self) -> None:
+        s1 = self.first.initialOffset()
+        s1 = self.first.latestOffset(s1, self.everything)  # its first batch: every queue to 10 ...
+        self.s1 = self.first.latestOffset(s1, self.everything)  # ... committed at its next trigger
+        assert self.offsets.committed() == [10] * QUEUES
+
+    def first_gives_up_half(self) -> None:
+        """Trigger the first member until it has given up half of the queues (told of the second)."""
+        def half() -> bool:
+            self.s1 = self.first.latestOffset(self.s1, self.everything)
+            return len(self.s1.get(self.topic, {})) == QUEUES // 2
+        wait_until(half, timeout=10, interval=0.1, what="the first member to give up half of the queues")
+
+    def handed_over_at(self, offset: int) -> dict:
+        """The stream offsets of the queues the first member gave up, all at ``offset``."""
+        keys = (f"{BROKER}:{q}" for q in range(QUEUES))
+        return {self.topic: {k: offset for k in keys if k not in self.s1[self.topic]}}
+
+    def close(self) -> None:
+        self.first.stop()
+        self.second.stop()
+        self.offsets.api.close()
+        self.producer.close()
+
+
+def test_first_batch_of_a_member_joining_a_running_group_reads_nothing_twice(cluster):
+    """The race seen once under load, in the order Spark drives a query's first trigger: it asks for the
+    initial offset, then for the latest offset from it, and again for the initial offset to plan that first
+    batch (``MicroBatchExecution.runBatch``). The member already in the group hands half of the queues over
+    between the two asks. The batch is planned from the start its end was worked out from, and the queues
+    handed over are read from the group's committed offsets: nothing is read twice."""
+    members = _TwoMembers(cluster, "spark_group_first")
+    second, everything, topic = members.second, members.everything, members.topic
+    try:
+        members.first_reads_everything()
+        s2 = second.initialOffset()  # joins the group; the first member holds every queue
+        e2 = second.latestOffset(s2, everything)
+        assert s2 == e2 == {topic: {}}
+        members.first_gives_up_half()
+        assert second.initialOffset() == s2, "the first batch starts where its end was worked out from"
+        assert _ranges(second, s2, e2) == {}
+        second.commit(e2)
+
+        e3 = second.latestOffset(e2, everything)  # takes the queues given up
+        assert e3 == members.handed_over_at(10), "taken over at the committed offsets"
+        members.producer.send(QUEUES * 10, batch=10)
+        assert _ranges(second, e3, second.latestOffset(e3, everything)) == {k: (10, 20) for k in e3[topic]}
+        assert members.offsets.committed() == [10] * QUEUES
+    finally:
+        members.close()
+
+
+def test_queues_handed_over_while_a_member_locks_its_first_queues_start_at_the_committed_offsets(cluster):
+    """The same race inside the first ask for the initial offset: the second member has joined the group
+    (heartbeat) and the first, told of it, commits and gives up half of the queues before the second locks
+    them. The second starts them at the group's committed offsets (not at its ``startingOffsets=earliest``,
+    which would read again what the first read), and the committed offsets stay there."""
+    members = _TwoMembers(cluster, "spark_group_race")
+    try:
+        members.first_reads_everything()
+        members.second._group_member()  # the second joins the group as its initialOffset does, up to its locks
+        members.first_gives_up_half()
+        assert members.second.initialOffset() == members.handed_over_at(10), \
+            "queues handed over start at the group's committed offsets"
+        assert members.offsets.committed() == [10] * QUEUES
+    finally:
+        members.close()
+
+
+def test_a_queue_whose_commit_failed_is_not_handed_over(cluster):
+    """The first member's commits fail (a request lost or timed out on a loaded machine) at the trigger where it
+    would give half of the queues to the second: it keeps them and reads on until a commit goes through, and only
+    then hands them over, so the second starts where the first read up to and reads nothing twice."""
+    from spark_mq.common.errors import RemotingError
+
+    members = _TwoMembers(cluster, "spark_group_uncommitted")
+    first, second, everything, topic = members.first, members.second, members.everything, members.topic
+    try:
+        members.first_reads_everything()
+        members.producer.send(QUEUES * 10, batch=10)
+        members.s1 = first.latestOffset(members.s1, everything)  # a batch to 20 in every queue
+        api = first._client()
+
+        def lost(*args, **kwargs) -> None:
+            raise RemotingError("request timed out")
+        api.update_consumer_offset = lost
+        s2 = second.initialOffset()  # joins the group (the first holds every queue)
+        time.sleep(2 * READER_REBALANCE_INTERVAL_S)  # the first's next trigger computes its allocation again
+        assert first.latestOffset(members.s1, everything) == members.s1, "the first member keeps every queue"
+        assert second.latestOffset(s2, everything) == s2 == {topic: {}}
+        assert members.offsets.committed() == [10] * QUEUES
+        del api.update_consumer_offset  # commits go through again
+        members.first_gives_up_half()
+        assert members.offsets.committed() == [20] * QUEUES
+
+        def second_takes_over() -> dict:
+            nonlocal s2
+            s2 = second.latestOffset(s2, everything)
+            return bool(s2[topic]) and s2
+        assert wait_until(second_takes_over, timeout=10, interval=0.1, what="the second member to take its queues") \
+            == members.handed_over_at(20), "taken over where the first read up to"
+    finally:
+        members.close()
