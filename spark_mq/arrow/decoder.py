@@ -4,16 +4,20 @@ The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA
 them a pruned read asks for (only those are built). Nothing here runs Python code per message
 (the only exceptions: compressed bodies, which are rare, are inflated one by one):
 
-* unit starts, when not given, are the TOTALSIZE chain followed in C
-  (:data:`~spark_mq.common.unit.native.PULL_UNIT_STARTS`) or, without the native library, a
-  vectorised walk: every offset holding the message magic is a candidate, and the candidates are
-  the units when their TOTALSIZEs chain from the first byte to the last (else the sequential walk
-  of ``split_pull_body`` decides, and says what is wrong);
-* the fixed header of every unit is gathered with ONE numpy take of opaque 88-byte items through
-  a byte-strided view of the buffer, then viewed as the header record (``HEADER``) and converted
-  column by column;
+* a whole pull body (no starts given) is walked in ONE pass in C
+  (:data:`~spark_mq.common.unit.native.PULL_UNITS`): the TOTALSIZE chain, each unit's BODY, TOPIC and
+  PROPERTIES lengths checked against its size, its fixed header copied out, its ranges written and its
+  topic compared with the first's, each unit's bytes read once while its cache lines are in (the numpy
+  steps below each gather a few bytes per unit from a buffer larger than a core's cache). Without the
+  library, or for a body that is not well-formed units back to back (then it says what is wrong), or for
+  given starts, the numpy steps run: unit starts found by a vectorised walk (every offset holding the
+  message magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
+  first byte to the last, else the sequential walk of ``split_pull_body`` decides, and says what is
+  wrong); the fixed header of every unit gathered with ONE numpy take of opaque 88-byte items through a
+  byte-strided view of the buffer, then viewed as the header record (``HEADER``); the ranges by
+  :func:`~spark_mq.common.unit.layout.unit_ranges`. Either way the header is converted column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
-  of the buffer, located by :func:`~spark_mq.common.unit.layout.unit_ranges`. Ranges that are
+  of the buffer. Ranges that are
   disjoint and in buffer order are compacted by Arrow itself: the buffer is viewed, zero-copy, as
   a binary array whose rows are the ranges *and the gaps between them* (offsets ``s0, e0, s1,
   e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous

@@ -4,8 +4,9 @@ what the dispatch takes from their property strings;
 :data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
 :data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
 :data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks);
-:data:`PULL_UNIT_STARTS` and :data:`PROPERTY_PAIRS` are the Arrow decoder's two sequential steps (a pull
-body's unit chain, every property pair), ~0.2 µs a message in numpy, a few ns here.
+:data:`PULL_UNITS` and :data:`PROPERTY_PAIRS` are the Arrow decoder's two sequential steps (a pull
+body's units walked, checked and their headers and ranges gathered in one pass; every property pair), each
+~0.05-0.2 µs a message in numpy, a few ns (plus the cache misses) here.
 
 Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
 message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
