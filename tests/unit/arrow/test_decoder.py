@@ -178,7 +178,7 @@ def _decoded_or_error(data: bytes) -> pa.RecordBatch | str:
 
 
 @pytest.mark.skipif(native.PULL_UNITS is None, reason="the native library is not built")
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=pull_bodies(), at=st.integers(0, 1 << 20), value=st.integers(0, 255), cut=st.integers(0, 3))
 def test_native_and_numpy_walks_agree_on_damaged_bodies(data, at, value, cut):
     """A byte changed in a length field (or anywhere) and the body maybe cut short: the native unit pass decodes
