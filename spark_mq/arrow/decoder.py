@@ -4,16 +4,20 @@ The columns are DESIGN.md's message schema (:data:`~spark_mq.arrow.schema.SCHEMA
 them a pruned read asks for (only those are built). Nothing here runs Python code per message
 (the only exceptions: compressed bodies, which are rare, are inflated one by one):
 
-* unit starts, when not given, are the TOTALSIZE chain followed in C
-  (:data:`~spark_mq.common.unit.native.PULL_UNIT_STARTS`) or, without the native library, a
-  vectorised walk: every offset holding the message magic is a candidate, and the candidates are
-  the units when their TOTALSIZEs chain from the first byte to the last (else the sequential walk
-  of ``split_pull_body`` decides, and says what is wrong);
-* the fixed header of every unit is gathered with ONE numpy take of opaque 88-byte items through
-  a byte-strided view of the buffer, then viewed as the header record (``HEADER``) and converted
-  column by column;
+* a whole pull body (no starts given) is walked in ONE pass in C
+  (:data:`~spark_mq.common.unit.native.PULL_UNITS`): the TOTALSIZE chain, each unit's BODY, TOPIC and
+  PROPERTIES lengths checked against its size, its fixed header copied out, its ranges written and its
+  topic compared with the first's, each unit's bytes read once while its cache lines are in (the numpy
+  steps below each gather a few bytes per unit from a buffer larger than a core's cache). Without the
+  library, or for a body that is not well-formed units back to back (then it says what is wrong), or for
+  given starts, the numpy steps run: unit starts found by a vectorised walk (every offset holding the
+  message magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
+  first byte to the last, else the sequential walk of ``split_pull_body`` decides, and says what is
+  wrong); the fixed header of every unit gathered with ONE numpy take of opaque 88-byte items through a
+  byte-strided view of the buffer, then viewed as the header record (``HEADER``); the ranges by
+  :func:`~spark_mq.common.unit.layout.unit_ranges`. Either way the header is converted column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
-  of the buffer, located by :func:`~spark_mq.common.unit.layout.unit_ranges`. Ranges that are
+  of the buffer. Ranges that are
   disjoint and in buffer order are compacted by Arrow itself: the buffer is viewed, zero-copy, as
   a binary array whose rows are the ranges *and the gaps between them* (offsets ``s0, e0, s1,
   e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous
@@ -56,11 +60,12 @@ from spark_mq.common.message_id import offset_msg_ids
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
 from spark_mq.common.unit import native
 from spark_mq.common.unit.chain import chained_unit_starts
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MIN_UNIT_SIZE, unit_ranges
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MIN_UNIT_SIZE, UnitRanges, unit_ranges
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 _INT32_OFFSETS_LIMIT = 1 << 31
 _PICKED = (TAGS, KEYS, UNIQ_KEY)  # the native pair split's picks, in its order (native.c)
+_RANGE_FIELDS = 7  # native.c's UNIT_RANGES: a unit's start, then UnitRanges' six bounds, in its order
 
 
 @dataclass(frozen=True)
@@ -90,21 +95,17 @@ def decode_units_to_arrow(
     schema = pa.schema([SCHEMA.field(c) for c in columns])  # KeyError for a name not in SCHEMA
     data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
     walked = starts is None
-    starts = _unit_starts(data) if walked else np.asarray(starts, dtype=np.int64)
-    n = starts.size
+    native_pass = _native_units(data) if walked else None
+    if native_pass is not None:  # the units walked and checked in C, their headers and ranges gathered there
+        head, ranges, same_topic = native_pass
+        n = len(ranges)
+    else:
+        starts = _unit_starts(data) if walked else np.asarray(starts, dtype=np.int64)
+        n, same_topic = starts.size, None
     if n == 0:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
-        raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
-    head = gather_records(data, starts, HEADER)
-    ranges = unit_ranges(data, starts, head["body_length"].astype(np.int64))  # reads clamped into the buffer
-    unit_bound = np.append(starts[1:], data.size)  # no unit runs past the next one or the buffer
-    if walked:  # a pull body's units are back to back: each must end exactly where the next begins
-        bad = np.flatnonzero(~ranges.fit(unit_bound))
-        if bad.size:
-            raise BatchBodyError(int(starts[bad[0]]), f"unit at {int(starts[bad[0]])} has inconsistent lengths")
-    elif np.any(ranges.body_end < ranges.body_start) or np.any(ranges.props_end > unit_bound):
-        raise ValueError("unit lengths run past the next unit or the buffer")
+    if native_pass is None:
+        head, ranges = _checked_units(data, starts, walked)
 
     pybuf = pa.py_buffer(data)
 
@@ -131,7 +132,7 @@ def decode_units_to_arrow(
         return pa.array(head[field].astype(dtype))
 
     build: dict[str, Callable[[], pa.Array]] = {
-        "topic": lambda: _topics(data, pybuf, ranges.topic_start, ranges.topic_end),
+        "topic": lambda: _topics(data, pybuf, ranges.topic_start, ranges.topic_end, same_topic),
         "broker_name": lambda: _repeat_string(broker_name, n),
         "queue_id": lambda: numbers("queue_id", np.int32),
         "queue_offset": lambda: numbers("queue_offset", np.int64),
@@ -153,17 +154,50 @@ def decode_units_to_arrow(
     return pa.RecordBatch.from_arrays([build[f.name]() for f in schema], schema=schema)
 
 
+def _native_units(data: np.ndarray) -> tuple[np.ndarray, UnitRanges, bool] | None:
+    """(headers, ranges, whether every unit has the first's topic) of a whole pull body, from ONE pass over
+    its units in C (:data:`~spark_mq.common.unit.native.PULL_UNITS`: each unit's bytes read while its cache
+    lines are in, where the numpy steps each gather a few bytes per unit from a buffer larger than the cache);
+    None without the library, or when the body is not well-formed units back to back (the numpy walk then says
+    what is wrong)."""
+    if native.PULL_UNITS is None:
+        return None
+    capacity = data.size // MIN_UNIT_SIZE + 1
+    ranges = np.empty((_RANGE_FIELDS, capacity), dtype=np.int64)
+    headers = np.empty(capacity * HEADER.itemsize, dtype=np.uint8)
+    same_topic = np.zeros(1, dtype=np.int64)
+    found = native.PULL_UNITS(data.ctypes.data, data.size, ranges.ctypes.data, headers.ctypes.data, capacity,
+                              same_topic.ctypes.data)
+    if found < 0:
+        return None
+    head = headers[: found * HEADER.itemsize].view(HEADER)
+    return head, UnitRanges(*ranges[:, :found]), bool(same_topic[0])
+
+
+def _checked_units(data: np.ndarray, starts: np.ndarray, walked: bool) -> tuple[np.ndarray, UnitRanges]:
+    """(headers, ranges) of the units at ``starts`` by numpy gathers, each unit's lengths checked: ``walked``
+    (a whole pull body), every unit must end exactly where the next begins (else ``BatchBodyError``); given
+    starts, no unit may run past the next one or the buffer (else ``ValueError``)."""
+    if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
+        raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
+    head = gather_records(data, starts, HEADER)
+    ranges = unit_ranges(data, starts, head["body_length"].astype(np.int64))  # reads clamped into the buffer
+    unit_bound = np.append(starts[1:], data.size)  # no unit runs past the next one or the buffer
+    if walked:  # a pull body's units are back to back: each must end exactly where the next begins
+        bad = np.flatnonzero(~ranges.fit(unit_bound))
+        if bad.size:
+            raise BatchBodyError(int(starts[bad[0]]), f"unit at {int(starts[bad[0]])} has inconsistent lengths")
+    elif np.any(ranges.body_end < ranges.body_start) or np.any(ranges.props_end > unit_bound):
+        raise ValueError("unit lengths run past the next unit or the buffer")
+    return head, ranges
+
+
 def _unit_starts(data: np.ndarray) -> np.ndarray:
     """Starts of the units of a whole pull body, as ``split_pull_body`` finds them but, when
     ``chained_unit_starts`` can tell, without its Python step per unit (the caller checks each
     unit's inner lengths). Anything else (magic bytes inside a body, a torn or foreign body) is
     left to ``split_pull_body``, which walks the chain or raises ``BatchBodyError`` saying what
     is wrong."""
-    if native.PULL_UNIT_STARTS is not None:  # the chain followed in C: no candidate scan of every byte
-        starts = np.empty(data.size // MIN_UNIT_SIZE + 1, dtype=np.int64)
-        found = native.PULL_UNIT_STARTS(data.ctypes.data, data.size, starts.ctypes.data, starts.size)
-        if found >= 0:
-            return starts[:found]
     starts = chained_unit_starts(data)
     return starts if starts is not None else split_pull_body(memoryview(data))
 
@@ -323,14 +357,15 @@ def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarr
                   lambda name: picks[_PICKED.index(name)])
 
 
-def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
-    """The topic column: one repeated string when every unit has the same topic (a pull is of
-    one queue), else the ranges compacted."""
+def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, same: bool | None) -> pa.Array:
+    """The topic column: one repeated string when every unit has the same topic (a pull is of one
+    queue; ``same`` says so when the caller knows, None: compared here), else the ranges compacted."""
     length = int(ends[0] - starts[0])
-    if length and np.all(ends - starts == length):
+    if same is None and length and np.all(ends - starts == length):
         topics = at_every_byte(data, f"V{length}")[starts]
-        if np.all(topics == topics[0]):
-            return _repeat_string(data[starts[0] : ends[0]].tobytes(), starts.size)
+        same = bool(np.all(topics == topics[0]))
+    if same and length:
+        return _repeat_string(data[starts[0] : ends[0]].tobytes(), starts.size)
     return _take_ranges(data, pybuf, starts, ends, pa.string())
 
 

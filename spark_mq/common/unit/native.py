@@ -4,8 +4,9 @@ what the dispatch takes from their property strings;
 :data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
 :data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
 :data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks);
-:data:`PULL_UNIT_STARTS` and :data:`PROPERTY_PAIRS` are the Arrow decoder's two sequential steps (a pull
-body's unit chain, every property pair), ~0.2 µs a message in numpy, a few ns here.
+:data:`PULL_UNITS` and :data:`PROPERTY_PAIRS` are the Arrow decoder's two sequential steps (a pull
+body's units walked, checked and their headers and ranges gathered in one pass; every property pair), each
+~0.05-0.2 µs a message in numpy, a few ns (plus the cache misses) here.
 
 Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
 message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
@@ -55,14 +56,15 @@ _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)
 _INDEX_ARGS = (_ADDR, _I64, _ADDR, _I64, _I64, _ADDR, _ADDR, _ADDR, _I64)
 # spark_mq_body_crcs(buf, buf_size, starts, ends, n, crcs, crc_mask)
 _CRC_ARGS = (_ADDR, _I64, _P, _P, _I64, _ADDR, ctypes.c_uint32)
-# the Arrow decoder's (addresses of numpy arrays): spark_mq_pull_unit_starts(buf, size, starts, capacity),
+# the Arrow decoder's (addresses of numpy arrays): spark_mq_pull_units(buf, size, ranges, headers, capacity,
+# same_topic),
 # spark_mq_property_pairs(buf, props_start, props_end, rows, names, name_offsets, values, value_offsets,
 #                         row_offsets, picks, capacity)
-_UNIT_STARTS_ARGS = (_ADDR, _I64, _ADDR, _I64)
+_PULL_UNITS_ARGS = (_ADDR, _I64, _ADDR, _ADDR, _I64, _ADDR)
 _PROPERTY_PAIRS_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _I64)
 _FUNCTIONS = {"spark_mq_encode_batch": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
               "spark_mq_index_put": _INDEX_ARGS, "spark_mq_body_crcs": _CRC_ARGS,
-              "spark_mq_pull_unit_starts": _UNIT_STARTS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS}
+              "spark_mq_pull_units": _PULL_UNITS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS}
 
 
 def source_digest() -> str:
@@ -118,7 +120,7 @@ ENCODER = _LIB.spark_mq_encode_batch if _LIB is not None else None  # see native
 DISPATCH_INFO = _LIB.spark_mq_dispatch_info if _LIB is not None else None  # see native.c
 INDEX_PUT = _LIB.spark_mq_index_put if _LIB is not None else None  # see native.c
 BODY_CRCS = _LIB.spark_mq_body_crcs if _LIB is not None else None  # see native.c
-PULL_UNIT_STARTS = _LIB.spark_mq_pull_unit_starts if _LIB is not None else None  # see native.c
+PULL_UNITS = _LIB.spark_mq_pull_units if _LIB is not None else None  # see native.c
 PROPERTY_PAIRS = _LIB.spark_mq_property_pairs if _LIB is not None else None  # see native.c
 
 

@@ -166,8 +166,32 @@ def test_native_and_numpy_paths_decode_the_same(data):
     fast = decode_units_to_arrow(data, broker_name=BROKER)
     with pytest.MonkeyPatch.context() as m:
         m.setattr(native, "PROPERTY_PAIRS", None)
-        m.setattr(native, "PULL_UNIT_STARTS", None)
+        m.setattr(native, "PULL_UNITS", None)
         assert decode_units_to_arrow(data, broker_name=BROKER).equals(fast)
+
+
+def _decoded_or_error(data: bytes) -> pa.RecordBatch | str:
+    try:
+        return decode_units_to_arrow(data, broker_name=BROKER)
+    except BatchBodyError as e:
+        return f"BatchBodyError: {e}"
+
+
+@pytest.mark.skipif(native.PULL_UNITS is None, reason="the native library is not built")
+@settings(max_examples=40, deadline=None)
+@given(data=pull_bodies(), at=st.integers(0, 1 << 20), value=st.integers(0, 255), cut=st.integers(0, 3))
+def test_native_and_numpy_walks_agree_on_damaged_bodies(data, at, value, cut):
+    """A byte changed in a length field (or anywhere) and the body maybe cut short: the native unit pass decodes
+    what the numpy walk decodes, or both refuse the body with the same BatchBodyError."""
+    damaged = bytearray(data[: len(data) - cut])
+    starts = split_pull_body(data)
+    unit = int(starts[at % starts.size])
+    damaged[min(unit + (0, 3, 87)[at % 3], len(damaged) - 1)] = value  # TOTALSIZE, its low byte, BODY's length
+    fast = _decoded_or_error(bytes(damaged))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(native, "PULL_UNITS", None)
+        slow = _decoded_or_error(bytes(damaged))
+    assert fast == slow if isinstance(slow, str) else slow.equals(fast)
 
 
 @pytest.mark.skipif(native.PROPERTY_PAIRS is None, reason="the native library is not built")
