@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from pathlib import Path
 
 from servers import Broker
 
@@ -24,6 +25,11 @@ def create_routed_topic(broker: Broker, topic: str, queues: int) -> None:
     illegal"), a consumer's SQL92 subscribe is checked by no broker."""
     with SyncAdmin(ClientConfig(broker.namesrv)) as admin:
         admin.create_topic(topic, broker_addr=broker.addr, read_queue_nums=queues, write_queue_nums=queues)
+
+
+def mapped(pid: int) -> str:
+    """The files a process has mapped (its loaded shared libraries among them)."""
+    return Path(f"/proc/{pid}/maps").read_text()
 
 
 # --- request builders -----------------------------------------------------------------------

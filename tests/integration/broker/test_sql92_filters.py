@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import random
 import threading
-from pathlib import Path
 
 import pytest
 from servers import unique, wait_until
@@ -34,7 +33,7 @@ from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import pull_header, send_header
+from ._support import mapped, pull_header, send_header
 
 QUEUES = 4
 COUNT = 400
@@ -184,11 +183,6 @@ def test_a_bad_expression_fails_everywhere_with_its_position(namesrv, broker, ap
         push.shutdown()
     # the broker lives on and still serves good expressions
     assert pull_all(api, broker, unique("g"), name, CASES[0][0])
-
-
-def mapped(pid: int) -> str:
-    """The files a process has mapped (its loaded shared libraries among them)."""
-    return Path(f"/proc/{pid}/maps").read_text()
 
 
 def test_the_filter_engine_is_loaded_before_the_broker_serves(own_broker):

@@ -32,9 +32,8 @@ from spark_mq.remoting.client import SyncRemotingClient
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
 
-from ._support import create_routed_topic, pull_header, send_header
+from ._support import create_routed_topic, mapped, pull_header, send_header
 from .test_admin import scrape
-from .test_sql92_filters import mapped
 
 SQL92_REMARK = "The broker does not support consumer to filter message by SQL92"
 QUEUES = 4
