@@ -31,5 +31,7 @@ def test_the_first_client_start_freezes_what_the_process_holds_and_only_the_firs
     assert frozen > 10_000  # the interpreter's and spark_mq's modules, classes and functions
     more = [[] for _ in range(1000)]
     _start_and_close(freeze=True)
-    assert gc.get_freeze_count() == frozen, "a second client start froze again"
+    # a frozen object freed since (its last reference dropped) leaves the count, so it may shrink; a second freeze
+    # would add at least the thousand lists made above
+    assert gc.get_freeze_count() <= frozen, "a second client start froze again"
     del more
