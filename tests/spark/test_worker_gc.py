@@ -1,6 +1,6 @@
-"""A Python worker's first read of a ``spark_mq`` partition freezes what the worker holds out of the cyclic GC
-(PySpark's daemon runs a full ``gc.collect()`` in it after every task), once per process: the batch and the
-stream readers alike, in a fresh interpreter as a worker is."""
+"""A Python worker's first read of a ``spark_mq`` partition, once read to its end, freezes what the worker holds
+out of the cyclic GC (PySpark's daemon runs a full ``gc.collect()`` in it after every task), once per process:
+the batch and the stream readers alike, in a fresh interpreter as a worker is."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from spark_mq.spark.provider import SparkMQDataSource
 source = SparkMQDataSource({"namesrv": "127.0.0.1:9", "topic": "t"})
 reader = source.%s
 assert gc.get_freeze_count() == 0, gc.get_freeze_count()
-assert list(reader.read(InputPartition(None))) == []  # Spark's placeholder partition: nothing to read
+batches = reader.read(InputPartition(None))  # Spark's placeholder partition: nothing to read
+assert gc.get_freeze_count() == 0, "frozen before the read was done"
+assert list(batches) == []
 frozen = gc.get_freeze_count()
 assert frozen > 10_000, frozen  # PySpark's, pyarrow's and spark_mq's modules, classes and functions
 more = [[] for _ in range(1000)]
