@@ -31,6 +31,7 @@ from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_par
 from spark_mq.spark.property_column import decoded_columns, with_property_column
 from spark_mq.spark.pushdown import IndexedRead, Pushed, by_broker, push_filters, read_indexed
 from spark_mq.spark.sql_filter import check_brokers
+from spark_mq.spark.worker_gc import freeze_after_first_read
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +80,10 @@ class SparkMQBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition.value, IndexedRead):
             rows = in_columns(read_indexed(partition.value), decoded_columns(self.columns))
-            return with_property_column(rows, self.columns, self.opts.property_columns)
-        return read_partition(partition, self.columns, self.sql_filter, self.opts.property_columns)
+            batches = with_property_column(rows, self.columns, self.opts.property_columns)
+        else:
+            batches = read_partition(partition, self.columns, self.sql_filter, self.opts.property_columns)
+        return freeze_after_first_read(batches)  # PySpark's full GC after every task (spark_mq.spark.worker_gc)
 
 
 class SparkMQFilteringReader(SparkMQBatchReader):

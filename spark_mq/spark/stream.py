@@ -125,6 +125,7 @@ from spark_mq.spark.offsets import TopicOffsets, decode_topic_offsets, topic_off
 from spark_mq.spark.options import SourceOptions
 from spark_mq.spark.partitions import Range, plan_ranges, read_partition, to_partitions
 from spark_mq.spark.sql_filter import check_brokers
+from spark_mq.spark.worker_gc import freeze_after_first_read
 
 log = logging.getLogger(__name__)
 
@@ -452,7 +453,8 @@ class SparkMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_partitions(self.opts, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(partition, self.columns, self.opts.sql_filter, self.opts.property_columns)
+        batches = read_partition(partition, self.columns, self.opts.sql_filter, self.opts.property_columns)
+        return freeze_after_first_read(batches)  # PySpark's full GC after every task (spark_mq.spark.worker_gc)
 
     def commit(self, end: dict) -> None:
         if not self.opts.group_member:
