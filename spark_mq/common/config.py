@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from spark_mq.common.config_dataclass import config_dataclass
 from spark_mq.common.delay_levels import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from spark_mq.common.errors import ConfigError, InvalidNameError
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass, realize
@@ -86,7 +87,7 @@ def is_loopback(address: str) -> bool:
     return address in LOOPBACK_ADDRESSES or address.startswith("127.")
 
 
-@dataclass(frozen=True)
+@config_dataclass
 class SecurityConfig:
     """Who may talk to a server and how (broker, NameServer and controller each have these keys).
 
@@ -134,7 +135,7 @@ class SecurityConfig:
                               "plain_acl.yml) or, on a trusted network, allowInsecureRemote=true")
 
 
-@dataclass(frozen=True)
+@config_dataclass
 class ServerChannelConfig:
     """What one client connection may cost a server (broker, NameServer or controller); each config has these keys.
 
@@ -173,7 +174,7 @@ class ServerChannelConfig:
                               f"writeBufferHighWaterMark ({self.write_buffer_high_water_mark})")
 
 
-@dataclass(frozen=True)
+@config_dataclass
 class BrokerConfig(ServerChannelConfig, SecurityConfig):
     """Everything a broker process reads from conf/broker.conf (store settings included)."""
 
