@@ -34,6 +34,10 @@ def config_dataclass(cls: T) -> T:
             raise TypeError(f"{cls.__name__}: a config dataclass defines no {name} of its own")
     dataclasses.dataclass(frozen=True, init=False, repr=False, eq=False)(cls)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    for f in fields:
+        if not f.init and f.default_factory is not dataclasses.MISSING:  # the shared __init__ never calls it
+            raise TypeError(f"{cls.__name__}.{f.name}: a config dataclass has no init=False field with a "
+                            "default_factory")
     setattr(cls, _INIT, tuple((f.name, f.default, f.default_factory) for f in fields if f.init))
     setattr(cls, _REPR, tuple(f.name for f in fields if f.repr))
     setattr(cls, _COMPARE, tuple(f.name for f in fields if f.compare))

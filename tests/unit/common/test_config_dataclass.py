@@ -94,3 +94,10 @@ def test_the_config_classes_compile_none_of_the_four_methods():
     for cls in (SecurityConfig, ServerChannelConfig, BrokerConfig):
         for name in ("__init__", "__repr__", "__eq__", "__hash__"):
             assert getattr(cls, name).__module__ == module.__name__, (cls.__name__, name)
+
+
+def test_an_init_false_field_with_a_factory_is_refused():
+    with pytest.raises(TypeError, match="no init=False field with a default_factory"):
+        @config_dataclass
+        class Unsupported:
+            seen: list[int] = field(default_factory=list, init=False)
