@@ -50,7 +50,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_mq.arrow.schema import COLUMNS, SCHEMA
 from spark_mq.common.buffers import at_every_byte, byte_positions, gather_records
@@ -322,6 +321,7 @@ def _scan_terminated(
 
 def _last_pair(rows: np.ndarray, names: pa.Array, name: str, *, n: int) -> np.ndarray:
     """Per message the index of its last pair named ``name`` (as Java's map keeps), else -1."""
+    import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
     hits = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
     index = np.full(n, -1, dtype=np.int64)
     index[rows[hits]] = hits  # numpy keeps the last of repeated indices

@@ -22,7 +22,6 @@ from functools import partial
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_mq.arrow.decoder import decode_units_to_arrow
 from spark_mq.arrow.pull_channel import PullChannel
@@ -144,4 +143,5 @@ def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None)
     batch = batch.slice(0, int(np.searchsorted(batch.column(OFFSET_COLUMN).to_numpy(), end)))
     if tag_values is None:
         return batch
+    import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
     return batch.filter(pc.fill_null(pc.is_in(batch.column(TAGS_COLUMN), value_set=tag_values), False))

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import StringType, StructField, StructType
 
 from spark_mq.arrow.schema import UTC_SCHEMA
@@ -50,6 +49,7 @@ def with_property_column(batches: Iterable[pa.RecordBatch], columns: Sequence[st
     struct = pa.struct([pa.field(n, pa.string()) for n in names])
     schema = pa.schema([pa.field(PROPERTY_COLUMN, struct) if c == PROPERTY_COLUMN else UTC_SCHEMA.field(c)
                         for c in columns])
+    import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
     for batch in batches:
         props = batch.column(PROPERTIES_COLUMN)
         values = pa.StructArray.from_arrays([pc.map_lookup(props, n, "last") for n in names], fields=list(struct))

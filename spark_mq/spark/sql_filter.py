@@ -23,12 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_mq.arrow.queues import TopicQueues
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.errors import ConfigError, MQClientError
-from spark_mq.filter.evaluate import Sql92Filter
 from spark_mq.remoting.bodies import CheckClientRequestBody
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.spark.options import SQL_FILTER, SourceOptions
@@ -67,6 +65,10 @@ def matching_rows(batches: Iterable[pa.RecordBatch], expression: str | None) -> 
     if expression is None:
         yield from batches
         return
+    import pyarrow.compute as pc  # not at the top (nor the evaluator): the driver's runner never needs them
+
+    from spark_mq.filter.evaluate import Sql92Filter
+
     sql = Sql92Filter.compile(expression)
     for batch in batches:
         props = batch.column(PROPERTIES_COLUMN)

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_mq.arrow.queues import BrokerOffsets, DataLossError, QueueKey, queue_key_text
 from spark_mq.arrow.schema import to_utc_schema
@@ -130,6 +129,7 @@ def read_archive_range(part: ArchiveRange) -> Iterator[pa.RecordBatch]:
         log.warning("%s; reading what is there (failOnDataLoss=false)", message)
     tags = parse_tags(part.tags)
     if tags is not None:
+        import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
         table = table.filter(pc.fill_null(pc.is_in(table.column("tags"), value_set=pa.array(sorted(tags))), False))
     for batch in table.to_batches():
         if batch.num_rows:
