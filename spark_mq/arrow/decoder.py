@@ -321,7 +321,7 @@ def _scan_terminated(
 
 def _last_pair(rows: np.ndarray, names: pa.Array, name: str, *, n: int) -> np.ndarray:
     """Per message the index of its last pair named ``name`` (as Java's map keeps), else -1."""
-    import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
+    import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
     hits = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
     index = np.full(n, -1, dtype=np.int64)
     index[rows[hits]] = hits  # numpy keeps the last of repeated indices

@@ -143,5 +143,5 @@ def _rows_in_range(batch: pa.RecordBatch, end: int, tag_values: pa.Array | None)
     batch = batch.slice(0, int(np.searchsorted(batch.column(OFFSET_COLUMN).to_numpy(), end)))
     if tag_values is None:
         return batch
-    import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
+    import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
     return batch.filter(pc.fill_null(pc.is_in(batch.column(TAGS_COLUMN), value_set=tag_values), False))

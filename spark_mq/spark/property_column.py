@@ -49,7 +49,7 @@ def with_property_column(batches: Iterable[pa.RecordBatch], columns: Sequence[st
     struct = pa.struct([pa.field(n, pa.string()) for n in names])
     schema = pa.schema([pa.field(PROPERTY_COLUMN, struct) if c == PROPERTY_COLUMN else UTC_SCHEMA.field(c)
                         for c in columns])
-    import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
+    import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
     for batch in batches:
         props = batch.column(PROPERTIES_COLUMN)
         values = pa.StructArray.from_arrays([pc.map_lookup(props, n, "last") for n in names], fields=list(struct))

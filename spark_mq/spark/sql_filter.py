@@ -65,9 +65,9 @@ def matching_rows(batches: Iterable[pa.RecordBatch], expression: str | None) -> 
     if expression is None:
         yield from batches
         return
-    import pyarrow.compute as pc  # not at the top (nor the evaluator): the driver's runner never needs them
+    import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
 
-    from spark_mq.filter.evaluate import Sql92Filter
+    from spark_mq.filter.evaluate import Sql92Filter  # lazy import: nor this (it loads pyarrow.compute)
 
     sql = Sql92Filter.compile(expression)
     for batch in batches:

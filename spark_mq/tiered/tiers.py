@@ -129,7 +129,7 @@ def read_archive_range(part: ArchiveRange) -> Iterator[pa.RecordBatch]:
         log.warning("%s; reading what is there (failOnDataLoss=false)", message)
     tags = parse_tags(part.tags)
     if tags is not None:
-        import pyarrow.compute as pc  # not at the top: the driver's runner never needs it
+        import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
         table = table.filter(pc.fill_null(pc.is_in(table.column("tags"), value_set=pa.array(sorted(tags))), False))
     for batch in table.to_batches():
         if batch.num_rows:
