@@ -82,7 +82,7 @@ def read_commitlog(store: Path) -> Commitlog:
         queue_id, queue_offset, phys = f[3], f[5], f[6]
         b = at + FIXED.size
         (body_len,) = BODY_LEN.unpack_from(data, b)
-        body = data[b + 4: b + 4 + body_len]
+        body = bytes(data[b + 4: b + 4 + body_len])
         t = b + 4 + body_len
         topic = data[t + 1: t + 1 + data[t]].decode()
         units.append(Unit(pos, queue_id, queue_offset, phys, topic, body))
