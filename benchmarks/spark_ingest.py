@@ -32,6 +32,8 @@ Targets: (issue 13) full schema >= 0.6 of the Parquet read, pruned >= 0.8 of the
     .venv/bin/python benchmarks/spark_ingest.py [--messages 2000000] [--queues 8] [--body 100] [--reps 3] \\
         [--schema full|pruned|both] [--pull-batch-size N] [--max-per-partition N] [--profile DIR] [--quick] \\
         [--json out.json]
+
+``--quick`` (10,000 messages, one timed run, no warm-up runs: a smoke run whose figures are not judged).
 """
 
 from __future__ import annotations
@@ -397,7 +399,7 @@ def run(a: Any) -> dict[str, Any]:
                 cases = {f"stream {kind}": lambda _i, d=ddl: stream_ingest(spark, "spark_mq", opts, d, checkpoint()),
                          f"memory {kind}": lambda _i, d=ddl: memory_stream(spark, files, d, checkpoint()),
                          f"parquet {kind}": lambda _i, c=columns: parquet_read(spark, parquet, c, rows)}
-                for fn in cases.values():
+                for fn in () if a.quick else cases.values():
                     fn(-1)  # warm-up: JIT, Python workers, imports, page cache
                 turns = [{name: cases[name](i) for name in _turn_order(list(cases), i)} for i in range(a.reps)]
                 for name in cases:
