@@ -17,7 +17,14 @@ from itertools import repeat
 import numpy as np
 
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER_STRUCT, unit_ranges_at
+from spark_mq.common.unit.layout import (
+    COMPRESSED_FLAG,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    MESSAGE_MAGIC,
+    MIN_UNIT_SIZE,
+    unit_ranges_at,
+)
 
 
 @dataclass(frozen=True)
@@ -130,3 +137,43 @@ def _unpacked_units(buf: bytes, starts: list[int]) -> Iterator[tuple]:
             body = _inflate(body)
         yield (topic, queue_id, queue_offset, physical_offset, body, buf[props_start:props_end], flag, sys_flag,
                body_crc, born_timestamp, born_host, store_timestamp, store_host, reconsume_times)
+
+
+def decode_whole_units(buf: bytes) -> list[StoredMessage] | None:
+    """The units of ``buf`` back to back as StoredMessages, each checked as ``split_pull_body``
+    checks it (the message magic, a size that fits, body, topic and properties lengths adding up to
+    exactly that size, the last ending at the end of ``buf``); None at the first that is not (the
+    caller's splitter then says what is wrong), before anything is decoded. One struct unpack per
+    unit, no numpy: a long-polling consumer's answer of a few messages, whose headers splitting first
+    and decoding after would read twice."""
+    unpack, n, pos = HEADER_STRUCT.unpack_from, len(buf), 0
+    units = []
+    while pos < n:
+        if n - pos < MIN_UNIT_SIZE:
+            return None
+        header = unpack(buf, pos)
+        total, magic, body_len = header[0], header[1], header[-1]
+        end = pos + total
+        body_end = pos + HEADER_SIZE + body_len
+        if magic != MESSAGE_MAGIC or total < MIN_UNIT_SIZE or end > n or body_len < 0 or body_end >= end:
+            return None
+        topic_end = body_end + 1 + buf[body_end]  # a one-byte TOPIC length
+        if topic_end + 2 > end or topic_end + 2 + (buf[topic_end] << 8 | buf[topic_end + 1]) != end:
+            return None  # a two-byte PROPERTIES length; the properties end the unit
+        units.append((header, pos + HEADER_SIZE, body_end, topic_end, end))
+        pos = end
+    topics: dict[bytes, str] = {}
+    rows = []
+    for header, body_start, body_end, topic_end, end in units:
+        (_total, _magic, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp,
+         born_host, store_timestamp, store_host, reconsume_times, _prepared, _body_len) = header
+        topic_bytes = buf[body_end + 1 : topic_end]
+        topic = topics.get(topic_bytes)
+        if topic is None:
+            topic = topics[topic_bytes] = topic_bytes.decode()
+        body = buf[body_start:body_end]
+        if sys_flag & COMPRESSED_FLAG:
+            body = _inflate(body)
+        rows.append((topic, queue_id, queue_offset, physical_offset, body, buf[topic_end + 2 : end], flag, sys_flag,
+                     body_crc, born_timestamp, born_host, store_timestamp, store_host, reconsume_times))
+    return _new_messages(rows, len(rows))
