@@ -8,6 +8,7 @@ Thread-safety: coroutines of the client instance's event loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,14 +56,23 @@ def pull_header(group: str, mq: MessageQueue, offset: int, max_nums: int, expres
                 expression_type: str = EXPRESSION_TAG) -> PullMessageRequestHeader:
     """PULL_MESSAGE header carrying the subscription (the broker filters by tag hash, or exactly by
     a SQL92 expression)."""
+    fields = _pull_fields(group, mq, max_nums, expression, suspend_s, commit_offset is not None, expression_type)
+    return PullMessageRequestHeader.of_fields({**fields, "queue_offset": offset,
+                                               "commit_offset": commit_offset if commit_offset is not None else 0})
+
+
+@functools.lru_cache(maxsize=1024)
+def _pull_fields(group: str, mq: MessageQueue, max_nums: int, expression: str, suspend_s: float, commit: bool,
+                 expression_type: str) -> dict[str, Any]:
+    """The fields of a queue's pull headers but its offsets, made once per pulling queue (the subscription
+    parsed, the flags built): a long-polling consumer sends one header per answer, a few each millisecond.
+    Callers copy it."""
     sub = subscription_data(mq.topic, expression, expression_type=expression_type)
-    return PullMessageRequestHeader(
-        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset, max_msg_nums=max_nums,
-        sys_flag=build_pull_sys_flag(commit_offset=commit_offset is not None, suspend=suspend_s > 0,
-                                     subscription=True),
-        commit_offset=commit_offset if commit_offset is not None else 0,
-        suspend_timeout_millis=int(suspend_s * 1000), sub_version=sub.sub_version, subscription=sub.sub_string,
-        expression_type=sub.expression_type)
+    return vars(PullMessageRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=0, max_msg_nums=max_nums,
+        sys_flag=build_pull_sys_flag(commit_offset=commit, suspend=suspend_s > 0, subscription=True),
+        commit_offset=0, suspend_timeout_millis=int(suspend_s * 1000), sub_version=sub.sub_version,
+        subscription=sub.sub_string, expression_type=sub.expression_type))
 
 
 async def pull_queue(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
