@@ -151,9 +151,11 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                       timeout=timeout, msg_id=msg_id))
 
     def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout: float | None = None,
-                     answered: Callable[[PullResult], Any] | None = None) -> Any:
+                     answered: Callable[[PullResult], Any] | None = None,
+                     ext_fields: dict[str, str] | None = None) -> Any:
         """Blocking :meth:`MQClientAPI.pull_message`."""
-        return self._run(self._target.pull_message(addr=addr, header=header, timeout=timeout, answered=answered))
+        return self._run(self._target.pull_message(addr=addr, header=header, timeout=timeout, answered=answered,
+                                                   ext_fields=ext_fields))
 
     def heartbeat(self, addr: str, data: HeartbeatData, *, timeout: float | None = None) -> int:
         """Blocking :meth:`MQClientAPI.heartbeat`."""
