@@ -270,11 +270,20 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
         """``send_batch`` of a body already encoded (``encode_batch_body``'s bytes): a producer's small
         batch is encoded once, as it is prepared, with no ``MessageBatch`` columns. ``born_timestamp``
         defaults to now; ``msg_id`` is the result's (the messages' UNIQ_KEYs joined by commas)."""
-        ext = _batch_send_fields(producer_group, topic, default_topic, default_topic_queue_nums,
-                                 f"{WAIT_STORE_MSG_OK}\x01true\x02" if properties is None else properties, broker_name)
+        ext = send_fields(producer_group, topic, broker_name, True, default_topic, default_topic_queue_nums)
         cmd = RemotingCommand(code=int(RequestCode.SEND_BATCH_MESSAGE), body=body, ext_fields={
-            **ext, _QUEUE_ID: str(queue_id),
-            _BORN_TIMESTAMP: str(int(time.time() * 1000) if born_timestamp is None else born_timestamp)})
+            **ext, SEND_QUEUE_ID: str(queue_id),
+            SEND_BORN_TIMESTAMP: str(int(time.time() * 1000) if born_timestamp is None else born_timestamp),
+            SEND_PROPERTIES: f"{WAIT_STORE_MSG_OK}\x01true\x02" if properties is None else properties})
+        response = await self._invoke_command(addr, cmd, timeout, SEND_STATUS_BY_CODE)
+        return self._send_result(response, topic, broker_name, msg_id)
+
+    async def send_message_v2_fields(self, addr: str, ext_fields: dict[str, str], body: bytes, topic: str,
+                                     broker_name: str | None, msg_id: str | None, *,
+                                     timeout: float | None = None) -> SendResult:
+        """``send_message_v2`` of a header given as its wire fields: a producer's, made from ``send_fields``'
+        template (``msg_id``: the message's UNIQ_KEY)."""
+        cmd = RemotingCommand(code=int(RequestCode.SEND_MESSAGE_V2), ext_fields=ext_fields, body=body)
         response = await self._invoke_command(addr, cmd, timeout, SEND_STATUS_BY_CODE)
         return self._send_result(response, topic, broker_name, msg_id)
 
@@ -375,15 +384,18 @@ def _batch_uniq_keys(batch: MessageBatch) -> str | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _batch_send_fields(producer_group: str, topic: str, default_topic: str, default_topic_queue_nums: int,
-                       properties: str, broker_name: str | None) -> dict[str, str]:
-    """The wire fields of a SEND_BATCH_MESSAGE header, made (and checked) once per producer, topic and
-    broker: a paced producer sends a batch of a few messages every few hundred microseconds, and only
-    the queue and the birth time change. Callers copy it and set those two."""
+def send_fields(producer_group: str, topic: str, broker_name: str | None, batch: bool,
+                default_topic: str = AUTO_CREATE_TOPIC,
+                default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> dict[str, str]:
+    """The wire fields of a SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE header, made (and checked) once per producer,
+    topic and broker: a paced producer sends every few hundred microseconds, and only the queue, the birth
+    time, the properties and the flags change. Callers copy it and set those (in place: the order stays the
+    header's)."""
     return SendMessageRequestHeaderV2(
         producer_group=producer_group, topic=topic, default_topic=default_topic,
         default_topic_queue_nums=default_topic_queue_nums, queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
-        properties=properties, reconsume_times=0, unit_mode=False, batch=True, bname=broker_name).to_ext_fields()
+        properties="", reconsume_times=0, unit_mode=False, batch=batch, bname=broker_name).to_ext_fields()
 
 
-_QUEUE_ID, _BORN_TIMESTAMP = "e", "g"  # SendMessageRequestHeaderV2's wire names of queue_id and born_timestamp
+# SendMessageRequestHeaderV2's wire names of what changes from send to send
+SEND_QUEUE_ID, SEND_SYS_FLAG, SEND_BORN_TIMESTAMP, SEND_FLAG, SEND_PROPERTIES = "e", "f", "g", "h", "i"
