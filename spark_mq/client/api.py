@@ -32,6 +32,7 @@ Thread-safety: all coroutines run on one event loop and may interleave freely; u
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import ssl
@@ -269,14 +270,21 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
         """``send_batch`` of a body already encoded (``encode_batch_body``'s bytes): a producer's small
         batch is encoded once, as it is prepared, with no ``MessageBatch`` columns. ``born_timestamp``
         defaults to now; ``msg_id`` is the result's (the messages' UNIQ_KEYs joined by commas)."""
-        header = SendMessageRequestHeaderV2(
-            producer_group=producer_group, topic=topic, default_topic=default_topic,
-            default_topic_queue_nums=default_topic_queue_nums, queue_id=queue_id, sys_flag=0,
-            born_timestamp=int(time.time() * 1000) if born_timestamp is None else born_timestamp, flag=0,
-            properties=f"{WAIT_STORE_MSG_OK}\x01true\x02" if properties is None else properties,
-            reconsume_times=0, unit_mode=False, batch=True, bname=broker_name)
-        response = await self._invoke(addr, RequestCode.SEND_BATCH_MESSAGE, header, body, timeout,
-                                      SEND_STATUS_BY_CODE)
+        ext = send_fields(producer_group, topic, broker_name, True, default_topic, default_topic_queue_nums)
+        cmd = RemotingCommand(code=int(RequestCode.SEND_BATCH_MESSAGE), body=body, ext_fields={
+            **ext, SEND_QUEUE_ID: str(queue_id),
+            SEND_BORN_TIMESTAMP: str(int(time.time() * 1000) if born_timestamp is None else born_timestamp),
+            SEND_PROPERTIES: f"{WAIT_STORE_MSG_OK}\x01true\x02" if properties is None else properties})
+        response = await self._invoke_command(addr, cmd, timeout, SEND_STATUS_BY_CODE)
+        return self._send_result(response, topic, broker_name, msg_id)
+
+    async def send_message_v2_fields(self, addr: str, ext_fields: dict[str, str], body: bytes, topic: str,
+                                     broker_name: str | None, msg_id: str | None, *,
+                                     timeout: float | None = None) -> SendResult:
+        """``send_message_v2`` of a header given as its wire fields: a producer's, made from ``send_fields``'
+        template (``msg_id``: the message's UNIQ_KEY)."""
+        cmd = RemotingCommand(code=int(RequestCode.SEND_MESSAGE_V2), ext_fields=ext_fields, body=body)
+        response = await self._invoke_command(addr, cmd, timeout, SEND_STATUS_BY_CODE)
         return self._send_result(response, topic, broker_name, msg_id)
 
     def _send_result(self, response: RemotingCommand, topic: str, broker_name: str | None,
@@ -288,13 +296,16 @@ class MQClientAPI(NamesrvRequests, OffsetRequests, AdminRequests, PopRequests):
     # -- broker: pull and consumer groups -----------------------------------------------------
 
     async def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout: float | None = None,
-                           answered: Callable[[PullResult], Any] | None = None) -> Any:
+                           answered: Callable[[PullResult], Any] | None = None,
+                           ext_fields: dict[str, str] | None = None) -> Any:
         """PULL_MESSAGE. The default timeout outlasts the broker's long-poll suspension. The answer is
         judged as the connection reads it (``Connection.request``'s ``answered``); ``answered``, if given,
-        runs there on the ``PullResult`` and its value is returned instead."""
+        runs there on the ``PullResult`` and its value is returned instead. ``ext_fields``: the header's
+        wire fields, from a caller that has them (a consumer's pulls are made from a per-queue template)."""
         if timeout is None:
             timeout = self.timeout + (header.suspend_timeout_millis / 1000 if header.has_suspend else 0)
-        cmd = RemotingCommand(code=int(RequestCode.PULL_MESSAGE), ext_fields=header.to_ext_fields())
+        cmd = RemotingCommand(code=int(RequestCode.PULL_MESSAGE),
+                              ext_fields=header.to_ext_fields() if ext_fields is None else ext_fields)
 
         def result(response: RemotingCommand) -> Any:
             if response.code not in PULL_STATUS_BY_CODE:
@@ -370,3 +381,21 @@ def _batch_uniq_keys(batch: MessageBatch) -> str | None:
     if (found_start < 0).any():
         return None
     return b",".join(map(raw.__getitem__, map(slice, found_start.tolist(), found_end.tolist()))).decode()
+
+
+@functools.lru_cache(maxsize=1024)
+def send_fields(producer_group: str, topic: str, broker_name: str | None, batch: bool,
+                default_topic: str = AUTO_CREATE_TOPIC,
+                default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS) -> dict[str, str]:
+    """The wire fields of a SEND_MESSAGE_V2 or SEND_BATCH_MESSAGE header, made (and checked) once per producer,
+    topic and broker: a paced producer sends every few hundred microseconds, and only the queue, the birth
+    time, the properties and the flags change. Callers copy it and set those (in place: the order stays the
+    header's)."""
+    return SendMessageRequestHeaderV2(
+        producer_group=producer_group, topic=topic, default_topic=default_topic,
+        default_topic_queue_nums=default_topic_queue_nums, queue_id=0, sys_flag=0, born_timestamp=0, flag=0,
+        properties="", reconsume_times=0, unit_mode=False, batch=batch, bname=broker_name).to_ext_fields()
+
+
+# SendMessageRequestHeaderV2's wire names of what changes from send to send
+SEND_QUEUE_ID, SEND_SYS_FLAG, SEND_BORN_TIMESTAMP, SEND_FLAG, SEND_PROPERTIES = "e", "f", "g", "h", "i"

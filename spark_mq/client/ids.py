@@ -198,6 +198,9 @@ class UniqKeyGenerator:
         numpy fixed cost (~10 us), which is most of the time for the few keys of a small batch."""
         first, delta = self._reserve(n)
         prefix, block = self.prefix, first // COUNTER_SPAN
+        if (first + n - 1) // COUNTER_SPAN == block:  # the usual case: one month time for all, formatted once
+            head = f"{prefix}{delta & 0xFFFFFFFF:08X}"
+            return [f"{head}{i & 0xFFFF:04X}".encode() for i in range(first, first + n)]
         return [f"{prefix}{(delta + i // COUNTER_SPAN - block) & 0xFFFFFFFF:08X}{i & 0xFFFF:04X}".encode()
                 for i in range(first, first + n)]
 

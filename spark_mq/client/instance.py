@@ -134,16 +134,19 @@ class ClientInstance:
         """The members of ``mq``'s broker set to try for a pull: the one its last answer suggested first
         (suggestWhichBrokerId), then the others, master before slaves."""
         addrs = self.broker_sets.get(mq.broker_name, {})
+        if len(addrs) == 1:  # a lone master: nothing to order
+            return list(addrs.values())
         want = self.pull_from_which_node.get(mq, MASTER_ID)
         first = [addrs[want]] if want in addrs else []
         return first + [addr for broker_id, addr in sorted(addrs.items()) if broker_id != want]
 
     async def pull_message(self, mq: MessageQueue, header: PullMessageRequestHeader, timeout: float | None = None,
-                           answered: Callable[[PullResult], Any] | None = None) -> Any:
+                           answered: Callable[[PullResult], Any] | None = None,
+                           ext_fields: dict[str, str] | None = None) -> Any:
         """PULL_MESSAGE of ``mq`` from the member of its broker set the last answer suggested, moving on to
         the others while one is unreachable (a killed master stays in a cached route until the next
         refresh); the answer's suggestWhichBrokerId picks the member for the next pull of ``mq``.
-        ``answered``: as ``MQClientAPI.pull_message``'s."""
+        ``answered`` and ``ext_fields``: as ``MQClientAPI.pull_message``'s."""
 
         def note(result: PullResult) -> Any:
             self.pull_from_which_node[mq] = result.suggest_which_broker_id
@@ -152,7 +155,7 @@ class ClientInstance:
         addrs = self.pull_addrs(mq)
         for i, addr in enumerate(addrs):
             try:
-                return await self.api.pull_message(addr, header, timeout, note)
+                return await self.api.pull_message(addr, header, timeout, note, ext_fields)
             except RemotingError:
                 if i == len(addrs) - 1:
                     raise

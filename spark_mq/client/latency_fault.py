@@ -70,7 +70,11 @@ class LatencyFaultTolerance:
 
     def update(self, broker_name: str, latency_ms: float, not_available_ms: float) -> None:
         """Record a send to ``broker_name``: it is unavailable for ``not_available_ms`` from now."""
-        self.items[broker_name] = FaultItem(broker_name, latency_ms, self.now_ms() + not_available_ms)
+        item = self.items.get(broker_name)
+        if item is None:
+            self.items[broker_name] = FaultItem(broker_name, latency_ms, self.now_ms() + not_available_ms)
+        else:  # every send updates its broker's item: in place, not a new object per send
+            item.latency_ms, item.available_at_ms = latency_ms, self.now_ms() + not_available_ms
 
     def is_available(self, broker_name: str) -> bool:
         item = self.items.get(broker_name)

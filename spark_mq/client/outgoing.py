@@ -47,6 +47,8 @@ _PLAIN_PROPERTIES_LENGTH = len(_KEY_HEAD) + UNIQ_KEY_LENGTH + len(_KEY_TAIL)
 _RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK})
 # a message's fields read for a whole batch by C-level maps
 _TOPIC, _BODY, _FLAG = attrgetter("topic"), attrgetter("body"), attrgetter("flag")
+# what makes a message's properties more than its UNIQ_KEY and WAIT (all falsy for a plain message)
+_EXTRAS = attrgetter("properties", "tags", "keys", "delay_level", "deliver_time_ms")
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 SMALL_BATCH = 16  # messages: a batch of at most this many is prepared one message at a time
 
@@ -200,24 +202,26 @@ def prepare_batch(messages: Sequence[Message], max_message_size: int) -> Prepare
 
 def _prepare_few(messages: list[Message], topic: str, max_message_size: int) -> PreparedBatch:
     """``prepare_batch``'s column checks and encoding for a small batch, message by message: the
-    same first error, the same PreparedBatch."""
+    same first error, the same PreparedBatch. The usual batch (bytes bodies that fit, flags that
+    fit) is checked by a few C-level calls; any doubt goes through the checks one by one."""
     bodies = list(map(_BODY, messages))
-    for b in bodies:
-        error = _body_error(b, topic, max_message_size)
-        if error is not None:
-            raise error
-    if set(map(type, bodies)) != {bytes}:
+    if set(map(type, bodies)) != {bytes} or not all(bodies) or max(map(len, bodies)) > max_message_size:
+        for b in bodies:
+            error = _body_error(b, topic, max_message_size)
+            if error is not None:
+                raise error
         bodies = [bytes(b) for b in bodies]
     flags = list(map(_FLAG, messages))
-    for flag in flags:
-        _check_flag(flag)
+    if min(flags) < INT32_MIN or max(flags) > INT32_MAX:
+        for flag in flags:
+            _check_flag(flag)
     keys = few_uniq_keys(len(messages))
     properties = _each_properties(messages, keys)
-    property_lengths = list(map(len, properties))
-    for i, length in enumerate(property_lengths):
-        if length > MAX_PROPERTIES_LENGTH:
-            raise _properties_error(i, length)
-    sizes = [MIN_RECORD_SIZE + len(b) + p for b, p in zip(bodies, property_lengths, strict=True)]
+    if max(map(len, properties)) > MAX_PROPERTIES_LENGTH:
+        for i, p in enumerate(properties):
+            if len(p) > MAX_PROPERTIES_LENGTH:
+                raise _properties_error(i, len(p))
+    sizes = [MIN_RECORD_SIZE + len(b) + len(p) for b, p in zip(bodies, properties, strict=True)]
     return PreparedBatch(topic, bodies, properties, flags, sizes, keys, encode_records(bodies, properties, flags))
 
 
@@ -237,7 +241,7 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
     """
     n = len(messages)
     fresh = uniq_keys(n)
-    if not any(m.properties or m.tags or m.keys or m.delay_level or m.deliver_time_ms for m in messages):
+    if not any(map(any, map(_EXTRAS, messages))):
         raw = np.empty((n, _PLAIN_PROPERTIES_LENGTH), dtype=np.uint8)
         raw[:] = np.frombuffer(_KEY_HEAD + bytes(UNIQ_KEY_LENGTH) + _KEY_TAIL, dtype=np.uint8)
         raw[:, len(_KEY_HEAD) : len(_KEY_HEAD) + UNIQ_KEY_LENGTH] = fresh.view(np.uint8).reshape(n, UNIQ_KEY_LENGTH)
@@ -252,9 +256,11 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
 def _each_properties(messages: list[Message], keys: list[bytes]) -> list[bytes]:
     """Each message's encoded properties ending with its fresh key from ``keys`` and WAIT=true, one
     concatenation for a plain message; a message naming its own UNIQ_KEY keeps it (in ``keys`` too)."""
+    if not any(map(any, map(_EXTRAS, messages))):  # the usual batch: no message has any of its own
+        return [_KEY_HEAD + key + _KEY_TAIL for key in keys]
     out = []
     for i, (m, key) in enumerate(zip(messages, keys, strict=True)):
-        if not (m.properties or m.tags or m.keys or m.delay_level or m.deliver_time_ms):
+        if not any(_EXTRAS(m)):
             out.append(_KEY_HEAD + key + _KEY_TAIL)
             continue
         props = m.all_properties()

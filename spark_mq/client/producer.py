@@ -41,7 +41,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from spark_mq.client.api import DEFAULT_TOPIC_QUEUE_NUMS
+from spark_mq.client.api import (
+    DEFAULT_TOPIC_QUEUE_NUMS,
+    SEND_BORN_TIMESTAMP,
+    SEND_FLAG,
+    SEND_PROPERTIES,
+    SEND_QUEUE_ID,
+    SEND_SYS_FLAG,
+    send_fields,
+)
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.instance import MASTER_ID, ClientInstance
 from spark_mq.client.latency_fault import FaultStrategy
@@ -395,17 +403,21 @@ class Producer:
 
     async def _send_one(self, p: Prepared, mq: MessageQueue, addr: str, left: float,
                         oneway: bool = False) -> SendResult | None:
+        api = self.instance.api
+        if not oneway:  # the header's wire fields from the topic's template: a send is a few microseconds
+            ext = {**send_fields(self.group, p.topic, mq.broker_name, False), SEND_QUEUE_ID: str(mq.queue_id),
+                   SEND_SYS_FLAG: str(p.sys_flag), SEND_BORN_TIMESTAMP: str(int(time.time() * 1000)),
+                   SEND_FLAG: str(p.flag), SEND_PROPERTIES: p.properties.decode()}
+            return await api.send_message_v2_fields(addr, ext, p.body, p.topic, mq.broker_name, p.uniq_key,
+                                                    timeout=left)
         header = SendMessageRequestHeaderV2(
             producer_group=self.group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC,
             default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=mq.queue_id, sys_flag=p.sys_flag,
             born_timestamp=int(time.time() * 1000), flag=p.flag, properties=p.properties.decode(),
             reconsume_times=0, unit_mode=False, batch=False, bname=mq.broker_name)
-        api = self.instance.api
-        if oneway:
-            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), p.body, oneway=True)
-            await api.remoting.invoke_oneway(addr, cmd, left)
-            return None
-        return await api.send_message_v2(addr, header, p.body, timeout=left, msg_id=p.uniq_key)
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), p.body, oneway=True)
+        await api.remoting.invoke_oneway(addr, cmd, left)
+        return None
 
     async def _send_batch_request(self, prepared: PreparedBatch) -> SendResult:
         async def attempt(mq: MessageQueue, addr: str, left: float) -> SendResult:

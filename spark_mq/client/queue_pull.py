@@ -8,6 +8,7 @@ Thread-safety: coroutines of the client instance's event loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,8 @@ from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.bodies import EXPRESSION_TAG, SUB_ALL, MessageQueue
 from spark_mq.remoting.headers import PullMessageRequestHeader, build_pull_sys_flag
+
+_QUEUE_OFFSET = "queueOffset"  # PullMessageRequestHeader's wire name of queue_offset
 
 
 @dataclass(frozen=True)
@@ -55,14 +58,25 @@ def pull_header(group: str, mq: MessageQueue, offset: int, max_nums: int, expres
                 expression_type: str = EXPRESSION_TAG) -> PullMessageRequestHeader:
     """PULL_MESSAGE header carrying the subscription (the broker filters by tag hash, or exactly by
     a SQL92 expression)."""
+    fields, _ = _pull_template(group, mq, max_nums, expression, suspend_s, commit_offset is not None,
+                               expression_type)
+    return PullMessageRequestHeader.of_fields({**fields, "queue_offset": offset,
+                                               "commit_offset": commit_offset if commit_offset is not None else 0})
+
+
+@functools.lru_cache(maxsize=1024)
+def _pull_template(group: str, mq: MessageQueue, max_nums: int, expression: str, suspend_s: float, commit: bool,
+                   expression_type: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The fields and the wire fields of a queue's pull headers at offset 0 (commit offset 0), made once per
+    pulling queue (the subscription parsed, the flags built): a long-polling consumer sends a header per
+    answer, a few each millisecond. Callers copy them."""
     sub = subscription_data(mq.topic, expression, expression_type=expression_type)
-    return PullMessageRequestHeader(
-        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset, max_msg_nums=max_nums,
-        sys_flag=build_pull_sys_flag(commit_offset=commit_offset is not None, suspend=suspend_s > 0,
-                                     subscription=True),
-        commit_offset=commit_offset if commit_offset is not None else 0,
-        suspend_timeout_millis=int(suspend_s * 1000), sub_version=sub.sub_version, subscription=sub.sub_string,
-        expression_type=sub.expression_type)
+    header = PullMessageRequestHeader(
+        consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=0, max_msg_nums=max_nums,
+        sys_flag=build_pull_sys_flag(commit_offset=commit, suspend=suspend_s > 0, subscription=True),
+        commit_offset=0, suspend_timeout_millis=int(suspend_s * 1000), sub_version=sub.sub_version,
+        subscription=sub.sub_string, expression_type=sub.expression_type)
+    return vars(header), header.to_ext_fields()
 
 
 async def pull_queue(instance: ClientInstance, group: str, mq: MessageQueue, offset: int, max_nums: int,
@@ -102,5 +116,6 @@ async def _pull_raw(instance: ClientInstance, group: str, mq: MessageQueue, offs
     if max_nums <= 0:
         raise ConfigError(f"max_nums must be positive, got {max_nums}")
     await broker_addr_of(instance, mq)  # the route, fetched once if unknown
-    header = pull_header(group, mq, offset, max_nums, expression, suspend_s, expression_type=expression_type)
-    return await instance.pull_message(mq, header, timeout, answered)
+    fields, ext = _pull_template(group, mq, max_nums, expression, suspend_s, False, expression_type)
+    header = PullMessageRequestHeader.of_fields({**fields, "queue_offset": offset})
+    return await instance.pull_message(mq, header, timeout, answered, {**ext, _QUEUE_OFFSET: str(offset)})

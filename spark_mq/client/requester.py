@@ -83,9 +83,14 @@ class Requester:
             cmd = RemotingCommand(code=int(code), ext_fields=header.to_ext_fields(), body=body)
         else:
             cmd = RemotingCommand.request(code, header, body)
+        return await self._invoke_command(addr, cmd, timeout, ok)
+
+    async def _invoke_command(self, addr: str, cmd: RemotingCommand, timeout: float | None = None,
+                              ok: Iterable[int] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        """``_invoke`` of a request already made (its header fields wire strings)."""
         response = await self.remoting.invoke(addr, cmd, self.timeout if timeout is None else timeout)
         if response.code not in ok:
-            raise self.error(response, addr, code, signed=self.remoting.credentials is not None)
+            raise self.error(response, addr, cmd.code, signed=self.remoting.credentials is not None)
         return response
 
     async def _oneway(self, addr: str, code: int, header: Header, body: bytes = b"",

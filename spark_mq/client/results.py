@@ -17,7 +17,7 @@ import numpy as np
 
 from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.common.unit.chain import back_to_back_units
-from spark_mq.common.unit.decode import StoredMessage, decode_messages
+from spark_mq.common.unit.decode import StoredMessage, decode_messages, decode_whole_units
 from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC, unit_fits_at
 from spark_mq.remoting.codes import ResponseCode
 from spark_mq.remoting.command import RemotingCommand
@@ -166,9 +166,11 @@ def _whole_unit_starts(body: bytes) -> list[int] | None:
 def decode_units_list(body: bytes, check_crc: bool = False) -> list[StoredMessage]:
     """Every unit of a pull/query response body as a StoredMessage."""
     body = bytes(body)
-    starts = _whole_unit_starts(body) if not check_crc and len(body) < VECTOR_SPLIT_MIN_BYTES else None
-    if not starts:
-        starts = pull_body_starts(body, check_crc).tolist()
+    if not check_crc and len(body) < VECTOR_SPLIT_MIN_BYTES:
+        messages = decode_whole_units(body)  # split and decoded in one pass
+        if messages is not None:
+            return messages
+    starts = pull_body_starts(body, check_crc).tolist()
     return decode_messages(body, starts) if starts else []
 
 

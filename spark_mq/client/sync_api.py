@@ -150,10 +150,19 @@ class SyncMQClientAPI(BlockingFacade[MQClientAPI]):
                                                       default_topic_queue_nums=default_topic_queue_nums,
                                                       timeout=timeout, msg_id=msg_id))
 
+    def send_message_v2_fields(self, addr: str, ext_fields: dict[str, str], body: bytes, topic: str,
+                               broker_name: str | None, msg_id: str | None, *,
+                               timeout: float | None = None) -> SendResult:
+        """Blocking :meth:`MQClientAPI.send_message_v2_fields`."""
+        return self._run(self._target.send_message_v2_fields(addr=addr, ext_fields=ext_fields, body=body, topic=topic,
+                                                             broker_name=broker_name, msg_id=msg_id, timeout=timeout))
+
     def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout: float | None = None,
-                     answered: Callable[[PullResult], Any] | None = None) -> Any:
+                     answered: Callable[[PullResult], Any] | None = None,
+                     ext_fields: dict[str, str] | None = None) -> Any:
         """Blocking :meth:`MQClientAPI.pull_message`."""
-        return self._run(self._target.pull_message(addr=addr, header=header, timeout=timeout, answered=answered))
+        return self._run(self._target.pull_message(addr=addr, header=header, timeout=timeout, answered=answered,
+                                                   ext_fields=ext_fields))
 
     def heartbeat(self, addr: str, data: HeartbeatData, *, timeout: float | None = None) -> int:
         """Blocking :meth:`MQClientAPI.heartbeat`."""

@@ -13,11 +13,19 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER_STRUCT, unit_ranges_at
+from spark_mq.common.unit.layout import (
+    COMPRESSED_FLAG,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    MESSAGE_MAGIC,
+    MIN_UNIT_SIZE,
+    unit_ranges_at,
+)
 
 
 @dataclass(frozen=True)
@@ -130,3 +138,48 @@ def _unpacked_units(buf: bytes, starts: list[int]) -> Iterator[tuple]:
             body = _inflate(body)
         yield (topic, queue_id, queue_offset, physical_offset, body, buf[props_start:props_end], flag, sys_flag,
                body_crc, born_timestamp, born_host, store_timestamp, store_host, reconsume_times)
+
+
+def decode_whole_units(buf: bytes) -> list[StoredMessage] | None:
+    """The units of ``buf`` back to back as StoredMessages, each checked as ``split_pull_body``
+    checks it (the message magic, a size that fits, body, topic and properties lengths adding up to
+    exactly that size, the last ending at the end of ``buf``); None at the first that is not, or at a
+    topic that is not UTF-8 (the caller's splitter, or ``decode_messages``, then says what is wrong).
+    One struct unpack per unit, no numpy: a long-polling consumer's answer of a few messages, whose
+    headers splitting first and decoding after would read twice."""
+    unpack, n, pos = HEADER_STRUCT.unpack_from, len(buf), 0
+    topics: dict[bytes, str] = {}
+    rows = []
+    while pos < n:
+        if n - pos < MIN_UNIT_SIZE:
+            return None
+        header = unpack(buf, pos)
+        end = pos + header[_TOTAL]
+        body_start = pos + HEADER_SIZE
+        body_end = body_start + header[_BODY_LENGTH]
+        if (header[_MAGIC] != MESSAGE_MAGIC or header[_TOTAL] < MIN_UNIT_SIZE or end > n or body_end < body_start
+                or body_end >= end):
+            return None
+        topic_end = body_end + 1 + buf[body_end]  # a one-byte TOPIC length
+        if topic_end + 2 > end or topic_end + 2 + (buf[topic_end] << 8 | buf[topic_end + 1]) != end:
+            return None  # a two-byte PROPERTIES length; the properties end the unit
+        topic_bytes = buf[body_end + 1 : topic_end]
+        topic = topics.get(topic_bytes)
+        if topic is None:
+            try:
+                topic = topics[topic_bytes] = topic_bytes.decode()
+            except UnicodeDecodeError:
+                return None
+        body = buf[body_start:body_end]
+        if header[_SYS_FLAG] & COMPRESSED_FLAG:
+            body = _inflate(body)
+        rows.append((topic, *_BEFORE_BODY(header), body, buf[topic_end + 2 : end], *_AFTER_PROPERTIES(header)))
+        pos = end
+    return _new_messages(rows, len(rows))
+
+
+# HEADER_STRUCT's values by position, and those that fill a StoredMessage around its body and properties
+_TOTAL, _MAGIC, _SYS_FLAG, _BODY_LENGTH = 0, 1, 7, 14
+_BEFORE_BODY = itemgetter(3, 5, 6)  # queue id, queue offset, physical offset
+# flag, sys flag, body CRC, born timestamp, born host, store timestamp, store host, reconsume times
+_AFTER_PROPERTIES = itemgetter(4, 7, 2, 8, 9, 10, 11, 12)

@@ -130,6 +130,24 @@ def test_small_bodies_split_one_by_one_as_the_walk_does(body, where, byte, cut):
             assert pull_body_starts(candidate).tolist() == expected
 
 
+@settings(max_examples=300)
+@given(pull_bodies(), st.integers(0, 1 << 16), st.integers(0, 255), st.integers(-3, 3))
+def test_small_bodies_decode_in_one_pass_as_split_then_decode(body, where, byte, cut):
+    """``messages()`` of a small body checks and decodes each unit in one pass: intact, torn, padded or
+    with any byte changed (a topic that is no longer UTF-8 too), it gives the messages or the error that
+    splitting with the walk and decoding the units after gives."""
+    bad = bytearray(body)
+    bad[where % len(bad)] = byte
+    for candidate in (body, bytes(bad), body[:cut] if cut < 0 else body + b"\x00" * cut):
+        try:
+            expected = decode_messages(candidate, split_pull_body(candidate).tolist())
+        except (BatchBodyError, UnicodeDecodeError) as e:
+            with pytest.raises(type(e)):
+                found(candidate).messages()
+        else:
+            assert found(candidate).messages() == expected
+
+
 def test_torn_or_inconsistent_bodies_raise():
     body = units("T", 0, [b"b" * 50] * 400, [{TAGS: "x"}] * 400)
     with pytest.raises(BatchBodyError):
