@@ -301,8 +301,9 @@ class Connection:
         self._write(cmd)
 
     async def drain(self) -> None:
-        """Wait until the socket's write buffer is below its high-water mark."""
-        if not self.closed:
+        """Wait until the socket's write buffer is below its high-water mark (at once when the socket took
+        everything written: the usual case, without the stream's drain and its checks)."""
+        if not self.closed and self._writer.transport.get_write_buffer_size():
             with contextlib.suppress(ConnectionError):
                 await self._writer.drain()
 
@@ -613,7 +614,8 @@ class Connection:
                 return
             self.respond(cmd, response)
             response = None  # while the slot waits for the drain, only the encoded frame is held
-            await self.drain()
+            if self._writer.transport.get_write_buffer_size():  # the socket took it all: nothing to wait for
+                await self.drain()
         finally:
             if self._max_in_flight:
                 if self._slot_waiters:
