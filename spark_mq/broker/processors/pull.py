@@ -20,7 +20,7 @@ import numpy as np
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.processors.long_polling import ANSWERED, PullHoldService, Woken
+from spark_mq.broker.processors.long_polling import ANSWERED, Held, PullHoldService, Woken
 from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -158,30 +158,51 @@ class PullProcessor:
             or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
                                        unit_filter=unit_filter, readable_end=readable_end)
         code = response_code(result, h.queue_offset)
-        # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
-        # held pulls it is answered now instead)
-        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 and conn.try_hold():
-            self.metrics.long_poll_waiters.inc()
-            min_offset = result.min_offset
-            unfiltered = codes is None and unit_filter is None
-            woken: Woken = False
-            try:
-                woken = await self.hold.wait(
-                    h.topic, h.queue_id, h.queue_offset, min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S),
-                    functools.partial(self._answer_woken, cmd, conn, h, min_offset) if unfiltered else None)
-            finally:
-                self.metrics.long_poll_waiters.dec()
-                if woken is not ANSWERED:
-                    await conn.end_hold()
-            if woken is ANSWERED:  # the send that woke it wrote its answer: keep the slot while it is unread
-                await conn.drain()
-                return None
-            direct = None
-            if isinstance(woken, PutResult) and unfiltered and self.readable_end() is None:
-                direct = self.from_put(woken, h.max_msg_nums, min_offset)
-            result = direct or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
-                                                       unit_filter=unit_filter, readable_end=self.readable_end())
-            code = response_code(result, h.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 \
+                and self._held(cmd, conn, h, codes, unit_filter, result.min_offset):
+            return None
+        if code == ResponseCode.SUCCESS:
+            self._delivered(h, result)
+        return self._response(cmd, h, result, code)
+
+    def _held(self, cmd: RemotingCommand, conn: Connection, h: PullMessageRequestHeader, codes: set[int] | None,
+              unit_filter: Callable | None, min_offset: int) -> bool:
+        """Hold the pull (True; the handler returns None and it is answered when woken or timed out), giving
+        its connection's in-flight slot back; False past the connection's maximum of held pulls: answer now.
+        Held by a callback (``PullHoldService.hold``), not a coroutine: no Task, no loop turn to resume it."""
+        unfiltered = codes is None and unit_filter is None
+        held = self.hold.hold(h.topic, h.queue_id, h.queue_offset, min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S),
+                              functools.partial(self._answer_woken, cmd, conn, h, min_offset) if unfiltered else None,
+                              functools.partial(self._woken, cmd, conn, h, codes, unit_filter, min_offset))
+        if not conn.detach(cmd, functools.partial(self._dropped, held)):
+            held.cancel()
+            return False
+        self.metrics.long_poll_waiters.inc()
+        return True
+
+    def _dropped(self, held: Held) -> None:
+        """The held pull's connection closed: it is never answered."""
+        if held.cancel():
+            self.metrics.long_poll_waiters.dec()
+
+    def _woken(self, cmd: RemotingCommand, conn: Connection, h: PullMessageRequestHeader, codes: set[int] | None,
+               unit_filter: Callable | None, min_offset: int, woken: Woken) -> None:
+        """The held pull's wait is over: answered already inside the ``notify`` that woke it (its slot goes back
+        once the answer is sent), else answered by ``_rest`` as a request."""
+        self.metrics.long_poll_waiters.dec()
+        conn.end_detached(cmd, None if woken is ANSWERED else
+                          functools.partial(self._rest, h, codes, unit_filter, min_offset, woken))
+
+    async def _rest(self, h: PullMessageRequestHeader, codes: set[int] | None, unit_filter: Callable | None,
+                    min_offset: int, woken: Woken, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The answer of a pull woken (``woken``: what ``PullHoldService.wait`` returns) and not answered inside
+        ``notify``: from the put that woke it when it begins at the pull's offset, else from a second look."""
+        direct = None
+        if isinstance(woken, PutResult) and codes is None and unit_filter is None and self.readable_end() is None:
+            direct = self.from_put(woken, h.max_msg_nums, min_offset)
+        result = direct or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
+                                                   unit_filter=unit_filter, readable_end=self.readable_end())
+        code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
             self._delivered(h, result)
         return self._response(cmd, h, result, code)
