@@ -229,9 +229,9 @@ class PullProcessor:
 
     def _response(self, cmd: RemotingCommand, h: PullMessageRequestHeader, result: GetResult,
                   code: ResponseCode) -> RemotingCommand:
-        return cmd.make_response(code, ext_fields={
-            "suggestWhichBrokerId": self.suggest_broker_id(result, h.consumer_group),
-            "nextBeginOffset": result.next_begin_offset,
-            "minOffset": result.min_offset,
-            "maxOffset": result.max_offset,
+        return cmd.make_response(code, wire_fields={
+            "suggestWhichBrokerId": str(self.suggest_broker_id(result, h.consumer_group)),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
         }, body=result.data if code == ResponseCode.SUCCESS else b"")

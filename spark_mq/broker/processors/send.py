@@ -158,10 +158,10 @@ class SendProcessor:
                                         sender=RemotingCheckBack(conn))
         if outcome.result is None:
             return cmd.make_response(outcome.code, outcome.remark)
-        return cmd.make_response(outcome.code, ext_fields={
+        return cmd.make_response(outcome.code, wire_fields={
             "msgId": joined_offset_msg_ids(outcome.result.store_host, outcome.result.physical_offsets),
-            "queueId": outcome.queue_id,
-            "queueOffset": outcome.result.queue_offset,
+            "queueId": str(outcome.queue_id),
+            "queueOffset": str(outcome.result.queue_offset),
         })
 
     async def store_send(self, batch: MessageBatch, props: JoinedProperties, prepared: bool, producer_group: str,
