@@ -468,11 +468,12 @@ class Connection:
             self._credentials.sign(cmd.ext_fields, cmd.body)
 
     def _write(self, cmd: RemotingCommand) -> None:
-        if self._writer.is_closing():
+        transport = self._writer.transport  # the stream writer's own write and is_closing only pass these on
+        if transport.is_closing():
             self.close(ConnectionResetError("socket is closing" + self._tls_hint()))
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
         for piece in frame_pieces(cmd):
-            self._writer.write(piece)
+            transport.write(piece)
 
     def _take_slot_now(self) -> bool:
         """Take an in-flight slot if one is free and nobody waits for one."""
