@@ -38,6 +38,9 @@ class PutResult(LazyDataclass):
     sizes: np.ndarray
     store_timestamp: int
     store_host: bytes
+    # the units as the commitlog holds them, when written in one piece (the usual put): a pull woken by the put
+    # answers with them, without reading them back
+    units: bytes | memoryview | None = None
 
     @property
     def count(self) -> int:

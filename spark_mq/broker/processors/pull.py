@@ -103,14 +103,15 @@ class PullProcessor:
         return config.broker_id
 
     def from_put(self, put: PutResult, max_count: int, min_offset: int) -> GetResult | None:
-        """What a pull held at ``put.queue_offset`` gets: the units the put just wrote, read back from the
-        commitlog as they lie (one contiguous run), with ``min_offset`` from the pull's look before its
-        hold (only retention moves it). None when the put is more than the pull takes: read the store."""
+        """What a pull held at ``put.queue_offset`` gets: the units the put just wrote (as it wrote them, else
+        read back from the commitlog as they lie: one contiguous run), with ``min_offset`` from the pull's look
+        before its hold (only retention moves it). None when the put is more than the pull takes: read the store."""
         sizes = put.sizes
         if not 0 < put.count <= max_count or units_total(sizes) > DEFAULT_MAX_GET_BYTES:
             return None
         try:
-            data = self.store.commitlog.read_units(put.physical_offsets, sizes)
+            data = bytes(put.units) if put.units is not None else self.store.commitlog.read_units(
+                put.physical_offsets, sizes)
         except LookupError:  # retention removed the file under us: the store's read says what is left
             return None
         end = put.queue_offset + put.count
