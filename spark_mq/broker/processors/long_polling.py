@@ -128,12 +128,7 @@ class PullHoldService:
         finally:
             timer.cancel()
             for key, entry in entries:
-                waiters = self._waiters.get(key)
-                if waiters is not None:
-                    with contextlib.suppress(ValueError):
-                        waiters.remove(entry)
-                    if not waiters:
-                        del self._waiters[key]
+                self._remove(key, entry)
 
     def hold(self, topic: str, queue_id: int, offset: int, timeout_s: float, answer: Answer | None,
              then: Callable[[Woken], None]) -> Held:
@@ -147,6 +142,7 @@ class PullHoldService:
         return held
 
     def _remove(self, key: tuple[str, int], entry: object) -> None:
+        """``entry`` out of the queue's waiters (gone already: nothing), and the queue's list once empty."""
         waiters = self._waiters.get(key)
         if waiters is not None:
             with contextlib.suppress(ValueError):
