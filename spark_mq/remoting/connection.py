@@ -16,7 +16,9 @@ memory, whatever its client does:
   back under the mark, so each slot adds at most one answer beyond it. A handler that
   waits on an outside event (a long-polling pull waiting for messages) gives its slot back for
   the wait (``try_hold``/``end_hold``): a consumer holding a pull per queue never stops its
-  connection from being read. A handler awaiting a request it sent back on its own connection
+  connection from being read. A handler may also return None at once and answer later (``detach``: a held
+  pull waiting on a callback, not a coroutine); ``end_detached`` then serves the rest as a request, or gives
+  back the slot of an answer written meanwhile. A handler awaiting a request it sent back on its own connection
   keeps its slot: with every slot so taken the answers wait behind the bound until they time out;
 * ``expire`` (the server calls it every second) closes a connection idle for
   ``serverChannelMaxIdleTimeSeconds`` (nothing received; clients heartbeat every 30 s) or holding
@@ -59,7 +61,7 @@ import logging
 import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from spark_mq.common.config import ServerChannelConfig
@@ -234,6 +236,7 @@ class Connection:
         self._in_flight = 0  # requests holding a slot: served, or answered but above the high-water mark
         self._held = 0  # requests waiting on an outside event with their slot given back
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self._detached: dict[int, Callable[[], None]] = {}  # requests answered later (``detach``): their cancels
         if channel is not None:
             writer.transport.set_write_buffer_limits(channel.write_buffer_high_water_mark,
                                                      channel.write_buffer_low_water_mark)
@@ -301,8 +304,9 @@ class Connection:
         self._write(cmd)
 
     async def drain(self) -> None:
-        """Wait until the socket's write buffer is below its high-water mark."""
-        if not self.closed:
+        """Wait until the socket's write buffer is below its high-water mark (at once when the socket took
+        everything written: the usual case, without the stream's drain and its checks)."""
+        if not self.closed and self._writer.transport.get_write_buffer_size():
             with contextlib.suppress(ConnectionError):
                 await self._writer.drain()
 
@@ -339,6 +343,44 @@ class Connection:
             return False
         self._held -= 1
         return True
+
+    def detach(self, cmd: RemotingCommand, cancel: Callable[[], None]) -> bool:
+        """``try_hold`` for a handler that returns None at once (its slot goes back as it returns: ``_serve``) and
+        answers ``cmd`` later, from a callback: ``end_detached`` ends it, ``cancel()`` runs instead should the
+        connection close first. False when the connection holds its ``serverChannelMaxHeldRequests``
+        already: answer now instead."""
+        if self._max_in_flight:
+            if self._held >= self._max_held:
+                return False
+            self._held += 1
+        self._detached[id(cmd)] = cancel
+        return True
+
+    def end_detached(self, cmd: RemotingCommand, handler: Handler | None) -> None:
+        """A detached ``cmd``'s wait is over. With ``handler``: serve it so (a task; a slot taken back first,
+        as ``end_hold``); without: its answer was written after ``end_hold_now``, whose slot goes back once
+        the socket has taken the answer (as a handler's once its answer is drained)."""
+        if self._detached.pop(id(cmd), None) is None or self.closed:
+            return
+        if handler is not None:
+            self._start(self._serve(cmd, handler))
+        elif self._max_in_flight:
+            if self._writer.transport.get_write_buffer_size():
+                self._start(self._release_slot_drained())
+            else:
+                self._release_slot()
+
+    async def _release_slot_drained(self) -> None:
+        try:
+            await self.drain()
+        finally:
+            self._release_slot()
+
+    def _start(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as one of the connection's tasks (cancelled when it closes)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def respond(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
         """Write ``response`` to request ``cmd`` (a dropped connection drops it). A handler answering its
@@ -388,6 +430,9 @@ class Connection:
         self._answered_by.clear()
         for task in self._tasks:
             task.cancel()
+        detached, self._detached = self._detached, {}
+        for cancel in detached.values():
+            cancel()
         if asyncio.current_task() is not self._reader_task:
             self._reader_task.cancel()
         if abort:
@@ -423,11 +468,12 @@ class Connection:
             self._credentials.sign(cmd.ext_fields, cmd.body)
 
     def _write(self, cmd: RemotingCommand) -> None:
-        if self._writer.is_closing():
+        transport = self._writer.transport  # the stream writer's own write and is_closing only pass these on
+        if transport.is_closing():
             self.close(ConnectionResetError("socket is closing" + self._tls_hint()))
             raise RemotingConnectError(f"connection to {self.peer} is closed: {self.close_cause}")
         for piece in frame_pieces(cmd):
-            self._writer.write(piece)
+            transport.write(piece)
 
     def _take_slot_now(self) -> bool:
         """Take an in-flight slot if one is free and nobody waits for one."""
@@ -585,10 +631,16 @@ class Connection:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, cmd: RemotingCommand) -> None:
+    async def _serve(self, cmd: RemotingCommand, resumed: Handler | None = None) -> None:
+        """Answer ``cmd`` with its handler's response; ``resumed``: the handler of a detached request's rest
+        (``end_detached``), run once a slot is taken back."""
         try:
-            refusal = None if self._gate is None else self._gate(cmd, self)
-            handler = self._handlers.get(cmd.code)
+            if resumed is None:
+                refusal = None if self._gate is None else self._gate(cmd, self)
+                handler = self._handlers.get(cmd.code)
+            else:
+                await self.end_hold()
+                refusal, handler = None, resumed
             if refusal is not None:
                 response: RemotingCommand | None = refusal
             elif handler is None:
@@ -613,7 +665,8 @@ class Connection:
                 return
             self.respond(cmd, response)
             response = None  # while the slot waits for the drain, only the encoded frame is held
-            await self.drain()
+            if self._writer.transport.get_write_buffer_size():  # the socket took it all: nothing to wait for
+                await self.drain()
         finally:
             if self._max_in_flight:
                 if self._slot_waiters:

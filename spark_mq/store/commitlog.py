@@ -34,6 +34,7 @@ class AppendResult(NamedTuple):
     sizes: np.ndarray  # int64, size of each unit
     end_offset: int  # commitlog offset just past the last unit
     dispatch: DispatchInfo | None = None  # the encoder's, when asked for and the batch fit the last file's room
+    units: bytes | memoryview | None = None  # the units as written, when the batch fit the last file's room
 
 
 class CommitLog:
@@ -74,7 +75,7 @@ class CommitLog:
             encoded = encode_batch(batch, mf.end_offset, queue_offset, store_timestamp, store_host, sizes=sizes,
                                    view=True, key_prefix=key_prefix)
             mf.append(encoded.data)
-            return AppendResult(encoded.physical_offsets, sizes, mf.end_offset, encoded.dispatch)
+            return AppendResult(encoded.physical_offsets, sizes, mf.end_offset, encoded.dispatch, encoded.data)
         return self._append_across_files(batch, sizes, queue_offset, store_timestamp, store_host)
 
     def _append_across_files(

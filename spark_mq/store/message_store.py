@@ -332,7 +332,7 @@ class MessageStore:
             res.end_offset, self.config.sync_flush_timeout / 1000
         ):
             status = PutStatus.FLUSH_DISK_TIMEOUT
-        return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host)
+        return PutResult(status, queue_offset, res.physical_offsets, res.sizes, now, self.store_host, res.units)
 
     def append_replicated(self, offset: int, data: bytes | memoryview) -> int:
         """A slave's write: the master's commitlog bytes at the same ``offset`` (see

@@ -38,6 +38,9 @@ class PutResult(LazyDataclass):
     sizes: np.ndarray
     store_timestamp: int
     store_host: bytes
+    # the units as the commitlog holds them, when written in one piece (the usual put): a pull woken by the put
+    # answers with them, without reading them back
+    units: bytes | memoryview | None = None
 
     @property
     def count(self) -> int:
@@ -53,6 +56,12 @@ class PutResult(LazyDataclass):
         return [b.decode() for b in offset_msg_ids(self.store_host, self.physical_offsets).tolist()]
 
 
+# the columns of a result without units: one read-only empty array shared by them all (a pull held at its
+# queue's end makes such a result every time)
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_ROWS.flags.writeable = False
+
+
 @dataclass(frozen=True)
 class GetResult:
     status: GetStatus
@@ -60,8 +69,8 @@ class GetResult:
     min_offset: int
     max_offset: int
     data: bytes = b""  # the found units, back to back
-    queue_offsets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    queue_offsets: np.ndarray = field(default_factory=lambda: _NO_ROWS)
+    sizes: np.ndarray = field(default_factory=lambda: _NO_ROWS)
     # commitlog bytes past the last unit read (RocketMQ's maxOffsetPy - maxPhyOffsetPulling): how far
     # behind the reader is, which decides whether it is sent to a slave
     behind_bytes: int = 0

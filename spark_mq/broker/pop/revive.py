@@ -42,9 +42,14 @@ class ReviveService:
         self.pops = pops
         self.retry = retry
 
-    @property
     def _end(self) -> int:
-        return self.pops.store.get_max_offset(self.pops.revive_topic, REVIVE_QUEUE_ID)
+        """The revive queue's end. A master's is read without dispatching anything (``written_offset``): this is
+        asked at every poll, and a read by queue offset would dispatch every append so far on the event loop,
+        ten times a second, whether or not anyone pops."""
+        store = self.pops.store
+        if store.config.is_slave:
+            return store.get_max_offset(self.pops.revive_topic, REVIVE_QUEUE_ID)
+        return store.written_offset(self.pops.revive_topic, REVIVE_QUEUE_ID)
 
     def replay(self) -> int:
         """Rebuild the open checkpoints from the revive queue, from the revive group's offset; a group's pop
@@ -96,7 +101,9 @@ class ReviveService:
                 break
             p.checkpoints.ack(ck.key, tuple(pending))
             revived += len(pending)
-        start = p.checkpoints.revive_offset(self._end)
+        start = p.checkpoints.revive_offset(-1)  # -1: no checkpoint is open (their records' offsets are >= 0)
+        if start < 0:
+            start = self._end()
         if start != p.offsets.query(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID):
             p.offsets.commit(REVIVE_GROUP, p.revive_topic, REVIVE_QUEUE_ID, start)
         return revived

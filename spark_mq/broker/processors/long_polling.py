@@ -12,6 +12,10 @@ message's arrival to its delivery. A pull may also give ``wait`` an ``answer`` t
 itself: the send that woke it then has the pull's answer written before its own, with no loop turn
 between the put and the answer (the waiting coroutine only tidies up afterwards).
 
+``hold`` is ``wait`` without a coroutine: what woke the pull (or its timeout) is handed to a callback, run
+inside ``notify`` (or the timer's callback). A long-polling consumer's pull is held so: no Task per held
+pull, no loop turn to resume it and none to finish it, on the latency workload's every message.
+
 Thread-safety: used from the broker's event loop only.
 """
 
@@ -41,9 +45,47 @@ Woken = bool | PutResult | _Answered
 Answer = Callable[[bool | PutResult], bool]
 
 
-def _expire(fut: asyncio.Future[Woken]) -> None:
+def _expire(fut: asyncio.Future[Woken] | Held) -> None:
     if not fut.done():
         fut.set_result(False)
+
+
+class Held:
+    """A pull held by ``hold``: ``notify`` (or its timer) sets its result, which runs its ``then`` at once.
+    Quacks as the future ``wait`` holds (``done``, ``set_result``)."""
+
+    __slots__ = ("_done", "_entry", "_key", "_service", "_then", "_timer")
+
+    def __init__(self, service: PullHoldService, key: tuple[str, int], then: Callable[[Woken], None]) -> None:
+        self._service = service
+        self._key = key
+        self._then = then
+        self._done = False
+        self._entry: tuple[int, Held, Answer | None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, woken: Woken) -> None:
+        if self._end():
+            try:
+                self._then(woken)
+            except Exception:  # not the waker's failure (a send's): the pull's, logged
+                log.exception("a held pull's continuation failed")
+
+    def cancel(self) -> bool:
+        """Stop holding (its connection closed) without running ``then``; False when it was over already."""
+        return self._end()
+
+    def _end(self) -> bool:
+        if self._done:
+            return False
+        self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._service._remove(self._key, self._entry)
+        return True
 
 
 def _answered(answer: Answer, why: bool | PutResult) -> bool:
@@ -57,7 +99,7 @@ def _answered(answer: Answer, why: bool | PutResult) -> bool:
 
 class PullHoldService:
     def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[Woken], Answer | None]]] = {}
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[Woken] | Held, Answer | None]]] = {}
         self.deferred = 0  # of the pulls the last ``notify`` woke, how many answer at a later loop turn
 
     @property
@@ -86,12 +128,27 @@ class PullHoldService:
         finally:
             timer.cancel()
             for key, entry in entries:
-                waiters = self._waiters.get(key)
-                if waiters is not None:
-                    with contextlib.suppress(ValueError):
-                        waiters.remove(entry)
-                    if not waiters:
-                        del self._waiters[key]
+                self._remove(key, entry)
+
+    def hold(self, topic: str, queue_id: int, offset: int, timeout_s: float, answer: Answer | None,
+             then: Callable[[Woken], None]) -> Held:
+        """``wait``'s callback form: ``then(woken)``, with what ``wait`` would return, runs once the pull is woken
+        (inside ``notify``, after ``answer``) or times out (False), unless it is cancelled first."""
+        key = (topic, queue_id)
+        held = Held(self, key, then)
+        held._entry = entry = (offset, held, answer)
+        self._waiters.setdefault(key, []).append(entry)
+        held._timer = asyncio.get_running_loop().call_later(timeout_s, _expire, held)
+        return held
+
+    def _remove(self, key: tuple[str, int], entry: object) -> None:
+        """``entry`` out of the queue's waiters (gone already: nothing), and the queue's list once empty."""
+        waiters = self._waiters.get(key)
+        if waiters is not None:
+            with contextlib.suppress(ValueError):
+                waiters.remove(entry)
+            if not waiters:
+                del self._waiters[key]
 
     def has_waiters(self, topic: str, queue_id: int) -> bool:
         return (topic, queue_id) in self._waiters
@@ -102,7 +159,9 @@ class PullHoldService:
         answer then, the others answered in their ``answer`` here). ``put``: the put that stored them in
         this queue, handed to the pulls held at its first queue offset."""
         woken = deferred = 0
-        for offset, fut, answer in self._waiters.get((topic, queue_id), ()):
+        waiters = self._waiters.get((topic, queue_id))
+        # a copy: a pull held by ``hold`` leaves the list as it is woken
+        for offset, fut, answer in (*waiters,) if waiters else ():
             if offset < max_offset and not fut.done():
                 why = put if put is not None and offset == put.queue_offset else True
                 answered = answer is not None and _answered(answer, why)
@@ -120,7 +179,7 @@ class PullHoldService:
 
     def wake_all(self) -> None:
         """Release every held pull (shutdown)."""
-        for waiters in self._waiters.values():
-            for _, fut, _ in waiters:
+        for waiters in list(self._waiters.values()):
+            for _, fut, _ in list(waiters):
                 if not fut.done():
                     fut.set_result(True)

@@ -20,7 +20,7 @@ import numpy as np
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.metrics import BrokerMetrics
-from spark_mq.broker.processors.long_polling import ANSWERED, PullHoldService, Woken
+from spark_mq.broker.processors.long_polling import ANSWERED, Held, PullHoldService, Woken
 from spark_mq.broker.sql92_filters import Sql92Filters
 from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
@@ -103,14 +103,15 @@ class PullProcessor:
         return config.broker_id
 
     def from_put(self, put: PutResult, max_count: int, min_offset: int) -> GetResult | None:
-        """What a pull held at ``put.queue_offset`` gets: the units the put just wrote, read back from the
-        commitlog as they lie (one contiguous run), with ``min_offset`` from the pull's look before its
-        hold (only retention moves it). None when the put is more than the pull takes: read the store."""
+        """What a pull held at ``put.queue_offset`` gets: the units the put just wrote (as it wrote them, else
+        read back from the commitlog as they lie: one contiguous run), with ``min_offset`` from the pull's look
+        before its hold (only retention moves it). None when the put is more than the pull takes: read the store."""
         sizes = put.sizes
         if not 0 < put.count <= max_count or units_total(sizes) > DEFAULT_MAX_GET_BYTES:
             return None
         try:
-            data = self.store.commitlog.read_units(put.physical_offsets, sizes)
+            data = bytes(put.units) if put.units is not None else self.store.commitlog.read_units(
+                put.physical_offsets, sizes)
         except LookupError:  # retention removed the file under us: the store's read says what is left
             return None
         end = put.queue_offset + put.count
@@ -158,30 +159,51 @@ class PullProcessor:
             or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
                                        unit_filter=unit_filter, readable_end=readable_end)
         code = response_code(result, h.queue_offset)
-        # held, the pull gives its connection's in-flight slot back (past the connection's maximum of
-        # held pulls it is answered now instead)
-        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 and conn.try_hold():
-            self.metrics.long_poll_waiters.inc()
-            min_offset = result.min_offset
-            unfiltered = codes is None and unit_filter is None
-            woken: Woken = False
-            try:
-                woken = await self.hold.wait(
-                    h.topic, h.queue_id, h.queue_offset, min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S),
-                    functools.partial(self._answer_woken, cmd, conn, h, min_offset) if unfiltered else None)
-            finally:
-                self.metrics.long_poll_waiters.dec()
-                if woken is not ANSWERED:
-                    await conn.end_hold()
-            if woken is ANSWERED:  # the send that woke it wrote its answer: keep the slot while it is unread
-                await conn.drain()
-                return None
-            direct = None
-            if isinstance(woken, PutResult) and unfiltered and self.readable_end() is None:
-                direct = self.from_put(woken, h.max_msg_nums, min_offset)
-            result = direct or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
-                                                       unit_filter=unit_filter, readable_end=self.readable_end())
-            code = response_code(result, h.queue_offset)
+        if code == ResponseCode.PULL_NOT_FOUND and h.has_suspend and h.suspend_timeout_millis > 0 \
+                and self._held(cmd, conn, h, codes, unit_filter, result.min_offset):
+            return None
+        if code == ResponseCode.SUCCESS:
+            self._delivered(h, result)
+        return self._response(cmd, h, result, code)
+
+    def _held(self, cmd: RemotingCommand, conn: Connection, h: PullMessageRequestHeader, codes: set[int] | None,
+              unit_filter: Callable | None, min_offset: int) -> bool:
+        """Hold the pull (True; the handler returns None and it is answered when woken or timed out), giving
+        its connection's in-flight slot back; False past the connection's maximum of held pulls: answer now.
+        Held by a callback (``PullHoldService.hold``), not a coroutine: no Task, no loop turn to resume it."""
+        unfiltered = codes is None and unit_filter is None
+        held = self.hold.hold(h.topic, h.queue_id, h.queue_offset, min(h.suspend_timeout_millis / 1000, MAX_SUSPEND_S),
+                              functools.partial(self._answer_woken, cmd, conn, h, min_offset) if unfiltered else None,
+                              functools.partial(self._woken, cmd, conn, h, codes, unit_filter, min_offset))
+        if not conn.detach(cmd, functools.partial(self._dropped, held)):
+            held.cancel()
+            return False
+        self.metrics.long_poll_waiters.inc()
+        return True
+
+    def _dropped(self, held: Held) -> None:
+        """The held pull's connection closed: it is never answered."""
+        if held.cancel():
+            self.metrics.long_poll_waiters.dec()
+
+    def _woken(self, cmd: RemotingCommand, conn: Connection, h: PullMessageRequestHeader, codes: set[int] | None,
+               unit_filter: Callable | None, min_offset: int, woken: Woken) -> None:
+        """The held pull's wait is over: answered already inside the ``notify`` that woke it (its slot goes back
+        once the answer is sent), else answered by ``_rest`` as a request."""
+        self.metrics.long_poll_waiters.dec()
+        conn.end_detached(cmd, None if woken is ANSWERED else
+                          functools.partial(self._rest, h, codes, unit_filter, min_offset, woken))
+
+    async def _rest(self, h: PullMessageRequestHeader, codes: set[int] | None, unit_filter: Callable | None,
+                    min_offset: int, woken: Woken, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The answer of a pull woken (``woken``: what ``PullHoldService.wait`` returns) and not answered inside
+        ``notify``: from the put that woke it when it begins at the pull's offset, else from a second look."""
+        direct = None
+        if isinstance(woken, PutResult) and codes is None and unit_filter is None and self.readable_end() is None:
+            direct = self.from_put(woken, h.max_msg_nums, min_offset)
+        result = direct or self.store.get_messages(h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, codes,
+                                                   unit_filter=unit_filter, readable_end=self.readable_end())
+        code = response_code(result, h.queue_offset)
         if code == ResponseCode.SUCCESS:
             self._delivered(h, result)
         return self._response(cmd, h, result, code)
@@ -208,9 +230,9 @@ class PullProcessor:
 
     def _response(self, cmd: RemotingCommand, h: PullMessageRequestHeader, result: GetResult,
                   code: ResponseCode) -> RemotingCommand:
-        return cmd.make_response(code, ext_fields={
-            "suggestWhichBrokerId": self.suggest_broker_id(result, h.consumer_group),
-            "nextBeginOffset": result.next_begin_offset,
-            "minOffset": result.min_offset,
-            "maxOffset": result.max_offset,
+        return cmd.make_response(code, wire_fields={
+            "suggestWhichBrokerId": str(self.suggest_broker_id(result, h.consumer_group)),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
         }, body=result.data if code == ResponseCode.SUCCESS else b"")

@@ -113,7 +113,7 @@ def encode_batch(
     if sizes is None:
         sizes = unit_sizes(batch)
     if n == 1:  # a lone message (most network sends): one struct.pack beats ~25 numpy calls
-        return _encode_one(batch, topic, int(sizes[0]), physical_offset, queue_offset, store_timestamp, store_host)
+        return _encode_one(batch, topic, sizes, physical_offset, queue_offset, store_timestamp, store_host)
     template = _HEADER_TEMPLATE.pack(MESSAGE_MAGIC, batch.queue_id, batch.born_host, store_timestamp, store_host)
     # decided before the bodies are joined: a join thrown away changes how the heap reuses pages as well
     if native.ENCODER is not None and int(np.add.reduce(batch.body_lengths)) <= n * NATIVE_MAX_MEAN_BODY:
@@ -201,9 +201,11 @@ def _tail_template(topic: bytes) -> tuple[np.dtype, bytes]:
 
 
 def _encode_one(
-    batch: MessageBatch, topic: bytes, size: int, physical_offset: int, queue_offset: int,
+    batch: MessageBatch, topic: bytes, sizes: np.ndarray, physical_offset: int, queue_offset: int,
     store_timestamp: int, store_host: bytes,
 ) -> EncodedBatch:
+    """``sizes``: the lone unit's, as an array (the result's, as it is)."""
+    size = int(sizes[0])
     body, props = batch.bodies[0], batch.properties[0]
     head = HEADER_STRUCT.pack(
         size, MESSAGE_MAGIC, body_crc(body), batch.queue_id, int(batch.flags[0]), queue_offset,
@@ -213,4 +215,4 @@ def _encode_one(
     )
     data = b"".join((head, body, TOPIC_LENGTH_STRUCT.pack(len(topic)), topic, PROPS_LENGTH_STRUCT.pack(len(props)),
                      props))
-    return EncodedBatch(data, np.array([size], dtype=np.int64), np.array([physical_offset], dtype=np.int64))
+    return EncodedBatch(data, sizes, np.array([physical_offset], dtype=np.int64))

@@ -25,12 +25,15 @@ from ._support import pull_header, send_header
 
 class _Conn:
     """What the handlers use of a connection (a client-side one: no in-flight bound). ``responded``: the answers
-    written outside their handlers (a held pull answered inside the put that woke it), by request opaque."""
+    written outside their handlers (a held pull answered inside the put that woke it, or after its wait), by
+    request opaque; ``answered(opaque)``: a future of such an answer."""
 
     peer = "127.0.0.1:40000"
 
     def __init__(self) -> None:
         self.responded: dict[int, RemotingCommand] = {}
+        self._answers: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Task] = set()
 
     def try_hold(self) -> bool:
         return True
@@ -41,8 +44,21 @@ class _Conn:
     def end_hold_now(self) -> bool:
         return True
 
+    def detach(self, cmd: RemotingCommand, cancel) -> bool:
+        return True
+
+    def end_detached(self, cmd: RemotingCommand, handler) -> None:
+        if handler is not None:  # the rest of the request, served as the connection serves it: in a task
+            task = asyncio.ensure_future(handler(cmd, self))
+            self._tasks.add(task)
+            task.add_done_callback(lambda t: t.cancelled() or t.exception() or self.respond(cmd, t.result()))
+
     def respond(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
         self.responded[cmd.opaque] = response
+        self.answered(cmd.opaque).set_result(response)
+
+    def answered(self, opaque: int) -> asyncio.Future[RemotingCommand]:
+        return self._answers.setdefault(opaque, asyncio.get_running_loop().create_future())
 
     async def drain(self) -> None:
         pass
@@ -71,7 +87,10 @@ def _held(pull, conn: _Conn, topic: str, offset: int, subscription: str | None =
 
     async def answer() -> RemotingCommand:
         response = await pull(cmd, conn)
-        return response if response is not None else conn.responded.pop(cmd.opaque)
+        if response is None:  # held: answered when woken
+            response = await conn.answered(cmd.opaque)
+            conn.responded.pop(cmd.opaque)
+        return response
 
     return asyncio.ensure_future(answer())
 
