@@ -67,15 +67,22 @@ _PICKED = (TAGS, KEYS, UNIQ_KEY)  # the native pair split's picks, in its order 
 _RANGE_FIELDS = 7  # native.c's UNIT_RANGES: a unit's start, then UnitRanges' six bounds, in its order
 
 
+_HOST_ROOM = 27  # native.c's format_host: "255.255.255.255:-2147483648"
+_MSG_ID_SIZE = 32  # an offsetMsgId's hex characters
+_COPY_SLACK = 8  # native.c's copy_to_separator writes 8 bytes a step
+
+
 @dataclass(frozen=True)
 class _Pairs:
     """Every property pair of a batch: names, values, each message's pairs' offsets (int32, rows + 1), and
-    ``last(name)``: per message the index of its last pair named ``name`` (TAGS, KEYS or UNIQ_KEY), else -1."""
+    ``picked(name)``: per message the value of its last pair named ``name`` (TAGS, KEYS or UNIQ_KEY), else null."""
 
     names: pa.Array
     values: pa.Array
     map_offsets: np.ndarray
-    last: Callable[[str], np.ndarray]
+    picked: Callable[[str], pa.Array]
+
+
 _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
 
 
@@ -115,13 +122,10 @@ def decode_units_to_arrow(
             return split
         rows, names, values, map_offsets = _property_pairs(
             _take_ranges(data, pybuf, ranges.props_start, ranges.props_end, pa.binary()))
-        return _Pairs(names, values, map_offsets, functools.partial(_last_pair, rows, names, n=n))
+        return _Pairs(names, values, map_offsets, functools.partial(_picked_by_take, rows, names, values, n=n))
 
     def pick(name: str) -> pa.Array:
-        found = pairs()
-        index = found.last(name)
-        missing = index < 0
-        return found.values.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
+        return pairs().picked(name)
 
     def properties() -> pa.Array:
         found = pairs()
@@ -136,7 +140,8 @@ def decode_units_to_arrow(
         "queue_id": lambda: numbers("queue_id", np.int32),
         "queue_offset": lambda: numbers("queue_offset", np.int64),
         "commitlog_offset": lambda: numbers("physical_offset", np.int64),
-        "msg_id": lambda: _msg_ids(head["store_host"], head["physical_offset"].astype(np.int64)),
+        "msg_id": lambda: _header_strings(head, "msg_id") or _msg_ids(head["store_host"],
+                                                                      head["physical_offset"].astype(np.int64)),
         "uniq_key": lambda: pick(UNIQ_KEY),
         "keys": lambda: pick(KEYS),
         "tags": lambda: pick(TAGS),
@@ -144,8 +149,8 @@ def decode_units_to_arrow(
         "body": lambda: _bodies(data, pybuf, ranges.body_start, ranges.body_end, head["sys_flag"].astype(np.int32)),
         "born_timestamp": lambda: _timestamps(head["born_timestamp"]),
         "store_timestamp": lambda: _timestamps(head["store_timestamp"]),
-        "born_host": lambda: _hosts(head["born_host"]),
-        "store_host": lambda: _hosts(head["store_host"]),
+        "born_host": lambda: _header_strings(head, "born_host") or _hosts(head["born_host"]),
+        "store_host": lambda: _header_strings(head, "store_host") or _hosts(head["store_host"]),
         "reconsume_times": lambda: numbers("reconsume_times", np.int32),
         "sys_flag": lambda: numbers("sys_flag", np.int32),
         "flag": lambda: numbers("flag", np.int32),
@@ -209,6 +214,9 @@ def _take_ranges(
     must be disjoint and in buffer order (the gaps between them become rows of the zero-copy view
     that ``take`` skips); otherwise bytes are gathered with a numpy index (slower, same result)."""
     n = starts.size
+    gathered = _native_gather(data, starts, ends, typ)
+    if gathered is not None:
+        return gathered
     large = data.size >= _INT32_OFFSETS_LIMIT
     bounds = np.empty(2 * n, dtype=np.int64 if large else np.int32)
     bounds[0::2] = starts
@@ -219,6 +227,25 @@ def _take_ranges(
     view = pa.Array.from_buffers(view_type, max(2 * n - 1, 0), [None, pa.py_buffer(bounds), pybuf])
     out = view.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
     return out.cast(typ) if large else out
+
+
+def _native_gather(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType) -> pa.Array | None:
+    """:func:`_take_ranges` by the native library (:data:`~spark_mq.common.unit.native.GATHER_RANGES`: one memcpy
+    a row into a buffer of their total size, no index array, any order); None without it, past Arrow's 32-bit
+    offsets, or for ranges not inside ``data``."""
+    n = starts.size
+    if native.GATHER_RANGES is None or not n:
+        return None
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total >= _INT32_OFFSETS_LIMIT or int(starts.min()) < 0 or int(ends.max()) > data.size or int(lengths.min()) < 0:
+        return None
+    out, offsets = np.empty(total, dtype=np.uint8), np.empty(n + 1, dtype=np.int32)
+    native.GATHER_RANGES(data.ctypes.data, starts.ctypes.data, ends.ctypes.data, n, out.ctypes.data,
+                         offsets.ctypes.data)
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
 
 
 def _gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -319,19 +346,21 @@ def _scan_terminated(
     return ps_row[pair_end], name_start, sep[events], ps_at[pair_end]
 
 
-def _last_pair(rows: np.ndarray, names: pa.Array, name: str, *, n: int) -> np.ndarray:
-    """Per message the index of its last pair named ``name`` (as Java's map keeps), else -1."""
+def _picked_by_take(rows: np.ndarray, names: pa.Array, values: pa.Array, name: str, *, n: int) -> pa.Array:
+    """Per message the value of its last pair named ``name`` (as Java's map keeps), else null."""
     import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
     hits = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
     index = np.full(n, -1, dtype=np.int64)
     index[rows[hits]] = hits  # numpy keeps the last of repeated indices
-    return index
+    missing = index < 0
+    return values.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
 
 
 def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarray) -> _Pairs | None:
     """:class:`_Pairs` of the property strings ``data[props_start[i]:props_end[i]]``, split and compacted in one
-    pass by the native library (the same rule as :func:`_property_pairs`, which the tests compare it with);
-    None without the library, or past Arrow's 32-bit offsets."""
+    pass by the native library (the same rule as :func:`_property_pairs`, which the tests compare it with), the
+    picked values (TAGS, KEYS, UNIQ_KEY) written as their own columns in the same pass; None without the
+    library, or past Arrow's 32-bit offsets."""
     starts = np.ascontiguousarray(props_start, dtype=np.int64)
     ends = np.ascontiguousarray(props_end, dtype=np.int64)
     size = int((ends - starts).sum())
@@ -339,13 +368,16 @@ def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarr
         return None
     n = starts.size
     capacity = size // 2 + 1  # a kept pair takes at least a name byte and its separator
-    names, values = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
+    names, values = np.empty(size + _COPY_SLACK, dtype=np.uint8), np.empty(size + _COPY_SLACK, dtype=np.uint8)
     name_offsets, value_offsets = np.empty(capacity + 1, dtype=np.int32), np.empty(capacity + 1, dtype=np.int32)
     map_offsets = np.empty(n + 1, dtype=np.int32)
     picks = np.empty((len(_PICKED), n), dtype=np.int64, order="F")  # picks[k, row] at 3 * row + k
+    pick_values = np.empty((len(_PICKED), size), dtype=np.uint8)  # column k's bytes in row k
+    pick_offsets = np.empty((len(_PICKED), n + 1), dtype=np.int32)
     found = native.PROPERTY_PAIRS(data.ctypes.data, starts.ctypes.data, ends.ctypes.data, n, names.ctypes.data,
                                   name_offsets.ctypes.data, values.ctypes.data, value_offsets.ctypes.data,
-                                  map_offsets.ctypes.data, picks.ctypes.data, capacity)
+                                  map_offsets.ctypes.data, picks.ctypes.data, capacity, pick_values.ctypes.data,
+                                  pick_offsets.ctypes.data, size)
     if found < 0:  # cannot happen (see capacity): the numpy path then
         return None
 
@@ -353,8 +385,36 @@ def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarr
         return pa.Array.from_buffers(pa.string(), found, [None, pa.py_buffer(offsets[: found + 1]),
                                                           pa.py_buffer(raw[: int(offsets[found])])])
 
-    return _Pairs(strings(names, name_offsets), strings(values, value_offsets), map_offsets,
-                  lambda name: picks[_PICKED.index(name)])
+    def picked(name: str) -> pa.Array:
+        k = _PICKED.index(name)
+        offsets, valid = pick_offsets[k], picks[k] >= 0
+        missing = n - int(np.count_nonzero(valid))
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if missing else None
+        return pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(offsets),
+                                                      pa.py_buffer(pick_values[k, : int(offsets[n])])], missing)
+
+    return _Pairs(strings(names, name_offsets), strings(values, value_offsets), map_offsets, picked)
+
+
+def _header_strings(head: np.ndarray, column: str) -> pa.Array | None:
+    """The ``msg_id``, ``born_host`` or ``store_host`` column of the unit headers ``head``, written by the native
+    library in one pass (:data:`~spark_mq.common.unit.native.HEADER_STRINGS`: what :func:`_msg_ids` and
+    :func:`_hosts` give, which the tests compare it with); None without the library, or past Arrow's 32-bit
+    offsets."""
+    n = head.size
+    if native.HEADER_STRINGS is None or n * _HOST_ROOM >= _INT32_OFFSETS_LIMIT:
+        return None
+    headers = np.ascontiguousarray(head)
+    if column == "msg_id":
+        ids = np.empty(n * _MSG_ID_SIZE, dtype=np.uint8)
+        native.HEADER_STRINGS(headers.ctypes.data, n, ids.ctypes.data, None, None, None, None)
+        offsets = np.arange(0, _MSG_ID_SIZE * (n + 1), _MSG_ID_SIZE, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids)])
+    out, offsets = np.empty(n * _HOST_ROOM, dtype=np.uint8), np.empty(n + 1, dtype=np.int32)
+    born, store = ((out.ctypes.data, offsets.ctypes.data), (None, None))[:: 1 if column == "born_host" else -1]
+    native.HEADER_STRINGS(headers.ctypes.data, n, None, *born, *store)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(out[: int(offsets[n])])])
 
 
 def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, same: bool | None) -> pa.Array:
