@@ -411,7 +411,8 @@ def _header_strings(head: np.ndarray, column: str) -> pa.Array | None:
         offsets = np.arange(0, _MSG_ID_SIZE * (n + 1), _MSG_ID_SIZE, dtype=np.int32)
         return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids)])
     out, offsets = np.empty(n * _HOST_ROOM, dtype=np.uint8), np.empty(n + 1, dtype=np.int32)
-    born, store = ((out.ctypes.data, offsets.ctypes.data), (None, None))[:: 1 if column == "born_host" else -1]
+    written, skipped = (out.ctypes.data, offsets.ctypes.data), (None, None)
+    born, store = (written, skipped) if column == "born_host" else (skipped, written)
     native.HEADER_STRINGS(headers.ctypes.data, n, None, *born, *store)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
                                                   pa.py_buffer(out[: int(offsets[n])])])
