@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from spark_mq.arrow.schema import COLUMNS, SCHEMA
+from spark_mq.arrow.schema import COLUMNS, SCHEMA, UTC_TIMESTAMP, utc_schema
 from spark_mq.common.buffers import at_every_byte, byte_positions, gather_records
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
@@ -70,6 +70,8 @@ _RANGE_FIELDS = 7  # native.c's UNIT_RANGES: a unit's start, then UnitRanges' si
 _HOST_ROOM = 27  # native.c's format_host: "255.255.255.255:-2147483648"
 _MSG_ID_SIZE = 32  # an offsetMsgId's hex characters
 _COPY_SLACK = 8  # native.c's copy_to_separator writes 8 bytes a step
+_US_PER_MS = 1000
+_ARROW_INTS = {np.int32: pa.int32(), np.int64: pa.int64()}
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,15 @@ def decode_units_to_arrow(
     *,
     broker_name: str,
     columns: Sequence[str] = COLUMNS,
+    utc: bool = False,
 ) -> pa.RecordBatch:
     """Decode the units of ``buf`` beginning at ``starts`` (found by walking the whole buffer
     when None: it must then be a well-formed pull body, else ``BatchBodyError``) into one
     RecordBatch with ``columns`` of :data:`SCHEMA` (all by default), in that order. Only those
     columns are built: a pruned read skips, e.g., the property split when it wants no column made
-    of properties. ``starts`` must be whole units in buffer order."""
-    schema = pa.schema([SCHEMA.field(c) for c in columns])  # KeyError for a name not in SCHEMA
+    of properties. ``starts`` must be whole units in buffer order. ``utc``: timestamps as
+    :data:`~spark_mq.arrow.schema.UTC_SCHEMA` has them (what a Spark read yields) rather than as stored."""
+    schema = _schema(tuple(columns), utc)  # KeyError for a name not in SCHEMA
     data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
     walked = starts is None
     native_pass = _native_units(data) if walked else None
@@ -132,7 +136,7 @@ def decode_units_to_arrow(
         return pa.MapArray.from_arrays(pa.array(found.map_offsets), found.names, found.values)
 
     def numbers(field: str, dtype: type) -> pa.Array:
-        return pa.array(head[field].astype(dtype))
+        return pa.Array.from_buffers(_ARROW_INTS[dtype], n, [None, pa.py_buffer(head[field].astype(dtype))])
 
     build: dict[str, Callable[[], pa.Array]] = {
         "topic": lambda: _topics(data, pybuf, ranges.topic_start, ranges.topic_end, same_topic),
@@ -147,8 +151,8 @@ def decode_units_to_arrow(
         "tags": lambda: pick(TAGS),
         "properties": properties,
         "body": lambda: _bodies(data, pybuf, ranges.body_start, ranges.body_end, head["sys_flag"].astype(np.int32)),
-        "born_timestamp": lambda: _timestamps(head["born_timestamp"]),
-        "store_timestamp": lambda: _timestamps(head["store_timestamp"]),
+        "born_timestamp": lambda: _timestamps(head["born_timestamp"], utc),
+        "store_timestamp": lambda: _timestamps(head["store_timestamp"], utc),
         "born_host": lambda: _header_strings(head, "born_host") or _hosts(head["born_host"]),
         "store_host": lambda: _header_strings(head, "store_host") or _hosts(head["store_host"]),
         "reconsume_times": lambda: numbers("reconsume_times", np.int32),
@@ -156,6 +160,13 @@ def decode_units_to_arrow(
         "flag": lambda: numbers("flag", np.int32),
     }
     return pa.RecordBatch.from_arrays([build[f.name]() for f in schema], schema=schema)
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(columns: tuple[str, ...], utc: bool) -> pa.Schema:
+    """``columns`` of :data:`SCHEMA`, or of :data:`~spark_mq.arrow.schema.UTC_SCHEMA` when ``utc``: built once per
+    column list (a reader decodes every pull of a read with the same columns)."""
+    return utc_schema(columns) if utc else pa.schema([SCHEMA.field(c) for c in columns])
 
 
 def _native_units(data: np.ndarray) -> tuple[np.ndarray, UnitRanges, bool] | None:
@@ -451,8 +462,14 @@ def _bodies(
     return combined.take(pa.array(index)).cast(pa.binary())
 
 
-def _timestamps(column: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(pa.timestamp("ms"), column.size, [None, pa.py_buffer(column.astype(np.int64))])
+def _timestamps(column: np.ndarray, utc: bool) -> pa.Array:
+    """ms since the epoch as stored, or (``utc``) as UTC µs: multiplied here in the copy that reads the big-endian
+    field, where a cast afterwards is another pass."""
+    values = column.astype(np.int64)
+    if not utc:
+        return pa.Array.from_buffers(pa.timestamp("ms"), column.size, [None, pa.py_buffer(values)])
+    values *= _US_PER_MS
+    return pa.Array.from_buffers(UTC_TIMESTAMP, column.size, [None, pa.py_buffer(values)])
 
 
 def _msg_ids(store_host: np.ndarray, phys: np.ndarray) -> pa.Array:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from spark_mq.arrow import decoder
 from spark_mq.arrow.decoder import decode_units_to_arrow
-from spark_mq.arrow.schema import SCHEMA
+from spark_mq.arrow.schema import SCHEMA, to_utc_schema, utc_schema
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
@@ -141,6 +141,16 @@ def test_pruned_columns_equal_those_of_the_full_decode(data, columns):
     got = decode_units_to_arrow(data, broker_name=BROKER, columns=columns)
     assert got.schema.names == columns
     assert got.equals(decode_units_to_arrow(data, broker_name=BROKER).select(columns))
+
+
+@settings(max_examples=50)
+@given(pull_bodies(), st.lists(st.sampled_from(SCHEMA.names), min_size=1, max_size=6, unique=True))
+def test_utc_decode_is_the_stored_form_cast_to_utc(data, columns):
+    """``utc=True`` (what a Spark read asks for) gives the stored form's batch in UTC_SCHEMA's types."""
+    for cols in (SCHEMA.names, columns):
+        got = decode_units_to_arrow(data, broker_name=BROKER, columns=cols, utc=True)
+        assert got.schema == utc_schema(cols)
+        assert got.equals(to_utc_schema(decode_units_to_arrow(data, broker_name=BROKER, columns=cols), got.schema))
 
 
 def test_pruned_decode_builds_only_the_columns_asked_for(monkeypatch):
