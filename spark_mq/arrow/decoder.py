@@ -269,8 +269,11 @@ def _gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: 
     return out.cast(typ)
 
 
+@functools.lru_cache(maxsize=16)
 def _repeat_string(value: str | bytes, n: int) -> pa.Array:
-    """``value`` (bytes: UTF-8 already) in every one of ``n`` rows."""
+    """``value`` (bytes: UTF-8 already) in every one of ``n`` rows. Cached (Arrow arrays are immutable): a read's
+    pulls are of one topic at one broker, mostly of the same size, so its topic and broker_name columns are
+    built once, not once a pull."""
     raw = value.encode() if isinstance(value, str) else value
     offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
     data = pa.py_buffer(raw * n)
