@@ -17,19 +17,24 @@ them a pruned read asks for (only those are built). Nothing here runs Python cod
   byte-strided view of the buffer, then viewed as the header record (``HEADER``); the ranges by
   :func:`~spark_mq.common.unit.layout.unit_ranges`. Either way the header is converted column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
-  of the buffer. Ranges that are
+  of the buffer, copied back to back into a fresh Arrow buffer by one C loop (a memcpy a row,
+  :data:`~spark_mq.common.unit.native.GATHER_RANGES`). Without the library, ranges that are
   disjoint and in buffer order are compacted by Arrow itself: the buffer is viewed, zero-copy, as
   a binary array whose rows are the ranges *and the gaps between them* (offsets ``s0, e0, s1,
   e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous
-  array (a C++ memcpy per row). Absent values are null indices. A topic shared by every unit (a
-  pull is of one queue) is one string repeated;
+  array (a C++ memcpy per row). A topic shared by every unit (a pull is of one queue) and the broker
+  name are one string repeated, built once per value and row count;
 * property strings are split in C into names and values written straight as Arrow string buffers,
-  with each message's last TAGS/KEYS/UNIQ_KEY pair (:data:`~spark_mq.common.unit.native.PROPERTY_PAIRS`);
-  without the library they are compacted and split at their separators found in one numpy pass (the
-  common ``name\x01value\x02`` shape needs no more than that, odd ones take a general path);
-* hosts become ``"ip:port"`` strings through digit lookup tables written into a fixed-width byte
-  matrix (one string when every unit has the same host, as a broker's store host does);
-* ``msg_id`` is the offsetMsgId (store host + commitlog offset as 32 upper-case hex characters).
+  each message's last TAGS/KEYS/UNIQ_KEY value copied into its own column in the same pass (absent:
+  null) (:data:`~spark_mq.common.unit.native.PROPERTY_PAIRS`); without the library they are compacted
+  and split at their separators found in one numpy pass (the common ``name\x01value\x02`` shape needs
+  no more than that, odd ones take a general path) and the picks are ``take`` s of the values;
+* ``msg_id`` (the offsetMsgId: store host + commitlog offset as 32 upper-case hex characters) and the
+  ``"ip:port"`` hosts are written from the headers in C (:data:`~spark_mq.common.unit.native.HEADER_STRINGS`,
+  a host equal to the row before's copied, not formatted); without the library, by numpy lookup tables
+  (hosts once per distinct host, into a fixed-width byte matrix);
+* a Spark read asks for ``utc``: timestamps multiplied into UTC µs in the copy that reads them, so the
+  batch is already in :data:`~spark_mq.arrow.schema.UTC_SCHEMA`'s types (no cast per batch).
 
 Strings are taken as the producer wrote them (UTF-8, not re-validated). Property pairs are those
 :func:`spark_mq.common.properties.decode_properties` would return, except that a name repeated in
