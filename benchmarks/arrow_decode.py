@@ -10,6 +10,9 @@ tiled, then every unit's commitlog and queue offsets are patched to be unique), 
   pull-sized      walk + decode of a ``--pull-units`` body (the Spark source's default pullBatchSize),
                   repeated until ``--messages`` units are decoded: the shape read_range sees, where
                   the fixed cost per call counts
+  pull-sized, pruned / Spark form
+                  the same with only the columns of spark_ingest.py's pruned schema, and with every
+                  column in the Spark read's form (UTC timestamps, as read_range asks for them)
 
     .venv/bin/python benchmarks/arrow_decode.py [--messages 1000000] [--reps 5] [--quick] [--json out.json]
 """
@@ -73,19 +76,21 @@ def build_pull_body(messages: int, pool: int = 1024, queues: int = 4, body_size:
     return data.tobytes()
 
 
-def decode(data: bytes, starts: np.ndarray | None, messages: int, calls: int = 1) -> dict[str, Any]:
-    """``calls`` decodes of ``data`` (``messages`` units in all)."""
+def decode(data: bytes, starts: np.ndarray | None, messages: int, calls: int = 1, **kwargs: Any) -> dict[str, Any]:
+    """``calls`` decodes of ``data`` (``messages`` units in all), ``kwargs`` passed on (columns, utc)."""
     from spark_mq.arrow.decoder import decode_units_to_arrow
 
     with Timer() as t:
         for _ in range(calls):
-            batch = decode_units_to_arrow(data, starts, broker_name="broker-a")
+            batch = decode_units_to_arrow(data, starts, broker_name="broker-a", **kwargs)
     assert batch.num_rows * calls == messages, (batch.num_rows, calls, messages)
     return {"seconds": t.seconds, "cpu_s": t.seconds * t.cpu_share, "cpu_share": t.cpu_share,
             "msg_s": rate(messages, t.seconds), "mb_s": rate(len(data) * calls / MB, t.seconds)}
 
 
 def main() -> None:
+    from spark_ingest import PRUNED_COLUMNS
+
     from spark_mq.remoting.message_batch_codec import split_pull_body
     from spark_mq.spark.options import DEFAULT_PULL_BATCH_SIZE
 
@@ -101,12 +106,14 @@ def main() -> None:
     starts = split_pull_body(data)
     pull = build_pull_body(min(a.pull_units, a.messages), a.pool)
     calls = max(1, a.messages // a.pull_units)
-    decode(pull, None, min(a.pull_units, a.messages))  # warm-up
+    pull_units = min(a.pull_units, a.messages)
+    decode(pull, None, pull_units)  # warm-up
     modes = {
         "walk + decode": lambda _i: decode(data, None, a.messages),
         "decode (starts given)": lambda _i: decode(data, starts, a.messages),
-        f"pull-sized: {calls:,} x {min(a.pull_units, a.messages):,} units": lambda _i: decode(
-            pull, None, calls * min(a.pull_units, a.messages), calls),
+        f"pull-sized: {calls:,} x {pull_units:,} units": lambda _i: decode(pull, None, calls * pull_units, calls),
+        "pull-sized, pruned": lambda _i: decode(pull, None, calls * pull_units, calls, columns=PRUNED_COLUMNS),
+        "pull-sized, Spark form (UTC)": lambda _i: decode(pull, None, calls * pull_units, calls, utc=True),
     }
     results = {}
     for mode, run in modes.items():

@@ -17,19 +17,24 @@ them a pruned read asks for (only those are built). Nothing here runs Python cod
   byte-strided view of the buffer, then viewed as the header record (``HEADER``); the ranges by
   :func:`~spark_mq.common.unit.layout.unit_ranges`. Either way the header is converted column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
-  of the buffer. Ranges that are
+  of the buffer, copied back to back into a fresh Arrow buffer by one C loop (a memcpy a row,
+  :data:`~spark_mq.common.unit.native.GATHER_RANGES`). Without the library, ranges that are
   disjoint and in buffer order are compacted by Arrow itself: the buffer is viewed, zero-copy, as
   a binary array whose rows are the ranges *and the gaps between them* (offsets ``s0, e0, s1,
   e1, ...``), and ``take`` of the even rows copies just the wanted bytes into a fresh contiguous
-  array (a C++ memcpy per row). Absent values are null indices. A topic shared by every unit (a
-  pull is of one queue) is one string repeated;
+  array (a C++ memcpy per row). A topic shared by every unit (a pull is of one queue) and the broker
+  name are one string repeated, built once per value and row count;
 * property strings are split in C into names and values written straight as Arrow string buffers,
-  with each message's last TAGS/KEYS/UNIQ_KEY pair (:data:`~spark_mq.common.unit.native.PROPERTY_PAIRS`);
-  without the library they are compacted and split at their separators found in one numpy pass (the
-  common ``name\x01value\x02`` shape needs no more than that, odd ones take a general path);
-* hosts become ``"ip:port"`` strings through digit lookup tables written into a fixed-width byte
-  matrix (one string when every unit has the same host, as a broker's store host does);
-* ``msg_id`` is the offsetMsgId (store host + commitlog offset as 32 upper-case hex characters).
+  each message's last TAGS/KEYS/UNIQ_KEY value copied into its own column in the same pass (absent:
+  null) (:data:`~spark_mq.common.unit.native.PROPERTY_PAIRS`); without the library they are compacted
+  and split at their separators found in one numpy pass (the common ``name\x01value\x02`` shape needs
+  no more than that, odd ones take a general path) and the picks are ``take`` s of the values;
+* ``msg_id`` (the offsetMsgId: store host + commitlog offset as 32 upper-case hex characters) and the
+  ``"ip:port"`` hosts are written from the headers in C (:data:`~spark_mq.common.unit.native.HEADER_STRINGS`,
+  a host equal to the row before's copied, not formatted); without the library, by numpy lookup tables
+  (hosts once per distinct host, into a fixed-width byte matrix);
+* a Spark read asks for ``utc``: timestamps multiplied into UTC µs in the copy that reads them, so the
+  batch is already in :data:`~spark_mq.arrow.schema.UTC_SCHEMA`'s types (no cast per batch).
 
 Strings are taken as the producer wrote them (UTF-8, not re-validated). Property pairs are those
 :func:`spark_mq.common.properties.decode_properties` would return, except that a name repeated in
@@ -51,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from spark_mq.arrow.schema import COLUMNS, SCHEMA
+from spark_mq.arrow.schema import COLUMNS, SCHEMA, UTC_TIMESTAMP, utc_schema
 from spark_mq.common.buffers import at_every_byte, byte_positions, gather_records
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import unpack_host
@@ -67,15 +72,24 @@ _PICKED = (TAGS, KEYS, UNIQ_KEY)  # the native pair split's picks, in its order 
 _RANGE_FIELDS = 7  # native.c's UNIT_RANGES: a unit's start, then UnitRanges' six bounds, in its order
 
 
+_HOST_ROOM = 27  # native.c's format_host: "255.255.255.255:-2147483648"
+_MSG_ID_SIZE = 32  # an offsetMsgId's hex characters
+_COPY_SLACK = 8  # native.c's copy_to_separator writes 8 bytes a step
+_US_PER_MS = 1000
+_ARROW_INTS = {np.int32: pa.int32(), np.int64: pa.int64()}
+
+
 @dataclass(frozen=True)
 class _Pairs:
     """Every property pair of a batch: names, values, each message's pairs' offsets (int32, rows + 1), and
-    ``last(name)``: per message the index of its last pair named ``name`` (TAGS, KEYS or UNIQ_KEY), else -1."""
+    ``picked(name)``: per message the value of its last pair named ``name`` (TAGS, KEYS or UNIQ_KEY), else null."""
 
     names: pa.Array
     values: pa.Array
     map_offsets: np.ndarray
-    last: Callable[[str], np.ndarray]
+    picked: Callable[[str], pa.Array]
+
+
 _LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}
 
 
@@ -85,13 +99,15 @@ def decode_units_to_arrow(
     *,
     broker_name: str,
     columns: Sequence[str] = COLUMNS,
+    utc: bool = False,
 ) -> pa.RecordBatch:
     """Decode the units of ``buf`` beginning at ``starts`` (found by walking the whole buffer
     when None: it must then be a well-formed pull body, else ``BatchBodyError``) into one
     RecordBatch with ``columns`` of :data:`SCHEMA` (all by default), in that order. Only those
     columns are built: a pruned read skips, e.g., the property split when it wants no column made
-    of properties. ``starts`` must be whole units in buffer order."""
-    schema = pa.schema([SCHEMA.field(c) for c in columns])  # KeyError for a name not in SCHEMA
+    of properties. ``starts`` must be whole units in buffer order. ``utc``: timestamps as
+    :data:`~spark_mq.arrow.schema.UTC_SCHEMA` has them (what a Spark read yields) rather than as stored."""
+    schema = _schema(tuple(columns), utc)  # KeyError for a name not in SCHEMA
     data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.reshape(-1).view(np.uint8)
     walked = starts is None
     native_pass = _native_units(data) if walked else None
@@ -115,20 +131,17 @@ def decode_units_to_arrow(
             return split
         rows, names, values, map_offsets = _property_pairs(
             _take_ranges(data, pybuf, ranges.props_start, ranges.props_end, pa.binary()))
-        return _Pairs(names, values, map_offsets, functools.partial(_last_pair, rows, names, n=n))
+        return _Pairs(names, values, map_offsets, functools.partial(_picked_by_take, rows, names, values, n=n))
 
     def pick(name: str) -> pa.Array:
-        found = pairs()
-        index = found.last(name)
-        missing = index < 0
-        return found.values.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
+        return pairs().picked(name)
 
     def properties() -> pa.Array:
         found = pairs()
         return pa.MapArray.from_arrays(pa.array(found.map_offsets), found.names, found.values)
 
     def numbers(field: str, dtype: type) -> pa.Array:
-        return pa.array(head[field].astype(dtype))
+        return pa.Array.from_buffers(_ARROW_INTS[dtype], n, [None, pa.py_buffer(head[field].astype(dtype))])
 
     build: dict[str, Callable[[], pa.Array]] = {
         "topic": lambda: _topics(data, pybuf, ranges.topic_start, ranges.topic_end, same_topic),
@@ -136,21 +149,29 @@ def decode_units_to_arrow(
         "queue_id": lambda: numbers("queue_id", np.int32),
         "queue_offset": lambda: numbers("queue_offset", np.int64),
         "commitlog_offset": lambda: numbers("physical_offset", np.int64),
-        "msg_id": lambda: _msg_ids(head["store_host"], head["physical_offset"].astype(np.int64)),
+        "msg_id": lambda: _header_strings(head, "msg_id") or _msg_ids(head["store_host"],
+                                                                      head["physical_offset"].astype(np.int64)),
         "uniq_key": lambda: pick(UNIQ_KEY),
         "keys": lambda: pick(KEYS),
         "tags": lambda: pick(TAGS),
         "properties": properties,
         "body": lambda: _bodies(data, pybuf, ranges.body_start, ranges.body_end, head["sys_flag"].astype(np.int32)),
-        "born_timestamp": lambda: _timestamps(head["born_timestamp"]),
-        "store_timestamp": lambda: _timestamps(head["store_timestamp"]),
-        "born_host": lambda: _hosts(head["born_host"]),
-        "store_host": lambda: _hosts(head["store_host"]),
+        "born_timestamp": lambda: _timestamps(head["born_timestamp"], utc),
+        "store_timestamp": lambda: _timestamps(head["store_timestamp"], utc),
+        "born_host": lambda: _header_strings(head, "born_host") or _hosts(head["born_host"]),
+        "store_host": lambda: _header_strings(head, "store_host") or _hosts(head["store_host"]),
         "reconsume_times": lambda: numbers("reconsume_times", np.int32),
         "sys_flag": lambda: numbers("sys_flag", np.int32),
         "flag": lambda: numbers("flag", np.int32),
     }
     return pa.RecordBatch.from_arrays([build[f.name]() for f in schema], schema=schema)
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(columns: tuple[str, ...], utc: bool) -> pa.Schema:
+    """``columns`` of :data:`SCHEMA`, or of :data:`~spark_mq.arrow.schema.UTC_SCHEMA` when ``utc``: built once per
+    column list (a reader decodes every pull of a read with the same columns)."""
+    return utc_schema(columns) if utc else pa.schema([SCHEMA.field(c) for c in columns])
 
 
 def _native_units(data: np.ndarray) -> tuple[np.ndarray, UnitRanges, bool] | None:
@@ -209,6 +230,9 @@ def _take_ranges(
     must be disjoint and in buffer order (the gaps between them become rows of the zero-copy view
     that ``take`` skips); otherwise bytes are gathered with a numpy index (slower, same result)."""
     n = starts.size
+    gathered = _native_gather(data, starts, ends, typ)
+    if gathered is not None:
+        return gathered
     large = data.size >= _INT32_OFFSETS_LIMIT
     bounds = np.empty(2 * n, dtype=np.int64 if large else np.int32)
     bounds[0::2] = starts
@@ -221,6 +245,25 @@ def _take_ranges(
     return out.cast(typ) if large else out
 
 
+def _native_gather(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType) -> pa.Array | None:
+    """:func:`_take_ranges` by the native library (:data:`~spark_mq.common.unit.native.GATHER_RANGES`: one memcpy
+    a row into a buffer of their total size, no index array, any order); None without it, past Arrow's 32-bit
+    offsets, or for ranges not inside ``data``."""
+    n = starts.size
+    if native.GATHER_RANGES is None or not n:
+        return None
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    ends = np.ascontiguousarray(ends, dtype=np.int64)
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total >= _INT32_OFFSETS_LIMIT or int(starts.min()) < 0 or int(ends.max()) > data.size or int(lengths.min()) < 0:
+        return None
+    out, offsets = np.empty(total, dtype=np.uint8), np.empty(n + 1, dtype=np.int32)
+    native.GATHER_RANGES(data.ctypes.data, starts.ctypes.data, ends.ctypes.data, n, out.ctypes.data,
+                         offsets.ctypes.data)
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
 def _gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: pa.DataType) -> pa.Array:
     """:func:`_take_ranges` for ranges in any order: one fancy index over all wanted bytes."""
     lengths = ends - starts
@@ -231,8 +274,11 @@ def _gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, typ: 
     return out.cast(typ)
 
 
+@functools.lru_cache(maxsize=16)
 def _repeat_string(value: str | bytes, n: int) -> pa.Array:
-    """``value`` (bytes: UTF-8 already) in every one of ``n`` rows."""
+    """``value`` (bytes: UTF-8 already) in every one of ``n`` rows. Cached (Arrow arrays are immutable): a read's
+    pulls are of one topic at one broker, mostly of the same size, so its topic and broker_name columns are
+    built once, not once a pull."""
     raw = value.encode() if isinstance(value, str) else value
     offsets = np.arange(n + 1, dtype=np.int64) * len(raw)
     data = pa.py_buffer(raw * n)
@@ -319,19 +365,21 @@ def _scan_terminated(
     return ps_row[pair_end], name_start, sep[events], ps_at[pair_end]
 
 
-def _last_pair(rows: np.ndarray, names: pa.Array, name: str, *, n: int) -> np.ndarray:
-    """Per message the index of its last pair named ``name`` (as Java's map keeps), else -1."""
+def _picked_by_take(rows: np.ndarray, names: pa.Array, values: pa.Array, name: str, *, n: int) -> pa.Array:
+    """Per message the value of its last pair named ``name`` (as Java's map keeps), else null."""
     import pyarrow.compute as pc  # lazy import: the driver's per-query runner never needs it
     hits = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
     index = np.full(n, -1, dtype=np.int64)
     index[rows[hits]] = hits  # numpy keeps the last of repeated indices
-    return index
+    missing = index < 0
+    return values.take(pa.array(index, mask=missing) if missing.any() else pa.array(index))
 
 
 def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarray) -> _Pairs | None:
     """:class:`_Pairs` of the property strings ``data[props_start[i]:props_end[i]]``, split and compacted in one
-    pass by the native library (the same rule as :func:`_property_pairs`, which the tests compare it with);
-    None without the library, or past Arrow's 32-bit offsets."""
+    pass by the native library (the same rule as :func:`_property_pairs`, which the tests compare it with), the
+    picked values (TAGS, KEYS, UNIQ_KEY) written as their own columns in the same pass; None without the
+    library, or past Arrow's 32-bit offsets."""
     starts = np.ascontiguousarray(props_start, dtype=np.int64)
     ends = np.ascontiguousarray(props_end, dtype=np.int64)
     size = int((ends - starts).sum())
@@ -339,13 +387,16 @@ def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarr
         return None
     n = starts.size
     capacity = size // 2 + 1  # a kept pair takes at least a name byte and its separator
-    names, values = np.empty(size, dtype=np.uint8), np.empty(size, dtype=np.uint8)
+    names, values = np.empty(size + _COPY_SLACK, dtype=np.uint8), np.empty(size + _COPY_SLACK, dtype=np.uint8)
     name_offsets, value_offsets = np.empty(capacity + 1, dtype=np.int32), np.empty(capacity + 1, dtype=np.int32)
     map_offsets = np.empty(n + 1, dtype=np.int32)
     picks = np.empty((len(_PICKED), n), dtype=np.int64, order="F")  # picks[k, row] at 3 * row + k
+    pick_values = np.empty((len(_PICKED), size), dtype=np.uint8)  # column k's bytes in row k
+    pick_offsets = np.empty((len(_PICKED), n + 1), dtype=np.int32)
     found = native.PROPERTY_PAIRS(data.ctypes.data, starts.ctypes.data, ends.ctypes.data, n, names.ctypes.data,
                                   name_offsets.ctypes.data, values.ctypes.data, value_offsets.ctypes.data,
-                                  map_offsets.ctypes.data, picks.ctypes.data, capacity)
+                                  map_offsets.ctypes.data, picks.ctypes.data, capacity, pick_values.ctypes.data,
+                                  pick_offsets.ctypes.data, size)
     if found < 0:  # cannot happen (see capacity): the numpy path then
         return None
 
@@ -353,8 +404,37 @@ def _native_pairs(data: np.ndarray, props_start: np.ndarray, props_end: np.ndarr
         return pa.Array.from_buffers(pa.string(), found, [None, pa.py_buffer(offsets[: found + 1]),
                                                           pa.py_buffer(raw[: int(offsets[found])])])
 
-    return _Pairs(strings(names, name_offsets), strings(values, value_offsets), map_offsets,
-                  lambda name: picks[_PICKED.index(name)])
+    def picked(name: str) -> pa.Array:
+        k = _PICKED.index(name)
+        offsets, valid = pick_offsets[k], picks[k] >= 0
+        missing = n - int(np.count_nonzero(valid))
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little")) if missing else None
+        return pa.Array.from_buffers(pa.string(), n, [validity, pa.py_buffer(offsets),
+                                                      pa.py_buffer(pick_values[k, : int(offsets[n])])], missing)
+
+    return _Pairs(strings(names, name_offsets), strings(values, value_offsets), map_offsets, picked)
+
+
+def _header_strings(head: np.ndarray, column: str) -> pa.Array | None:
+    """The ``msg_id``, ``born_host`` or ``store_host`` column of the unit headers ``head``, written by the native
+    library in one pass (:data:`~spark_mq.common.unit.native.HEADER_STRINGS`: what :func:`_msg_ids` and
+    :func:`_hosts` give, which the tests compare it with); None without the library, or past Arrow's 32-bit
+    offsets."""
+    n = head.size
+    if native.HEADER_STRINGS is None or n * _HOST_ROOM >= _INT32_OFFSETS_LIMIT:
+        return None
+    headers = np.ascontiguousarray(head)
+    if column == "msg_id":
+        ids = np.empty(n * _MSG_ID_SIZE, dtype=np.uint8)
+        native.HEADER_STRINGS(headers.ctypes.data, n, ids.ctypes.data, None, None, None, None)
+        offsets = np.arange(0, _MSG_ID_SIZE * (n + 1), _MSG_ID_SIZE, dtype=np.int32)
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(ids)])
+    out, offsets = np.empty(n * _HOST_ROOM, dtype=np.uint8), np.empty(n + 1, dtype=np.int32)
+    written, skipped = (out.ctypes.data, offsets.ctypes.data), (None, None)
+    born, store = (written, skipped) if column == "born_host" else (skipped, written)
+    native.HEADER_STRINGS(headers.ctypes.data, n, None, *born, *store)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(out[: int(offsets[n])])])
 
 
 def _topics(data: np.ndarray, pybuf: pa.Buffer, starts: np.ndarray, ends: np.ndarray, same: bool | None) -> pa.Array:
@@ -390,8 +470,14 @@ def _bodies(
     return combined.take(pa.array(index)).cast(pa.binary())
 
 
-def _timestamps(column: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(pa.timestamp("ms"), column.size, [None, pa.py_buffer(column.astype(np.int64))])
+def _timestamps(column: np.ndarray, utc: bool) -> pa.Array:
+    """ms since the epoch as stored, or (``utc``) as UTC µs: multiplied here in the copy that reads the big-endian
+    field, where a cast afterwards is another pass."""
+    values = column.astype(np.int64)
+    if not utc:
+        return pa.Array.from_buffers(pa.timestamp("ms"), column.size, [None, pa.py_buffer(values)])
+    values *= _US_PER_MS
+    return pa.Array.from_buffers(UTC_TIMESTAMP, column.size, [None, pa.py_buffer(values)])
 
 
 def _msg_ids(store_host: np.ndarray, phys: np.ndarray) -> pa.Array:

@@ -109,7 +109,7 @@ def read_range(part: QueueRange, *, columns: Sequence[str] = COLUMNS,
                 addrs.insert(0, suggested)
             if result.status is PullStatus.FOUND:
                 batch = decode_units_to_arrow(result.body, broker_name=part.broker_name,  # a vectorised walk
-                                              columns=needed)
+                                              columns=needed, utc=True)
                 batch = _rows_in_range(batch, part.end, tag_values)
                 if batch.num_rows:
                     yield to_utc_schema(batch, schema)

@@ -426,46 +426,172 @@ int64_t spark_mq_pull_units(const uint8_t *buf, int64_t size, int64_t *ranges, u
     return n;
 }
 
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define SPARK_MQ_SWAR 1  /* 8 bytes a step: a byte's place in a word is its place in memory */
+#else
+#define SPARK_MQ_SWAR 0
+#endif
+#define BYTES_OF(b) (0x0101010101010101ULL * (b))
+
+/* the 0x80 bit of each zero byte of x, and maybe of bytes above the lowest zero (the lowest is exact) */
+static uint64_t zero_bytes(uint64_t x) {
+    return (x - BYTES_OF(1)) & ~x & BYTES_OF(0x80);
+}
+
+/* Copy [p, the first PROPERTY_SEPARATOR, or NAME_VALUE_SEPARATOR too unless `value`, or end) to out and return
+ * where it stopped; 8 bytes a step (out needs 8 bytes of room past what it copies): property names and values
+ * are a few to tens of bytes, where a memchr and a memcpy call each cost more than the bytes. */
+static const uint8_t *copy_to_separator(const uint8_t *p, const uint8_t *end, uint8_t *out, int value) {
+    while (SPARK_MQ_SWAR && end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        memcpy(out, &x, 8);
+        uint64_t hit = zero_bytes(x ^ BYTES_OF(2)) | (value ? 0 : zero_bytes(x ^ BYTES_OF(1)));
+        if (hit) return p + (__builtin_ctzll(hit) >> 3);
+        p += 8;
+        out += 8;
+    }
+    while (p < end && *p != '\x02' && (value || *p != '\x01')) *out++ = *p++;
+    return p;
+}
+
 /* Every property pair of the property strings buf[props_start[i], props_end[i]) of rows i < rows, as
  * decode_properties splits them: a pair runs to the next PROPERTY_SEPARATOR (\x02) or the string's end, its
  * name to the first NAME_VALUE_SEPARATOR (\x01); pieces without one or with an empty name are dropped. Out, as
  * Arrow's string arrays: the names' bytes back to back in names (offsets in name_offsets, pairs + 1 int32), the
  * values' in values (value_offsets); the pairs' offsets per row (row_offsets, rows + 1 int32); per row the index
  * of its last TAGS, KEYS and UNIQ_KEY pair (-1: none) in picks[3 * row + 0, 1, 2]. names and values need room
- * for every property byte, the offsets for `capacity` pairs. Returns the number of pairs, or -1 when more. */
+ * for every property byte and 8 more (copy_to_separator), the offsets for `capacity` pairs. Unless pick_values
+ * is NULL, the picked values themselves too, as three Arrow string columns (TAGS, KEYS, UNIQ_KEY; a row without one gets an empty slot, its
+ * validity is picks' -1): column k's bytes at pick_values + k * pick_room (pick_room: every property byte),
+ * its offsets at pick_offsets + k * (rows + 1): the decoder's tags/keys/uniq_key columns with no take of the
+ * values. Returns the number of pairs, or -1 when more. */
 int64_t spark_mq_property_pairs(const uint8_t *buf, const int64_t *props_start, const int64_t *props_end,
                                 int64_t rows, uint8_t *names, int32_t *name_offsets, uint8_t *values,
-                                int32_t *value_offsets, int32_t *row_offsets, int64_t *picks, int64_t capacity) {
+                                int32_t *value_offsets, int32_t *row_offsets, int64_t *picks, int64_t capacity,
+                                uint8_t *pick_values, int32_t *pick_offsets, int64_t pick_room) {
     int64_t pairs = 0;
-    int32_t name_at = 0, value_at = 0;
+    int32_t name_at = 0, value_at = 0, pick_at[3] = {0, 0, 0};
     name_offsets[0] = value_offsets[0] = 0;
+    if (pick_values)
+        for (int k = 0; k < 3; k++) pick_offsets[k * (rows + 1)] = 0;
     for (int64_t row = 0; row < rows; row++) {
         row_offsets[row] = (int32_t)pairs;
         int64_t last[3] = {-1, -1, -1};
         const uint8_t *p = buf + props_start[row], *end = buf + props_end[row];
         while (p < end) {
-            const uint8_t *pair_end = memchr(p, '\x02', (size_t)(end - p));
-            if (!pair_end) pair_end = end;
-            const uint8_t *nv = memchr(p, '\x01', (size_t)(pair_end - p));
-            if (nv && nv > p) {
-                if (pairs >= capacity) return -1;
-                if (is_name(p, nv, "TAGS", 4)) last[0] = pairs;
-                else if (is_name(p, nv, "KEYS", 4)) last[1] = pairs;
-                else if (is_name(p, nv, "UNIQ_KEY", 8)) last[2] = pairs;
-                memcpy(names + name_at, p, (size_t)(nv - p));
-                name_at += (int32_t)(nv - p);
-                memcpy(values + value_at, nv + 1, (size_t)(pair_end - nv - 1));
-                value_at += (int32_t)(pair_end - nv - 1);
-                name_offsets[++pairs] = name_at;
-                value_offsets[pairs] = value_at;
+            const uint8_t *name = p, *nv = copy_to_separator(p, end, names + name_at, 0);
+            if (nv == end || *nv == '\x02' || nv == name) {  /* no NAME_VALUE_SEPARATOR, or an empty name */
+                const uint8_t *pair_end = nv < end && *nv == '\x02' ? nv : memchr(nv, '\x02', (size_t)(end - nv));
+                p = pair_end ? pair_end + 1 : end;
+                continue;
             }
-            if (pair_end == end) break;
-            p = pair_end + 1;
+            if (pairs >= capacity) return -1;
+            if (is_name(name, nv, "TAGS", 4)) last[0] = pairs;
+            else if (is_name(name, nv, "KEYS", 4)) last[1] = pairs;
+            else if (is_name(name, nv, "UNIQ_KEY", 8)) last[2] = pairs;
+            const uint8_t *pair_end = copy_to_separator(nv + 1, end, values + value_at, 1);
+            name_at += (int32_t)(nv - name);
+            value_at += (int32_t)(pair_end - nv - 1);
+            name_offsets[++pairs] = name_at;
+            value_offsets[pairs] = value_at;
+            p = pair_end < end ? pair_end + 1 : end;
         }
-        picks[3 * row] = last[0];
-        picks[3 * row + 1] = last[1];
-        picks[3 * row + 2] = last[2];
+        for (int k = 0; k < 3; k++) {
+            picks[3 * row + k] = last[k];
+            if (!pick_values) continue;
+            if (last[k] >= 0) {
+                int32_t from = value_offsets[last[k]], length = value_offsets[last[k] + 1] - from;
+                memcpy(pick_values + k * pick_room + pick_at[k], values + from, (size_t)length);
+                pick_at[k] += length;
+            }
+            pick_offsets[k * (rows + 1) + row + 1] = pick_at[k];
+        }
     }
     row_offsets[rows] = (int32_t)pairs;
     return pairs;
+}
+
+enum { HEADER_PHYSICAL_OFFSET = 28, HEADER_BORN_HOST = 48, HEADER_STORE_HOST = 64, HOST_SIZE = 8, MSG_ID_SIZE = 32 };
+
+/* "a.b.c.d:port" of an 8-byte host (IPv4, big-endian signed int port) at out, as message.py's unpack_host;
+ * returns its length (at most 27) */
+static int format_host(const uint8_t *host, uint8_t *out) {
+    uint8_t *p = out;
+    for (int j = 0; j < 4; j++) {
+        unsigned v = host[j];
+        if (v >= 100) *p++ = (uint8_t)('0' + v / 100);
+        if (v >= 10) *p++ = (uint8_t)('0' + v / 10 % 10);
+        *p++ = (uint8_t)('0' + v % 10);
+        *p++ = j < 3 ? '.' : ':';
+    }
+    int64_t port = (int32_t)get32(host + 4);
+    if (port < 0) {
+        *p++ = '-';
+        port = -port;
+    }
+    uint8_t digits[10];
+    int k = 0;
+    do digits[k++] = (uint8_t)('0' + port % 10); while ((port /= 10) > 0);
+    while (k > 0) *p++ = digits[--k];
+    return (int)(p - out);
+}
+
+/* One host column of n headers (88-byte records) as an Arrow string column: host at `at` of each header
+ * formatted into out (room for 27 bytes a row), offsets (n + 1 int32); a host equal to the row before's is
+ * copied, not formatted again (a pull body's store host is one, its born hosts a few producers). */
+static void host_column(const uint8_t *headers, int64_t n, int at, uint8_t *out, int32_t *offsets) {
+    int32_t pos = 0, length = 0;
+    const uint8_t *last = NULL;
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *host = headers + i * UNIT_HEADER_SIZE + at;
+        if (last && memcmp(host, last, HOST_SIZE) == 0) {
+            memcpy(out + pos, out + pos - length, (size_t)length);
+        } else {
+            length = format_host(host, out + pos);
+            last = host;
+        }
+        pos += length;
+        offsets[i + 1] = pos;
+    }
+}
+
+/* The string columns of n unit headers (88-byte records back to back, as spark_mq_pull_units copies them out)
+ * for the Arrow decoder, each skipped when its output is NULL: msg_ids (32 bytes a row: the offsetMsgId, store
+ * host then commitlog offset as upper-case hex, message_id.py's offset_msg_ids), born and store hosts as
+ * host_column writes them (27 bytes of room a row; offsets n + 1 int32 each). Returns n. */
+int64_t spark_mq_header_strings(const uint8_t *headers, int64_t n, uint8_t *msg_ids, uint8_t *born,
+                                int32_t *born_offsets, uint8_t *store, int32_t *store_offsets) {
+    static const char hex[] = "0123456789ABCDEF";
+    if (msg_ids)
+        for (int64_t i = 0; i < n; i++) {
+            const uint8_t *h = headers + i * UNIT_HEADER_SIZE;
+            uint8_t *out = msg_ids + i * MSG_ID_SIZE;
+            for (int j = 0; j < HOST_SIZE; j++) {
+                out[2 * j] = (uint8_t)hex[h[HEADER_STORE_HOST + j] >> 4];
+                out[2 * j + 1] = (uint8_t)hex[h[HEADER_STORE_HOST + j] & 15];
+                out[16 + 2 * j] = (uint8_t)hex[h[HEADER_PHYSICAL_OFFSET + j] >> 4];
+                out[16 + 2 * j + 1] = (uint8_t)hex[h[HEADER_PHYSICAL_OFFSET + j] & 15];
+            }
+        }
+    if (born) host_column(headers, n, HEADER_BORN_HOST, born, born_offsets);
+    if (store) host_column(headers, n, HEADER_STORE_HOST, store, store_offsets);
+    return n;
+}
+
+/* Ranges [starts[i], ends[i]) of buf, i < n, copied back to back into out as an Arrow binary column (offsets:
+ * n + 1 int32; the caller checks that the ranges lie in buf, do not run backwards and add up below 2 GiB):
+ * the decoder's bodies and other variable fields, one memcpy a row. Returns the bytes copied. */
+int64_t spark_mq_gather_ranges(const uint8_t *buf, const int64_t *starts, const int64_t *ends, int64_t n,
+                               uint8_t *out, int32_t *offsets) {
+    int32_t pos = 0;
+    offsets[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int32_t length = (int32_t)(ends[i] - starts[i]);
+        memcpy(out + pos, buf + starts[i], (size_t)length);
+        pos += length;
+        offsets[i + 1] = pos;
+    }
+    return pos;
 }

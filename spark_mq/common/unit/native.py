@@ -5,8 +5,10 @@ what the dispatch takes from their property strings;
 :data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
 :data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks);
 :data:`PULL_UNITS` and :data:`PROPERTY_PAIRS` are the Arrow decoder's two sequential steps (a pull
-body's units walked, checked and their headers and ranges gathered in one pass; every property pair), each
-~0.05-0.2 µs a message in numpy, a few ns (plus the cache misses) here.
+body's units walked, checked and their headers and ranges gathered in one pass; every property pair, and the
+TAGS/KEYS/UNIQ_KEY columns), each ~0.05-0.2 µs a message in numpy, a few ns (plus the cache misses) here;
+:data:`HEADER_STRINGS` and :data:`GATHER_RANGES` write its other string columns (msg ids and hosts from the
+headers; bodies and other byte ranges copied back to back) straight as Arrow buffers.
 
 Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
 message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
@@ -59,12 +61,17 @@ _CRC_ARGS = (_ADDR, _I64, _P, _P, _I64, _ADDR, ctypes.c_uint32)
 # the Arrow decoder's (addresses of numpy arrays): spark_mq_pull_units(buf, size, ranges, headers, capacity,
 # same_topic),
 # spark_mq_property_pairs(buf, props_start, props_end, rows, names, name_offsets, values, value_offsets,
-#                         row_offsets, picks, capacity)
+#                         row_offsets, picks, capacity, pick_values, pick_offsets, pick_room)
 _PULL_UNITS_ARGS = (_ADDR, _I64, _ADDR, _ADDR, _I64, _ADDR)
-_PROPERTY_PAIRS_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _I64)
+_PROPERTY_PAIRS_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _I64)
+# spark_mq_header_strings(headers, n, msg_ids, born, born_offsets, store, store_offsets),
+# spark_mq_gather_ranges(buf, starts, ends, n, out, offsets)
+_HEADER_STRINGS_ARGS = (_ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR)
+_GATHER_RANGES_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR)
 _FUNCTIONS = {"spark_mq_encode_batch": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
               "spark_mq_index_put": _INDEX_ARGS, "spark_mq_body_crcs": _CRC_ARGS,
-              "spark_mq_pull_units": _PULL_UNITS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS}
+              "spark_mq_pull_units": _PULL_UNITS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS,
+              "spark_mq_header_strings": _HEADER_STRINGS_ARGS, "spark_mq_gather_ranges": _GATHER_RANGES_ARGS}
 
 
 def source_digest() -> str:
@@ -122,6 +129,8 @@ INDEX_PUT = _LIB.spark_mq_index_put if _LIB is not None else None  # see native.
 BODY_CRCS = _LIB.spark_mq_body_crcs if _LIB is not None else None  # see native.c
 PULL_UNITS = _LIB.spark_mq_pull_units if _LIB is not None else None  # see native.c
 PROPERTY_PAIRS = _LIB.spark_mq_property_pairs if _LIB is not None else None  # see native.c
+HEADER_STRINGS = _LIB.spark_mq_header_strings if _LIB is not None else None  # see native.c
+GATHER_RANGES = _LIB.spark_mq_gather_ranges if _LIB is not None else None  # see native.c
 
 
 def main() -> int:

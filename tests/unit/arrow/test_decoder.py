@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 import sys
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from spark_mq.arrow import decoder
 from spark_mq.arrow.decoder import decode_units_to_arrow
-from spark_mq.arrow.schema import SCHEMA
+from spark_mq.arrow.schema import SCHEMA, to_utc_schema, utc_schema
 from spark_mq.common.errors import BatchBodyError
 from spark_mq.common.message import MessageBatch, pack_host, unpack_host
 from spark_mq.common.message_id import offset_msg_id
@@ -142,6 +143,16 @@ def test_pruned_columns_equal_those_of_the_full_decode(data, columns):
     assert got.equals(decode_units_to_arrow(data, broker_name=BROKER).select(columns))
 
 
+@settings(max_examples=50)
+@given(pull_bodies(), st.lists(st.sampled_from(SCHEMA.names), min_size=1, max_size=6, unique=True))
+def test_utc_decode_is_the_stored_form_cast_to_utc(data, columns):
+    """``utc=True`` (what a Spark read asks for) gives the stored form's batch in UTC_SCHEMA's types."""
+    for cols in (SCHEMA.names, columns):
+        got = decode_units_to_arrow(data, broker_name=BROKER, columns=cols, utc=True)
+        assert got.schema == utc_schema(cols)
+        assert got.equals(to_utc_schema(decode_units_to_arrow(data, broker_name=BROKER, columns=cols), got.schema))
+
+
 def test_pruned_decode_builds_only_the_columns_asked_for(monkeypatch):
     """A read of body and offsets never splits the properties (the costliest part of a full decode)."""
     data = encode_batch(MessageBatch.of("T", 1, [b"a", b"b"], [encode_properties({TAGS: "x"})] * 2), 0, 0, 0,
@@ -164,10 +175,20 @@ def test_pruned_decode_builds_only_the_columns_asked_for(monkeypatch):
 def test_native_and_numpy_paths_decode_the_same(data):
     """The native unit walk and property split (the default) give what the numpy paths give."""
     fast = decode_units_to_arrow(data, broker_name=BROKER)
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(native, "PROPERTY_PAIRS", None)
-        m.setattr(native, "PULL_UNITS", None)
+    with _numpy_paths():
         assert decode_units_to_arrow(data, broker_name=BROKER).equals(fast)
+
+
+NATIVE_DECODER_STEPS = ("PULL_UNITS", "PROPERTY_PAIRS", "HEADER_STRINGS", "GATHER_RANGES")
+
+
+@contextmanager
+def _numpy_paths():
+    """The decoder without its native steps (as without the library) for the block."""
+    with pytest.MonkeyPatch.context() as m:
+        for name in NATIVE_DECODER_STEPS:
+            m.setattr(native, name, None)
+        yield
 
 
 def _decoded_or_error(data: bytes) -> pa.RecordBatch | str:
@@ -203,10 +224,27 @@ def test_native_split_of_odd_property_strings():
     data = encode_batch(MessageBatch.of("T", 1, [b"x"] * len(odd), odd), 0, 0, 0, pack_host("127.0.0.1", 1)).data
     fast = decode_units_to_arrow(data, broker_name=BROKER)
     assert fast.column("tags").to_pylist() == ["t2\x01more", None, None, None, None]
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(native, "PROPERTY_PAIRS", None)
+    with _numpy_paths():
         assert decode_units_to_arrow(data, broker_name=BROKER).equals(fast)
     assert arrow_rows(fast) == reference_rows(data)
+
+
+@pytest.mark.skipif(native.PROPERTY_PAIRS is None, reason="the native library is not built")
+@settings(max_examples=150, deadline=None)
+@given(strings=st.lists(st.lists(st.sampled_from([b"\x00", b"\x01", b"\x02", b"a", b"TAGS", b"KEYS", b"UNIQ_KEY",
+                                                  b"0123456789abcdef"]), max_size=12).map(b"".join),
+                        min_size=1, max_size=6))
+def test_native_split_of_any_property_bytes(strings):
+    """Property strings of separators, NUL bytes, picked names and runs either side of 8 bytes (the native split
+    copies 8 bytes a step) give the numpy path's columns, with the picked columns' nulls where it has them."""
+    data = encode_batch(MessageBatch.of("T", 1, [b"x"] * len(strings), strings), 0, 0, 0,
+                        pack_host("127.0.0.1", 1)).data
+    columns = ["properties", "tags", "keys", "uniq_key"]
+    fast = decode_units_to_arrow(data, broker_name=BROKER, columns=columns)
+    with _numpy_paths():
+        slow = decode_units_to_arrow(data, broker_name=BROKER, columns=columns)
+    assert slow.equals(fast)
+    assert [fast.column(c).null_count for c in columns] == [slow.column(c).null_count for c in columns]
 
 
 def test_unknown_column_is_refused():
@@ -288,7 +326,10 @@ def test_hosts_format_like_unpack_host_for_many_distinct_hosts():
         parts.append(enc.data)
         pos += len(enc.data)
     data = b"".join(parts)
-    assert arrow_rows(decode_units_to_arrow(data, broker_name=BROKER)) == reference_rows(data)
+    decoded = decode_units_to_arrow(data, broker_name=BROKER)
+    assert arrow_rows(decoded) == reference_rows(data)
+    with _numpy_paths():
+        assert decode_units_to_arrow(data, broker_name=BROKER).equals(decoded)
 
 
 def test_decodes_a_million_messages():
