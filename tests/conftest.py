@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 SPARK_TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTS)
 
-# Spark's tests: one worker, so one SparkSession JVM and never two Spark drivers of ours at once (a driver-killing
-# test ran 5x slower next to another Spark file and timed out)
+# Spark's tests: one worker, so one session-scoped SparkSession JVM in the run, not one per worker, and no two of
+# their Spark jobs compete for the 2 cores
 ONE_WORKER_DIRS = ("tests/spark/",)
 
 settings.register_profile("spark_mq", deadline=None, print_blob=True)
