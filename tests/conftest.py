@@ -10,10 +10,14 @@ benchmark's smoke run: they inherit the environment) compiles with C1 only (``SP
 launcher adds to the driver's java command): the tests' JVMs live seconds to minutes, and C2's compiler threads
 cost them about half their CPU on a 2-core machine (22.5 → 12 CPU-s for a session's start and a few small jobs),
 as the ZooKeeper servers of ``consensus.py`` already run. A value set in the environment is kept.
+
+Under pytest-xdist's ``--dist loadfile`` (``-n 2``) a test file runs whole on one worker (its module-scoped servers
+start once), and the files under one of ``ONE_WORKER_DIRS`` all run on the same worker, one after another.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -28,6 +32,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 SPARK_TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SPARK_TEST_JVM_OPTS)
 
+# Spark's tests: one worker, so one session-scoped SparkSession JVM in the run, not one per worker, and no two of
+# their Spark jobs compete for the 2 cores
+ONE_WORKER_DIRS = ("tests/spark/",)
+
 settings.register_profile("spark_mq", deadline=None, print_blob=True)
 settings.load_profile("spark_mq")
 
@@ -36,3 +44,19 @@ settings.load_profile("spark_mq")
 def api():
     with SyncMQClientAPI(timeout=10.0) as client:
         yield client
+
+
+if importlib.util.find_spec("xdist") is not None:  # the hook is xdist's: pytest rejects it where xdist is missing
+
+    def pytest_xdist_make_scheduler(config, log):
+        """``--dist loadfile`` with each of ``ONE_WORKER_DIRS`` scheduled as one file."""
+        if config.getvalue("dist") != "loadfile":
+            return None
+        from xdist.scheduler import LoadFileScheduling
+
+        class OneWorkerDirsScheduling(LoadFileScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                path = super()._split_scope(nodeid)
+                return next((d for d in ONE_WORKER_DIRS if path.startswith(d)), path)
+
+        return OneWorkerDirsScheduling(config, log)
