@@ -47,8 +47,6 @@ _PLAIN_PROPERTIES_LENGTH = len(_KEY_HEAD) + UNIQ_KEY_LENGTH + len(_KEY_TAIL)
 _RESERVED = frozenset({UNIQ_KEY, WAIT_STORE_MSG_OK})
 # a message's fields read for a whole batch by C-level maps
 _TOPIC, _BODY, _FLAG = attrgetter("topic"), attrgetter("body"), attrgetter("flag")
-# what makes a message's properties more than its UNIQ_KEY and WAIT (all falsy for a plain message)
-_EXTRAS = attrgetter("properties", "tags", "keys", "delay_level", "deliver_time_ms")
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 SMALL_BATCH = 16  # messages: a batch of at most this many is prepared one message at a time
 
@@ -241,7 +239,7 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
     """
     n = len(messages)
     fresh = uniq_keys(n)
-    if not any(map(any, map(_EXTRAS, messages))):
+    if not any(m.properties or m.tags or m.keys or m.delay_level or m.deliver_time_ms for m in messages):
         raw = np.empty((n, _PLAIN_PROPERTIES_LENGTH), dtype=np.uint8)
         raw[:] = np.frombuffer(_KEY_HEAD + bytes(UNIQ_KEY_LENGTH) + _KEY_TAIL, dtype=np.uint8)
         raw[:, len(_KEY_HEAD) : len(_KEY_HEAD) + UNIQ_KEY_LENGTH] = fresh.view(np.uint8).reshape(n, UNIQ_KEY_LENGTH)
@@ -256,11 +254,9 @@ def _batch_properties(messages: list[Message]) -> tuple[list[bytes], list[bytes]
 def _each_properties(messages: list[Message], keys: list[bytes]) -> list[bytes]:
     """Each message's encoded properties ending with its fresh key from ``keys`` and WAIT=true, one
     concatenation for a plain message; a message naming its own UNIQ_KEY keeps it (in ``keys`` too)."""
-    if not any(map(any, map(_EXTRAS, messages))):  # the usual batch: no message has any of its own
-        return [_KEY_HEAD + key + _KEY_TAIL for key in keys]
     out = []
     for i, (m, key) in enumerate(zip(messages, keys, strict=True)):
-        if not any(_EXTRAS(m)):
+        if not (m.properties or m.tags or m.keys or m.delay_level or m.deliver_time_ms):
             out.append(_KEY_HEAD + key + _KEY_TAIL)
             continue
         props = m.all_properties()
