@@ -72,7 +72,6 @@ from spark_mq.remoting.blocking import BlockingFacade
 from spark_mq.remoting.bodies import MessageQueue, TopicRouteData
 from spark_mq.remoting.codes import RequestCode, ResponseCode
 from spark_mq.remoting.command import RemotingCommand
-from spark_mq.remoting.headers import SendMessageRequestHeaderV2
 
 log = logging.getLogger(__name__)
 
@@ -404,20 +403,15 @@ class Producer:
     async def _send_one(self, p: Prepared, mq: MessageQueue, addr: str, left: float,
                         oneway: bool = False) -> SendResult | None:
         api = self.instance.api
-        if not oneway:  # the header's wire fields from the topic's template: a send is a few microseconds
-            ext = {**send_fields(self.group, p.topic, mq.broker_name, False), SEND_QUEUE_ID: str(mq.queue_id),
-                   SEND_SYS_FLAG: str(p.sys_flag), SEND_BORN_TIMESTAMP: str(int(time.time() * 1000)),
-                   SEND_FLAG: str(p.flag), SEND_PROPERTIES: p.properties.decode()}
-            return await api.send_message_v2_fields(addr, ext, p.body, p.topic, mq.broker_name, p.uniq_key,
-                                                    timeout=left)
-        header = SendMessageRequestHeaderV2(
-            producer_group=self.group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC,
-            default_topic_queue_nums=DEFAULT_TOPIC_QUEUE_NUMS, queue_id=mq.queue_id, sys_flag=p.sys_flag,
-            born_timestamp=int(time.time() * 1000), flag=p.flag, properties=p.properties.decode(),
-            reconsume_times=0, unit_mode=False, batch=False, bname=mq.broker_name)
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(), p.body, oneway=True)
-        await api.remoting.invoke_oneway(addr, cmd, left)
-        return None
+        # the header's wire fields from the topic's template: a send is a few microseconds
+        ext = {**send_fields(self.group, p.topic, mq.broker_name, False), SEND_QUEUE_ID: str(mq.queue_id),
+               SEND_SYS_FLAG: str(p.sys_flag), SEND_BORN_TIMESTAMP: str(int(time.time() * 1000)),
+               SEND_FLAG: str(p.flag), SEND_PROPERTIES: p.properties.decode()}
+        if oneway:
+            await api.remoting.invoke_oneway(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, p.body,
+                                                                           oneway=True), left)
+            return None
+        return await api.send_message_v2_fields(addr, ext, p.body, p.topic, mq.broker_name, p.uniq_key, timeout=left)
 
     async def _send_batch_request(self, prepared: PreparedBatch) -> SendResult:
         async def attempt(mq: MessageQueue, addr: str, left: float) -> SendResult:
