@@ -302,16 +302,16 @@ def run_with_kills(namesrv: str, b: Broker, tmp_path: Path, rows: int, per_batch
             "replays_recognised": replays, "killed_tree_sizes": tree_sizes}
 
 
-def test_driver_sigkilled_and_broker_once_writes_each_row_once(eo_cluster, tmp_path):
-    """CI-sized: both kinds of kill in one run, one of each (a driver start is what costs here; the slow test kills
-    a restarted driver again): the driver SIGKILLed, then the broker SIGKILLed mid-run while the restarted driver
-    keeps trying (the seed puts the driver's kill first)."""
+def test_driver_sigkilled_twice_and_broker_once_writes_each_row_once(eo_cluster, tmp_path):
+    """CI-sized: both kinds of kill in one run (a driver start each is what costs here): the driver SIGKILLed, the
+    broker SIGKILLed mid-run while the restarted driver keeps trying, the driver SIGKILLed again."""
     namesrv, b = eo_cluster
-    figures = run_with_kills(namesrv, b, tmp_path, rows=3_000, per_batch=500, driver_kills=1, broker_kill=True,
+    figures = run_with_kills(namesrv, b, tmp_path, rows=3_000, per_batch=500, driver_kills=2, broker_kill=True,
                              seed=16)
     assert_exactly_once(figures.pop("got"), 3_000)
-    assert [e.split()[0:2] for e in figures["events"][:2]] == [["driver", "SIGKILL"], ["broker", "SIGKILL"]], figures
-    print("exactly-once sink, driver SIGKILL x1 + broker SIGKILL x1:", figures)
+    assert sum(e.startswith("broker SIGKILL") for e in figures["events"]) == 1, figures
+    assert sum(e.startswith("driver SIGKILL") for e in figures["events"]) == 2, figures
+    print("exactly-once sink, driver SIGKILL x2 + broker SIGKILL x1:", figures)
 
 
 @pytest.mark.slow
