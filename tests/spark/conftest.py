@@ -9,10 +9,12 @@ the installed ``pyspark_spark_mq`` package. Executors run ``sys.executable`` (th
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -26,6 +28,7 @@ from spark_mq.client.results import SendResult
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
 
+JOBS = Path(__file__).resolve().parents[2] / "jobs"
 QUEUES = 4
 MESSAGES = 60
 TAGS = ("tagA", "tagB", "tagC")
@@ -90,6 +93,15 @@ def create_topic(cluster: Cluster, topic: str, queues: int = QUEUES) -> None:
     with SyncMQClientAPI() as api:
         api.create_topic(cluster.broker.addr, topic, queues, queues)
         wait_until(lambda: api.get_route_info(cluster.namesrv, topic), what=f"route of {topic}")
+
+
+def load_job(name: str) -> ModuleType:
+    """``jobs/<name>.py`` as a module (the jobs are scripts, not a package): its functions run in this process, on
+    the shared session, where a job's own JVM would only repeat what one ``spark-submit`` test already runs."""
+    spec = importlib.util.spec_from_file_location(f"job_{name}", JOBS / f"{name}.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    return job
 
 
 @dataclass

@@ -1,21 +1,16 @@
-"""``jobs/consume.py`` end to end: the session's test cluster, the parquet sink, Trigger.AvailableNow.
-
-The job runs in its own Python process (``sys.executable``, local[2]), not through spark-submit: the
-same code path without spark-submit's extra JVM start.
+"""``jobs/consume.py``: its help, and its Delta writer's replay rule. The job's run end to end (its own Python
+process and local[2] JVM, the parquet sink, Trigger.AvailableNow, the per-batch lag lines, the group's commits) is
+``test_spark_tls.py``'s, with TLS and an account on top: one job JVM in the suite, not two.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-import pyarrow.dataset as ds
-from servers import unique
+from conftest import JOBS, load_job
 
-from spark_mq.client.sync_api import SyncMQClientAPI
-
-JOB = Path(__file__).resolve().parents[2] / "jobs" / "consume.py"
+JOB = JOBS / "consume.py"
 
 
 def run_job(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -29,43 +24,11 @@ def test_consume_job_help():
     assert "--starting-offsets" in proc.stdout and "availableNow" in proc.stdout
 
 
-def test_consume_job_parquet_available_now(cluster, produced, tmp_path):
-    group = unique("consume_job")
-    out = tmp_path / "out"
-    proc = run_job("--namesrv", cluster.namesrv, "--topic", produced.topic, "--group", group,
-                   "--starting-offsets", "earliest", "--max-per-trigger", "25", "--trigger", "availableNow",
-                   "--sink", "parquet", "--path", str(out), "--checkpoint", str(tmp_path / "ckpt"))
-
-    # one progress line per micro-batch: 60 messages at 25 per trigger make 3 batches, 35, 10 then 0 behind
-    batches = [line for line in proc.stdout.splitlines() if line.startswith("[consume] batch ")]
-    assert len(batches) == 3, proc.stdout
-    assert [line.split(" lag ")[1].split()[0] for line in batches] == ["35", "10", "0"], proc.stdout
-    assert all("=" in line.split(" lag ")[1] for line in batches), proc.stdout  # and per queue
-
-    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
-    assert table.num_rows == len(produced.results)
-    assert sorted(table.column("msg_id").to_pylist()) == sorted(r.offset_msg_id for r in produced.results)
-    assert sorted(table.column("uniq_key").to_pylist()) == sorted(r.msg_id for r in produced.results)
-
-    # the group's committed offsets at the broker reach every queue's max offset (lag 0)
-    with SyncMQClientAPI() as api:
-        addr = cluster.broker.addr
-        queues = sorted({r.queue_id for r in produced.results})
-        for q in queues:
-            max_offset = api.get_max_offset(addr, produced.topic, q)
-            committed = api.query_consumer_offset(addr, group, produced.topic, q)
-            assert committed == max_offset, (q, committed, max_offset)
-
-
 def test_delta_writer_skips_a_replayed_batch(tmp_path):
-    import importlib.util
-
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    spec = importlib.util.spec_from_file_location("consume_job", JOB)
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
+    job = load_job("consume")
 
     class Batch:
         def __init__(self, n: int) -> None:

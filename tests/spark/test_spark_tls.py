@@ -166,26 +166,35 @@ def acl_tls(certs, tmp_path_factory):
 def test_the_consume_job_reads_over_tls_with_an_account_from_the_environment(spark, acl_tls, certs,
                                                                              tmp_path):
     """``jobs/consume.py`` against servers with aclEnable and TLS only, SPARK_MQ_TLS_CA and the account from the
-    environment (as spark-mq's): every message the sink wrote (TLS and the account as options) is read, the group's
-    offsets committed."""
+    environment (as spark-mq's): every message the sink wrote (TLS and the account as options) is read, in
+    micro-batches of ``--max-per-trigger`` under Trigger.AvailableNow, each reported with the lag behind it (summed
+    and per queue), and the group's offsets committed. (The suite's only run of the job's own process: one JVM.)"""
     namesrv, broker = acl_tls.namesrv.addr, acl_tls.broker
     admin = ClientConfig(namesrv, tls_enable=True, tls_trust_cert_path=str(certs / "ca.pem"),
                          access_key=acl_tls.admin[0], secret_key=acl_tls.admin[1])
     topic, group = new_topic(namesrv, broker, admin), unique("spark_tls_job")
     account = {"tls": "true", "tlsTrustCertPath": str(certs / "ca.pem"), "accessKey": acl_tls.user[0],
                "secretKey": acl_tls.user[1]}
-    spark.createDataFrame([(b"a",), (b"b",), (b"c",)], "body BINARY").write.format("spark_mq") \
+    bodies = [b"a", b"b", b"c", b"d", b"e"]
+    spark.createDataFrame([(b,) for b in bodies], "body BINARY").write.format("spark_mq") \
         .option("namesrv", namesrv).option("topic", topic).options(**account).mode("append").save()
     env = {**os.environ, "SPARK_MQ_TLS_CA": str(certs / "ca.pem"), "SPARK_MQ_ACCESS_KEY": acl_tls.user[0],
            "SPARK_MQ_SECRET_KEY": acl_tls.user[1]}
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, str(JOBS / "consume.py"), "--namesrv", namesrv, "--topic", topic,
-                           "--group", group, "--starting-offsets", "earliest", "--sink", "parquet", "--path", str(out),
+                           "--group", group, "--starting-offsets", "earliest", "--max-per-trigger", "2",
+                           "--trigger", "availableNow", "--sink", "parquet", "--path", str(out),
                            "--checkpoint", str(tmp_path / "ckpt")], capture_output=True, text=True, timeout=300,
                           env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert acl_tls.user[1] not in proc.stdout + proc.stderr
-    assert sorted(ds.dataset(str(out), format="parquet", partitioning="hive").to_table().column("body").to_pylist()) \
-        == [b"a", b"b", b"c"]
+    # one progress line per micro-batch: 5 messages at 2 per trigger make 3 batches, 3, 1 then 0 behind
+    batches = [line for line in proc.stdout.splitlines() if line.startswith("[consume] batch ")]
+    assert [line.split(" lag ")[1].split()[0] for line in batches] == ["3", "1", "0"], proc.stdout
+    assert all("=" in line.split(" lag ")[1] for line in batches), proc.stdout  # and per queue
+    table = ds.dataset(str(out), format="parquet", partitioning="hive").to_table()
+    assert sorted(table.column("body").to_pylist()) == bodies
+    for ids in ("msg_id", "uniq_key"):
+        assert len(set(table.column(ids).to_pylist()) - {None, ""}) == len(bodies), table.column(ids)
     with SyncAdmin(admin) as a:
         assert a.group_progress(group, topic).total_lag == 0

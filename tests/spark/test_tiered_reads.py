@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-from conftest import create_topic
+from conftest import create_topic, load_job
 from servers import Broker, start_namesrv, unique, wait_until
 
 from spark_mq.arrow.queues import DataLossError
@@ -21,6 +21,7 @@ from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
 from spark_mq.client.sync_api import SyncMQClientAPI
 from spark_mq.common.message import Message
+from spark_mq.spark.replay import replay_frame
 from spark_mq.spark.schema import SPARK_SCHEMA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,15 +149,17 @@ def test_replay_republishes_across_the_seam_once_in_queue_order(spark, tiered):
 
 
 def test_replay_of_a_time_window_across_the_seam(spark, tiered, tmp_path):
+    """The job's own parsing and parquet sink, on the shared session (the job's ``main``, its session and exit,
+    runs end to end in the republishing test above)."""
+    job = load_job("replay")
     times = sorted(r.store_timestamp for r in tiered.reference.select("store_timestamp").collect())
     start, stop = times[len(times) // 5], times[len(times) * 4 // 5]  # the window crosses the seam
-    run = subprocess.run([sys.executable, str(ROOT / "jobs" / "replay.py"), "--namesrv", tiered.namesrv.addr,
-                          "--topic", tiered.topic, "--root", str(tiered.archive), "--from-time", start.isoformat(),
-                          "--to-time", stop.isoformat(), "--sink", "parquet", "--path", str(tmp_path / "w")],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
+    args = job.parse_args(["--namesrv", tiered.namesrv.addr, "--topic", tiered.topic, "--root", str(tiered.archive),
+                           "--from-time", start.isoformat(), "--to-time", stop.isoformat(), "--sink", "parquet",
+                           "--path", str(tmp_path / "w")])
+    written = job.write_sink(replay_frame(spark, job.spec_of(args)), args.sink, args.path, args.rows)
     got = spark.read.parquet(str(tmp_path / "w")).select(*SPARK_SCHEMA.names)  # partition columns come last
     expected = tiered.reference.where((tiered.reference.store_timestamp >= start)
                                       & (tiered.reference.store_timestamp < stop))
-    assert expected.count() > 0
+    assert written == expected.count() > 0
     assert_df_equality(got.orderBy(*ORDER), expected.orderBy(*ORDER))

@@ -202,9 +202,10 @@ def kill_loop(api, remoting, namesrv: str, rs: ReplicaSet, kills: int, seed: int
 
 
 def test_master_kills_lose_no_put_acknowledged_by_the_whole_sync_state_set(embedded, replica_set, api, remoting):
-    """CI-sized Jepsen-style run: allAckInSyncStateSet, three SIGKILLs of whichever replica is master."""
+    """CI-sized Jepsen-style run: allAckInSyncStateSet, two SIGKILLs of whichever replica is master (the second
+    kills the promoted one; the slow run below kills twenty times)."""
     rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\n")
-    kills = 3
+    kills = 2
     audit, ledger, final = kill_loop(api, remoting, embedded.addr, rs, kills, seed=15)
     print(f"\nfailover loop: {kills} kills, {audit.summary()}, sent {ledger.sent}, "
           f"failed attempts {dict(ledger.attempts)}, final master {final.addr}")

@@ -1,9 +1,9 @@
 """Our producer (``SyncProducer``) through SIGKILLs of a controller-mode master: how many of its sends fail
 per kill. Three replicas, allAckInSyncStateSet, the controller embedded in the NameServer; one thread sends
 message after message (a failed one again, same key, until SEND_OK), the master is SIGKILLed and restarted
-(it rejoins as a slave) a few times. Every acknowledged message ends on the final master (the independent
-struct reader); with a send timeout longer than an election, a send caught by a kill waits for the new
-master instead of failing."""
+(it rejoins as a slave) twice (six times in the slow run). Every acknowledged message ends on the final master
+(the independent struct reader); with a send timeout longer than an election, a send caught by a kill waits
+for the new master instead of failing."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import pytest
 from integration.ha.ledger import body_of, key_of
 from servers import unique, wait_until
 
@@ -27,7 +28,8 @@ from .test_broker_failover import api, embedded, replica_set  # noqa: F401  (the
 TIMEOUT_S = 60
 SEND_TIMEOUT_S = 30.0  # longer than an election on a loaded machine: a send caught by a kill waits for it
 ACKED_PER_ROUND = 100
-KILLS = 3
+# CI-sized: two kills (the promoted master killed in turn); the slow run kills six times
+KILLS = [2, pytest.param(6, marks=pytest.mark.slow)]
 
 
 @dataclass
@@ -65,7 +67,9 @@ class Sender:
         assert not self._thread.is_alive(), "the sender did not stop"
 
 
-def test_our_producer_rides_master_kills_without_failed_sends(embedded, replica_set, api, remoting):  # noqa: F811
+@pytest.mark.parametrize("kills", KILLS)
+def test_our_producer_rides_master_kills_without_failed_sends(embedded, replica_set, api, remoting,  # noqa: F811
+                                                              kills):
     namesrv = embedded.addr
     rs = replica_set("allAckInSyncStateSet=true\nhaMaxTimeSlaveNotCatchup=6000\n")
     topic = failover.started_with_a_topic(api, namesrv, rs)
@@ -75,12 +79,12 @@ def test_our_producer_rides_master_kills_without_failed_sends(embedded, replica_
     with SyncProducer(unique("failover_pg"), ClientConfig(namesrv), send_timeout_s=SEND_TIMEOUT_S) as producer:
         sender = Sender(producer, topic)
         try:
-            for i in range(KILLS + 1):
+            for i in range(kills + 1):
                 wait_until(lambda: failover.sync_state_set(ctl, rs) == set(rs.brokers), TIMEOUT_S,
                            f"the full set, round {i}")
                 target = len(sender.acked) + ACKED_PER_ROUND
                 wait_until(lambda t=target: len(sender.acked) >= t, TIMEOUT_S, f"acknowledgements, round {i}")
-                if i == KILLS:
+                if i == kills:
                     break
                 master = by_addr[failover.route(api, namesrv, topic, rs.name)[0]]
                 master.kill()
@@ -97,7 +101,7 @@ def test_our_producer_rides_master_kills_without_failed_sends(embedded, replica_
     files = failover.identical_to(final, rs)
     stored = {k for u in files.units if u.topic == topic and (k := key_of(u.body)) is not None}
     lost = [k for k, _ in sender.acked if k not in stored]
-    print(f"\nour producer through {KILLS} master kills: acknowledged {len(sender.acked)}, lost {len(lost)}, failed "
+    print(f"\nour producer through {kills} master kills: acknowledged {len(sender.acked)}, lost {len(lost)}, failed "
           f"sends {len(sender.failed)} {sender.failed[:10]}, seconds from a kill to the first SEND_OK after it "
           f"{[round(s, 2) for s in resumed_after]}")
     assert not lost, f"acknowledged messages missing from the final master: {lost[:20]}"
