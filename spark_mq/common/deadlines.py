@@ -68,8 +68,9 @@ class Deadlines:
             self._timer = None
 
     def _compact(self) -> None:
-        due = self._due
-        self._heap = heap = [entry for entry in self._heap if entry[1] in due]
+        """The removed timeouts out of the heap, in place (``_fire`` may be walking it: a callback's ``add``)."""
+        due, heap = self._due, self._heap
+        heap[:] = [entry for entry in heap if entry[1] in due]
         heapq.heapify(heap)
 
     def _arm(self, at: float) -> None:

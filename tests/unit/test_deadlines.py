@@ -82,3 +82,21 @@ def test_close_drops_every_timeout_and_the_loop_timer() -> None:
         return fired, timer_gone
 
     assert asyncio.run(run()) == (["after close"], True)
+
+
+def test_a_callback_whose_add_rebuilds_the_heap_leaves_every_timeout_live() -> None:
+    async def run() -> list[str]:
+        deadlines, fired = Deadlines(), []
+
+        def churn() -> None:  # enough removed timeouts that its next add rebuilds the heap mid-``_fire``
+            for _ in range(3 * COMPACT_SLACK):
+                deadlines.remove(deadlines.add(30.0, fired.append, "removed"))
+            deadlines.add(0.01, fired.append, "added by the callback")
+
+        deadlines.add(0.01, churn)
+        deadlines.add(0.01, fired.append, "due with the callback")
+        deadlines.add(0.04, fired.append, "later")
+        await asyncio.sleep(0.1)
+        return fired
+
+    assert sorted(asyncio.run(run())) == ["added by the callback", "due with the callback", "later"]
