@@ -43,6 +43,7 @@ from spark_mq.client.subscription import (
     resolve_start_offset,
     subscription_data,
 )
+from spark_mq.common.deadlines import Deadlines
 from spark_mq.common.errors import ClientError, ConfigError, MQClientError, RemotingError
 from spark_mq.common.unit.decode import StoredMessage
 from spark_mq.remoting.blocking import BlockingFacade
@@ -123,6 +124,7 @@ class LitePullConsumer:
         self._polled: dict[MessageQueue, int] = {}  # offset after the last polled message, not yet committed
         self._buffer: asyncio.Queue[_Batch] | None = None
         self._pollers: deque[asyncio.Future[bool]] = deque()  # polls waiting for a batch
+        self._poll_deadlines = Deadlines()  # their timeouts, behind one loop timer
         self._wake: asyncio.Event | None = None
         self._rebalance_lock: asyncio.Lock | None = None
         self._tasks: list[asyncio.Task] = []
@@ -337,14 +339,13 @@ class LitePullConsumer:
         three loop turns between a pull's response and ``poll`` returning its messages."""
         if timeout <= 0:
             return False
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pollers.append(fut)
-        timer = loop.call_later(timeout, _resolve, fut, False)
+        deadline = self._poll_deadlines.add(timeout, _resolve, fut, False)
         try:
             return await fut
         finally:
-            timer.cancel()
+            self._poll_deadlines.remove(deadline)
             if fut in self._pollers:  # a timeout or a cancel: ``_wake_poller`` did not take it out
                 self._pollers.remove(fut)
 

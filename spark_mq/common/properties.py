@@ -53,13 +53,24 @@ MAX_PROPERTIES_LENGTH = 32767  # stored behind an int16 length
 
 
 def encode_properties(props: Mapping[str, str]) -> bytes:
-    """Encode as RocketMQ 4.x writes it: every pair followed by the property separator."""
+    """Encode as RocketMQ 4.x writes it: every pair followed by the property separator. A separator inside
+    a name or value shows as one separator too many in the whole string (two counts, not a check per pair
+    and character: a message's send encodes its properties on the way to the socket); the pairs are checked
+    one by one only then, for the error naming the first bad one."""
+    text = "".join([f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items()])
+    n = len(props)
+    if text.count(NAME_VALUE_SEPARATOR) != n or text.count(PROPERTY_SEPARATOR) != n or not all(props):
+        _check_pairs(props)
+    return text.encode()
+
+
+def _check_pairs(props: Mapping[str, str]) -> None:
+    """Raise ValueError for the first pair whose name is empty or holds a separator, or whose value does."""
     for name, value in props.items():
-        if not name or any(c in name for c in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)):
+        if not name or NAME_VALUE_SEPARATOR in name or PROPERTY_SEPARATOR in name:
             raise ValueError(f"illegal property name {name!r}: must be non-empty, without \\x01 or \\x02")
-        if any(c in str(value) for c in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)):
+        if NAME_VALUE_SEPARATOR in str(value) or PROPERTY_SEPARATOR in str(value):
             raise ValueError(f"illegal value for property {name!r}: contains \\x01 or \\x02")
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items()).encode()
 
 
 def encode_properties_checked(props: Mapping[str, str]) -> bytes:

@@ -65,6 +65,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
 from spark_mq.common.config import ServerChannelConfig
+from spark_mq.common.deadlines import Deadlines
 from spark_mq.common.errors import (
     FrameError,
     MessageValidationError,
@@ -248,7 +249,9 @@ class Connection:
         # a server's frames decoded in ``data_received`` that must wait (for a slot, or the peer to read its
         # answers): the reader task serves them before it reads on
         self._backlog: Iterator[RemotingCommand] | None = None
-        self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"{role}-read-{self.peer}")
+        loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(loop)  # the requests' timeouts, behind one loop timer
+        self._reader_task = loop.create_task(self._read_loop(), name=f"{role}-read-{self.peer}")
 
     def _tls_hint(self) -> str:
         """Why a TLS server may close a client's connection before any answer: TLS 1.3 checks the client's
@@ -280,12 +283,12 @@ class Connection:
             self._write(cmd)
             if self._writer.transport.get_write_buffer_size():  # the socket did not take it all: mind the buffer
                 return await asyncio.wait_for(self._drain_then(fut), timeout)
-            # the usual case: wait on the future itself with a timer, no task or wrapper in between
-            timer = loop.call_later(timeout, _expire, fut)
+            # the usual case: wait on the future itself with a timeout, no task or wrapper in between
+            deadline = self._deadlines.add(timeout, _expire, fut)
             try:
                 return await fut
             finally:
-                timer.cancel()
+                self._deadlines.remove(deadline)
         except asyncio.TimeoutError:
             raise RemotingTimeoutError(
                 f"no response from {self.peer} to request code {cmd.code} (opaque {cmd.opaque}) within {timeout:.3g}s"
@@ -428,6 +431,7 @@ class Connection:
                 fut.set_exception(err)
         self._pending.clear()
         self._answered_by.clear()
+        self._deadlines.close()
         for task in self._tasks:
             task.cancel()
         detached, self._detached = self._detached, {}

@@ -2,9 +2,10 @@
 timeout passes (RocketMQ's PullRequestHoldService, driven by arrival notifications instead
 of a 5 s re-check loop).
 
-A held pull waits on a bare future with one timer beside it (``asyncio.wait_for`` would add a
+A held pull waits on a bare future with a timeout beside it (``asyncio.wait_for`` would add a
 waiter future and callbacks: several loop turns between a message's arrival and the pull
-answering it). ``notify`` says how many pulls it woke, so a sender can let them answer first.
+answering it); every held pull's timeout stands behind one loop timer (``common/deadlines.py``).
+``notify`` says how many pulls it woke, so a sender can let them answer first.
 A send's ``notify`` also hands its ``PutResult`` to the pulls held exactly where its messages begin:
 such a pull answers with those units (the commitlog bytes the put just wrote) without a read of the
 store, which would first dispatch every append so far into the consume queues on the way from a
@@ -26,6 +27,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from spark_mq.common.deadlines import Deadlines
 from spark_mq.store.results import PutResult
 
 log = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ class Held:
     """A pull held by ``hold``: ``notify`` (or its timer) sets its result, which runs its ``then`` at once.
     Quacks as the future ``wait`` holds (``done``, ``set_result``)."""
 
-    __slots__ = ("_done", "_entry", "_key", "_service", "_then", "_timer")
+    __slots__ = ("_deadline", "_done", "_entry", "_key", "_service", "_then")
 
     def __init__(self, service: PullHoldService, key: tuple[str, int], then: Callable[[Woken], None]) -> None:
         self._service = service
@@ -62,7 +64,7 @@ class Held:
         self._then = then
         self._done = False
         self._entry: tuple[int, Held, Answer | None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = -1  # its timeout's token in the service's ``Deadlines``
 
     def done(self) -> bool:
         return self._done
@@ -82,9 +84,9 @@ class Held:
         if self._done:
             return False
         self._done = True
-        if self._timer is not None:
-            self._timer.cancel()
-        self._service._remove(self._key, self._entry)
+        service = self._service
+        service._deadlines.remove(self._deadline)
+        service._remove(self._key, self._entry)
         return True
 
 
@@ -101,6 +103,7 @@ class PullHoldService:
     def __init__(self) -> None:
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[Woken] | Held, Answer | None]]] = {}
         self.deferred = 0  # of the pulls the last ``notify`` woke, how many answer at a later loop turn
+        self._deadlines = Deadlines()  # the held pulls' timeouts, behind one loop timer
 
     @property
     def waiting(self) -> int:
@@ -122,11 +125,11 @@ class PullHoldService:
         entries = [((topic, queue_id), (offset, fut, answer)) for topic, queue_id, offset in positions]
         for key, entry in entries:
             self._waiters.setdefault(key, []).append(entry)
-        timer = loop.call_later(timeout_s, _expire, fut)
+        deadline = self._deadlines.add(timeout_s, _expire, fut)
         try:
             return await fut
         finally:
-            timer.cancel()
+            self._deadlines.remove(deadline)
             for key, entry in entries:
                 self._remove(key, entry)
 
@@ -138,7 +141,7 @@ class PullHoldService:
         held = Held(self, key, then)
         held._entry = entry = (offset, held, answer)
         self._waiters.setdefault(key, []).append(entry)
-        held._timer = asyncio.get_running_loop().call_later(timeout_s, _expire, held)
+        held._deadline = self._deadlines.add(timeout_s, _expire, held)
         return held
 
     def _remove(self, key: tuple[str, int], entry: object) -> None:
@@ -183,3 +186,4 @@ class PullHoldService:
             for _, fut, _ in list(waiters):
                 if not fut.done():
                     fut.set_result(True)
+        self._deadlines.close()
