@@ -48,9 +48,7 @@ from spark_mq.broker.processors.tiered import TieredOffsetProcessor
 from spark_mq.broker.processors.unserved_features import UnservedFeatures
 from spark_mq.broker.queue_locks import QueueLockManager
 from spark_mq.broker.registration import NameServerRegistration
-from spark_mq.broker.replication.master_commitlog import MasterCommitLog
 from spark_mq.broker.replication.master_lease import LeaseGate
-from spark_mq.broker.replication.replicas_manager import ReplicasManager
 from spark_mq.broker.replication.role_change import (
     ControllerSeat,
     RoleChange,
@@ -59,8 +57,6 @@ from spark_mq.broker.replication.role_change import (
     epochs_for_role,
     run_roles,
 )
-from spark_mq.broker.replication.slave_synchronize import SlaveSynchronize
-from spark_mq.broker.replication.sync_state_keeper import SyncStateKeeper
 from spark_mq.broker.scheduled.delay_service import ScheduleService
 from spark_mq.broker.scheduled.timer import TimerLimits
 from spark_mq.broker.scheduled.timer_service import TimerMessageService
@@ -90,7 +86,6 @@ from spark_mq.store.config_file import (
 )
 from spark_mq.store.ha.epoch_file import EpochFile
 from spark_mq.store.ha.ha_auth import cluster_account
-from spark_mq.store.ha.ha_client import HAClient
 from spark_mq.store.ha.ha_service import HAService
 from spark_mq.store.ha.sync_state_set import BrokerSyncStateSet
 from spark_mq.store.message_store import MessageStore
@@ -103,6 +98,9 @@ from spark_mq.store.timer_wheel import TimerWheel, wheel_slots
 if TYPE_CHECKING:
     from spark_mq.acl.gate import AclGate
     from spark_mq.broker.grpc.server import GrpcEndpoint
+    from spark_mq.broker.replication.replicas_manager import ReplicasManager
+    from spark_mq.broker.replication.slave_synchronize import SlaveSynchronize
+    from spark_mq.store.ha.ha_client import HAClient
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +287,9 @@ class BrokerController:
 
     def _join_controller(self, seat: ControllerSeat) -> None:
         """Controller mode: the replicas manager, its elections acted on by the role watch."""
+        # lazy import: controller mode's only (a broker's restart time is mostly imports)
+        from spark_mq.broker.replication.replicas_manager import ReplicasManager
+
         self.role_watch = RoleWatch(self.config, seat, self.registration.follow)
         self.replicas = ReplicasManager(self.config, seat.client, lambda: self.address,
                                         self.store.commitlog.max_offset, seat.first_election,
@@ -319,6 +320,9 @@ class BrokerController:
         if self.replicas is not None:
             duties["replicas"] = self.replicas.run()
             if self.ha_service is not None and self.sync_state_set is not None:
+                # lazy import: controller mode's only (a broker's restart time is mostly imports)
+                from spark_mq.broker.replication.sync_state_keeper import SyncStateKeeper
+
                 keeper = SyncStateKeeper(self.ha_service, self.sync_state_set, self.replicas,
                                          self.config.ha_max_time_slave_not_catchup / 1000)
                 duties["sync-state-set"] = keeper.run()
@@ -326,6 +330,11 @@ class BrokerController:
 
     def _replicate_master(self) -> tuple[HAClient, SlaveSynchronize]:
         """A slave's copy of its master's commitlog and of its metadata, from the master it registered to."""
+        # lazy import: a slave's only (a broker's restart time is mostly imports)
+        from spark_mq.broker.replication.master_commitlog import MasterCommitLog
+        from spark_mq.broker.replication.slave_synchronize import SlaveSynchronize
+        from spark_mq.store.ha.ha_client import HAClient
+
         master = self.registration
         ha_client = HAClient(self.store, lambda: master.master_ha_addr, self.config.ha_send_heartbeat_interval / 1000,
                              master.request, lambda: self.hold.recheck(self.store.get_max_offset),

@@ -19,7 +19,11 @@ LAZY_AT_BROKER_START = ("spark_mq.broker.pop.service:PopResult", "spark_mq.broke
                         "spark_mq.common.unit.batch:StoredBatch", "spark_mq.store.results:PutResult",
                         "spark_mq.broker.processors.send:SendOutcome")
 NOT_AT_BROKER_START = ("prometheus_client", "spark_mq.commands", "spark_mq.client", "spark_mq.tiered",
-                       "difflib", "rich", "pyarrow", "tempfile")
+                       "difflib", "rich", "pyarrow", "tempfile", "secrets",
+                       # a slave's and controller mode's only: imported where those roles start them
+                       "spark_mq.store.ha.ha_client", "spark_mq.broker.replication.slave_synchronize",
+                       "spark_mq.broker.replication.master_commitlog", "spark_mq.broker.replication.replicas_manager",
+                       "spark_mq.broker.replication.sync_state_keeper")
 
 
 def test_broker_start_path_leaves_out_other_commands_and_metrics():
