@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -103,6 +104,98 @@ def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float, flo
         if at == root:
             out[pid] = (cmd, own, reaped)
     return out
+
+
+# how often a watch looks for new processes and reads the CPU of those the kernel will reap unseen: at most
+# this much of one's CPU is lost when it exits, and one that lives shorter is missed
+TREE_SAMPLE_S = 0.1
+_SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
+
+
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent PID, own CPU, reaped CPU) of ``pid`` as process_tree_cpu counts them; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+def _ignores_sigchld(pid: int) -> bool:
+    """Whether ``pid`` ignores SIGCHLD: the kernel reaps its children at exit, and their CPU is added to no
+    parent's reaped figure (PySpark's worker daemons do so for the workers they fork)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    ignored = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), "0")
+    return bool(int(ignored, 16) & _SIGCHLD_BIT)
+
+
+class TreeCpuWatch:
+    """:func:`process_tree_cpu` at the start and at the end of a stretch, plus the processes that exited
+    meanwhile unseen: a process whose parent ignores SIGCHLD is reaped by the kernel, and its CPU leaves the
+    tree with it (two snapshots miss it, and count a negative delta for one that ran before the start). A
+    thread looks for new processes of the tree every ``TREE_SAMPLE_S`` (reading only PIDs it has not seen)
+    and reads such processes' CPU; ``watch_cpu_s`` is that thread's own CPU, to take out of the watching
+    process's. ``with TreeCpuWatch() as w: ...`` then ``w.before``, ``w.after``."""
+
+    def __init__(self, root: int | None = None) -> None:
+        self.root = os.getpid() if root is None else root
+        self.before: dict[int, tuple[str, float, float]] = {}
+        self.after: dict[int, tuple[str, float, float]] = {}
+        self.lost: dict[int, tuple[str, float, float]] = {}  # the unseen-reaped processes, as last seen
+        self.watch_cpu_s = 0.0
+        self._tree: set[int] = set()
+        self._others: set[int] = set()  # PIDs seen outside the tree
+        self._watched: dict[int, tuple[str, float, float]] = {}  # live processes reaped unseen at exit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-cpu-watch", daemon=True)
+
+    def __enter__(self) -> TreeCpuWatch:
+        self.before = process_tree_cpu(self.root)
+        self._tree = set(self.before)
+        self._others = {int(p) for p in os.listdir("/proc") if p.isdigit()} - self._tree
+        for pid, seen in self.before.items():
+            stat = _stat(pid)
+            if stat is not None and _ignores_sigchld(stat[0]):
+                self._watched[pid] = seen
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.after = process_tree_cpu(self.root)
+        self._sample()
+        self.after.update({pid: seen for pid, seen in self.lost.items() if pid not in self.after})
+
+    def _sample(self) -> None:
+        for pid in sorted({int(p) for p in os.listdir("/proc") if p.isdigit()} - self._tree - self._others):
+            stat = _stat(pid)  # parents before their children: PIDs grow
+            if stat is None or stat[0] not in self._tree:
+                self._others.add(pid)
+                continue
+            self._tree.add(pid)
+            if _ignores_sigchld(stat[0]):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    cmd = ""
+                self._watched[pid] = (cmd, *stat[1:])
+        for pid, (cmd, _own, _reaped) in list(self._watched.items()):
+            stat = _stat(pid)
+            if stat is None:
+                self.lost[pid] = self._watched.pop(pid)
+            else:
+                self._watched[pid] = (cmd, *stat[1:])
+
+    def _run(self) -> None:
+        started = time.thread_time()
+        while not self._stop.wait(TREE_SAMPLE_S):
+            self._sample()
+        self.watch_cpu_s = time.thread_time() - started
 
 
 def _cpu_model() -> str:

@@ -57,6 +57,7 @@ from _common import (
     TOPIC,
     Cluster,
     Timer,
+    TreeCpuWatch,
     code_version,
     create_topic,
     dump_json,
@@ -162,11 +163,11 @@ def cpu_group(cmd: str) -> str:
     return "bench driver"
 
 
-def cpu_by_group() -> dict[str, float]:
-    """CPU seconds so far by CPU_GROUPS. The JVM's reaped children are the Python processes it started for
-    one query (the stream reader's runner) and that have exited since."""
+def cpu_by_group(tree: dict[int, tuple[str, float, float]]) -> dict[str, float]:
+    """CPU seconds so far by CPU_GROUPS of a :func:`process_tree_cpu` snapshot. The JVM's reaped children are
+    the Python processes it started for one query (the stream reader's runner) and that have exited since."""
     out = dict.fromkeys(CPU_GROUPS, 0.0)
-    for cmd, own, reaped in process_tree_cpu().values():
+    for cmd, own, reaped in tree.values():
         if cmd.split(" ", 1)[0].endswith("java"):
             out["jvm"] += own
             out["spark python (driver side)"] += reaped
@@ -186,17 +187,24 @@ def timed_case(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     meanwhile (by group, and in total), and rows per CPU second (in total and by group): other work on a
     shared machine stretches the wall time, not the CPU. The CPU is taken once the Python processes the
     JVM started for the case (the stream's runner) have exited and been reaped (up to SETTLE_S), so that
-    none of theirs is counted in the next case."""
-    before, earlier = cpu_by_group(), driver_side_pids()
+    none of theirs is counted in the next case. A Python worker that exits meanwhile is reaped by the kernel
+    (PySpark's daemon ignores SIGCHLD): :class:`TreeCpuWatch` keeps its CPU as last seen (``lost_workers``
+    counts them; before session 33 such a worker's CPU went missing, the workers' figure even negative), and
+    the watch's own CPU is not the benchmark driver's."""
+    earlier = driver_side_pids()
     load = os.getloadavg()[0]
-    with Timer() as t:
-        result = run()
-    settle_by = time.monotonic() + SETTLE_S
-    while driver_side_pids() - earlier and time.monotonic() < settle_by:
-        time.sleep(SETTLE_POLL_S)
-    cpu = {group: seconds - before[group] for group, seconds in cpu_by_group().items()}
+    with TreeCpuWatch() as watch:
+        with Timer() as t:
+            result = run()
+        settle_by = time.monotonic() + SETTLE_S
+        while driver_side_pids() - earlier and time.monotonic() < settle_by:
+            time.sleep(SETTLE_POLL_S)
+    before = cpu_by_group(watch.before)
+    cpu = {group: seconds - before[group] for group, seconds in cpu_by_group(watch.after).items()}
+    cpu["bench driver"] -= watch.watch_cpu_s
     rows = result["rows"]
     return {**result, "seconds": t.seconds, "rows_s": rate(rows, t.seconds), "cpu_s": cpu,
+            "lost_workers": len(watch.lost),
             "rows_per_cpu_s": rate(rows, sum(cpu.values())),
             "rows_per_cpu_s_by_group": {g: rate(rows, v) for g, v in cpu.items() if v > 0},
             "load_before": load, "load_after": os.getloadavg()[0]}
@@ -406,7 +414,8 @@ def run(a: Any) -> dict[str, Any]:
                     med, runs = median_of(a.reps, lambda i, n=name, t=turns: t[i][n], key=lambda r: r["rows_s"])
                     assert med["rows"] == rows, (name, med, rows)
                     results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in runs],
-                                     "runs_rows_per_cpu_s": [r["rows_per_cpu_s"] for r in runs]}
+                                     "runs_rows_per_cpu_s": [r["rows_per_cpu_s"] for r in runs],
+                                     "runs_lost_workers": [r["lost_workers"] for r in runs]}
                 if a.profile:
                     for name in (f"stream {kind}", f"memory {kind}"):
                         profiles[name] = profile(lambda f=cases[name]: f(-1), a.profile, name.replace(" ", "-"))
@@ -444,6 +453,8 @@ def main() -> None:
     for name, c in cases.items():
         detail = (f"{c['in_batches_rows_s']:,.0f} rows/s inside the micro-batch ({c['in_batches_s']:.2f} s)"
                   if "in_batches_s" in c else "")
+        if any(c["runs_lost_workers"]):
+            detail += f"; Python workers that exited in its runs: {c['runs_lost_workers']}"
         table.append([name, c["rows"], c["seconds"], c["rows_s"], spread(c["runs_rows_s"]), sum(c["cpu_s"].values()),
                       c["rows_per_cpu_s"], ", ".join(f"{g} {v:.2f}" for g, v in c["cpu_s"].items() if v >= 0.01),
                       f"{c['load_before']:.1f} -> {c['load_after']:.1f}", detail])

@@ -67,6 +67,9 @@ def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
     cases = result["cases"]
     assert set(cases) == {f"{case} {kind}" for case in ("stream", "parquet", "memory") for kind in ("full", "pruned")}
     assert all(c["rows"] == produced for c in cases.values())
+    # the Python workers read the streams' partitions: their CPU counted, even of a worker that exited meanwhile
+    assert all(cases[f"{case} {kind}"]["cpu_s"]["python workers"] > 0 for case in ("stream", "memory")
+               for kind in ("full", "pruned")), cases
     ratios = result["ratios"]
     assert set(ratios) == {f"{kind} / {ceiling}" for kind in ("full", "pruned") for ceiling in ("parquet", "memory")}
     assert all(r["wall"] > 0 and r["cpu"] > 0 for r in ratios.values()), ratios
