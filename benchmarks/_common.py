@@ -77,25 +77,42 @@ def rate(count: float, seconds: float) -> float:
 
 
 # -- machine ------------------------------------------------------------------------------
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent PID, own CPU, reaped CPU) of ``pid`` as process_tree_cpu counts them; None once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / tick  # utime stime
+    reaped = (int(fields[13]) + int(fields[14])) / tick  # cutime cstime
+    return int(fields[1]), own, reaped
+
+
+def _cmdline(pid: int) -> str | None:
+    """The command line of ``pid``, arguments joined by spaces; None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+
+
 def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float, float]]:
     """CPU seconds of ``root`` (default: this process) and every live descendant, by PID, with the
     command line: (cmd, own user + system, user + system of its children that exited and were
     reaped). On a shared machine, CPU seconds per row are a steadier measure than wall time. Linux
     only (``/proc``)."""
     root = os.getpid() if root is None else root
-    tick = os.sysconf("SC_CLK_TCK")
     procs: dict[int, tuple[int, str, float, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:  # exited meanwhile
+        pid = int(entry.name)
+        stat = _stat(pid)
+        cmd = _cmdline(pid)
+        if stat is None or cmd is None:  # exited meanwhile
             continue
-        own = (int(fields[11]) + int(fields[12])) / tick  # utime stime
-        reaped = (int(fields[13]) + int(fields[14])) / tick  # cutime cstime
-        procs[int(entry.name)] = (int(fields[1]), cmd, own, reaped)
+        procs[pid] = (stat[0], cmd, stat[1], stat[2])
     out = {}
     for pid, (_ppid, cmd, own, reaped) in procs.items():
         at = pid
@@ -110,16 +127,6 @@ def process_tree_cpu(root: int | None = None) -> dict[int, tuple[str, float, flo
 # this much of one's CPU is lost when it exits, and one that lives shorter is missed
 TREE_SAMPLE_S = 0.1
 _SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
-
-
-def _stat(pid: int) -> tuple[int, float, float] | None:
-    """(parent PID, own CPU, reaped CPU) of ``pid`` as process_tree_cpu counts them; None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
 
 
 def _ignores_sigchld(pid: int) -> bool:
@@ -179,11 +186,7 @@ class TreeCpuWatch:
                 continue
             self._tree.add(pid)
             if _ignores_sigchld(stat[0]):
-                try:
-                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    cmd = ""
-                self._watched[pid] = (cmd, *stat[1:])
+                self._watched[pid] = (_cmdline(pid) or "", *stat[1:])
         for pid, (cmd, _own, _reaped) in list(self._watched.items()):
             stat = _stat(pid)
             if stat is None:

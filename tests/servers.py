@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import itertools
 import os
 import select
@@ -23,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -49,6 +51,16 @@ _unique = itertools.count()
 def unique(prefix: str) -> str:
     """A name no other test of this session uses (topics, groups, client ids)."""
     return f"{prefix}_{os.getpid()}_{next(_unique)}"
+
+
+def load_script(name: str, path: Path) -> ModuleType:
+    """A script (a benchmark, a job: not in a package) as module ``name``, registered in ``sys.modules`` while and
+    after it executes (dataclasses look their module up then)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def free_port() -> int:

@@ -9,7 +9,6 @@ the installed ``pyspark_spark_mq`` package. Executors run ``sys.executable`` (th
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).parents[1] / "integration"))
 
-from servers import Broker, free_port, start_namesrv, unique, wait_until
+from servers import Broker, free_port, load_script, start_namesrv, unique, wait_until
 
 from spark_mq.client.config import ClientConfig
 from spark_mq.client.producer import SyncProducer
@@ -98,10 +97,7 @@ def create_topic(cluster: Cluster, topic: str, queues: int = QUEUES) -> None:
 def load_job(name: str) -> ModuleType:
     """``jobs/<name>.py`` as a module (the jobs are scripts, not a package): its functions run in this process, on
     the shared session, where a job's own JVM would only repeat what one ``spark-submit`` test already runs."""
-    spec = importlib.util.spec_from_file_location(f"job_{name}", JOBS / f"{name}.py")
-    job = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(job)
-    return job
+    return load_script(f"job_{name}", JOBS / f"{name}.py")
 
 
 @dataclass

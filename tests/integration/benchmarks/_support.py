@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+
+from servers import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCHMARKS = ROOT / "benchmarks"
@@ -16,10 +17,6 @@ def load_benchmark(name: str, path: Path) -> ModuleType:
     imports (``_common``, ``peer_systems``) resolve from ``benchmarks/`` while it loads."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while it executes
-        spec.loader.exec_module(module)
-        return module
+        return load_script(name, path)
     finally:
         sys.path.remove(str(BENCHMARKS))
