@@ -68,8 +68,11 @@ def test_spark_ingest_runs_quick(tmp_path: Path) -> None:
     assert set(cases) == {f"{case} {kind}" for case in ("stream", "parquet", "memory") for kind in ("full", "pruned")}
     assert all(c["rows"] == produced for c in cases.values())
     # the Python workers read the streams' partitions: their CPU counted, even of a worker that exited meanwhile
-    assert all(cases[f"{case} {kind}"]["cpu_s"]["python workers"] > 0 for case in ("stream", "memory")
-               for kind in ("full", "pruned")), cases
+    # (never negative, as when an exited worker's CPU left the tree). One case's figure may be 0 at --quick size:
+    # /proc counts CPU in 10 ms ticks, and a reused worker can serve a small case within one
+    workers = [cases[f"{case} {kind}"]["cpu_s"]["python workers"] for case in ("stream", "memory")
+               for kind in ("full", "pruned")]
+    assert min(workers) >= 0 and sum(workers) > 0, cases
     ratios = result["ratios"]
     assert set(ratios) == {f"{kind} / {ceiling}" for kind in ("full", "pruned") for ceiling in ("parquet", "memory")}
     assert all(r["wall"] > 0 and r["cpu"] > 0 for r in ratios.values()), ratios
