@@ -25,8 +25,10 @@ disagree about the commitlog) is refused likewise. A restarted slave resumes fro
 Controller mode (``epochs`` given: the replica's epoch file): before each connection it also asks
 for the master's epoch history, truncates a tail the master's history does not have (``divergence``
 plans it; a log that needs a person raises ``DivergedLogError``, logged and retried like any
-refusal, nothing changed), takes the master's epochs up to its end, and records each later one as
-the bytes reach its start offset, so its epoch file stays the master's for what it holds.
+refusal, nothing changed), takes the master's epochs up to its end, and records each later one just
+before the first bytes that reach its start offset are appended, so its epoch file stays the master's
+for what it holds: a commitlog that has caught up has the master's epoch file too (recorded after the
+bytes, a reader could see the bytes without their epoch: the failover tests once did).
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
 unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
@@ -170,14 +172,14 @@ class HAClient:
         # and have written nothing): the master's from there on replace them
         epochs.truncate_after(-1 if plan.keeps_nothing else plan.consistent_offset - 1)
         self._coming_epochs = [e for e in master.epochs if e.epoch > epochs.last_epoch]
-        self._record_epochs(epochs)
+        self._record_epochs(epochs, self.store.commitlog.max_offset())
 
-    def _record_epochs(self, epochs: EpochFile) -> None:
-        """Record the master's epochs whose start this replica's commitlog has reached."""
-        end = self.store.commitlog.max_offset()
+    def _record_epochs(self, epochs: EpochFile, end: int) -> None:
+        """Record the master's epochs that start at or below ``end``."""
         while self._coming_epochs and self._coming_epochs[0].start_offset <= end:
-            entry = self._coming_epochs.pop(0)
+            entry = self._coming_epochs[0]
             epochs.append(entry.epoch, entry.start_offset)
+            self._coming_epochs.pop(0)  # once recorded: one that fails stays to come
 
     async def _replicate(self, addr: str) -> None:
         if self.epochs is not None:
@@ -251,9 +253,17 @@ class HAClient:
         """Append consecutive transfers' bodies from commitlog ``offset`` (joined: one write, and one
         copy in memory is far cheaper than a write per transfer)."""
         data = bodies[0] if len(bodies) == 1 else b"".join(bodies)
-        self.store.append_replicated(offset, data)
-        if self._coming_epochs and self.epochs is not None:
-            self._record_epochs(self.epochs)
+        epochs = self.epochs if self._coming_epochs else None
+        if epochs is not None:
+            # the epochs these bytes reach are recorded first (RocketMQ's AutoSwitchHAClient order): whoever
+            # sees a byte of an epoch, in the files or through this broker, sees the epoch too
+            self._record_epochs(epochs, offset + len(data))
+        try:
+            self.store.append_replicated(offset, data)
+        except StoreError:  # ReplicationError included
+            if epochs is not None:  # nothing was written: no epoch may start past the commitlog's end
+                epochs.truncate_after(self.store.commitlog.max_offset())
+            raise
         self.bytes_received += len(data)
 
     def lag_bytes(self) -> int:
