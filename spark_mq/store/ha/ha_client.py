@@ -31,8 +31,10 @@ for what it holds: a commitlog that has caught up has the master's epoch file to
 bytes, a reader could see the bytes without their epoch: the failover tests once did).
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
-unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere); ``on_appended`` after the appends of each read (a slave's messages
+unknown); ``master_changed`` is called when another master is to be followed: the connection to the
+old one is dropped at once (a frozen or cut-off master would otherwise hold it open for ever);
+``on_master_lost`` is called when a connection fails (ask the NameServer again: a restarted master
+may listen elsewhere); ``on_appended`` after the appends of each read (a slave's messages
 arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
 a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
 consumer offsets committed here meanwhile).
@@ -103,6 +105,7 @@ class HAClient:
         self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
+        self._writer: asyncio.StreamWriter | None = None  # the connection to it, while connected
         self.reported = -1  # the last offset reported to the master
         self.failures = 0  # connections failed in a row (only the first of a run is a warning)
         self.bytes_received = 0  # commitlog bytes appended from masters since start
@@ -200,7 +203,7 @@ class HAClient:
         received = ReceiveBuffer(cast(asyncio.Transport, writer.transport))
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
         try:
-            self.connected_to = addr
+            self.connected_to, self._writer = addr, writer
             self.failures = 0
             if self.replica_id is not None:
                 writer.write(REPORT.pack(-self.replica_id))  # the controller-mode hello (``ha_protocol``)
@@ -215,10 +218,22 @@ class HAClient:
                     self._report(writer)
                     self.on_appended()
         finally:
+            self._writer = None
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError, OSError):
                 await reporter
             writer.close()
+
+    def master_changed(self) -> None:
+        """The master to follow changed (the controller named another): drop the connection to the one it
+        replaced now, as RocketMQ's AutoSwitchHAClient does when its master's address changes. A deposed master
+        that is frozen or cut off neither sends nor closes its side, and a slave waiting on it would never
+        reach the new master's bytes; ``run`` connects to the new one once its HA address is known."""
+        writer = self._writer
+        if writer is not None and self.master_ha_addr() != self.connected_to:
+            log.warning("HA: master %s replaced: its connection dropped, replicating from the new master once "
+                        "its address is known", self.connected_to)
+            writer.transport.abort()
 
     def _append_transfers(self, received: memoryview) -> tuple[int, bool, int]:
         """Append every whole transfer at the start of ``received``, each run of consecutive ones within
