@@ -8,10 +8,9 @@ import asyncio
 import random
 
 import pytest
-from unit_helpers import tiny_config
+from unit_helpers import tiny_config, write_random
 
 from spark_mq.common.errors import ReplicationError
-from spark_mq.common.message import MessageBatch
 from spark_mq.store.ha.divergence import ReplicaLog
 from spark_mq.store.ha.epoch_file import FILE_NAME, EpochEntry, EpochFile
 from spark_mq.store.ha.ha_client import HAClient
@@ -40,9 +39,7 @@ class LocalMaster:
 
 
 def write(store: MessageStore, rng: random.Random, batches: int) -> None:
-    for i in range(batches):
-        store.put_messages(MessageBatch.of(TOPIC, i % 2, [rng.randbytes(rng.randrange(10, 1500))
-                                                          for _ in range(rng.randrange(1, 10))]))
+    write_random(store, rng, batches, TOPIC)
 
 
 def transfers(master: MessageStore, start: int, end: int | None = None) -> memoryview:
@@ -61,18 +58,17 @@ def stores(tmp_path):
     """A master in epoch 2 from offset ``fork`` and a slave that copied epoch 1 up to ``behind`` (before
     ``fork``), aligned with the master, so epoch 2 is yet to come with its bytes: (master, its epochs, slave,
     its epochs, the slave's client, behind, fork)."""
-    rng = random.Random(3)
     master = MessageStore(tiny_config(tmp_path / "m")).start()
-    master_epochs = open_epochs(master)
+    slave = MessageStore(tiny_config(tmp_path / "s", broker_role="SLAVE", broker_id=2)).start()
+    master_epochs, slave_epochs = open_epochs(master), open_epochs(slave)
+    client = HAClient(slave, lambda: "", 1.0, lambda: None, lambda: None, LocalMaster(master, master_epochs),
+                      lambda: None, epochs=slave_epochs, replica_id=2)
+    rng = random.Random(3)
     begin_epoch(master, master_epochs, 1)
     write(master, rng, 15)
     behind = master.commitlog.max_offset()
     write(master, rng, 15)
     fork = master.commitlog.max_offset()
-    slave = MessageStore(tiny_config(tmp_path / "s", broker_role="SLAVE", broker_id=2)).start()
-    slave_epochs = open_epochs(slave)
-    client = HAClient(slave, lambda: "", 1.0, lambda: None, lambda: None, LocalMaster(master, master_epochs),
-                      lambda: None, epochs=slave_epochs, replica_id=2)
     asyncio.run(client._align_with_master(slave_epochs))
     client._append_transfers(transfers(master, 0, behind))
     begin_epoch(master, master_epochs, 2)
