@@ -290,7 +290,7 @@ class BrokerController:
         # lazy import: controller mode's only (a broker's restart time is mostly imports)
         from spark_mq.broker.replication.replicas_manager import ReplicasManager
 
-        self.role_watch = RoleWatch(self.config, seat, self.registration.follow)
+        self.role_watch = RoleWatch(self.config, seat, self._follow)
         self.replicas = ReplicasManager(self.config, seat.client, lambda: self.address,
                                         self.store.commitlog.max_offset, seat.first_election,
                                         self.role_watch.on_master, self.sync_state_set, seat.lease,
@@ -552,6 +552,12 @@ class BrokerController:
         """A slave's retention floor: its master's commitlog min offset as last learned (0 until then,
         or while its synchronisation is not running yet: every file is kept)."""
         return self.slave_sync.master_min_offset if self.slave_sync is not None else 0
+
+    def _follow(self, master_address: str) -> None:
+        """Controller mode, a slave: replicate from the master the controller names, leaving the one it replaced."""
+        self.registration.follow(master_address)
+        if self.ha_client is not None:
+            self.ha_client.master_changed()
 
     def _master_found(self) -> None:
         """A slave's replication connected to its master: copy its metadata now (a returning master is

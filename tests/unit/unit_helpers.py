@@ -1,11 +1,13 @@
-"""Helpers shared by the unit tests: tiny store configs, a settable clock, and Java's
+"""Helpers shared by the unit tests: tiny store configs, random puts, a settable clock, and Java's
 ``String.hashCode`` written straight from its definition (independent of spark_mq's numpy one)."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 from spark_mq.common.config import BrokerConfig
+from spark_mq.common.message import MessageBatch
 
 KiB = 1024
 # small enough that a few thousand messages span many files of every kind
@@ -42,6 +44,14 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def write_random(store, rng: random.Random, batches: int, topic: str) -> None:
+    """``batches`` puts into a ``MessageStore``, each of 1 to 9 random bodies of 10 to 1499 bytes, on queues 0
+    and 1 in turn."""
+    for i in range(batches):
+        store.put_messages(MessageBatch.of(topic, i % 2, [rng.randbytes(rng.randrange(10, 1500))
+                                                          for _ in range(rng.randrange(1, 10))]))
 
 
 def crash(store) -> None:

@@ -25,12 +25,16 @@ disagree about the commitlog) is refused likewise. A restarted slave resumes fro
 Controller mode (``epochs`` given: the replica's epoch file): before each connection it also asks
 for the master's epoch history, truncates a tail the master's history does not have (``divergence``
 plans it; a log that needs a person raises ``DivergedLogError``, logged and retried like any
-refusal, nothing changed), takes the master's epochs up to its end, and records each later one as
-the bytes reach its start offset, so its epoch file stays the master's for what it holds.
+refusal, nothing changed), takes the master's epochs up to its end, and records each later one just
+before the first bytes that reach its start offset are appended, so its epoch file stays the master's
+for what it holds: a commitlog that has caught up has the master's epoch file too (recorded after the
+bytes, a reader could see the bytes without their epoch: the failover tests once did).
 
 ``master_ha_addr`` gives the master's HA address as the NameServer last told it (empty while
-unknown); ``on_master_lost`` is called when a connection fails (ask the NameServer again: a
-restarted master may listen elsewhere); ``on_appended`` after the appends of each read (a slave's messages
+unknown); ``master_changed`` is called when another master is to be followed: the connection to the
+old one is dropped at once (a frozen or cut-off master would otherwise hold it open for ever);
+``on_master_lost`` is called when a connection fails (ask the NameServer again: a restarted master
+may listen elsewhere); ``on_appended`` after the appends of each read (a slave's messages
 arrive this way, never through a send: its held pulls are woken from here); ``on_master_found`` when
 a connection starts (a returning master: the slave's metadata sync runs at once, offering it the
 consumer offsets committed here meanwhile).
@@ -101,6 +105,7 @@ class HAClient:
         self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
         self.connected_to = ""  # the master's HA address while connected
+        self._writer: asyncio.StreamWriter | None = None  # the connection to it, while connected
         self.reported = -1  # the last offset reported to the master
         self.failures = 0  # connections failed in a row (only the first of a run is a warning)
         self.bytes_received = 0  # commitlog bytes appended from masters since start
@@ -170,14 +175,14 @@ class HAClient:
         # and have written nothing): the master's from there on replace them
         epochs.truncate_after(-1 if plan.keeps_nothing else plan.consistent_offset - 1)
         self._coming_epochs = [e for e in master.epochs if e.epoch > epochs.last_epoch]
-        self._record_epochs(epochs)
+        self._record_epochs(epochs, self.store.commitlog.max_offset())
 
-    def _record_epochs(self, epochs: EpochFile) -> None:
-        """Record the master's epochs whose start this replica's commitlog has reached."""
-        end = self.store.commitlog.max_offset()
+    def _record_epochs(self, epochs: EpochFile, end: int) -> None:
+        """Record the master's epochs that start at or below ``end``."""
         while self._coming_epochs and self._coming_epochs[0].start_offset <= end:
-            entry = self._coming_epochs.pop(0)
+            entry = self._coming_epochs[0]
             epochs.append(entry.epoch, entry.start_offset)
+            self._coming_epochs.pop(0)  # once recorded: one that fails stays to come
 
     async def _replicate(self, addr: str) -> None:
         if self.epochs is not None:
@@ -198,7 +203,7 @@ class HAClient:
         received = ReceiveBuffer(cast(asyncio.Transport, writer.transport))
         reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
         try:
-            self.connected_to = addr
+            self.connected_to, self._writer = addr, writer
             self.failures = 0
             if self.replica_id is not None:
                 writer.write(REPORT.pack(-self.replica_id))  # the controller-mode hello (``ha_protocol``)
@@ -213,10 +218,22 @@ class HAClient:
                     self._report(writer)
                     self.on_appended()
         finally:
+            self._writer = None
             reporter.cancel()
             with contextlib.suppress(asyncio.CancelledError, OSError):
                 await reporter
             writer.close()
+
+    def master_changed(self) -> None:
+        """The master to follow changed (the controller named another): drop the connection to the one it
+        replaced now, as RocketMQ's AutoSwitchHAClient does when its master's address changes. A deposed master
+        that is frozen or cut off neither sends nor closes its side, and a slave waiting on it would never
+        reach the new master's bytes; ``run`` connects to the new one once its HA address is known."""
+        writer = self._writer
+        if writer is not None and self.master_ha_addr() != self.connected_to:
+            log.warning("HA: master %s replaced: its connection dropped, replicating from the new master once "
+                        "its address is known", self.connected_to)
+            writer.transport.abort()
 
     def _append_transfers(self, received: memoryview) -> tuple[int, bool, int]:
         """Append every whole transfer at the start of ``received``, each run of consecutive ones within
@@ -251,9 +268,17 @@ class HAClient:
         """Append consecutive transfers' bodies from commitlog ``offset`` (joined: one write, and one
         copy in memory is far cheaper than a write per transfer)."""
         data = bodies[0] if len(bodies) == 1 else b"".join(bodies)
-        self.store.append_replicated(offset, data)
-        if self._coming_epochs and self.epochs is not None:
-            self._record_epochs(self.epochs)
+        epochs = self.epochs if self._coming_epochs else None
+        if epochs is not None:
+            # the epochs these bytes reach are recorded first (RocketMQ's AutoSwitchHAClient order): whoever
+            # sees a byte of an epoch, in the files or through this broker, sees the epoch too
+            self._record_epochs(epochs, offset + len(data))
+        try:
+            self.store.append_replicated(offset, data)
+        except StoreError:  # ReplicationError included
+            if epochs is not None:  # nothing was written: no epoch may start past the commitlog's end
+                epochs.truncate_after(self.store.commitlog.max_offset())
+            raise
         self.bytes_received += len(data)
 
     def lag_bytes(self) -> int:

@@ -231,14 +231,30 @@ def caught_up(brokers: list[Broker], end: int) -> None:
                f"{len(brokers)} replicas at commitlog offset {end}")
 
 
+@dataclass(frozen=True)
+class Ends:
+    """The commitlog ends of a master and of its other replicas (by id), read one after the other: true
+    once every replica is at the master's end."""
+
+    master: int
+    replicas: dict[int, int]
+
+    def __bool__(self) -> bool:
+        return all(end == self.master for end in self.replicas.values())
+
+
 def identical_to(master: Broker, rs: ReplicaSet) -> Commitlog:
     """Once every other replica reached ``master``'s end: their commitlogs and epoch files are its own.
-    Returns ``master``'s commitlog."""
-    end = read_commitlog(master.store).end
-    others = [b for b in rs.brokers.values() if b is not master]
-    caught_up(others, end)
+    Returns ``master``'s commitlog. The end is read again at each look, not once: the master may still be
+    writing (a consumer group's offset commits are logged in its commitlog, ``offset_log.py``), and its
+    replicas then pass the end first read, never stopping at it."""
+    others = {i: b for i, b in rs.brokers.items() if b is not master}
+    ends = wait_until(lambda: Ends(read_commitlog(master.store).end,
+                                   {i: read_commitlog(b.store).end for i, b in others.items()}),
+                      TIMEOUT_S, "every replica at the master's commitlog end", interval=0.5)
+    end = ends.master
     files = read_commitlog(master.store)
-    for b in others:
+    for b in others.values():
         assert read_commitlog(b.store).span(0, end) == files.span(0, end)
         assert (b.store / "epochFileCheckpoint").read_text() == (master.store / "epochFileCheckpoint").read_text()
     return files

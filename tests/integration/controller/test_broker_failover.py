@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import signal
+import threading
 import time
 
 import pytest
@@ -110,6 +111,64 @@ def test_a_killed_master_is_replaced_by_an_elected_slave_and_rejoins_as_its_slav
     send(namesrv, topic, "after", 20)
     assert read_commitlog(new_master.store).end > end
     rejoined(api, namesrv, topic, rs, new_master)
+
+
+def test_a_slave_leaves_a_frozen_deposed_master_for_the_elected_one(embedded, replica_set, api, remoting):
+    """The master frozen (SIGSTOP) and kept so: a slave is elected, and the other slave, whose HA connection to
+    the frozen master neither brings bytes nor closes, leaves it for the new master when the controller names
+    it (as RocketMQ's slave does) and catches up with it, its epoch file the new master's."""
+    namesrv = embedded.addr
+    rs = replica_set()
+    old = rs.brokers[1]
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "before", 10)
+    caught_up([rs.brokers[2], rs.brokers[3]], read_commitlog(old.store).end)
+    ctl = ControllerClient(remoting, namesrv)
+    wait_until(lambda: sync_state_set(ctl, rs) == {1, 2, 3}, TIMEOUT_S, "both slaves in the SyncStateSet")
+    old.server.signal(signal.SIGSTOP)
+    try:
+        new_master = elected(api, namesrv, topic, rs)
+        other = next(b for b in rs.brokers.values() if b not in (old, new_master))
+        send(namesrv, topic, "after", 10)
+        end = read_commitlog(new_master.store).end
+        caught_up([other], end)
+        assert read_commitlog(other.store).span(0, end) == read_commitlog(new_master.store).span(0, end)
+        assert (other.store / "epochFileCheckpoint").read_text() == \
+            (new_master.store / "epochFileCheckpoint").read_text()
+    finally:
+        old.server.signal(signal.SIGCONT)
+
+
+def test_replicas_behind_a_master_that_writes_again_reach_its_new_end(embedded, replica_set, api):
+    """The end of the long Jepsen run: a replica behind, and the master writes again after its end was first
+    read (a consumer's offset commit, which a controller-mode master logs in its commitlog): the replicas pass
+    that end without stopping at it, so the comparison must follow the master's end, and they are the master's."""
+    namesrv = embedded.addr
+    rs = replica_set()
+    master, behind = rs.brokers[1], rs.brokers[3]
+    topic = started_with_a_topic(api, namesrv, rs)
+    send(namesrv, topic, "before", 10)
+    caught_up([rs.brokers[2], behind], read_commitlog(master.store).end)
+    ends: list[int] = []
+
+    def commit_then_resume() -> None:
+        time.sleep(1.0)  # the comparison below has read the master's end by now
+        ends.append(read_commitlog(master.store).end)
+        api.update_consumer_offset(master.addr, unique("readers"), topic, 0, 5)
+        wait_until(lambda: read_commitlog(master.store).end > ends[0], TIMEOUT_S, "the commit logged")
+        behind.server.signal(signal.SIGCONT)  # it reads what it was sent while frozen, the commit's record too
+
+    behind.server.signal(signal.SIGSTOP)
+    resume = threading.Thread(target=commit_then_resume)
+    try:
+        send(namesrv, topic, "while frozen", 10)  # ASYNC_MASTER: on the master and replica 2 alone
+        resume.start()
+        log = identical_to(master, rs)
+    finally:
+        behind.server.signal(signal.SIGCONT)
+        resume.join()
+    assert log.end > ends[0], "the offset commit was not logged after the end first read"
+    assert any(u.topic.startswith("rmq_sys_CONSUMER_OFFSET_LOG") and u.offset >= ends[0] for u in log.units)
 
 
 def test_a_rejoining_old_master_truncates_the_tail_no_replica_had(embedded, replica_set, api, remoting):

@@ -7,10 +7,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from unit_helpers import tiny_config
+from unit_helpers import tiny_config, write_random
 
 from spark_mq.common.errors import DivergedLogError
-from spark_mq.common.message import MessageBatch
 from spark_mq.store.ha.divergence import LogCase, plan_truncation
 from spark_mq.store.ha.epoch_file import FILE_NAME, EpochEntry, EpochFile
 from spark_mq.store.ha.replica_epochs import apply_plan, begin_epoch, open_epochs, replica_log
@@ -20,9 +19,7 @@ TOPIC = "TopicEpochs"
 
 
 def write(store: MessageStore, rng: random.Random, batches: int) -> None:
-    for i in range(batches):
-        store.put_messages(MessageBatch.of(TOPIC, i % 2, [rng.randbytes(rng.randrange(10, 1500))
-                                                          for _ in range(rng.randrange(1, 10))]))
+    write_random(store, rng, batches, TOPIC)
 
 
 def copy(src: MessageStore, dst: MessageStore, rng: random.Random, upto: int | None = None) -> None:
