@@ -16,9 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
 from spark_mq.common.errors import DiskFullError, MessageValidationError, ReplicationError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults

@@ -21,22 +21,30 @@ Thread-safety: one writer (the store's put lock or recovery); readers read only 
 from __future__ import annotations
 
 import shutil
+import struct
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.errors import CorruptFileError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.mapped_file import MappedFile
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
-ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
-ENTRY_SIZE = ENTRY.itemsize  # 20
+ENTRY_FIELDS = (("phys", ">i8"), ("size", ">i4"), ("tag", ">i8"))
+ENTRY_STRUCT = struct.Struct(">qiq")  # ENTRY_FIELDS, for a lone entry
+ENTRY_SIZE = ENTRY_STRUCT.size  # 20
 QUARANTINED_TAG = -(1 << 62)  # outside the int32 range of tag hash codes
 
 
+@cache
+def entry_record() -> np.dtype:
+    """ENTRY_FIELDS as a numpy record (made on first use)."""
+    return np.dtype(list(ENTRY_FIELDS))
+
+
 def _entries(mf: MappedFile) -> np.ndarray:
-    return mf.buf.view(ENTRY) if mf.buf.size else np.zeros(0, dtype=ENTRY)
+    return mf.buf.view(entry_record()) if mf.buf.size else np.zeros(0, dtype=entry_record())
 
 
 class ConsumeQueue:
@@ -164,7 +172,7 @@ class ConsumeQueue:
         start = max(queue_offset, self.min_offset)
         stop = min(queue_offset + count, self.max_offset)
         if stop <= start:
-            return np.zeros(0, dtype=ENTRY)
+            return np.zeros(0, dtype=entry_record())
         parts = []
         pos = start
         while pos < stop:
@@ -176,7 +184,7 @@ class ConsumeQueue:
             parts.append(_entries(mf)[slot : slot + take])
             pos += take
         if not parts:
-            return np.zeros(0, dtype=ENTRY)
+            return np.zeros(0, dtype=entry_record())
         return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
 
     def offset_by_time(self, timestamp: int, store_time_of: Callable[[int], int | None]) -> int:

@@ -16,9 +16,8 @@ import logging
 import threading
 from dataclasses import field
 
-import numpy as np
-
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.batch import decode_units
 from spark_mq.common.unit.check import UnitFaults, body_crc_mismatch
 from spark_mq.common.unit.layout import HEADER_SIZE, SIZE_MAGIC

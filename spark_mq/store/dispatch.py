@@ -43,8 +43,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
 
-import numpy as np
-
 from spark_mq.common.byte_ranges import split_ranges
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import DiskFullError
@@ -56,6 +54,7 @@ from spark_mq.common.java_hash import (
     java_hashes,
 )
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,

@@ -17,28 +17,39 @@ Thread-safety: one writer; queries may run concurrently and see a consistent pre
 
 from __future__ import annotations
 
+import struct
+from functools import cache
 from pathlib import Path
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit import native
 from spark_mq.store.mapped_file import MappedFile
 
-HEADER = np.dtype(
-    [
-        ("begin_timestamp", ">i8"),
-        ("end_timestamp", ">i8"),
-        ("begin_phys", ">i8"),
-        ("end_phys", ">i8"),
-        ("slot_count", ">i4"),
-        ("index_count", ">i4"),
-    ]
+HEADER_FIELDS = (
+    ("begin_timestamp", ">i8"),
+    ("end_timestamp", ">i8"),
+    ("begin_phys", ">i8"),
+    ("end_phys", ">i8"),
+    ("slot_count", ">i4"),
+    ("index_count", ">i4"),
 )
-HEADER_SIZE = HEADER.itemsize  # 40
+HEADER_SIZE = struct.calcsize(">qqqqii")  # 40: HEADER_FIELDS
 SLOT_SIZE = 4
-ENTRY = np.dtype([("key_hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-ENTRY_SIZE = ENTRY.itemsize  # 20
+ENTRY_FIELDS = (("key_hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4"))
+ENTRY_SIZE = struct.calcsize(">iqii")  # 20: ENTRY_FIELDS
 INVALID_INDEX = 0
+
+
+@cache
+def _header_record() -> np.dtype:
+    """HEADER_FIELDS as a numpy record (made on first use)."""
+    return np.dtype(list(HEADER_FIELDS))
+
+
+@cache
+def _entry_record() -> np.dtype:
+    """ENTRY_FIELDS as a numpy record (made on first use)."""
+    return np.dtype(list(ENTRY_FIELDS))
 
 
 def index_file_size(slot_num: int, index_num: int) -> int:
@@ -66,9 +77,9 @@ class IndexFile:
         self.index_num = index_num
         self._mf = MappedFile(path, index_file_size(slot_num, index_num), file_from_offset=0)
         buf = self._mf.buf
-        self.header = buf[:HEADER_SIZE].view(HEADER)
+        self.header = buf[:HEADER_SIZE].view(_header_record())
         self.slots = buf[HEADER_SIZE : HEADER_SIZE + slot_num * SLOT_SIZE].view(">i4")
-        self.entries = buf[HEADER_SIZE + slot_num * SLOT_SIZE :].view(ENTRY)
+        self.entries = buf[HEADER_SIZE + slot_num * SLOT_SIZE :].view(_entry_record())
         if int(self.header["index_count"][0]) == 0:
             self.header["index_count"] = 1  # entry 0 is the "empty" sentinel
 
@@ -195,7 +206,7 @@ class IndexFile:
             for name in ("begin_timestamp", "end_timestamp", "begin_phys", "end_phys"):
                 self.header[name] = 0
         self.header["index_count"] = cut
-        self.entries[cut:count] = np.zeros(count - cut, dtype=ENTRY)
+        self.entries[cut:count] = np.zeros(count - cut, dtype=_entry_record())
         return count - cut
 
     def repair_unpublished_heads(self) -> int:

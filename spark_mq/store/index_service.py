@@ -14,9 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.java_hash import java_hash
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.disk_space import make_dirs
 from spark_mq.store.index_file import IndexFile, positive_hash
 from spark_mq.store.store_paths import store_path

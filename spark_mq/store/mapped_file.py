@@ -15,9 +15,8 @@ import mmap
 import os
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.errors import CorruptFileError, DiskFullError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.disk_space import allocate, is_allocated
 
 log = logging.getLogger(__name__)

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
 from spark_mq.common.byte_ranges import gather_ranges
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import QUARANTINED_TAG, ConsumeQueue
 from spark_mq.store.results import GetResult, GetStatus
@@ -31,7 +30,7 @@ MIN_JUDGED_UNITS = 256  # units a unit filter judges at once at least (each call
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
 
 
-UnitFilter = Callable[[bytes, np.ndarray], np.ndarray]
+UnitFilter = Callable[[bytes, "np.ndarray"], "np.ndarray"]  # quoted: numpy is imported on first use
 """``unit_filter(data, sizes)``: which of the units back to back in ``data`` a reader wants (a
 boolean mask), judged on their contents (a SQL92 subscription's properties)."""
 

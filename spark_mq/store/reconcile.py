@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-import numpy as np
-
 from spark_mq.common.buffers import ranges_equal
 from spark_mq.common.columns import Columns
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.batch import decode_units
 from spark_mq.common.unit.layout import topic_ranges
 from spark_mq.store.consume_queue import ConsumeQueue

@@ -42,9 +42,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from spark_mq.common.errors import DiskFullError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue

@@ -17,9 +17,8 @@ from __future__ import annotations
 import logging
 import time
 
-import numpy as np
-
 from spark_mq.common.errors import ReplicationError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.layout import BLANK_MAGIC, INT64, MESSAGE_MAGIC, PHYSICAL_OFFSET_OFFSET, SIZE_MAGIC
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue_store import ConsumeQueueStore

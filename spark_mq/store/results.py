@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-
-import numpy as np
+from functools import cache
 
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message_id import offset_msg_ids
 
 
@@ -57,9 +57,12 @@ class PutResult(LazyDataclass):
 
 
 # the columns of a result without units: one read-only empty array shared by them all (a pull held at its
-# queue's end makes such a result every time)
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-_NO_ROWS.flags.writeable = False
+# queue's end makes such a result every time), made on first use
+@cache
+def _no_rows() -> np.ndarray:
+    rows = np.zeros(0, dtype=np.int64)
+    rows.flags.writeable = False
+    return rows
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,8 @@ class GetResult:
     min_offset: int
     max_offset: int
     data: bytes = b""  # the found units, back to back
-    queue_offsets: np.ndarray = field(default_factory=lambda: _NO_ROWS)
-    sizes: np.ndarray = field(default_factory=lambda: _NO_ROWS)
+    queue_offsets: np.ndarray = field(default_factory=_no_rows)
+    sizes: np.ndarray = field(default_factory=_no_rows)
     # commitlog bytes past the last unit read (RocketMQ's maxOffsetPy - maxPhyOffsetPulling): how far
     # behind the reader is, which decides whether it is sent to a slave
     behind_bytes: int = 0

@@ -15,8 +15,7 @@ import logging
 import threading
 from collections.abc import Iterable
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.check import served_faults
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue_store import ConsumeQueueStore

@@ -15,9 +15,8 @@ from __future__ import annotations
 import threading
 from dataclasses import fields
 
-import numpy as np
-
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import UnitFaults, unit_faults
 from spark_mq.store.commitlog import CommitLog

@@ -31,12 +31,11 @@ import logging
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import DELAY, REAL_QUEUE_ID, REAL_TOPIC, JoinedProperties
 from spark_mq.common.unit.batch import StoredBatch

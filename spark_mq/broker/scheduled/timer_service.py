@@ -37,12 +37,11 @@ import logging
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from spark_mq.broker.metrics import LATENESS_BUCKETS_MS
 from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.errors import StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.names import TIMER_TOPIC
 from spark_mq.common.properties import REAL_QUEUE_ID, REAL_TOPIC, TIMER_OUT_MS, scan_properties
 from spark_mq.common.unit.batch import StoredBatch

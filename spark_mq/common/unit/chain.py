@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from spark_mq.common.buffers import byte_positions, gather_records
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.check import crc_mismatch, lengths_fit
 from spark_mq.common.unit.layout import (
     BLANK_MAGIC,
@@ -23,7 +22,7 @@ from spark_mq.common.unit.layout import (
     MESSAGE_MAGIC,
     MIN_UNIT_SIZE,
     SIZE_MAGIC,
-    SIZE_MAGIC_RECORD,
+    size_magic_record,
 )
 
 _MAGIC_FIRST_BYTE = MESSAGE_MAGIC.to_bytes(4, "big", signed=True)[0]
@@ -51,7 +50,7 @@ def _magic_candidates(data: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, n
     """Offsets in ``[lo, hi)`` whose MAGICCODE field (4 bytes on) holds the message magic, and the
     TOTALSIZE (int64) at each: a superset of the unit starts there (a body may hold the magic)."""
     at = byte_positions(data[lo + MAGIC_OFFSET : hi + MAGIC_OFFSET], np.equal, _MAGIC_FIRST_BYTE) + lo
-    heads = gather_records(data, at, SIZE_MAGIC_RECORD)
+    heads = gather_records(data, at, size_magic_record())
     is_unit = heads["magic"] == MESSAGE_MAGIC
     return at[is_unit], heads["total_size"][is_unit].astype(np.int64)
 

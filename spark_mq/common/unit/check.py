@@ -9,19 +9,18 @@ Thread-safety: pure functions of their arguments (the buffers must not change me
 
 from __future__ import annotations
 
-import numpy as np
-
 from spark_mq.common.buffers import gather_records
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit import native
 from spark_mq.common.unit.crc import body_crcs
 from spark_mq.common.unit.encode import NATIVE_MAX_MEAN_BODY
 from spark_mq.common.unit.layout import (
     CRC_MASK,
-    HEADER,
     MESSAGE_MAGIC,
     UnitRanges,
     header_field,
+    header_record,
     unit_ranges,
 )
 
@@ -73,7 +72,7 @@ class UnitFaults(LazyDataclass):
 
     damaged: np.ndarray  # bool per unit
     readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be located
-    header: np.ndarray  # HEADER records
+    header: np.ndarray  # header_record() records
     body_end: np.ndarray  # where each readable unit's topic length byte is
     ranges: UnitRanges  # where each unit's parts lie (meaningful where readable)
 
@@ -85,7 +84,7 @@ def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_c
     PHYSICALOFFSET other than the unit's position, a negative QUEUEID, or (with ``check_crc``) a
     wrong body CRC. All vectorised but the crc32 calls; the headers are gathered once."""
     buf = np.frombuffer(mv, dtype=np.uint8)
-    head = gather_records(buf, starts, HEADER)
+    head = gather_records(buf, starts, header_record())
     ranges, readable = lengths_fit(buf, starts, np.append(starts[1:], end), head["body_length"].astype(np.int64))
     body_end = _body_ends(ranges, readable)
     damaged = ~readable
@@ -105,7 +104,7 @@ def served_faults(
     starts = np.zeros(sizes.size, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     buf = np.frombuffer(data, dtype=np.uint8)
-    head = gather_records(buf, starts, HEADER)
+    head = gather_records(buf, starts, header_record())
     bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
            | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
     ranges, readable = lengths_fit(buf, starts, starts + sizes, head["body_length"].astype(np.int64))

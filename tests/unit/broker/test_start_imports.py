@@ -20,6 +20,8 @@ LAZY_AT_BROKER_START = ("spark_mq.broker.pop.service:PopResult", "spark_mq.broke
                         "spark_mq.broker.processors.send:SendOutcome")
 NOT_AT_BROKER_START = ("prometheus_client", "spark_mq.commands", "spark_mq.client", "spark_mq.tiered",
                        "difflib", "rich", "pyarrow", "tempfile", "secrets",
+                       # a third of a restart's instructions: the store's modules take it from common.lazy_numpy
+                       "numpy",
                        # a slave's and controller mode's only: imported where those roles start them
                        "spark_mq.store.ha.ha_client", "spark_mq.broker.replication.slave_synchronize",
                        "spark_mq.broker.replication.master_commitlog", "spark_mq.broker.replication.replicas_manager",
