@@ -306,7 +306,7 @@ def build_entries(
     queue_for: QueueFor,
     index: IndexService | None,
     index_done: int = -1,
-    delays_ms: np.ndarray | None = None,
+    delays_ms: tuple[int, ...] | None = None,
 ) -> None:
     """Write consume queue entries per run and index entries for every key (those of units
     at or below ``index_done`` are already indexed and skipped). With ``delays_ms`` (the delay
@@ -327,7 +327,7 @@ def build_entries(
 
 class Dispatcher:
     def __init__(self, queue_for: QueueFor, index: IndexService | None, dispatched: int,
-                 delays_ms: np.ndarray | None = None) -> None:
+                 delays_ms: tuple[int, ...] | None = None) -> None:
         self._delays_ms = delays_ms
         self._queue_for = queue_for
         self._index = index

@@ -124,7 +124,7 @@ class IndexService:
         for f in reversed(self.files):
             if f.is_empty():
                 continue
-            if int(f.header["begin_phys"][0]) < phys:
+            if f.begin_phys < phys:
                 gone += f.truncate_past(phys)
                 break
             gone += f.index_count - 1

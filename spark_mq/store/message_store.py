@@ -126,7 +126,7 @@ class MessageStore:
         self.root = config.root
         self.clock = clock
         self.store_host = pack_host(config.broker_ip1, config.listen_port)
-        self.delays_ms = np.array(parse_delay_levels(config.message_delay_level), dtype=np.int64)
+        self.delays_ms = tuple(parse_delay_levels(config.message_delay_level))  # ms, level 1 first
         self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log,
                                    logic_reserve(config))
         self.index = (
@@ -376,7 +376,7 @@ class MessageStore:
                                        self.delays_ms)
         except DiskFullError:
             return False
-        self._checks.found(damaged.tolist())
+        self._checks.found(damaged)
         self._dispatcher.rebuilt(end, ts)
         self._replica.read = end
         self._writes.last_store_ts = max(self._writes.last_store_ts, ts)
@@ -492,9 +492,10 @@ class MessageStore:
 
     def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
-        if cq is None or cq.max_offset <= cq.min_offset:
+        first = None if cq is None else cq.entry(cq.min_offset)
+        if first is None:
             return -1
-        ts = self._store_time_of(int(cq.get(cq.min_offset, 1)["phys"][0]))
+        ts = self._store_time_of(first[0])
         return -1 if ts is None else ts
 
     def look_message_by_offset(self, phys: int) -> bytes | None:

@@ -50,7 +50,7 @@ class Reconcile:
     """Makes every consume queue agree with the units of the checked region."""
 
     def __init__(self, chunks: list[Chunk], queue_for: QueueFor | None, index: IndexService | None, start: int,
-                 safe: int, end: int, delays_ms: np.ndarray | None = None) -> None:
+                 safe: int, end: int, delays_ms: tuple[int, ...] | None = None) -> None:
         """``queue_for`` None: check only (the store runs), never create, rebuild or append."""
         self.delays_ms = delays_ms
         self.chunks = chunks
@@ -184,8 +184,8 @@ class Reconcile:
         the commitlog offset of the last entry that points at one of the queue's units (-1)."""
         e0 = cq.first_offset_at_or_after(self.start)
         e1 = cq.first_offset_at_or_after(self.end)  # entries past the end are truncated or newer
-        before = cq.get(e0 - 1, 1) if e0 > cq.min_offset else None
-        last = int(before["phys"][0]) if before is not None and before.size else -1
+        before = cq.entry(e0 - 1)
+        last = -1 if before is None else before[0]
         if e0 >= e1:
             return last
         ent = cq.get(e0, e1 - e0)
@@ -237,9 +237,9 @@ class Reconcile:
         log.warning("recovery: %s:%d: %d %s quarantined, never served (queue offset@commitlog offset: %s%s)",
                     cq.topic, cq.queue_id, offsets.size, why, shown, ", ..." if offsets.size > 20 else "")
 
-    def damaged(self) -> np.ndarray:
-        """Commitlog offsets of the damaged units found (each once)."""
-        return np.unique(np.concatenate(self._damaged)) if self._damaged else np.zeros(0, dtype=np.int64)
+    def damaged(self) -> tuple[int, ...]:
+        """Commitlog offsets of the damaged units found (each once, in order)."""
+        return tuple(np.unique(np.concatenate(self._damaged)).tolist()) if self._damaged else ()
 
     def _report_unreadable(self) -> None:
         """Log units whose queue cannot be read; count those past the safe offset (the entries of

@@ -24,7 +24,7 @@ import errno
 import mmap
 import os
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 
 from spark_mq.common.lazy_numpy import np
@@ -85,8 +85,13 @@ class TimerWheel:
             self._mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        self.slots = np.frombuffer(self._mm, dtype=slot_type())
         self._untouched = True  # no slot written since the file was re-created: already empty
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        """The slots as numpy records, made on first use (a start with no timers imports no numpy); empty once
+        closed."""
+        return np.zeros(0, dtype=slot_type()) if self._mm.closed else np.frombuffer(self._mm, dtype=slot_type())
 
     def _index(self, times: np.ndarray | int) -> np.ndarray | int:
         return (times // self.precision_ms) % self.slots_total
@@ -164,5 +169,6 @@ class TimerWheel:
         self._mm.flush()
 
     def close(self) -> None:
-        self.slots = np.zeros(0, dtype=slot_type())
+        if "slots" in self.__dict__:
+            self.slots = np.zeros(0, dtype=slot_type())
         self._mm.close()

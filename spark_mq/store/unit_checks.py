@@ -129,7 +129,7 @@ class StartupCheck:
                         start, end, e)
             return
         if not self._stop.is_set():
-            self.checks.found(damaged.tolist())
+            self.checks.found(damaged)
             self.checks.checked_from = start
 
     def _check_crcs(self, deferred: DeferredCrc, checked_from: int) -> None:
@@ -142,5 +142,5 @@ class StartupCheck:
                         "checking those units", deferred.below, e)
             return
         if damaged is not None:
-            self.checks.found(damaged.tolist())
+            self.checks.found(damaged)
             self.checks.checked_from = checked_from

@@ -124,7 +124,7 @@ class SendProcessor:
         self.slave_refusal = slave_refusal
         self.timer = timer or TimerLimits(False, 1, 0)
         self.ack_refusal = ack_refusal
-        self.max_delay_level = int(store.delays_ms.size)
+        self.max_delay_level = len(store.delays_ms)
         self._idle_dispatch: asyncio.Handle | None = None
 
     def register_on(self, server) -> None:

@@ -100,7 +100,7 @@ class ScheduleService:
 
     @property
     def max_level(self) -> int:
-        return int(self.delays_ms.size)
+        return len(self.delays_ms)
 
     # -- persistence ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -159,7 +159,7 @@ class ScheduleService:
         if not ent.size:
             return 0
         # RocketMQ's correctDeliverTimestamp: a due time past now + the level's delay is taken as now
-        delay = int(self.delays_ms[min(queue_id, self.delays_ms.size - 1)])
+        delay = self.delays_ms[min(queue_id, len(self.delays_ms) - 1)]
         due = np.minimum(ent["tag"].astype(np.int64), now + delay)
         not_due = np.flatnonzero(due > now)
         count = int(not_due[0]) if not_due.size else int(ent.size)
