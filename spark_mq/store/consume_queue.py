@@ -177,6 +177,23 @@ class ConsumeQueue:
             return None
         return ENTRY_STRUCT.unpack_from(mf.mv, queue_offset * ENTRY_SIZE - mf.file_from_offset)
 
+    def entry_tuples(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]:
+        """``get`` as (phys, size, tag) tuples, by ``struct``: for a read of a few entries (no numpy's fixed
+        costs; a restarted broker's first pull imports none)."""
+        start = max(queue_offset, self.min_offset)
+        stop = min(queue_offset + count, self.max_offset)
+        out: list[tuple[int, int, int]] = []
+        pos = start
+        while pos < stop:
+            mf = self.files.find(pos * ENTRY_SIZE)
+            if mf is None:
+                break
+            slot = pos - mf.file_from_offset // ENTRY_SIZE
+            take = min(stop - pos, self.entries_per_file - slot)
+            out += ENTRY_STRUCT.iter_unpack(mf.mv[slot * ENTRY_SIZE : (slot + take) * ENTRY_SIZE])
+            pos += take
+        return out
+
     def get(self, queue_offset: int, count: int) -> np.ndarray:
         """A copy of up to ``count`` entries from ``queue_offset`` (fewer at the end)."""
         start = max(queue_offset, self.min_offset)

@@ -28,6 +28,9 @@ MAX_FILTER_SCAN = 16_000  # consume queue entries scanned per get when filtering
 UNIT_FILTER_SCAN_BYTES = 8 * 1024 * 1024
 MIN_JUDGED_UNITS = 256  # units a unit filter judges at once at least (each call has a fixed cost)
 DEFAULT_MAX_GET_BYTES = 4 * 1024 * 1024
+# an unfiltered get of at most this many entries is read with struct and plain lists (``_get_few``): numpy's
+# fixed costs are most of such a get, and a restarted broker's first pull then imports no numpy
+FEW_ENTRIES = 16
 
 
 UnitFilter = Callable[[bytes, "np.ndarray"], "np.ndarray"]  # quoted: numpy is imported on first use
@@ -80,6 +83,8 @@ class QueueReader:
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         filtering = bool(tag_codes) or unit_filter is not None
+        if max_count <= FEW_ENTRIES and not filtering and readable_end is None and not cq.has_quarantined:
+            return self._get_few(cq, queue_id, offset, max_count, max_bytes, lo, hi)
         scan = max(max_count, MAX_FILTER_SCAN) if filtering else max_count
         ent = cq.get(offset, scan)
         if readable_end is not None:  # a queue's units grow in commitlog offset: the readable ones lead
@@ -136,3 +141,34 @@ class QueueReader:
             return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
         return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes,
                          self.commitlog.max_offset() - int(phys[-1]))
+
+    def _get_few(self, cq: ConsumeQueue, queue_id: int, offset: int, max_count: int, max_bytes: int, lo: int,
+                 hi: int) -> GetResult:
+        """``get`` of at most ``FEW_ENTRIES`` entries, unfiltered, on a master's queue without quarantined
+        entries: the numpy path's answer (tests compare the two) with ``struct`` and plain lists."""
+        rows = cq.entry_tuples(offset, max_count)
+        first, floor = 0, self.commitlog.min_offset()
+        while first < len(rows) and rows[first][0] < floor:  # deleted by retention: they lead the window
+            first += 1
+        phys: list[int] = []
+        sizes: list[int] = []
+        total = 0
+        for at, size, _ in rows[first:]:
+            if sizes and total + size > max_bytes:  # always make progress, even past max_bytes
+                break
+            phys.append(at)
+            sizes.append(size)
+            total += size
+        scanned_to = offset + (first + len(sizes) if first + len(sizes) < len(rows) else len(rows))
+        if not sizes:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
+        try:
+            data = self.commitlog.read_few_units(phys, sizes)
+        except LookupError:  # retention removed the file under us: the queue minimum has moved
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, max(cq.min_offset, offset), cq.min_offset, hi)
+        offsets = list(range(offset + first, offset + first + len(sizes)))
+        data, offsets, phys, sizes = self.checks.served_few(cq.topic, queue_id, data, offsets, phys, sizes)
+        if not sizes:
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, scanned_to, lo, hi)
+        return GetResult(GetStatus.FOUND, scanned_to, lo, hi, data, offsets, sizes,
+                         self.commitlog.max_offset() - phys[-1])

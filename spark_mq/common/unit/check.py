@@ -1,5 +1,6 @@
 """Whether units are whole and intact: inner lengths, header fields and body CRCs, all vectorised
-(the CRCs of small bodies in one native call, else one C-level crc32 call a unit).
+(the CRCs of small bodies in one native call, else one C-level crc32 call a unit); a read of a few units
+is checked one unit at a time with ``struct`` (``served_fault_at``).
 
 Used where bytes come from a disk or a peer and must be trusted before they are served: the chain
 walker, the store's recovery and replication, and the store's check of what a read returns.
@@ -13,14 +14,18 @@ from spark_mq.common.buffers import gather_records
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit import native
-from spark_mq.common.unit.crc import body_crcs
+from spark_mq.common.unit.crc import body_crc, body_crcs
 from spark_mq.common.unit.encode import NATIVE_MAX_MEAN_BODY
 from spark_mq.common.unit.layout import (
     CRC_MASK,
+    HEADER_SIZE,
     MESSAGE_MAGIC,
+    MIN_UNIT_SIZE,
     UnitRanges,
     header_field,
     header_record,
+    header_struct,
+    unit_fits_at,
     unit_ranges,
 )
 
@@ -93,6 +98,23 @@ def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_c
     if check_crc:
         damaged |= body_crc_mismatch(mv, head["body_crc"], ranges.body_start, body_end)
     return UnitFaults(damaged, readable, head, body_end, ranges)
+
+
+_SERVED_FIELDS = header_struct(("total_size", "magic", "body_crc", "queue_id", "queue_offset", "physical_offset",
+                                "body_length"))
+
+
+def served_fault_at(data: bytes, start: int, size: int, queue_id: int, queue_offset: int, phys: int) -> bool:
+    """``served_faults`` of the one unit at ``start`` of ``data``, with ``struct`` and one CRC call (a read of a
+    few units: no numpy's fixed costs)."""
+    if size < MIN_UNIT_SIZE or start + size > len(data):
+        return True
+    total, magic, stored_crc, qid, qoff, at, body_length = _SERVED_FIELDS.unpack_from(data, start)
+    if (magic != MESSAGE_MAGIC or total != size or qid != queue_id or qoff != queue_offset or at != phys
+            or not unit_fits_at(data, start, start + size)):
+        return True
+    body_start = start + HEADER_SIZE
+    return body_crc(memoryview(data)[body_start : body_start + body_length]) != stored_crc
 
 
 def served_faults(
