@@ -8,8 +8,8 @@ NameServer, and its wall seconds swing with the machine's load; instructions do 
            imported with the cyclic GC off, ``broker.controller.run``) on ``--store``; once it serves, one
            plain PULL_MESSAGE (queue 0, offset 0, 1 message, no subscription filter) over a loopback socket,
            its answer checked (FOUND; the background start-up check, 2 s after the start, is held off: under
-           valgrind it would begin before the pull); then a JSON line (numpy loaded?, CPU s) and ``os._exit`` at once: the
-           store is not stopped, so ``measure`` gives every run a fresh copy of the prepared one
+           valgrind it would begin before the pull); then a JSON line (numpy loaded?, CPU s) and ``os._exit``
+           at once: the store is not stopped, so ``measure`` gives every run a fresh copy of the prepared one
   measure  ``--reps`` runs of ``serve`` (``--cachegrind``: each under ``valgrind --tool=cachegrind
            --cache-sim=no``, ``OPENBLAS_NUM_THREADS=1``), with a NameServer of its own; prints the
            instructions (M), CPU seconds and whether numpy was loaded, per run and their medians
