@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import shutil
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -177,39 +177,31 @@ class ConsumeQueue:
             return None
         return ENTRY_STRUCT.unpack_from(mf.mv, queue_offset * ENTRY_SIZE - mf.file_from_offset)
 
-    def entry_tuples(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]:
-        """``get`` as (phys, size, tag) tuples, by ``struct``: for a read of a few entries (no numpy's fixed
-        costs; a restarted broker's first pull imports none)."""
-        start = max(queue_offset, self.min_offset)
+    def _spans(self, queue_offset: int, count: int) -> Iterator[tuple[MappedFile, int, int]]:
+        """(file, first slot, entries) of each file holding entries ``[queue_offset, queue_offset + count)``,
+        clamped to ``[min_offset, max_offset)``; stops at a file that is gone."""
+        pos = max(queue_offset, self.min_offset)
         stop = min(queue_offset + count, self.max_offset)
-        out: list[tuple[int, int, int]] = []
-        pos = start
         while pos < stop:
             mf = self.files.find(pos * ENTRY_SIZE)
             if mf is None:
-                break
+                return
             slot = pos - mf.file_from_offset // ENTRY_SIZE
             take = min(stop - pos, self.entries_per_file - slot)
-            out += ENTRY_STRUCT.iter_unpack(mf.mv[slot * ENTRY_SIZE : (slot + take) * ENTRY_SIZE])
+            yield mf, slot, take
             pos += take
+
+    def entry_tuples(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]:
+        """``get`` as (phys, size, tag) tuples, by ``struct``: for a read of a few entries (no numpy's fixed
+        costs; a restarted broker's first pull imports none)."""
+        out: list[tuple[int, int, int]] = []
+        for mf, slot, take in self._spans(queue_offset, count):
+            out += ENTRY_STRUCT.iter_unpack(mf.mv[slot * ENTRY_SIZE : (slot + take) * ENTRY_SIZE])
         return out
 
     def get(self, queue_offset: int, count: int) -> np.ndarray:
         """A copy of up to ``count`` entries from ``queue_offset`` (fewer at the end)."""
-        start = max(queue_offset, self.min_offset)
-        stop = min(queue_offset + count, self.max_offset)
-        if stop <= start:
-            return np.zeros(0, dtype=entry_record())
-        parts = []
-        pos = start
-        while pos < stop:
-            mf = self.files.find(pos * ENTRY_SIZE)
-            if mf is None:
-                break
-            slot = pos - mf.file_from_offset // ENTRY_SIZE
-            take = min(stop - pos, self.entries_per_file - slot)
-            parts.append(_entries(mf)[slot : slot + take])
-            pos += take
+        parts = [_entries(mf)[slot : slot + take] for mf, slot, take in self._spans(queue_offset, count)]
         if not parts:
             return np.zeros(0, dtype=entry_record())
         return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
