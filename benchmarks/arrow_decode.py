@@ -50,7 +50,7 @@ def build_pull_body(messages: int, pool: int = 1024, queues: int = 4, body_size:
     every unit's commitlog offset (its position) and queue offset patched to be its own."""
     from spark_mq.common.message import MessageBatch, pack_host
     from spark_mq.common.unit.encode import encode_batch
-    from spark_mq.common.unit.layout import HEADER
+    from spark_mq.common.unit.layout import field_offset
     from spark_mq.remoting.message_batch_codec import split_pull_body
 
     pool = max(queues, min(pool, messages))
@@ -71,7 +71,7 @@ def build_pull_body(messages: int, pool: int = 1024, queues: int = 4, body_size:
     data = np.tile(unit, copies)[: int(end)].copy()
     starts = (unit_starts[None, :] + (np.arange(copies) * unit.size)[:, None]).reshape(total_units)[:keep_units]
     for field, values in (("physical_offset", starts), ("queue_offset", np.arange(keep_units) // queues)):
-        at = starts[:, None] + HEADER.fields[field][1] + np.arange(8)
+        at = starts[:, None] + field_offset(field) + np.arange(8)
         data[at] = values.astype(">i8").view(np.uint8).reshape(-1, 8)
     return data.tobytes()
 

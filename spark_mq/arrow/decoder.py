@@ -14,7 +14,7 @@ them a pruned read asks for (only those are built). Nothing here runs Python cod
   message magic is a candidate, and the candidates are the units when their TOTALSIZEs chain from the
   first byte to the last, else the sequential walk of ``split_pull_body`` decides, and says what is
   wrong); the fixed header of every unit gathered with ONE numpy take of opaque 88-byte items through a
-  byte-strided view of the buffer, then viewed as the header record (``HEADER``); the ranges by
+  byte-strided view of the buffer, then viewed as the header record (``header_record()``); the ranges by
   :func:`~spark_mq.common.unit.layout.unit_ranges`. Either way the header is converted column by column;
 * variable fields (topic, body, property names and values, TAGS/KEYS/UNIQ_KEY) are byte ranges
   of the buffer, copied back to back into a fresh Arrow buffer by one C loop (a memcpy a row,
@@ -64,7 +64,14 @@ from spark_mq.common.message_id import offset_msg_ids
 from spark_mq.common.properties import _NV, _PS, KEYS, TAGS, UNIQ_KEY, scan_properties
 from spark_mq.common.unit import native
 from spark_mq.common.unit.chain import chained_unit_starts
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MIN_UNIT_SIZE, UnitRanges, unit_ranges
+from spark_mq.common.unit.layout import (
+    COMPRESSED_FLAG,
+    HEADER_SIZE,
+    MIN_UNIT_SIZE,
+    UnitRanges,
+    header_record,
+    unit_ranges,
+)
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 _INT32_OFFSETS_LIMIT = 1 << 31
@@ -184,13 +191,13 @@ def _native_units(data: np.ndarray) -> tuple[np.ndarray, UnitRanges, bool] | Non
         return None
     capacity = data.size // MIN_UNIT_SIZE + 1
     ranges = np.empty((_RANGE_FIELDS, capacity), dtype=np.int64)
-    headers = np.empty(capacity * HEADER.itemsize, dtype=np.uint8)
+    headers = np.empty(capacity * HEADER_SIZE, dtype=np.uint8)
     same_topic = np.zeros(1, dtype=np.int64)
     found = native.PULL_UNITS(data.ctypes.data, data.size, ranges.ctypes.data, headers.ctypes.data, capacity,
                               same_topic.ctypes.data)
     if found < 0:
         return None
-    head = headers[: found * HEADER.itemsize].view(HEADER)
+    head = headers[: found * HEADER_SIZE].view(header_record())
     return head, UnitRanges(*ranges[:, :found]), bool(same_topic[0])
 
 
@@ -200,7 +207,7 @@ def _checked_units(data: np.ndarray, starts: np.ndarray, walked: bool) -> tuple[
     starts, no unit may run past the next one or the buffer (else ``ValueError``)."""
     if int(starts.min()) < 0 or int(starts.max()) + MIN_UNIT_SIZE > data.size or np.any(np.diff(starts) <= 0):
         raise ValueError("unit starts must be increasing offsets of whole units inside the buffer")
-    head = gather_records(data, starts, HEADER)
+    head = gather_records(data, starts, header_record())
     ranges = unit_ranges(data, starts, head["body_length"].astype(np.int64))  # reads clamped into the buffer
     unit_bound = np.append(starts[1:], data.size)  # no unit runs past the next one or the buffer
     if walked:  # a pull body's units are back to back: each must end exactly where the next begins

@@ -9,7 +9,7 @@ Thread-safety: pure functions of their arguments.
 
 from __future__ import annotations
 
-import numpy as np
+from spark_mq.common.lazy_numpy import np
 
 _SCAN_CHUNK = 1 << 22  # bytes tested per numpy call when searching a buffer (see byte_positions)
 

@@ -9,7 +9,7 @@ with one byte mask over the region, likewise.
 
 from __future__ import annotations
 
-import numpy as np
+from spark_mq.common.lazy_numpy import np
 
 
 def positions_in_ranges(

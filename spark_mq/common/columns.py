@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
-import numpy as np
+from spark_mq.common.lazy_numpy import np
 
 C = TypeVar("C", bound="Columns")
 

@@ -30,7 +30,7 @@ SLAVE = "SLAVE"
 BROKER_ROLES = (ASYNC_MASTER, SYNC_MASTER, SLAVE)
 MASTER_ID = 0
 GiB = 1024**3
-TIMER_LOG_RECORD_SIZE = 40  # store/timer_log.py RECORD
+TIMER_LOG_RECORD_SIZE = 40  # store/timer_log.py RECORD_FIELDS
 MAX_TIMER_SLOTS = 1 << 26  # the timing wheel file: 32 bytes a slot, two slots per timerPrecisionMs of max delay
 # Every key is RocketMQ's own name for it, except these: a different RocketMQ name, or None for a key
 # spark_mq adds. A field's description is its trailing comment, the comment block above a run of fields

@@ -38,8 +38,8 @@ def parse_delay_levels(text: str) -> list[int]:
     return out
 
 
-def due_tag_codes(delays_ms: np.ndarray, queue_id: int, store_timestamps: np.ndarray) -> np.ndarray:
+def due_tag_codes(delays_ms: tuple[int, ...], queue_id: int, store_timestamps: np.ndarray) -> np.ndarray:
     """The tag codes of schedule-topic entries of queue ``queue_id``: when each unit falls due
     (a queue past the last level counts as the last level, as a clamped level does)."""
-    delay = int(delays_ms[min(queue_id, delays_ms.size - 1)])
+    delay = delays_ms[min(queue_id, len(delays_ms) - 1)]
     return store_timestamps.astype("int64", copy=False) + delay

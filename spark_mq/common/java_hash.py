@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-
-import numpy as np
+from functools import cache
 
 from spark_mq.common.buffers import at_every_byte
+from spark_mq.common.lazy_numpy import np
 
 _MASK = 0xFFFFFFFF
 
@@ -46,20 +46,26 @@ def combine(prefix_hash: int, suffix_hash: int, suffix_units: int) -> int:
     return _to_signed((prefix_hash * pow(31, suffix_units, 1 << 32) + suffix_hash) & _MASK)
 
 
-_POW_CACHE = np.ones(1, dtype=np.uint32)
-_INV_POW_CACHE = np.ones(1, dtype=np.uint32)
+# grown on demand (None until first used: numpy is imported on first use)
+_POW_CACHE: np.ndarray | None = None
+_INV_POW_CACHE: np.ndarray | None = None
 _INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so invertible modulo 2**32
 PREFIX_SUM_MAX_BYTES = 4 << 20  # buffers up to this size may be hashed by prefix sums (tables of 4 B a byte)
 _MATRIX_CELLS = 1 << 20  # bytes per hashing matrix
 _TRIANGLE_WIDTH = 256  # ranges up to this long are masked with rows of one precomputed triangle
-_TRIANGLE = np.arange(_TRIANGLE_WIDTH) >= (_TRIANGLE_WIDTH - np.arange(_TRIANGLE_WIDTH + 1))[:, None]
+
+
+@cache
+def _triangle() -> np.ndarray:
+    """Row L has its last L columns set (made on first use)."""
+    return np.arange(_TRIANGLE_WIDTH) >= (_TRIANGLE_WIDTH - np.arange(_TRIANGLE_WIDTH + 1))[:, None]
 
 
 def _powers(n: int) -> np.ndarray:
     """31**i mod 2**32 for i in [0, n)."""
     global _POW_CACHE
-    if _POW_CACHE.size < n:
-        size = max(n, 2 * _POW_CACHE.size)
+    if _POW_CACHE is None or _POW_CACHE.size < n:
+        size = max(n, 2 * (1 if _POW_CACHE is None else _POW_CACHE.size))
         p = np.full(size, 31, dtype=np.uint32)
         p[0] = 1
         _POW_CACHE = np.cumprod(p, dtype=np.uint32)
@@ -69,8 +75,8 @@ def _powers(n: int) -> np.ndarray:
 def _inverse_powers(n: int) -> np.ndarray:
     """31**-i mod 2**32 for i in [0, n)."""
     global _INV_POW_CACHE
-    if _INV_POW_CACHE.size < n:
-        size = max(n, 2 * _INV_POW_CACHE.size)
+    if _INV_POW_CACHE is None or _INV_POW_CACHE.size < n:
+        size = max(n, 2 * (1 if _INV_POW_CACHE is None else _INV_POW_CACHE.size))
         p = np.full(size, _INV31, dtype=np.uint32)
         p[0] = 1
         _INV_POW_CACHE = np.cumprod(p, dtype=np.uint32)
@@ -170,7 +176,7 @@ def _hash_rows(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, width: int
     cells = at_every_byte(buf, f"V{width}")[ends - width].view(np.uint8).reshape(n, width)
     lengths = ends - starts
     if width <= _TRIANGLE_WIDTH:  # row L of the triangle: the last L of its columns set
-        cells *= _TRIANGLE[lengths, _TRIANGLE_WIDTH - width:]
+        cells *= _triangle()[lengths, _TRIANGLE_WIDTH - width:]
     else:
         cells *= np.arange(width) >= (width - lengths)[:, None]
     hashes = np.einsum("ij,j->i", cells, _powers(width)[::-1], dtype=np.uint32)  # wraps as Java's int

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import field
 from typing import Any
 
-import numpy as np
-
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.names import validate_topic
 from spark_mq.common.properties import (
     DELAY,

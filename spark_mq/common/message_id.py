@@ -6,12 +6,18 @@ characters, so a message is found by id with no index (MessageDecoder.createMess
 
 from __future__ import annotations
 
-import numpy as np
+from functools import cache
 
 from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.lazy_numpy import np
 
-_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)
 FEW_IDS = 16  # joined_offset_msg_ids makes at most this many ids one at a time
+
+
+@cache
+def _hex_table() -> np.ndarray:
+    """A byte's 2 upper-case hex characters, per byte value (made on first use)."""
+    return np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), dtype=np.uint16)
 
 
 def offset_msg_ids(store_host: bytes, physical_offsets: np.ndarray) -> np.ndarray:
@@ -19,8 +25,9 @@ def offset_msg_ids(store_host: bytes, physical_offsets: np.ndarray) -> np.ndarra
     once and copied into every row, only the offsets' 8 bytes looked up per row."""
     n = physical_offsets.size
     hex_digits = np.empty((n, 16), dtype=np.uint16)  # a byte's 2 hex characters per item
-    hex_digits[:, :8] = _HEX[np.frombuffer(store_host, dtype=np.uint8)]
-    hex_digits[:, 8:] = _HEX[physical_offsets.astype(">i8").view(np.uint8).reshape(n, 8)]
+    hex_table = _hex_table()
+    hex_digits[:, :8] = hex_table[np.frombuffer(store_host, dtype=np.uint8)]
+    hex_digits[:, 8:] = hex_table[physical_offsets.astype(">i8").view(np.uint8).reshape(n, 8)]
     return hex_digits.view("S32").reshape(n)
 
 

@@ -13,12 +13,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import field
 from itertools import chain
 
-import numpy as np
-
 from spark_mq.common.buffers import at_every_byte
 from spark_mq.common.byte_ranges import gather_ranges, positions_in_ranges
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"

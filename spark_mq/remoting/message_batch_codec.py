@@ -27,12 +27,12 @@ naming the byte offset.
 from __future__ import annotations
 
 import struct
+from functools import cache
 from itertools import chain
-
-import numpy as np
 
 from spark_mq.common.buffers import at_every_byte, gather_records
 from spark_mq.common.errors import BatchBodyError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.properties import MAX_PROPERTIES_LENGTH
 from spark_mq.common.unit.chain import walk_units
@@ -44,12 +44,16 @@ RECORD_HEAD_SIZE = RECORD_HEAD.size  # 20
 PROPS_LEN = struct.Struct(">h")
 MIN_RECORD_SIZE = RECORD_HEAD_SIZE + PROPS_LEN.size  # empty body, no properties
 
-_HEAD_DTYPE = np.dtype(
-    [("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("flag", ">i4"), ("body_length", ">i4")]
-)
-_PROPS_LEN_DTYPE = np.dtype(">i2")
+_HEAD_FIELDS = (("total_size", ">i4"), ("magic", ">i4"), ("body_crc", ">i4"), ("flag", ">i4"), ("body_length", ">i4"))
+_PROPS_LEN_TYPE = ">i2"  # PROPS_LEN as a numpy type code
 SMALL_BATCH_BYTES = 8192  # a batch body up to this size is decoded one record at a time (no numpy)
 SMALL_BATCH_RECORDS = 16  # a batch of at most this many messages is encoded one record at a time (no numpy)
+
+
+@cache
+def _head_type() -> np.dtype:
+    """RECORD_HEAD as a numpy record (made on first use)."""
+    return np.dtype(list(_HEAD_FIELDS))
 
 
 def decode_batch_body(
@@ -74,13 +78,13 @@ def decode_batch_body(
         return _decode_small(data, topic, queue_id, born_timestamp, sys_flag, reconsume_times, born_host)
     starts, stop = _record_starts(data)
     buf = np.frombuffer(data, dtype=np.uint8)
-    head = gather_records(buf, starts, _HEAD_DTYPE)
+    head = gather_records(buf, starts, _head_type())
     total = head["total_size"].astype(np.int64)
     body_len = head["body_length"].astype(np.int64)
     body_start = starts + RECORD_HEAD_SIZE
     body_end = body_start + body_len
     fits = (body_len >= 0) & (total >= MIN_RECORD_SIZE + body_len)  # its properties length lies inside it
-    props_len = at_every_byte(buf, _PROPS_LEN_DTYPE)[np.where(fits, body_end, starts)].astype(np.int64)
+    props_len = at_every_byte(buf, _PROPS_LEN_TYPE)[np.where(fits, body_end, starts)].astype(np.int64)
     bad = np.flatnonzero(~(fits & (props_len >= 0) & (total == MIN_RECORD_SIZE + body_len + props_len)))
     if bad.size:
         raise _record_error(data, int(starts[bad[0]]))
@@ -201,7 +205,7 @@ def encode_batch_body(batch: MessageBatch) -> bytes:
     if int(props_len.max()) > MAX_PROPERTIES_LENGTH:
         i = int(np.argmax(props_len > MAX_PROPERTIES_LENGTH))
         raise _properties_too_long(i, int(props_len[i]))
-    head = np.zeros(n, dtype=_HEAD_DTYPE)
+    head = np.zeros(n, dtype=_head_type())
     head["total_size"] = MIN_RECORD_SIZE + body_len + props_len
     head["flag"] = batch.flags
     head["body_length"] = body_len

@@ -16,9 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
-
 from spark_mq.common.errors import DiskFullError, MessageValidationError, ReplicationError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
@@ -200,6 +199,22 @@ class CommitLog:
         start = int(starts[-1])
         size = SIZE_MAGIC.unpack_from(mf.mv, start)[0]
         return mf.file_from_offset + start, bytes(mf.mv[start:start + size])
+
+    def read_few_units(self, offsets: list[int], sizes: list[int]) -> bytes:
+        """``read_units`` of a few units given as plain lists (no numpy): one copy of a contiguous run, else
+        one a unit (a unit never crosses into the next file)."""
+        total = sum(sizes)
+        if offsets[-1] + sizes[-1] - offsets[0] == total:  # one contiguous run: the usual case
+            view = self.read(offsets[0], total)
+            if view is not None:
+                return bytes(view)
+        views = []
+        for offset, size in zip(offsets, sizes, strict=True):
+            view = self.read(offset, size)
+            if view is None:
+                raise LookupError(f"commitlog offset {offset} is no longer stored")
+            views.append(view)
+        return b"".join(views)
 
     def read_units(self, offsets: np.ndarray, sizes: np.ndarray) -> bytes:
         """Concatenate many units into one buffer, copying each physically contiguous run once."""

@@ -21,22 +21,31 @@ Thread-safety: one writer (the store's put lock or recovery); readers read only 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
+from functools import cache
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.errors import CorruptFileError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.mapped_file import MappedFile
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
-ENTRY = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tag", ">i8")])
-ENTRY_SIZE = ENTRY.itemsize  # 20
+ENTRY_FIELDS = (("phys", ">i8"), ("size", ">i4"), ("tag", ">i8"))
+ENTRY_STRUCT = struct.Struct(">qiq")  # ENTRY_FIELDS, for a lone entry
+ENTRY_SIZE = ENTRY_STRUCT.size  # 20
+_SIZE_AT = struct.Struct(">i").unpack_from  # an entry's size field, 8 bytes in
 QUARANTINED_TAG = -(1 << 62)  # outside the int32 range of tag hash codes
 
 
+@cache
+def entry_record() -> np.dtype:
+    """ENTRY_FIELDS as a numpy record (made on first use)."""
+    return np.dtype(list(ENTRY_FIELDS))
+
+
 def _entries(mf: MappedFile) -> np.ndarray:
-    return mf.buf.view(ENTRY) if mf.buf.size else np.zeros(0, dtype=ENTRY)
+    return mf.buf.view(entry_record()) if mf.buf.size else np.zeros(0, dtype=entry_record())
 
 
 class ConsumeQueue:
@@ -64,11 +73,10 @@ class ConsumeQueue:
         first = self.files.first
         assert first is not None
         base = first.file_from_offset // ENTRY_SIZE
-        self.min_offset = base + _first_valid(_entries(first))
+        self.min_offset = base + _first_valid(first)
         end = self.files.max_offset() // ENTRY_SIZE
         for mf in reversed(self.files.files):
-            ent = _entries(mf)
-            used = _used_count(ent)
+            used = _used_count(mf)
             mf.reset_to(used * ENTRY_SIZE)
             if used:
                 end = mf.file_from_offset // ENTRY_SIZE + used
@@ -146,8 +154,8 @@ class ConsumeQueue:
         """Drop trailing entries whose unit does not end inside the commitlog."""
         lo = self.min_offset
         hi = self.max_offset
-        last = self.get(hi - 1, 1) if hi > lo else None
-        if last is None or last.size == 0 or int(last["phys"][0]) + int(last["size"][0]) <= commitlog_end:
+        last = self.entry(hi - 1) if hi > lo else None
+        if last is None or last[0] + last[1] <= commitlog_end:
             return  # entries grow in commitlog offset: the last one inside means all are (a clean start)
         while hi > lo:  # walk back a file at a time; normally only the last few entries are bad
             chunk = self.get(max(lo, hi - self.entries_per_file), hi - max(lo, hi - self.entries_per_file))
@@ -159,24 +167,43 @@ class ConsumeQueue:
         self.truncate(hi)
 
     # -- reading ---------------------------------------------------------------------------
-    def get(self, queue_offset: int, count: int) -> np.ndarray:
-        """A copy of up to ``count`` entries from ``queue_offset`` (fewer at the end)."""
-        start = max(queue_offset, self.min_offset)
+    def entry(self, queue_offset: int) -> tuple[int, int, int] | None:
+        """Entry ``queue_offset`` as (phys, size, tag), None outside ``[min_offset, max_offset)``: one
+        ``struct`` read, for the callers that want one entry (no numpy's fixed costs, none imported)."""
+        if not self.min_offset <= queue_offset < self.max_offset:
+            return None
+        mf = self.files.find(queue_offset * ENTRY_SIZE)
+        if mf is None:
+            return None
+        return ENTRY_STRUCT.unpack_from(mf.mv, queue_offset * ENTRY_SIZE - mf.file_from_offset)
+
+    def _spans(self, queue_offset: int, count: int) -> Iterator[tuple[MappedFile, int, int]]:
+        """(file, first slot, entries) of each file holding entries ``[queue_offset, queue_offset + count)``,
+        clamped to ``[min_offset, max_offset)``; stops at a file that is gone."""
+        pos = max(queue_offset, self.min_offset)
         stop = min(queue_offset + count, self.max_offset)
-        if stop <= start:
-            return np.zeros(0, dtype=ENTRY)
-        parts = []
-        pos = start
         while pos < stop:
             mf = self.files.find(pos * ENTRY_SIZE)
             if mf is None:
-                break
+                return
             slot = pos - mf.file_from_offset // ENTRY_SIZE
             take = min(stop - pos, self.entries_per_file - slot)
-            parts.append(_entries(mf)[slot : slot + take])
+            yield mf, slot, take
             pos += take
+
+    def entry_tuples(self, queue_offset: int, count: int) -> list[tuple[int, int, int]]:
+        """``get`` as (phys, size, tag) tuples, by ``struct``: for a read of a few entries (no numpy's fixed
+        costs; a restarted broker's first pull imports none)."""
+        out: list[tuple[int, int, int]] = []
+        for mf, slot, take in self._spans(queue_offset, count):
+            out += ENTRY_STRUCT.iter_unpack(mf.mv[slot * ENTRY_SIZE : (slot + take) * ENTRY_SIZE])
+        return out
+
+    def get(self, queue_offset: int, count: int) -> np.ndarray:
+        """A copy of up to ``count`` entries from ``queue_offset`` (fewer at the end)."""
+        parts = [_entries(mf)[slot : slot + take] for mf, slot, take in self._spans(queue_offset, count)]
         if not parts:
-            return np.zeros(0, dtype=ENTRY)
+            return np.zeros(0, dtype=entry_record())
         return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
 
     def offset_by_time(self, timestamp: int, store_time_of: Callable[[int], int | None]) -> int:
@@ -185,8 +212,8 @@ class ConsumeQueue:
         lo, hi = self.min_offset, self.max_offset
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = self.get(mid, 1)
-            ts = store_time_of(int(entry["phys"][0])) if entry.size else None
+            entry = self.entry(mid)
+            ts = store_time_of(entry[0]) if entry is not None else None
             if ts is None:  # unit no longer in the commitlog: treat as older than anything
                 lo = mid + 1
             elif ts < timestamp:
@@ -197,9 +224,8 @@ class ConsumeQueue:
 
     def last_phys(self) -> int:
         """Commitlog offset of the newest entry's unit, -1 if empty."""
-        if self.max_offset <= self.min_offset:
-            return -1
-        return int(self.get(self.max_offset - 1, 1)["phys"][0])
+        last = self.entry(self.max_offset - 1)
+        return -1 if last is None else last[0]
 
     # -- retention -------------------------------------------------------------------------
     def correct_min_offset(self, commitlog_min: int) -> None:
@@ -210,13 +236,13 @@ class ConsumeQueue:
         """First queue offset whose unit starts at or after commitlog offset ``phys`` (entries'
         commitlog offsets grow with queue offset, so this is a binary search)."""
         lo, hi = self.min_offset, self.max_offset
-        first = self.get(lo, 1)
-        if first.size and int(first["phys"][0]) >= phys:
+        first = self.entry(lo)
+        if first is not None and first[0] >= phys:
             return lo  # the usual answer at start and after retention: no search
         while lo < hi:
             mid = (lo + hi) // 2
-            entry = self.get(mid, 1)
-            if entry.size == 0 or int(entry["phys"][0]) < phys:
+            entry = self.entry(mid)
+            if entry is None or entry[0] < phys:
                 lo = mid + 1
             else:
                 hi = mid
@@ -252,10 +278,8 @@ class ConsumeQueue:
 
     def holds(self, queue_offset: int, phys: int) -> bool:
         """Whether entry ``queue_offset`` is live and points at commitlog offset ``phys``."""
-        if not self.min_offset <= queue_offset < self.max_offset:
-            return False
-        entry = self.get(queue_offset, 1)
-        return entry.size == 1 and int(entry["phys"][0]) == phys and int(entry["tag"][0]) != QUARANTINED_TAG
+        entry = self.entry(queue_offset)
+        return entry is not None and entry[0] == phys and entry[2] != QUARANTINED_TAG
 
     def close(self) -> None:
         self.files.close()
@@ -264,10 +288,12 @@ class ConsumeQueue:
 _SCAN_CHUNK = 4096  # entries looked at first when searching for the first written one
 
 
-def _first_written(ent: np.ndarray) -> int | None:
-    """Index of the first entry with a positive size, None if none. A forward scan in growing
-    chunks: normally the first entry is written and one small chunk answers."""
-    sizes = ent["size"]
+def _first_written(mf: MappedFile) -> int | None:
+    """Index of the first entry of ``mf`` with a positive size, None if none. Normally the first entry
+    is written (one ``struct`` read answers: no numpy at a start); else a forward scan in growing chunks."""
+    if mf.size >= ENTRY_SIZE and _SIZE_AT(mf.mv, 8)[0] > 0:
+        return 0
+    sizes = _entries(mf)["size"]
     pos, step = 0, _SCAN_CHUNK
     while pos < sizes.size:
         nz = np.flatnonzero(sizes[pos : pos + step] > 0)
@@ -278,7 +304,7 @@ def _first_written(ent: np.ndarray) -> int | None:
     return None
 
 
-def _used_count(ent: np.ndarray) -> int:
+def _used_count(mf: MappedFile) -> int:
     """Entries written in a file: the end of the run of written (positive size) entries that
     starts at the first one. Entries are appended in order into a zeroed file, so a binary
     search finds it: O(log n) a file rather than a scan of every entry, which made a start
@@ -286,20 +312,20 @@ def _used_count(ent: np.ndarray) -> int:
 
     Entries past the checkpoint's safe offset may have holes after a power loss; recovery
     cuts every queue back to the safe offset, and the entries below it are all on disk."""
-    first = _first_written(ent)
+    first = _first_written(mf)
     if first is None:
         return 0
-    sizes = ent["size"]
-    lo, hi = first + 1, sizes.size  # sizes[lo - 1] > 0; find the first zero in [lo, hi)
+    mv = mf.mv
+    lo, hi = first + 1, mf.size // ENTRY_SIZE  # entry lo - 1 is written; find the first zero size in [lo, hi)
     while lo < hi:
         mid = (lo + hi) // 2
-        if sizes[mid] > 0:
+        if _SIZE_AT(mv, mid * ENTRY_SIZE + 8)[0] > 0:
             lo = mid + 1
         else:
             hi = mid
     return lo
 
 
-def _first_valid(ent: np.ndarray) -> int:
-    first = _first_written(ent)
+def _first_valid(mf: MappedFile) -> int:
+    first = _first_written(mf)
     return 0 if first is None else first

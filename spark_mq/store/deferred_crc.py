@@ -16,9 +16,8 @@ import logging
 import threading
 from dataclasses import field
 
-import numpy as np
-
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.batch import decode_units
 from spark_mq.common.unit.check import UnitFaults, body_crc_mismatch
 from spark_mq.common.unit.layout import HEADER_SIZE, SIZE_MAGIC
@@ -92,8 +91,8 @@ def _quarantine_entry(commitlog: CommitLog, queues: dict[tuple[str, int], Consum
     topic = bytes(unit[int(cols.topic_start[0]):int(cols.topic_end[0])]).decode("utf-8", "replace")
     qid, qoff = int(cols.header["queue_id"][0]), int(cols.header["queue_offset"][0])
     cq = queues.get((topic, qid))
-    entry = cq.get(qoff, 1) if cq is not None and cq.min_offset <= qoff < cq.max_offset else None
-    if cq is not None and entry is not None and entry.size and int(entry["phys"][0]) == phys:
+    entry = cq.entry(qoff) if cq is not None else None
+    if cq is not None and entry is not None and entry[0] == phys:
         cq.quarantine(np.array([qoff], dtype=np.int64))
     log.warning("start-up check: the unit at commitlog offset %d (%s:%d@%d) fails its body CRC: quarantined, "
                 "never served", phys, topic, qid, qoff)

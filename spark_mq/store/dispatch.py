@@ -43,8 +43,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain
 
-import numpy as np
-
 from spark_mq.common.byte_ranges import split_ranges
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import DiskFullError
@@ -56,6 +54,7 @@ from spark_mq.common.java_hash import (
     java_hashes,
 )
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.properties import (
     KEY_SEPARATOR,
     KEYS,
@@ -307,7 +306,7 @@ def build_entries(
     queue_for: QueueFor,
     index: IndexService | None,
     index_done: int = -1,
-    delays_ms: np.ndarray | None = None,
+    delays_ms: tuple[int, ...] | None = None,
 ) -> None:
     """Write consume queue entries per run and index entries for every key (those of units
     at or below ``index_done`` are already indexed and skipped). With ``delays_ms`` (the delay
@@ -328,7 +327,7 @@ def build_entries(
 
 class Dispatcher:
     def __init__(self, queue_for: QueueFor, index: IndexService | None, dispatched: int,
-                 delays_ms: np.ndarray | None = None) -> None:
+                 delays_ms: tuple[int, ...] | None = None) -> None:
         self._delays_ms = delays_ms
         self._queue_for = queue_for
         self._index = index

@@ -17,28 +17,30 @@ Thread-safety: one writer; queries may run concurrently and see a consistent pre
 
 from __future__ import annotations
 
+import struct
+from functools import cache, cached_property
 from pathlib import Path
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit import native
 from spark_mq.store.mapped_file import MappedFile
 
-HEADER = np.dtype(
-    [
-        ("begin_timestamp", ">i8"),
-        ("end_timestamp", ">i8"),
-        ("begin_phys", ">i8"),
-        ("end_phys", ">i8"),
-        ("slot_count", ">i4"),
-        ("index_count", ">i4"),
-    ]
-)
-HEADER_SIZE = HEADER.itemsize  # 40
+HEADER_FIELDS = {"begin_timestamp": "q", "end_timestamp": "q", "begin_phys": "q", "end_phys": "q",
+                 "slot_count": "i", "index_count": "i"}  # in order, as big-endian struct codes
+_HEADER_AT = {name: (struct.calcsize(">" + "".join(list(HEADER_FIELDS.values())[:i])), struct.Struct(">" + code))
+              for i, (name, code) in enumerate(HEADER_FIELDS.items())}  # name -> (offset, struct)
+HEADER_SIZE = struct.calcsize(">" + "".join(HEADER_FIELDS.values()))  # 40
 SLOT_SIZE = 4
-ENTRY = np.dtype([("key_hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
-ENTRY_SIZE = ENTRY.itemsize  # 20
+ENTRY_FIELDS = (("key_hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4"))
+ENTRY_SIZE = struct.calcsize(">iqii")  # 20: ENTRY_FIELDS
+_ENTRY_PHYS_AT = struct.Struct(">q").unpack_from  # an entry's phys, 4 bytes in
 INVALID_INDEX = 0
+
+
+@cache
+def _entry_record() -> np.dtype:
+    """ENTRY_FIELDS as a numpy record (made on first use)."""
+    return np.dtype(list(ENTRY_FIELDS))
 
 
 def index_file_size(slot_num: int, index_num: int) -> int:
@@ -65,28 +67,47 @@ class IndexFile:
         self.slot_num = slot_num
         self.index_num = index_num
         self._mf = MappedFile(path, index_file_size(slot_num, index_num), file_from_offset=0)
-        buf = self._mf.buf
-        self.header = buf[:HEADER_SIZE].view(HEADER)
-        self.slots = buf[HEADER_SIZE : HEADER_SIZE + slot_num * SLOT_SIZE].view(">i4")
-        self.entries = buf[HEADER_SIZE + slot_num * SLOT_SIZE :].view(ENTRY)
-        if int(self.header["index_count"][0]) == 0:
-            self.header["index_count"] = 1  # entry 0 is the "empty" sentinel
+        self._entries_at = HEADER_SIZE + slot_num * SLOT_SIZE
+        if self.index_count == 0:
+            self.set_header("index_count", 1)  # entry 0 is the "empty" sentinel
+
+    # the header by ``struct`` (a start reads it without numpy); slots and entries as numpy views, made on first use
+    def header(self, name: str) -> int:
+        """Header field ``name`` (HEADER_FIELDS)."""
+        at, field = _HEADER_AT[name]
+        return field.unpack_from(self._mf.mv, at)[0]
+
+    def set_header(self, name: str, value: int) -> None:
+        at, field = _HEADER_AT[name]
+        field.pack_into(self._mf.mv, at, int(value))
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        return self._mf.buf[HEADER_SIZE : self._entries_at].view(">i4")
+
+    @cached_property
+    def entries(self) -> np.ndarray:
+        return self._mf.buf[self._entries_at :].view(_entry_record())
 
     @property
     def index_count(self) -> int:
-        return int(self.header["index_count"][0])
+        return self.header("index_count")
 
     @property
     def begin_timestamp(self) -> int:
-        return int(self.header["begin_timestamp"][0])
+        return self.header("begin_timestamp")
 
     @property
     def end_timestamp(self) -> int:
-        return int(self.header["end_timestamp"][0])
+        return self.header("end_timestamp")
+
+    @property
+    def begin_phys(self) -> int:
+        return self.header("begin_phys")
 
     @property
     def end_phys(self) -> int:
-        return int(self.header["end_phys"][0])
+        return self.header("end_phys")
 
     def is_full(self) -> bool:
         return self.index_count >= self.index_num
@@ -106,8 +127,8 @@ class IndexFile:
             return 0
         key_hashes, phys, store_ts = key_hashes[:k], phys[:k], store_ts[:k]
         if count == 1:
-            self.header["begin_timestamp"] = store_ts[0]
-            self.header["begin_phys"] = phys[0]
+            self.set_header("begin_timestamp", store_ts[0])
+            self.set_header("begin_phys", phys[0])
         begin = self.begin_timestamp
         if native.INDEX_PUT is not None:
             # passed by address, not copied into bytes: a pass's columns are ~128 KB each, and a copy of that
@@ -118,10 +139,10 @@ class IndexFile:
                                           *(c.ctypes.data for c in columns), begin)
         else:
             newly_used = self._put_numpy(key_hashes, phys, store_ts, count, begin)
-        self.header["slot_count"] = int(self.header["slot_count"][0]) + newly_used
-        self.header["end_timestamp"] = store_ts[k - 1]
-        self.header["end_phys"] = phys[k - 1]
-        self.header["index_count"] = count + k  # last: publishes the entries to queries
+        self.set_header("slot_count", self.header("slot_count") + newly_used)
+        self.set_header("end_timestamp", store_ts[k - 1])
+        self.set_header("end_phys", phys[k - 1])
+        self.set_header("index_count", count + k)  # last: publishes the entries to queries
         return k
 
     def _put_numpy(self, key_hashes: np.ndarray, phys: np.ndarray, store_ts: np.ndarray, count: int, begin: int
@@ -162,10 +183,10 @@ class IndexFile:
         """Number of the first entry pointing at or past commitlog offset ``phys`` (``index_count``
         if none): entries go in in commitlog order, so a binary search."""
         lo, hi = 1, self.index_count
-        column = self.entries["phys"]
-        while lo < hi:
+        mv, at = self._mf.mv, self._entries_at + 4
+        while lo < hi:  # one struct read a step: a start's check that nothing is past the log's end imports no numpy
             mid = (lo + hi) // 2
-            if int(column[mid]) < phys:
+            if _ENTRY_PHYS_AT(mv, at + mid * ENTRY_SIZE)[0] < phys:
                 lo = mid + 1
             else:
                 hi = mid
@@ -185,17 +206,17 @@ class IndexFile:
         was_used = heads > INVALID_INDEX
         heads = self._heads_below(heads, cut)
         self.slots[slots] = heads
-        self.header["slot_count"] = max(0, int(self.header["slot_count"][0])
-                                        - int(np.count_nonzero(was_used & (heads == INVALID_INDEX))))
+        self.set_header("slot_count", max(0, self.header("slot_count")
+                                          - int(np.count_nonzero(was_used & (heads == INVALID_INDEX)))))
         if cut > 1:
             last = self.entries[cut - 1]
-            self.header["end_phys"] = last["phys"]
-            self.header["end_timestamp"] = self.begin_timestamp + int(last["time_diff"]) * 1000
+            self.set_header("end_phys", last["phys"])
+            self.set_header("end_timestamp", self.begin_timestamp + int(last["time_diff"]) * 1000)
         else:
             for name in ("begin_timestamp", "end_timestamp", "begin_phys", "end_phys"):
-                self.header[name] = 0
-        self.header["index_count"] = cut
-        self.entries[cut:count] = np.zeros(count - cut, dtype=ENTRY)
+                self.set_header(name, 0)
+        self.set_header("index_count", cut)
+        self.entries[cut:count] = np.zeros(count - cut, dtype=_entry_record())
         return count - cut
 
     def repair_unpublished_heads(self) -> int:

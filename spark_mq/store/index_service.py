@@ -14,9 +14,8 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.java_hash import java_hash
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.disk_space import make_dirs
 from spark_mq.store.index_file import IndexFile, positive_hash
 from spark_mq.store.store_paths import store_path
@@ -125,7 +124,7 @@ class IndexService:
         for f in reversed(self.files):
             if f.is_empty():
                 continue
-            if int(f.header["begin_phys"][0]) < phys:
+            if f.begin_phys < phys:
                 gone += f.truncate_past(phys)
                 break
             gone += f.index_count - 1

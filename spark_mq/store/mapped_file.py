@@ -10,14 +10,16 @@ range below ``wrote_position`` concurrently.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import mmap
 import os
+from functools import cached_property
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.errors import CorruptFileError, DiskFullError
+from spark_mq.common.lazy_numpy import np
+from spark_mq.common.unit import native
 from spark_mq.store.disk_space import allocate, is_allocated
 
 log = logging.getLogger(__name__)
@@ -74,10 +76,15 @@ class MappedFile:
             os.close(fd)
             raise
         self._fd = fd
-        self.buf = np.frombuffer(self._mm, dtype=np.uint8)
         self.mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
+
+    @cached_property
+    def buf(self) -> np.ndarray:
+        """The mapping as uint8 for numpy's readers, made on first use (a start that reads its files with
+        ``mv`` and ``struct`` only never imports numpy); empty once closed."""
+        return np.frombuffer(self._mm, dtype=np.uint8) if self._fd >= 0 else np.zeros(0, dtype=np.uint8)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -165,12 +172,23 @@ class MappedFile:
         clean = 0
         while pos < self.size and clean < clean_run:
             end = min(self.size, pos - pos % chunk + chunk)
-            if self.buf[pos:end].any():
+            if self._nonzero(pos, end):
                 self._mm[pos:end] = bytes(end - pos)
                 clean = 0
             else:
                 clean += end - pos
             pos = end
+
+    def _nonzero(self, pos: int, end: int) -> bool:
+        """Whether ``[pos, end)`` holds a non-zero byte: the native library's scan (no numpy at a start), else
+        numpy's."""
+        if native.FIRST_NONZERO is None:
+            return bool(self.buf[pos:end].any())
+        view = (ctypes.c_char * (end - pos)).from_buffer(self._mm, pos)
+        try:
+            return native.FIRST_NONZERO(ctypes.addressof(view), end - pos) >= 0
+        finally:
+            del view  # the mapping's export: close() cannot unmap while one is held
 
     def last_modified(self) -> float:
         return os.stat(self.path).st_mtime
@@ -178,15 +196,16 @@ class MappedFile:
     def close(self) -> None:
         """Unmap. A reader still holding a view keeps reading valid memory: the mapping then
         goes when the last view does (reference counting, as RocketMQ's ReferenceResource)."""
-        self.buf = np.zeros(0, dtype=np.uint8)
+        fd, self._fd = self._fd, -1  # from here on a buf not made yet is an empty one
+        if "buf" in self.__dict__:
+            self.buf = np.zeros(0, dtype=np.uint8)
         self.mv = memoryview(b"")
         try:
             self._mm.close()
         except BufferError:
             log.debug("%s still has readers; unmapped when they finish", self.path.name)
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if fd >= 0:
+            os.close(fd)
 
     def destroy(self) -> None:
         """Close and delete the file."""

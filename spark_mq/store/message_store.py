@@ -47,11 +47,10 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 
-import numpy as np
-
 from spark_mq.common.config import SYNC_FLUSH, BrokerConfig
 from spark_mq.common.delay_levels import parse_delay_levels
 from spark_mq.common.errors import DiskFullError, StoreError, StoreNotWritableError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import Message, MessageBatch, pack_host
 from spark_mq.common.message_id import parse_offset_msg_id
 from spark_mq.common.unit.layout import INT64, STORE_TIMESTAMP_OFFSET
@@ -60,7 +59,7 @@ from spark_mq.store.clean_stop import FILE_NAME as CLEAN_STOP
 from spark_mq.store.clean_stop import take_clean_stop, write_clean_stop
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.config_file import JsonConfigFile, config_file
-from spark_mq.store.consume_queue import ENTRY, ConsumeQueue
+from spark_mq.store.consume_queue import ConsumeQueue, entry_record
 from spark_mq.store.consume_queue_store import ConsumeQueueStore
 from spark_mq.store.dispatch import AppendRecord, Dispatcher
 from spark_mq.store.flush import GroupCommit, PeriodicTask
@@ -127,7 +126,7 @@ class MessageStore:
         self.root = config.root
         self.clock = clock
         self.store_host = pack_host(config.broker_ip1, config.listen_port)
-        self.delays_ms = np.array(parse_delay_levels(config.message_delay_level), dtype=np.int64)
+        self.delays_ms = tuple(parse_delay_levels(config.message_delay_level))  # ms, level 1 first
         self.commitlog = CommitLog(store_path(self.root, COMMITLOG_DIR), config.maped_file_size_commit_log,
                                    logic_reserve(config))
         self.index = (
@@ -377,7 +376,7 @@ class MessageStore:
                                        self.delays_ms)
         except DiskFullError:
             return False
-        self._checks.found(damaged.tolist())
+        self._checks.found(damaged)
         self._dispatcher.rebuilt(end, ts)
         self._replica.read = end
         self._writes.last_store_ts = max(self._writes.last_store_ts, ts)
@@ -413,7 +412,7 @@ class MessageStore:
         """Up to ``count`` consume-queue entries (``phys``, ``size``, ``tag``) from ``offset``: the
         schedule service reads due times (the tag codes) by the thousand."""
         cq = self._queue(topic, queue_id)
-        return cq.get(offset, count) if cq is not None else np.zeros(0, dtype=ENTRY)
+        return cq.get(offset, count) if cq is not None else np.zeros(0, dtype=entry_record())
 
     def get_max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
@@ -493,9 +492,10 @@ class MessageStore:
 
     def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
         cq = self._queue(topic, queue_id)
-        if cq is None or cq.max_offset <= cq.min_offset:
+        first = None if cq is None else cq.entry(cq.min_offset)
+        if first is None:
             return -1
-        ts = self._store_time_of(int(cq.get(cq.min_offset, 1)["phys"][0]))
+        ts = self._store_time_of(first[0])
         return -1 if ts is None else ts
 
     def look_message_by_offset(self, phys: int) -> bytes | None:

@@ -16,14 +16,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
-import numpy as np
-
 from spark_mq.common.buffers import ranges_equal
 from spark_mq.common.columns import Columns
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC, due_tag_codes
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.java_hash import java_hash, java_hashes
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.batch import decode_units
 from spark_mq.common.unit.layout import topic_ranges
 from spark_mq.store.consume_queue import ConsumeQueue
@@ -51,7 +50,7 @@ class Reconcile:
     """Makes every consume queue agree with the units of the checked region."""
 
     def __init__(self, chunks: list[Chunk], queue_for: QueueFor | None, index: IndexService | None, start: int,
-                 safe: int, end: int, delays_ms: np.ndarray | None = None) -> None:
+                 safe: int, end: int, delays_ms: tuple[int, ...] | None = None) -> None:
         """``queue_for`` None: check only (the store runs), never create, rebuild or append."""
         self.delays_ms = delays_ms
         self.chunks = chunks
@@ -185,8 +184,8 @@ class Reconcile:
         the commitlog offset of the last entry that points at one of the queue's units (-1)."""
         e0 = cq.first_offset_at_or_after(self.start)
         e1 = cq.first_offset_at_or_after(self.end)  # entries past the end are truncated or newer
-        before = cq.get(e0 - 1, 1) if e0 > cq.min_offset else None
-        last = int(before["phys"][0]) if before is not None and before.size else -1
+        before = cq.entry(e0 - 1)
+        last = -1 if before is None else before[0]
         if e0 >= e1:
             return last
         ent = cq.get(e0, e1 - e0)
@@ -238,9 +237,9 @@ class Reconcile:
         log.warning("recovery: %s:%d: %d %s quarantined, never served (queue offset@commitlog offset: %s%s)",
                     cq.topic, cq.queue_id, offsets.size, why, shown, ", ..." if offsets.size > 20 else "")
 
-    def damaged(self) -> np.ndarray:
-        """Commitlog offsets of the damaged units found (each once)."""
-        return np.unique(np.concatenate(self._damaged)) if self._damaged else np.zeros(0, dtype=np.int64)
+    def damaged(self) -> tuple[int, ...]:
+        """Commitlog offsets of the damaged units found (each once, in order)."""
+        return tuple(np.unique(np.concatenate(self._damaged)).tolist()) if self._damaged else ()
 
     def _report_unreadable(self) -> None:
         """Log units whose queue cannot be read; count those past the safe offset (the entries of

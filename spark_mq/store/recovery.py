@@ -42,9 +42,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from spark_mq.common.errors import DiskFullError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.checkpoint import Checkpoint
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue import ConsumeQueue
@@ -86,7 +85,7 @@ def recover(
     check_files: int,
     defer_crc: bool = False,
     replica: bool = False,
-    delays_ms: np.ndarray | None = None,
+    delays_ms: tuple[int, ...] | None = None,
 ) -> tuple[RecoveryReport, DeferredCrc | None]:
     """The report, and with ``defer_crc`` (after a crash) the body CRCs of the units below the safe
     offset, left for the caller to check while serving (see ``DeferredCrc``; None if there are none).
@@ -133,15 +132,15 @@ def recover(
     if deferred is not None and not deferred.parts:
         deferred = None
     report = RecoveryReport(abnormal, start, end, rec.rebuilt, reason, time.perf_counter() - t0, last_ts,
-                            sum(c.starts.size for c in chunks), rec.quarantined, tuple(rec.damaged().tolist()),
+                            sum(c.starts.size for c in chunks), rec.quarantined, rec.damaged(),
                             safe, rebuild_from, None if deferred is None else deferred.below)
     log.info("recovery %s", report)
     return report, deferred
 
 
 def rebuild(commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, safe: int, queue_for: QueueFor,
-            index: IndexService | None, check_crc: bool, delays_ms: np.ndarray | None = None
-            ) -> tuple[int, int, np.ndarray]:
+            index: IndexService | None, check_crc: bool, delays_ms: tuple[int, ...] | None = None
+            ) -> tuple[int, int, tuple[int, ...]]:
     """Step 5 of ``recover`` again from ``start`` (what a full disk stopped at start-up), once the
     disk takes the files; returns (end, newest store time, damaged units' offsets). Raises
     ``DiskFullError`` while it still cannot."""
@@ -154,7 +153,7 @@ def rebuild(commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, sa
 def check_region(
     commitlog: CommitLog, queues: Iterable[ConsumeQueue], start: int, end: int, check_crc: bool,
     stop: threading.Event,
-) -> tuple[np.ndarray, bool]:
+) -> tuple[tuple[int, ...], bool]:
     """The checks of ``recover`` over ``[start, end)`` while the store runs (after a clean stop
     whose queues all ended where they had, see ``clean_stop``): damaged units and wrong entries
     are quarantined, nothing is rebuilt or truncated. Returns the commitlog offsets of the
@@ -163,7 +162,7 @@ def check_region(
     t0 = time.perf_counter()
     chunks, _, reason = walk(commitlog, start, end, check_crc, stop)
     if stop.is_set():
-        return np.zeros(0, dtype=np.int64), False
+        return (), False
     broken = reason not in CLEAN_ENDS
     if broken:
         log.error("start-up check: the commitlog unit chain breaks before %d: %s (the next start truncates there)",

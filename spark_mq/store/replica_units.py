@@ -20,11 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import field
 
-import numpy as np
-
 from spark_mq.common.buffers import ranges_equal
 from spark_mq.common.java_hash import java_hashes
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
 from spark_mq.common.unit.layout import MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC, UnitRanges

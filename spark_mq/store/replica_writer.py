@@ -17,8 +17,6 @@ from __future__ import annotations
 import logging
 import time
 
-import numpy as np
-
 from spark_mq.common.errors import ReplicationError
 from spark_mq.common.unit.layout import BLANK_MAGIC, INT64, MESSAGE_MAGIC, PHYSICAL_OFFSET_OFFSET, SIZE_MAGIC
 from spark_mq.store.commitlog import CommitLog
@@ -45,7 +43,7 @@ class ReplicaWriter:
 
     def __init__(self, commitlog: CommitLog, queues: ConsumeQueueStore, index: IndexService | None,
                  dispatcher: Dispatcher, writes: WriteState, checks: CheckedUnits, check_crc: bool,
-                 delays_ms: np.ndarray) -> None:
+                 delays_ms: tuple[int, ...]) -> None:
         self.commitlog = commitlog
         self.queues = queues
         self.index = index
@@ -111,7 +109,7 @@ class ReplicaWriter:
         if (start, done) != self._trouble:
             log.warning("replicated units: %s; built by recovery's rebuild up to commitlog offset %d", why, done)
             self._trouble = (start, done)
-        self.checks.found(damaged.tolist())
+        self.checks.found(damaged)
         self.writes.last_store_ts = max(self.writes.last_store_ts, ts)
         self.dispatcher.rebuilt(done, self.writes.last_store_ts)
         self.read = max(start, done)

@@ -3,12 +3,13 @@ GetMessageStatus), data comes back as buffers with offsets, never as per-message
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
-
-import numpy as np
+from functools import cached_property
 
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message_id import offset_msg_ids
 
 
@@ -56,12 +57,6 @@ class PutResult(LazyDataclass):
         return [b.decode() for b in offset_msg_ids(self.store_host, self.physical_offsets).tolist()]
 
 
-# the columns of a result without units: one read-only empty array shared by them all (a pull held at its
-# queue's end makes such a result every time)
-_NO_ROWS = np.zeros(0, dtype=np.int64)
-_NO_ROWS.flags.writeable = False
-
-
 @dataclass(frozen=True)
 class GetResult:
     status: GetStatus
@@ -69,15 +64,27 @@ class GetResult:
     min_offset: int
     max_offset: int
     data: bytes = b""  # the found units, back to back
-    queue_offsets: np.ndarray = field(default_factory=lambda: _NO_ROWS)
-    sizes: np.ndarray = field(default_factory=lambda: _NO_ROWS)
+    # the found units' queue offsets and sizes as a read gave them: numpy arrays, or plain sequences (a result
+    # without units, a few units read without numpy); ``queue_offsets``/``sizes`` are them as int64 arrays
+    found_offsets: np.ndarray | Sequence[int] = ()
+    found_sizes: np.ndarray | Sequence[int] = ()
     # commitlog bytes past the last unit read (RocketMQ's maxOffsetPy - maxPhyOffsetPulling): how far
     # behind the reader is, which decides whether it is sent to a slave
     behind_bytes: int = 0
 
     @property
     def count(self) -> int:
-        return int(self.sizes.size)
+        return len(self.found_sizes)
+
+    @cached_property
+    def queue_offsets(self) -> np.ndarray:
+        """``found_offsets`` as int64 (made on first use: a pull's answer needs only ``data`` and ``count``)."""
+        return np.asarray(self.found_offsets, dtype=np.int64)
+
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """``found_sizes`` as int64."""
+        return np.asarray(self.found_sizes, dtype=np.int64)
 
     def unit_starts(self) -> np.ndarray:
         """Where each unit starts in ``data``."""

@@ -24,13 +24,20 @@ import errno
 import mmap
 import os
 from collections.abc import Iterable
+from functools import cache, cached_property
 from pathlib import Path
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.store.disk_space import allocate, make_dirs
 
-SLOT = np.dtype([("time_ms", "<i8"), ("first", "<i8"), ("last", "<i8"), ("count", "<i8")])
+SLOT_FIELDS = (("time_ms", "<i8"), ("first", "<i8"), ("last", "<i8"), ("count", "<i8"))
+SLOT_SIZE = 8 * len(SLOT_FIELDS)
+
+
+@cache
+def slot_type() -> np.dtype:
+    """SLOT_FIELDS as a numpy record (made on first use)."""
+    return np.dtype(list(SLOT_FIELDS))
 
 
 def wheel_slots(max_delay_ms: int, precision_ms: int) -> int:
@@ -68,7 +75,7 @@ class TimerWheel:
         self.precision_ms = precision_ms
         self.span_ms = slots * precision_ms
         make_dirs(path.parent)
-        size = slots * SLOT.itemsize
+        size = slots * SLOT_SIZE
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if not _allocated_zeros(fd, size):
@@ -78,8 +85,13 @@ class TimerWheel:
             self._mm = mmap.mmap(fd, size)
         finally:
             os.close(fd)
-        self.slots = np.frombuffer(self._mm, dtype=SLOT)
         self._untouched = True  # no slot written since the file was re-created: already empty
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        """The slots as numpy records, made on first use (a start with no timers imports no numpy); empty once
+        closed."""
+        return np.zeros(0, dtype=slot_type()) if self._mm.closed else np.frombuffer(self._mm, dtype=slot_type())
 
     def _index(self, times: np.ndarray | int) -> np.ndarray | int:
         return (times // self.precision_ms) % self.slots_total
@@ -157,5 +169,6 @@ class TimerWheel:
         self._mm.flush()
 
     def close(self) -> None:
-        self.slots = np.zeros(0, dtype=SLOT)
+        if "slots" in self.__dict__:
+            self.slots = np.zeros(0, dtype=slot_type())
         self._mm.close()

@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable
+from itertools import accumulate
 
-import numpy as np
-
-from spark_mq.common.unit.check import served_faults
+from spark_mq.common.lazy_numpy import np
+from spark_mq.common.unit.check import served_fault_at, served_faults
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.consume_queue_store import ConsumeQueueStore
 from spark_mq.store.deferred_crc import DeferredCrc
@@ -66,14 +66,35 @@ class CheckedUnits:
             return data, offsets, phys, sizes
         ends = np.cumsum(sizes)
         for i in np.flatnonzero(bad).tolist():
-            if int(phys[i]) not in self.damaged:
-                self.damaged.add(int(phys[i]))
-                mf = self.commitlog.files.find(int(phys[i]))
-                log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) is damaged: not served",
-                            topic, queue_id, int(offsets[i]), int(phys[i]), mf.path.name if mf else "-")
+            self._not_served(topic, queue_id, int(offsets[i]), int(phys[i]))
         keep = np.flatnonzero(~bad)
         data = b"".join(data[int(ends[i]) - int(sizes[i]) : int(ends[i])] for i in keep.tolist())
         return data, offsets[keep], phys[keep], sizes[keep]
+
+    def served_few(self, topic: str, queue_id: int, data: bytes, offsets: list[int], phys: list[int],
+                   sizes: list[int]) -> tuple[bytes, list[int], list[int], list[int]]:
+        """``served`` of a few units given as plain lists: one ``struct`` check a unit, no numpy."""
+        if phys[0] >= self.checked_from:
+            return data, offsets, phys, sizes
+        starts = list(accumulate(sizes, initial=0))
+        keep = []
+        for i, (start, size, offset, at) in enumerate(zip(starts, sizes, offsets, phys, strict=False)):
+            if served_fault_at(data, start, size, queue_id, offset, at):
+                self._not_served(topic, queue_id, offset, at)
+            else:
+                keep.append(i)
+        if len(keep) == len(sizes):
+            return data, offsets, phys, sizes
+        data = b"".join(data[starts[i] : starts[i + 1]] for i in keep)
+        return data, [offsets[i] for i in keep], [phys[i] for i in keep], [sizes[i] for i in keep]
+
+    def _not_served(self, topic: str, queue_id: int, queue_offset: int, phys: int) -> None:
+        """A read found the unit at ``phys`` damaged: known from now on, said once."""
+        if phys not in self.damaged:
+            self.damaged.add(phys)
+            mf = self.commitlog.files.find(phys)
+            log.warning("store: %s:%d@%d: the unit at commitlog offset %d (file %s) is damaged: not served",
+                        topic, queue_id, queue_offset, phys, mf.path.name if mf else "-")
 
 
 class StartupCheck:
@@ -130,7 +151,7 @@ class StartupCheck:
                         start, end, e)
             return
         if not self._stop.is_set():
-            self.checks.found(damaged.tolist())
+            self.checks.found(damaged)
             self.checks.checked_from = start
 
     def _check_crcs(self, deferred: DeferredCrc, checked_from: int) -> None:
@@ -143,5 +164,5 @@ class StartupCheck:
                         "checking those units", deferred.below, e)
             return
         if damaged is not None:
-            self.checks.found(damaged.tolist())
+            self.checks.found(damaged)
             self.checks.checked_from = checked_from

@@ -15,10 +15,9 @@ from __future__ import annotations
 import threading
 from dataclasses import fields
 
-import numpy as np
-
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
-from spark_mq.common.unit.chain import follow_chain
+from spark_mq.common.lazy_numpy import np
+from spark_mq.common.unit.chain import follow_chain, stop_reason
 from spark_mq.common.unit.check import UnitFaults, unit_faults
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.deferred_crc import DeferredCrc
@@ -71,6 +70,10 @@ def walk(
         pos = max(start - mf.file_from_offset, 0)
         limit = mf.size if stop_at is None else min(mf.size, stop_at - mf.file_from_offset)
         while True:
+            ends_here = stop_reason(mf.mv, pos, limit)  # a clean start's walk: the log ends right here, no numpy
+            if ends_here is not None:
+                why = ends_here
+                break
             chain = follow_chain(mf.mv, pos, limit, WALK_CHUNK_UNITS)
             if chain.starts.size:
                 faults = unit_faults(mf.mv, chain.starts, chain.end, mf.file_from_offset,
@@ -78,13 +81,13 @@ def walk(
                 if deferred is not None:  # only made with check_crc (see recover)
                     deferred.split(mf, chain.starts, faults)
                 chunks.append(Chunk.of(mf, chain.starts, faults))
-            pos = chain.end
-            if chain.reason != "max":
+            pos, why = chain.end, chain.reason
+            if why != "max":
                 break
-        end, reason = mf.file_from_offset + pos, chain.reason
-        if chain.reason not in ("blank", "end") or (stop_at is not None and end >= stop_at):
+        end, reason = mf.file_from_offset + pos, why
+        if why not in ("blank", "end") or (stop_at is not None and end >= stop_at):
             break
-        if chain.reason == "end" and limit < mf.size:  # a unit's first bytes before stop_at, not the file's end
+        if why == "end" and limit < mf.size:  # a unit's first bytes before stop_at, not the file's end
             break
         if stop_at is None:
             mf.reset_to(mf.size)  # full: continue in the next file

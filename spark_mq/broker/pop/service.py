@@ -28,8 +28,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-import numpy as np
-
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.pop.checkpoints import CheckpointTable
 from spark_mq.broker.pop.mode_guard import PopPullGuard
@@ -42,6 +40,7 @@ from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.errors import InvalidNameError, StoreNotWritableError
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import RETRY_GROUP_TOPIC_PREFIX, validate_topic
 from spark_mq.common.perm import PERM_READ, PERM_READ_WRITE

@@ -15,8 +15,6 @@ import functools
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from spark_mq.broker.client_registry import ClientRegistry
 from spark_mq.broker.consumer_offsets import ConsumerOffsetManager
 from spark_mq.broker.metrics import BrokerMetrics
@@ -26,6 +24,7 @@ from spark_mq.broker.subscription_groups import SubscriptionGroupManager
 from spark_mq.broker.topic_config import TopicConfigManager
 from spark_mq.common.config import MASTER_ID
 from spark_mq.common.java_hash import java_hash
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.perm import PERM_READ
 from spark_mq.common.unit.encode import units_total
 from spark_mq.remoting.bodies import SUB_ALL

@@ -27,8 +27,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-import numpy as np
-
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.processors.long_polling import PullHoldService
 from spark_mq.broker.processors.send_runs import put_all, stored_runs
@@ -40,6 +38,7 @@ from spark_mq.broker.transaction.service import TransactionalMessageService
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import BatchBodyError, InvalidNameError, MessageValidationError, StoreNotWritableError
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.message_id import joined_offset_msg_ids
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
@@ -125,7 +124,7 @@ class SendProcessor:
         self.slave_refusal = slave_refusal
         self.timer = timer or TimerLimits(False, 1, 0)
         self.ack_refusal = ack_refusal
-        self.max_delay_level = int(store.delays_ms.size)
+        self.max_delay_level = len(store.delays_ms)
         self._idle_dispatch: asyncio.Handle | None = None
 
     def register_on(self, server) -> None:

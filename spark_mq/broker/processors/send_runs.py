@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from spark_mq.broker.scheduled.delay_service import DELAY_NEEDLE, park_delayed
 from spark_mq.broker.scheduled.timer import TIMER_NEEDLE, TimerLimits, park_timed
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.names import SCHEDULE_TOPIC, TIMER_TOPIC
 from spark_mq.common.properties import JoinedProperties

@@ -31,12 +31,11 @@ import logging
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.delay_levels import SCHEDULE_TOPIC
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import DELAY, REAL_QUEUE_ID, REAL_TOPIC, JoinedProperties
 from spark_mq.common.unit.batch import StoredBatch
@@ -101,7 +100,7 @@ class ScheduleService:
 
     @property
     def max_level(self) -> int:
-        return int(self.delays_ms.size)
+        return len(self.delays_ms)
 
     # -- persistence ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -160,7 +159,7 @@ class ScheduleService:
         if not ent.size:
             return 0
         # RocketMQ's correctDeliverTimestamp: a due time past now + the level's delay is taken as now
-        delay = int(self.delays_ms[min(queue_id, self.delays_ms.size - 1)])
+        delay = self.delays_ms[min(queue_id, len(self.delays_ms) - 1)]
         due = np.minimum(ent["tag"].astype(np.int64), now + delay)
         not_due = np.flatnonzero(due > now)
         count = int(not_due[0]) if not_due.size else int(ent.size)

@@ -15,9 +15,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import numpy as np
-
 from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import REAL_QUEUE_ID, REAL_TOPIC, scan_properties
 from spark_mq.common.unit.batch import StoredBatch

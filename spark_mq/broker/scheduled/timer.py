@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from spark_mq.common.config import BrokerConfig
 from spark_mq.common.errors import MessageValidationError
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import (
     REAL_QUEUE_ID,

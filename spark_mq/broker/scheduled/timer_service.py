@@ -36,13 +36,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-
-import numpy as np
+from functools import cached_property
 
 from spark_mq.broker.metrics import LATENESS_BUCKETS_MS
 from spark_mq.broker.scheduled.real_topic import Stored, store_in_real_topics
 from spark_mq.common.errors import StoreNotWritableError
 from spark_mq.common.json_file import JsonConfigFile
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.names import TIMER_TOPIC
 from spark_mq.common.properties import REAL_QUEUE_ID, REAL_TOPIC, TIMER_OUT_MS, scan_properties
 from spark_mq.common.unit.batch import StoredBatch
@@ -79,9 +79,13 @@ class TimerMessageService:
         self.skip_below = 0  # a promoted slave: entries before it due before read_time_ms were delivered
         self.pending = 0  # timers in the wheel
         self.delivered_total = 0
-        self.lateness = np.zeros(len(LATENESS_BUCKETS_MS) + 1, dtype=np.int64)  # delivered per bucket
         self.lateness_sum_ms = 0
         self._saved: dict[str, int] = {}
+
+    @cached_property
+    def lateness(self) -> np.ndarray:
+        """Delivered per bucket (made at the first delivery or scrape: a start imports no numpy)."""
+        return np.zeros(len(LATENESS_BUCKETS_MS) + 1, dtype=np.int64)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -12,20 +12,19 @@ from __future__ import annotations
 from collections.abc import Collection
 from functools import cached_property
 
-import numpy as np
-
 from spark_mq.common.buffers import gather_records
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
 from spark_mq.common.unit.decode import StoredMessage, decode_messages, decompress_bodies
-from spark_mq.common.unit.layout import HEADER, UnitRanges, unit_ranges
+from spark_mq.common.unit.layout import UnitRanges, header_record, unit_ranges
 
 
 @lazy_dataclass(frozen=True)
 class UnitColumns(LazyDataclass, UnitRanges):
     """Decoded units: where they and their variable parts lie, plus the fixed headers."""
 
-    header: np.ndarray  # HEADER records
+    header: np.ndarray  # header_record() records
 
 
 def decode_units(buf: np.ndarray, starts: np.ndarray) -> UnitColumns:
@@ -35,7 +34,7 @@ def decode_units(buf: np.ndarray, starts: np.ndarray) -> UnitColumns:
     queue); lengths are taken from the units themselves.
     """
     starts = np.asarray(starts, dtype=np.int64)
-    head = gather_records(buf, starts, HEADER)
+    head = gather_records(buf, starts, header_record())
     ranges = unit_ranges(buf, starts, head["body_length"].astype(np.int64))
     return UnitColumns(**vars(ranges), header=head)
 
@@ -44,7 +43,7 @@ def decode_units(buf: np.ndarray, starts: np.ndarray) -> UnitColumns:
 class StoredBatch(LazyDataclass):
     """Many units of one buffer as columns: the way to consume messages by the thousand.
 
-    The fixed header of every unit is one numpy gather (``units.header``, big-endian ``HEADER``
+    The fixed header of every unit is one numpy gather (``units.header``, big-endian ``header_record()``
     records; its fields are also native numpy columns); bodies, topics and hosts are lists
     built on first access by C-level maps (no Python bytecode per message); properties are
     decoded only when asked for. Row ``i`` holds the values ``decode_messages`` gives the unit at
@@ -86,7 +85,7 @@ class StoredBatch(LazyDataclass):
     def _slices(self, start: np.ndarray, end: np.ndarray) -> list[bytes]:
         return list(map(self.buf.__getitem__, map(slice, start.tolist(), end.tolist())))
 
-    def _column(self, name: str, dtype: type = np.int64) -> np.ndarray:
+    def _column(self, name: str, dtype: str = "int64") -> np.ndarray:
         return self.units.header[name].astype(dtype)
 
     @cached_property

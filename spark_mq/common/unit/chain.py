@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from spark_mq.common.buffers import byte_positions, gather_records
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.check import crc_mismatch, lengths_fit
 from spark_mq.common.unit.layout import (
     BLANK_MAGIC,
@@ -23,7 +22,7 @@ from spark_mq.common.unit.layout import (
     MESSAGE_MAGIC,
     MIN_UNIT_SIZE,
     SIZE_MAGIC,
-    SIZE_MAGIC_RECORD,
+    size_magic_record,
 )
 
 _MAGIC_FIRST_BYTE = MESSAGE_MAGIC.to_bytes(4, "big", signed=True)[0]
@@ -51,7 +50,7 @@ def _magic_candidates(data: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, n
     """Offsets in ``[lo, hi)`` whose MAGICCODE field (4 bytes on) holds the message magic, and the
     TOTALSIZE (int64) at each: a superset of the unit starts there (a body may hold the magic)."""
     at = byte_positions(data[lo + MAGIC_OFFSET : hi + MAGIC_OFFSET], np.equal, _MAGIC_FIRST_BYTE) + lo
-    heads = gather_records(data, at, SIZE_MAGIC_RECORD)
+    heads = gather_records(data, at, size_magic_record())
     is_unit = heads["magic"] == MESSAGE_MAGIC
     return at[is_unit], heads["total_size"][is_unit].astype(np.int64)
 
@@ -115,10 +114,12 @@ def follow_chain(mv: memoryview, start: int, limit: int, max_units: int = 1 << 6
     runs: list[np.ndarray] = []
     pos, count = start, 0
     if limit - start >= _VECTOR_CHAIN_MIN_BYTES:
-        buf = np.frombuffer(mv, dtype=np.uint8)
+        buf = None
         while count < max_units and pos < limit:
             if pos > limit - SIZE_MAGIC.size or SIZE_MAGIC.unpack_from(mv, pos)[1] != MESSAGE_MAGIC:
                 break  # no unit starts here (a log's end): no window of candidates to scan (16 MiB of pages)
+            if buf is None:
+                buf = np.frombuffer(mv, dtype=np.uint8)
             run, end = _linked_run(buf, pos, min(limit, pos + _CHAIN_WINDOW), limit)
             if not run.size:
                 break
@@ -162,26 +163,35 @@ def _linked_run(buf: np.ndarray, pos: int, window_end: int, limit: int) -> tuple
     return (pieces[0] if len(pieces) == 1 else np.concatenate(pieces)), end
 
 
+def stop_reason(mv: memoryview, pos: int, limit: int) -> str | None:
+    """Why the chain ends at ``pos`` (``follow_chain``'s rules for one unit), None when a unit starts there.
+    A ``struct`` read: where a log ends (a clean start's recovery) it is answered without numpy."""
+    if pos > limit - SIZE_MAGIC.size:  # a unit's size and magic must fit before the limit
+        return "end"
+    size, magic = SIZE_MAGIC.unpack_from(mv, pos)
+    if magic != MESSAGE_MAGIC:
+        return "blank" if magic == BLANK_MAGIC else ("zero" if size == 0 and magic == 0 else "bad magic")
+    if size < MIN_UNIT_SIZE or pos + size > limit:
+        return f"unit size {size} does not fit"
+    return None
+
+
 def _step_chain(mv: memoryview, start: int, limit: int, max_units: int) -> WalkResult:
-    """``follow_chain`` one unit per Python step."""
+    """``follow_chain`` one unit per Python step (``stop_reason`` says why it ends)."""
     found: list[int] = []
     append = found.append
     unpack = SIZE_MAGIC.unpack_from
     pos = start
     last = limit - SIZE_MAGIC.size  # a unit's size and magic must fit before the limit
     for _ in range(min(max_units, (limit - start) // MIN_UNIT_SIZE + 1)):
-        if pos > last:
-            reason = "end"
-            break
-        size, magic = unpack(mv, pos)
-        if magic != MESSAGE_MAGIC:
-            reason = "blank" if magic == BLANK_MAGIC else ("zero" if size == 0 and magic == 0 else "bad magic")
-            break
-        if size < MIN_UNIT_SIZE or pos + size > limit:
-            reason = f"unit size {size} does not fit"
-            break
-        append(pos)
-        pos += size
+        if pos <= last:
+            size, magic = unpack(mv, pos)
+            if magic == MESSAGE_MAGIC and MIN_UNIT_SIZE <= size and pos + size <= limit:
+                append(pos)
+                pos += size
+                continue
+        reason = stop_reason(mv, pos, limit)
+        break
     else:
         reason = "max" if pos <= last else "end"
     return WalkResult(np.array(found, dtype=np.int64), pos, reason)

@@ -1,5 +1,6 @@
 """Whether units are whole and intact: inner lengths, header fields and body CRCs, all vectorised
-(the CRCs of small bodies in one native call, else one C-level crc32 call a unit).
+(the CRCs of small bodies in one native call, else one C-level crc32 call a unit); a read of a few units
+is checked one unit at a time with ``struct`` (``served_fault_at``).
 
 Used where bytes come from a disk or a peer and must be trusted before they are served: the chain
 walker, the store's recovery and replication, and the store's check of what a read returns.
@@ -9,19 +10,22 @@ Thread-safety: pure functions of their arguments (the buffers must not change me
 
 from __future__ import annotations
 
-import numpy as np
-
 from spark_mq.common.buffers import gather_records
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit import native
-from spark_mq.common.unit.crc import body_crcs
+from spark_mq.common.unit.crc import body_crc, body_crcs
 from spark_mq.common.unit.encode import NATIVE_MAX_MEAN_BODY
 from spark_mq.common.unit.layout import (
     CRC_MASK,
-    HEADER,
+    HEADER_SIZE,
     MESSAGE_MAGIC,
+    MIN_UNIT_SIZE,
     UnitRanges,
     header_field,
+    header_record,
+    header_struct,
+    unit_fits_at,
     unit_ranges,
 )
 
@@ -73,7 +77,7 @@ class UnitFaults(LazyDataclass):
 
     damaged: np.ndarray  # bool per unit
     readable: np.ndarray  # bool per unit: inner lengths hold, so the topic can be located
-    header: np.ndarray  # HEADER records
+    header: np.ndarray  # header_record() records
     body_end: np.ndarray  # where each readable unit's topic length byte is
     ranges: UnitRanges  # where each unit's parts lie (meaningful where readable)
 
@@ -85,7 +89,7 @@ def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_c
     PHYSICALOFFSET other than the unit's position, a negative QUEUEID, or (with ``check_crc``) a
     wrong body CRC. All vectorised but the crc32 calls; the headers are gathered once."""
     buf = np.frombuffer(mv, dtype=np.uint8)
-    head = gather_records(buf, starts, HEADER)
+    head = gather_records(buf, starts, header_record())
     ranges, readable = lengths_fit(buf, starts, np.append(starts[1:], end), head["body_length"].astype(np.int64))
     body_end = _body_ends(ranges, readable)
     damaged = ~readable
@@ -94,6 +98,23 @@ def unit_faults(mv: memoryview, starts: np.ndarray, end: int, base: int, check_c
     if check_crc:
         damaged |= body_crc_mismatch(mv, head["body_crc"], ranges.body_start, body_end)
     return UnitFaults(damaged, readable, head, body_end, ranges)
+
+
+_SERVED_FIELDS = header_struct(("total_size", "magic", "body_crc", "queue_id", "queue_offset", "physical_offset",
+                                "body_length"))
+
+
+def served_fault_at(data: bytes, start: int, size: int, queue_id: int, queue_offset: int, phys: int) -> bool:
+    """``served_faults`` of the one unit at ``start`` of ``data``, with ``struct`` and one CRC call (a read of a
+    few units: no numpy's fixed costs)."""
+    if size < MIN_UNIT_SIZE or start + size > len(data):
+        return True
+    total, magic, stored_crc, qid, qoff, at, body_length = _SERVED_FIELDS.unpack_from(data, start)
+    if (magic != MESSAGE_MAGIC or total != size or qid != queue_id or qoff != queue_offset or at != phys
+            or not unit_fits_at(data, start, start + size)):
+        return True
+    body_start = start + HEADER_SIZE
+    return body_crc(memoryview(data)[body_start : body_start + body_length]) != stored_crc
 
 
 def served_faults(
@@ -105,7 +126,7 @@ def served_faults(
     starts = np.zeros(sizes.size, dtype=np.int64)
     np.cumsum(sizes[:-1], out=starts[1:])
     buf = np.frombuffer(data, dtype=np.uint8)
-    head = gather_records(buf, starts, HEADER)
+    head = gather_records(buf, starts, header_record())
     bad = ((head["magic"] != MESSAGE_MAGIC) | (head["total_size"] != sizes) | (head["queue_id"] != queue_id)
            | (head["queue_offset"] != queue_offsets) | (head["physical_offset"] != phys))
     ranges, readable = lengths_fit(buf, starts, starts + sizes, head["body_length"].astype(np.int64))

@@ -13,8 +13,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Iterable
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.layout import CRC_MASK
 
 try:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
 from spark_mq.common.unit.layout import (
     COMPRESSED_FLAG,

@@ -17,8 +17,7 @@ import struct
 from itertools import chain
 from typing import NamedTuple
 
-import numpy as np
-
+from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit import native
 from spark_mq.common.unit.crc import body_crc, body_crcs
@@ -26,7 +25,6 @@ from spark_mq.common.unit.layout import (
     BLANK_MAGIC,
     BORNHOST_V6_FLAG,
     CRC_MASK,
-    HEADER,
     HEADER_SIZE,
     HEADER_STRUCT,
     MESSAGE_MAGIC,
@@ -35,11 +33,12 @@ from spark_mq.common.unit.layout import (
     SIZE_MAGIC,
     STOREHOST_V6_FLAG,
     TOPIC_LENGTH_STRUCT,
+    header_record,
     header_struct,
     tail_record,
 )
 
-# HEADER with only the batch-wide fields set: magic, queue id, born host, store time, store host
+# the header with only the batch-wide fields set: magic, queue id, born host, store time, store host
 _HEADER_TEMPLATE = header_struct(("magic", "queue_id", "born_host", "store_timestamp", "store_host"))
 _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG  # cleared: hosts are written as IPv4
 # mean body size up to which the native encoder runs. Above it the numpy encoder is faster: the native
@@ -47,8 +46,8 @@ _HOSTS_V6 = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG  # cleared: hosts are written a
 # 2,048, ~1,100 page faults a batch, 0.6 -> 1.9 µs a message, where the numpy encoder's one join faults
 # none (and isal's SIMD CRC-32 was faster than the native table's, before the native one used PCLMULQDQ)
 NATIVE_MAX_MEAN_BODY = 256
-_INT32 = np.dtype(np.int32)
-_INT64 = np.dtype(np.int64)
+_INT32 = "int32"  # numpy type names (native byte order), not dtypes: nothing of numpy's is made at import
+_INT64 = "int64"
 KEYS_ROOM = 3  # index keys a message the native encoder makes room for (UNIQ_KEY and two KEYS); a batch with more: none
 # native.c's ENC_* scalars of spark_mq_encode_batch: n, units size, bodies size, properties size, topic tail
 # length, physical offset, queue offset, sys flag bits cleared, CRC mask, key prefix, key capacity
@@ -123,7 +122,7 @@ def encode_batch(
     phys += physical_offset
 
     # fields shared by the whole batch are packed once (the template) and repeated; the rest are columns
-    head = np.frombuffer(bytearray(template * n), dtype=HEADER)
+    head = np.frombuffer(bytearray(template * n), dtype=header_record())
     head["total_size"] = sizes
     head["body_crc"] = body_crcs(batch.bodies, n)
     head["flag"] = batch.flags
@@ -181,7 +180,7 @@ def _encode_native(
     return EncodedBatch(memoryview(units) if view else bytes(units), sizes, out[1:1 + n], info)
 
 
-def _column(values: np.ndarray, dtype: np.dtype) -> bytes:
+def _column(values: np.ndarray, dtype: str) -> bytes:
     """``values`` as ``dtype`` (native byte order), contiguous: what the native encoder reads."""
     return (values if values.dtype == dtype else values.astype(dtype)).tobytes()
 

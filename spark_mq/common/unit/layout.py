@@ -22,10 +22,10 @@ A unit, big-endian, IPv4 hosts (RocketMQ ``CommitLog.calMsgLength``, ``MessageDe
       .     1  TOPIC length, then TOPIC
       .     2  PROPERTIES length, then PROPERTIES
 
-The fixed part (everything before the BODY bytes) is :data:`HEADER_FIELDS`; the numpy record
-(:data:`HEADER`) and the ``struct`` formats (:func:`header_struct`) are derived from it. The
-variable part is three length-prefixed fields: BODY's prefix is the header's last field,
-TOPIC's and PROPERTIES' are :data:`TOPIC_LENGTH` and :data:`PROPS_LENGTH`. Where they lie is
+The fixed part (everything before the BODY bytes) is :data:`HEADER_FIELDS`; the ``struct`` formats
+(:func:`header_struct`) and the numpy record (:func:`header_record`, made on first use) are derived
+from it. The variable part is three length-prefixed fields: BODY's prefix is the header's last field,
+TOPIC's and PROPERTIES' are :data:`TOPIC_LENGTH_CODE` and :data:`PROPS_LENGTH_CODE`. Where they lie is
 computed by :func:`unit_ranges` (many units, vectorised) or :func:`unit_ranges_at` (one unit of
 bytes, for the per-message decoder), nowhere else.
 
@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-
-import numpy as np
+from functools import cache
 
 from spark_mq.common.buffers import at_every_byte
 from spark_mq.common.columns import Columns
+from spark_mq.common.lazy_numpy import np
 
 # (field, numpy type) of the fixed header in byte order, as drawn above
 HEADER_FIELDS: tuple[tuple[str, str], ...] = (
@@ -60,11 +60,37 @@ HEADER_FIELDS: tuple[tuple[str, str], ...] = (
     ("prepared_transaction_offset", ">i8"),
     ("body_length", ">i4"),
 )
-HEADER = np.dtype(list(HEADER_FIELDS))
-HEADER_SIZE = HEADER.itemsize  # 88: everything before the body bytes
-TOPIC_LENGTH = np.dtype("u1")  # the prefix of TOPIC
-PROPS_LENGTH = np.dtype(">u2")  # the prefix of PROPERTIES
-MIN_UNIT_SIZE = HEADER_SIZE + TOPIC_LENGTH.itemsize + PROPS_LENGTH.itemsize  # empty body, topic and properties
+
+def _struct_code(type_code: str) -> str:
+    """A numpy type code of :data:`HEADER_FIELDS` as a ``struct`` code (big-endian, as every field)."""
+    if type_code.startswith("V"):
+        return f"{type_code[1:]}s"
+    return {">i4": "i", ">i8": "q", "u1": "B", ">u2": "H"}[type_code]
+
+
+def fields_struct(fields: tuple[tuple[str, str], ...], only: tuple[str, ...] | None = None) -> struct.Struct:
+    """``(field, numpy type)`` pairs as a big-endian ``struct.Struct``; with ``only``, the other fields
+    are pad bytes (packed as zeros, skipped by unpack)."""
+    codes = (_struct_code(code) if only is None or name in only else f"{struct.calcsize(_struct_code(code))}x"
+             for name, code in fields)
+    return struct.Struct(">" + "".join(codes))
+
+
+def header_struct(only: tuple[str, ...] | None = None) -> struct.Struct:
+    """The fixed header as one struct (for a lone unit, where numpy's fixed costs dominate); with
+    ``only``, just those fields."""
+    return fields_struct(HEADER_FIELDS, only)
+
+
+_FIELD_OFFSETS = {name: fields_struct(HEADER_FIELDS[:i]).size for i, (name, _) in enumerate(HEADER_FIELDS)}
+_FIELD_CODES = dict(HEADER_FIELDS)
+TOPIC_LENGTH_CODE = "u1"  # the prefix of TOPIC
+PROPS_LENGTH_CODE = ">u2"  # the prefix of PROPERTIES
+HEADER_STRUCT = header_struct()
+HEADER_SIZE = HEADER_STRUCT.size  # 88: everything before the body bytes
+TOPIC_LENGTH_STRUCT = fields_struct((("topic_length", TOPIC_LENGTH_CODE),))
+PROPS_LENGTH_STRUCT = fields_struct((("props_length", PROPS_LENGTH_CODE),))
+MIN_UNIT_SIZE = HEADER_SIZE + TOPIC_LENGTH_STRUCT.size + PROPS_LENGTH_STRUCT.size  # empty body, topic and properties
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7 as Java's signed int
 BLANK_MAGIC = -875286124  # 0xCBD43194
@@ -78,58 +104,49 @@ STOREHOST_V6_FLAG = 0x1 << 5
 
 def field_offset(name: str) -> int:
     """Where header field ``name`` begins in a unit."""
-    return HEADER.fields[name][1]
+    return _FIELD_OFFSETS[name]
 
 
 STORE_TIMESTAMP_OFFSET = field_offset("store_timestamp")
 PHYSICAL_OFFSET_OFFSET = field_offset("physical_offset")
 MAGIC_OFFSET = field_offset("magic")
-SIZE_MAGIC_RECORD = np.dtype(list(HEADER_FIELDS[:2]))  # how every unit (and the blank tail) begins
-END_FILE_MIN_BLANK_LENGTH = SIZE_MAGIC_RECORD.itemsize  # a file always keeps room for a blank unit's size + magic
-
-
-def _struct_code(dtype: np.dtype) -> str:
-    if dtype.kind == "V":
-        return f"{dtype.itemsize}s"
-    return {("i", 4): "i", ("i", 8): "q", ("u", 1): "B", ("u", 2): "H"}[dtype.kind, dtype.itemsize]
-
-
-def struct_of(dtype: np.dtype, only: tuple[str, ...] | None = None) -> struct.Struct:
-    """``dtype`` (a field type, or a record of them) as a big-endian ``struct.Struct``; with
-    ``only``, the record's other fields are pad bytes (packed as zeros, skipped by unpack)."""
-    if dtype.names is None:
-        return struct.Struct(">" + _struct_code(dtype))
-    codes = (_struct_code(dtype[name]) if only is None or name in only else f"{dtype[name].itemsize}x"
-             for name in dtype.names)
-    return struct.Struct(">" + "".join(codes))
-
-
-def header_struct(only: tuple[str, ...] | None = None) -> struct.Struct:
-    """The fixed header as one struct (for a lone unit, where numpy's fixed costs dominate); with
-    ``only``, just those fields."""
-    return struct_of(HEADER, only)
-
-
-HEADER_STRUCT = header_struct()
-SIZE_MAGIC = struct_of(SIZE_MAGIC_RECORD)
-INT64 = struct_of(HEADER["physical_offset"])  # QUEUEOFFSET, PHYSICALOFFSET and the timestamps
-TOPIC_LENGTH_STRUCT = struct_of(TOPIC_LENGTH)
-PROPS_LENGTH_STRUCT = struct_of(PROPS_LENGTH)
+SIZE_MAGIC = fields_struct(HEADER_FIELDS[:2])  # how every unit (and the blank tail) begins
+END_FILE_MIN_BLANK_LENGTH = SIZE_MAGIC.size  # a file always keeps room for a blank unit's size + magic
+INT64 = fields_struct((("physical_offset", _FIELD_CODES["physical_offset"]),))  # QUEUEOFFSET, PHYSICALOFFSET, times
 _TOPIC_LENGTH_AT = TOPIC_LENGTH_STRUCT.unpack_from
 _PROPS_LENGTH_AT = PROPS_LENGTH_STRUCT.unpack_from
-_BODY_LENGTH_AT = struct_of(HEADER["body_length"]).unpack_from
-_BODY_LENGTH_OFFSET = HEADER_SIZE - HEADER["body_length"].itemsize
+_BODY_LENGTH_STRUCT = fields_struct((("body_length", _FIELD_CODES["body_length"]),))
+_BODY_LENGTH_AT = _BODY_LENGTH_STRUCT.unpack_from
+_BODY_LENGTH_OFFSET = HEADER_SIZE - _BODY_LENGTH_STRUCT.size
+
+
+@cache
+def header_record() -> np.dtype:
+    """The fixed header as a numpy record (made on first use: numpy is imported when needed)."""
+    return np.dtype(list(HEADER_FIELDS))
+
+
+@cache
+def size_magic_record() -> np.dtype:
+    """The record every unit (and the blank tail) begins with: TOTALSIZE and MAGICCODE."""
+    return np.dtype(list(HEADER_FIELDS[:2]))
+
+
+@cache
+def _length_type(type_code: str) -> np.dtype:
+    return np.dtype(type_code)
 
 
 def header_field(buf: np.ndarray, starts: np.ndarray, name: str) -> np.ndarray:
     """Header field ``name`` of the units at ``starts`` of ``buf`` (uint8), as int64, one gather:
-    for a reader that needs a field or two, not the whole header (``gather_records`` with HEADER)."""
-    return at_every_byte(buf, HEADER[name])[starts + field_offset(name)].astype(np.int64)
+    for a reader that needs a field or two, not the whole header (``gather_records`` with :func:`header_record`)."""
+    return at_every_byte(buf, header_record()[name])[starts + field_offset(name)].astype(np.int64)
 
 
 def tail_record(topic_size: int) -> np.dtype:
     """What follows BODY up to the PROPERTIES bytes, for a topic of ``topic_size`` bytes."""
-    return np.dtype([("topic_length", TOPIC_LENGTH), ("topic", f"V{topic_size}"), ("props_length", PROPS_LENGTH)])
+    return np.dtype([("topic_length", TOPIC_LENGTH_CODE), ("topic", f"V{topic_size}"),
+                     ("props_length", PROPS_LENGTH_CODE)])
 
 
 @dataclass(frozen=True)
@@ -162,20 +179,21 @@ def unit_ranges(buf: np.ndarray, starts: np.ndarray, body_length: np.ndarray) ->
     body_start = starts + HEADER_SIZE
     body_end = body_start + body_length
     topic_start, topic_end = topic_ranges(buf, body_end)
-    props_start = topic_end + PROPS_LENGTH.itemsize
-    props_end = props_start + _prefix(buf, topic_end, PROPS_LENGTH)
+    props_start = topic_end + PROPS_LENGTH_STRUCT.size
+    props_end = props_start + _prefix(buf, topic_end, PROPS_LENGTH_CODE)
     return UnitRanges(starts, body_start, body_end, topic_start, topic_end, props_start, props_end)
 
 
 def topic_ranges(buf: np.ndarray, body_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``[start, end)`` of the TOPIC bytes of units whose BODY ends at ``body_end`` (where the
     TOPIC length prefix is), the prefix read clamped into ``buf``."""
-    topic_start = body_end + TOPIC_LENGTH.itemsize
-    return topic_start, topic_start + _prefix(buf, body_end, TOPIC_LENGTH)
+    topic_start = body_end + TOPIC_LENGTH_STRUCT.size
+    return topic_start, topic_start + _prefix(buf, body_end, TOPIC_LENGTH_CODE)
 
 
-def _prefix(buf: np.ndarray, at: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The ``dtype`` length prefixes at ``at``, each read clamped into ``buf``."""
+def _prefix(buf: np.ndarray, at: np.ndarray, type_code: str) -> np.ndarray:
+    """The length prefixes of numpy type ``type_code`` at ``at``, each read clamped into ``buf``."""
+    dtype = _length_type(type_code)
     return at_every_byte(buf, dtype)[np.clip(at, 0, max(buf.size - dtype.itemsize, 0))]
 
 
@@ -184,9 +202,9 @@ def unit_ranges_at(buf: bytes, start: int, body_length: int) -> tuple[int, int, 
     costs: ``(body_start, body_end, topic_start, topic_end, props_start, props_end)``."""
     body_start = start + HEADER_SIZE
     body_end = body_start + body_length
-    topic_start = body_end + TOPIC_LENGTH.itemsize
+    topic_start = body_end + TOPIC_LENGTH_STRUCT.size
     topic_end = topic_start + _TOPIC_LENGTH_AT(buf, body_end)[0]
-    props_start = topic_end + PROPS_LENGTH.itemsize
+    props_start = topic_end + PROPS_LENGTH_STRUCT.size
     return body_start, body_end, topic_start, topic_end, props_start, props_start + _PROPS_LENGTH_AT(buf, topic_end)[0]
 
 
@@ -195,9 +213,9 @@ def unit_fits_at(buf: bytes | memoryview, start: int, end: int) -> bool:
     numpy's fixed costs: whether its body, topic and properties lengths add up to exactly its size
     (each prefix is read only once the lengths before it put it inside the unit)."""
     body_end = start + HEADER_SIZE + _BODY_LENGTH_AT(buf, start + _BODY_LENGTH_OFFSET)[0]
-    if body_end < start + HEADER_SIZE or body_end + TOPIC_LENGTH.itemsize > end:
+    if body_end < start + HEADER_SIZE or body_end + TOPIC_LENGTH_STRUCT.size > end:
         return False
-    topic_end = body_end + TOPIC_LENGTH.itemsize + _TOPIC_LENGTH_AT(buf, body_end)[0]
-    if topic_end + PROPS_LENGTH.itemsize > end:
+    topic_end = body_end + TOPIC_LENGTH_STRUCT.size + _TOPIC_LENGTH_AT(buf, body_end)[0]
+    if topic_end + PROPS_LENGTH_STRUCT.size > end:
         return False
-    return topic_end + PROPS_LENGTH.itemsize + _PROPS_LENGTH_AT(buf, topic_end)[0] == end
+    return topic_end + PROPS_LENGTH_STRUCT.size + _PROPS_LENGTH_AT(buf, topic_end)[0] == end

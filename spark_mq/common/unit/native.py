@@ -8,7 +8,8 @@ what the dispatch takes from their property strings;
 body's units walked, checked and their headers and ranges gathered in one pass; every property pair, and the
 TAGS/KEYS/UNIQ_KEY columns), each ~0.05-0.2 µs a message in numpy, a few ns (plus the cache misses) here;
 :data:`HEADER_STRINGS` and :data:`GATHER_RANGES` write its other string columns (msg ids and hosts from the
-headers; bodies and other byte ranges copied back to back) straight as Arrow buffers.
+headers; bodies and other byte ranges copied back to back) straight as Arrow buffers;
+:data:`FIRST_NONZERO` finds a mapped file's stale tail without numpy (a restart imports none).
 
 Why: the numpy encoder (:mod:`~spark_mq.common.unit.encode`: record fields, a four-piece join per
 message, a CRC call per body) and the numpy scan of property strings (``store/dispatch.py``) cost
@@ -68,10 +69,13 @@ _PROPERTY_PAIRS_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _
 # spark_mq_gather_ranges(buf, starts, ends, n, out, offsets)
 _HEADER_STRINGS_ARGS = (_ADDR, _I64, _ADDR, _ADDR, _ADDR, _ADDR, _ADDR)
 _GATHER_RANGES_ARGS = (_ADDR, _ADDR, _ADDR, _I64, _ADDR, _ADDR)
+# spark_mq_first_nonzero(buf, size)
+_FIRST_NONZERO_ARGS = (_ADDR, _I64)
 _FUNCTIONS = {"spark_mq_encode_batch": _ENCODE_ARGS, "spark_mq_dispatch_info": _DISPATCH_ARGS,
               "spark_mq_index_put": _INDEX_ARGS, "spark_mq_body_crcs": _CRC_ARGS,
               "spark_mq_pull_units": _PULL_UNITS_ARGS, "spark_mq_property_pairs": _PROPERTY_PAIRS_ARGS,
-              "spark_mq_header_strings": _HEADER_STRINGS_ARGS, "spark_mq_gather_ranges": _GATHER_RANGES_ARGS}
+              "spark_mq_header_strings": _HEADER_STRINGS_ARGS, "spark_mq_gather_ranges": _GATHER_RANGES_ARGS,
+              "spark_mq_first_nonzero": _FIRST_NONZERO_ARGS}
 
 
 def source_digest() -> str:
@@ -131,6 +135,7 @@ PULL_UNITS = _LIB.spark_mq_pull_units if _LIB is not None else None  # see nativ
 PROPERTY_PAIRS = _LIB.spark_mq_property_pairs if _LIB is not None else None  # see native.c
 HEADER_STRINGS = _LIB.spark_mq_header_strings if _LIB is not None else None  # see native.c
 GATHER_RANGES = _LIB.spark_mq_gather_ranges if _LIB is not None else None  # see native.c
+FIRST_NONZERO = _LIB.spark_mq_first_nonzero if _LIB is not None else None  # see native.c
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ from spark_mq.client.results import PullStatus, SendStatus
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.unit.chain import walk_units
 from spark_mq.common.unit.decode import decode_message
-from spark_mq.common.unit.layout import HEADER, HEADER_SIZE
+from spark_mq.common.unit.layout import HEADER_SIZE, field_offset
 from spark_mq.store.consume_queue import ENTRY_SIZE
 from spark_mq.store.mapped_file import file_name
 
@@ -33,7 +33,7 @@ from ._support import pull_header
 
 GROUP = "itest_corruption"
 BODY_FILL = 200
-QUEUE_OFFSET_AT = HEADER.fields["queue_offset"][1]
+QUEUE_OFFSET_AT = field_offset("queue_offset")
 # 256 KiB commitlog files: a few thousand messages span several
 SMALL_FILES = "mapedFileSizeCommitLog=262144\nmaxMessageSize=65536\n"
 

@@ -19,7 +19,7 @@ import pytest
 from spark_mq.common.errors import StoreNotWritableError
 from spark_mq.common.message import Message, MessageBatch
 from spark_mq.common.unit.decode import decode_message
-from spark_mq.store.consume_queue import ENTRY
+from spark_mq.store.consume_queue import entry_record
 from spark_mq.store.message_store import MessageStore
 from spark_mq.store.results import GetStatus, PutStatus
 from spark_mq.store.retention import ReplicaFloor, no_floor
@@ -111,7 +111,7 @@ def _cq_files_last_end(qdir: Path) -> list[tuple[str, int]]:
     """Each consume queue file on disk with the end (phys + size) of its last entry."""
     out = []
     for p in sorted(qdir.iterdir()):
-        ent = np.frombuffer(p.read_bytes(), dtype=ENTRY)
+        ent = np.frombuffer(p.read_bytes(), dtype=entry_record())
         used = np.flatnonzero(ent["size"] > 0)
         last = int(ent["phys"][used[-1]]) + int(ent["size"][used[-1]]) if used.size else -1
         out.append((p.name, last))

@@ -25,7 +25,7 @@ from spark_mq.common.properties import KEYS, TAGS, UNIQ_KEY, encode_properties
 from spark_mq.common.unit import native
 from spark_mq.common.unit.decode import decode_message
 from spark_mq.common.unit.encode import encode_batch
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, MESSAGE_MAGIC, field_offset
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 BROKER = "broker-a"
@@ -287,7 +287,7 @@ def test_message_magic_inside_bodies_is_not_taken_for_a_unit():
 def test_inconsistent_unit_lengths_raise_batch_body_error():
     """A whole TOTALSIZE chain whose unit claims a longer body than it holds is a corrupt body."""
     data = bytearray(encode_batch(MessageBatch.of("T", 0, [b"abc", b"def"]), 0, 0, 1, pack_host("1.2.3.4", 5)).data)
-    struct.pack_into(">i", data, HEADER.fields["body_length"][1], 4)
+    struct.pack_into(">i", data, field_offset("body_length"), 4)
     with pytest.raises(BatchBodyError, match="inconsistent lengths"):
         decode_units_to_arrow(bytes(data), broker_name=BROKER)
 

@@ -24,7 +24,7 @@ from spark_mq.common.unit.batch import StoredBatch
 from spark_mq.common.unit.chain import back_to_back_units
 from spark_mq.common.unit.decode import StoredMessage, decode_messages
 from spark_mq.common.unit.encode import encode_batch
-from spark_mq.common.unit.layout import COMPRESSED_FLAG, HEADER, MESSAGE_MAGIC
+from spark_mq.common.unit.layout import COMPRESSED_FLAG, MESSAGE_MAGIC, field_offset
 from spark_mq.remoting.message_batch_codec import split_pull_body
 
 COLUMNS = {  # StoredBatch column -> StoredMessage field
@@ -157,7 +157,7 @@ def test_torn_or_inconsistent_bodies_raise():
     # unit 3's body length no longer adds up with its (intact) total size: the chain still holds
     bad = bytearray(body)
     start = int(split_pull_body(body)[3])
-    struct.pack_into(">i", bad, start + HEADER.fields["body_length"][1], 49)
+    struct.pack_into(">i", bad, start + field_offset("body_length"), 49)
     assert back_to_back_units(np.frombuffer(bytes(bad), dtype=np.uint8)) is None
     with pytest.raises(BatchBodyError, match="inconsistent lengths"):
         found(bytes(bad)).batch()

@@ -14,11 +14,11 @@ from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.unit import layout
 from spark_mq.common.unit.encode import encode_batch
 from spark_mq.common.unit.layout import (
-    HEADER,
     HEADER_SIZE,
     MIN_UNIT_SIZE,
     UnitRanges,
     header_field,
+    header_record,
     header_struct,
     unit_ranges,
     unit_ranges_at,
@@ -30,22 +30,24 @@ _DRAWN = re.compile(r"^\s+(\d+|\.)\s+(\d+)\s+([A-Z]+)", re.M)
 def test_the_drawing_is_the_declaration() -> None:
     drawn = _DRAWN.findall(layout.__doc__ or "")
     fixed = [(int(off), int(size)) for off, size, _ in drawn if off != "."]
-    declared = [(HEADER.fields[name][1], HEADER[name].itemsize) for name in HEADER.names]
+    record = header_record()
+    declared = [(record.fields[name][1], record[name].itemsize) for name in record.names]
     assert fixed == declared
+    assert [layout.field_offset(name) for name in record.names] == [off for off, _ in fixed]  # the struct side's
     assert [int(size) for off, size, _ in drawn if off == "."] == [
-        layout.TOPIC_LENGTH.itemsize, layout.PROPS_LENGTH.itemsize
-    ]
+        np.dtype(layout.TOPIC_LENGTH_CODE).itemsize, np.dtype(layout.PROPS_LENGTH_CODE).itemsize
+    ] == [layout.TOPIC_LENGTH_STRUCT.size, layout.PROPS_LENGTH_STRUCT.size]
     assert HEADER_SIZE == 88 and MIN_UNIT_SIZE == 91
 
 
 def test_struct_and_numpy_forms_read_the_same_bytes() -> None:
     raw = bytes(np.random.default_rng(1).integers(0, 256, HEADER_SIZE, dtype=np.uint8))
-    record = np.frombuffer(raw, dtype=HEADER)[0]
-    assert header_struct().unpack(raw) == tuple(record[name].item() for name in HEADER.names)
-    assert header_struct().size == HEADER.itemsize
+    record = np.frombuffer(raw, dtype=header_record())[0]
+    assert header_struct().unpack(raw) == tuple(record[name].item() for name in header_record().names)
+    assert header_struct().size == header_record().itemsize
     only = ("queue_id", "store_host")
     packed = header_struct(only).pack(7, b"\x01" * 8)
-    assert np.frombuffer(packed, dtype=HEADER)[0]["queue_id"] == 7
+    assert np.frombuffer(packed, dtype=header_record())[0]["queue_id"] == 7
     assert packed.count(0) == HEADER_SIZE - 4 - 8 + 3  # the other fields are zero pads
 
 

@@ -13,7 +13,7 @@ from unit_helpers import tiny_config
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.layout import HEADER_SIZE
 from spark_mq.store.clean_stop import FILE_NAME
-from spark_mq.store.consume_queue import ENTRY, ENTRY_SIZE, QUARANTINED_TAG
+from spark_mq.store.consume_queue import ENTRY_SIZE, QUARANTINED_TAG, entry_record
 from spark_mq.store.mapped_file import file_name
 from spark_mq.store.message_store import MessageStore
 
@@ -81,7 +81,7 @@ def test_a_damaged_body_below_the_safe_offset_after_a_crash_is_never_served(tmp_
 def _entry(root, queue_id: int, offset: int):
     with open(root / "consumequeue" / TOPIC / str(queue_id) / file_name(0), "rb") as f:
         f.seek(offset * ENTRY_SIZE)
-        return np.frombuffer(f.read(ENTRY_SIZE), dtype=ENTRY)[0]
+        return np.frombuffer(f.read(ENTRY_SIZE), dtype=entry_record())[0]
 
 
 def _zero_last_ten_entries(root) -> None:

@@ -193,7 +193,7 @@ def test_an_insert_cut_short_by_a_crash_keeps_every_older_key_reachable(tmp_path
     p = phys + np.arange(25, dtype=np.int64) * 100
     ts = np.full(25, t, dtype=np.int64)
     idx.put_batch(cut, p, ts)
-    idx.header["index_count"] = published  # the crash: entries and slots written, the count not
+    idx.set_header("index_count", published)  # the crash: entries and slots written, the count not
     idx.close()
 
     idx = IndexFile(tmp_path / "i", slot_num=4, index_num=3000)

@@ -48,3 +48,22 @@ def test_a_failing_pwrite_leaves_the_append_to_the_mapping(tmp_path: Path, monke
     assert calls[:2] == [0, 1000]  # then the zeros written ahead of the mapping copy (failing too)
     assert bytes(mf.mv[:5000]) == data and mf.wrote_position == 5000
     mf.close()
+
+
+@pytest.mark.parametrize("with_native", [True, False], ids=["native", "numpy"])
+def test_zero_from_clears_stale_bytes_past_a_position(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      with_native: bool) -> None:
+    """What recovery leaves past the log's end is zeros, found by the native scan or by numpy alike."""
+    if not with_native:
+        monkeypatch.setattr(mapped_file.native, "FIRST_NONZERO", None)
+    elif mapped_file.native.FIRST_NONZERO is None:
+        pytest.skip("the native library is not built")
+    mf = MappedFile(tmp_path / "00000000000000000000", SIZE)
+    stale = {100: b"\x01", 5000: os.urandom(64) + b"\x07", (1 << 20) + 3: b"\xff", SIZE - 1: b"\x02"}
+    for at, data in stale.items():
+        mf.mv[at:at + len(data)] = data
+    mf.zero_from(200, clean_run=SIZE, chunk=4096)
+    assert bytes(mf.mv[100:101]) == b"\x01"  # before the position: kept
+    assert bytes(mf.mv[200:]) == bytes(SIZE - 200)
+    mf.close()
+    assert mf.buf.size == 0  # a closed file's numpy view is empty, made or not

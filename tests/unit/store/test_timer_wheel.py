@@ -9,8 +9,8 @@ import collections
 
 import numpy as np
 
-from spark_mq.store.timer_log import RECORD, TimerLog, records
-from spark_mq.store.timer_wheel import TimerWheel, slot_times, wheel_slots
+from spark_mq.store.timer_log import RECORD_SIZE, TimerLog, record_type, records
+from spark_mq.store.timer_wheel import SLOT_SIZE, TimerWheel, slot_times, slot_type, wheel_slots
 
 PRECISION = 100
 MAX_DELAY_MS = 10_000
@@ -30,11 +30,16 @@ def _check(wheel: TimerWheel, log: TimerLog, model: dict[int, list[int]]) -> Non
         assert log.chain(last, count).tolist() == want
 
 
+def test_the_record_types_are_their_declared_sizes():
+    assert record_type().itemsize == RECORD_SIZE
+    assert slot_type().itemsize == SLOT_SIZE
+
+
 def test_linked_batches_chain_every_slot_and_a_rebuild_matches(tmp_path):
     rng = np.random.default_rng(3)
     slots = wheel_slots(MAX_DELAY_MS, PRECISION)
     wheel = TimerWheel(tmp_path / "timerwheel", slots, PRECISION)
-    log = TimerLog(tmp_path / "timerlog", RECORD.itemsize * 50)  # many small files
+    log = TimerLog(tmp_path / "timerlog", RECORD_SIZE * 50)  # many small files
     log.load(0)
     base = 1_700_000_000_000
     due_all: list[int] = []
@@ -55,7 +60,7 @@ def test_linked_batches_chain_every_slot_and_a_rebuild_matches(tmp_path):
     log.flush()
     log.close()
     wheel.close()
-    log = TimerLog(tmp_path / "timerlog", RECORD.itemsize * 50)
+    log = TimerLog(tmp_path / "timerlog", RECORD_SIZE * 50)
     log.load(200)
     assert log.end == 200
     wheel = TimerWheel(tmp_path / "timerwheel", slots, PRECISION)
