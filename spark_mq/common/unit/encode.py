@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from spark_mq.common.message import MessageBatch
+from spark_mq.common.one_row import one_row
 from spark_mq.common.unit import native
 from spark_mq.common.unit.crc import body_crc, body_crcs
 from spark_mq.common.unit.layout import (
@@ -63,8 +64,8 @@ def blank_unit(remaining: int) -> bytes:
 def unit_sizes(batch: MessageBatch) -> np.ndarray:
     """Encoded size of every message of ``batch``."""
     fixed = MIN_UNIT_SIZE + len(batch.topic.encode())
-    if len(batch.bodies) == 1:  # a lone message: one small array, not two of lengths and two numpy additions (~2 us)
-        return np.array([fixed + len(batch.bodies[0]) + len(batch.properties[0])], dtype=np.int64)
+    if len(batch.bodies) == 1:  # a lone message: a shared array (its size recurs), not two of lengths and two additions
+        return one_row(fixed + len(batch.bodies[0]) + len(batch.properties[0]), np.int64)
     return fixed + batch.body_lengths + batch.property_lengths
 
 
