@@ -71,8 +71,9 @@ def unit_sizes(batch: MessageBatch) -> np.ndarray:
 
 def units_total(sizes: np.ndarray) -> int:
     """The bytes of units of ``sizes``: a lone unit's size as it is, without a reduction's fixed cost (~1 us where
-    ``int(sizes[0])`` takes ~0.1; a send of one message sums its sizes several times on its way)."""
-    return int(sizes[0]) if sizes.size == 1 else int(np.add.reduce(sizes))
+    ``sizes.item(0)`` takes ~0.06, no numpy scalar made; a send of one message sums its sizes several times on
+    its way)."""
+    return sizes.item(0) if sizes.size == 1 else int(np.add.reduce(sizes))
 
 
 class DispatchInfo(NamedTuple):
@@ -206,12 +207,12 @@ def _encode_one(
     store_timestamp: int, store_host: bytes,
 ) -> EncodedBatch:
     """``sizes``: the lone unit's, as an array (the result's, as it is)."""
-    size = int(sizes[0])
+    size = sizes.item(0)  # .item: a Python int at once, no numpy scalar made (~0.06 us where int(a[0]) takes ~0.3)
     body, props = batch.bodies[0], batch.properties[0]
     head = HEADER_STRUCT.pack(
-        size, MESSAGE_MAGIC, body_crc(body), batch.queue_id, int(batch.flags[0]), queue_offset,
-        physical_offset, int(batch.sys_flags[0]) & ~_HOSTS_V6,
-        int(batch.born_timestamps[0]), batch.born_host, store_timestamp, store_host, int(batch.reconsume_times[0]),
+        size, MESSAGE_MAGIC, body_crc(body), batch.queue_id, batch.flags.item(0), queue_offset,
+        physical_offset, batch.sys_flags.item(0) & ~_HOSTS_V6,
+        batch.born_timestamps.item(0), batch.born_host, store_timestamp, store_host, batch.reconsume_times.item(0),
         0, len(body),
     )
     data = b"".join((head, body, TOPIC_LENGTH_STRUCT.pack(len(topic)), topic, PROPS_LENGTH_STRUCT.pack(len(props)),
