@@ -18,6 +18,7 @@ from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.lazy_numpy import np
 from spark_mq.common.names import validate_topic
+from spark_mq.common.one_row import one_row
 from spark_mq.common.properties import (
     DELAY,
     KEY_SEPARATOR,
@@ -91,7 +92,8 @@ class _Lengths:
         if batch is None:
             return self
         values = getattr(batch, self.column)
-        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        lengths = (one_row(len(values[0]), np.int64) if len(values) == 1  # a lone message's: shared, read-only
+                   else np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
         batch.__dict__[self.name] = lengths
         return lengths
 

@@ -114,7 +114,7 @@ class AppendRecord:
 
     @property
     def end_offset(self) -> int:
-        return int(self.physical_offsets[-1] + self.sizes[-1])
+        return self.physical_offsets.item(-1) + self.sizes.item(-1)  # Python ints: no numpy scalars made
 
 
 def dispatch_info(

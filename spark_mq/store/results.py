@@ -50,7 +50,7 @@ class PutResult(LazyDataclass):
     @property
     def end_offset(self) -> int:
         """Commitlog offset just past the last stored unit."""
-        return int(self.physical_offsets[-1] + self.sizes[-1])
+        return self.physical_offsets.item(-1) + self.sizes.item(-1)  # Python ints: no numpy scalars made
 
     def msg_ids(self) -> list[str]:
         """offsetMsgIds of the stored messages, in order."""

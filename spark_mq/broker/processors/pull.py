@@ -115,7 +115,7 @@ class PullProcessor:
             return None
         end = put.queue_offset + put.count
         return GetResult(GetStatus.FOUND, end, min_offset, end, data, np.arange(put.queue_offset, end), sizes,
-                         self.store.commitlog.max_offset() - int(put.physical_offsets[-1]))
+                         self.store.commitlog.max_offset() - put.physical_offsets.item(-1))
 
     def register_on(self, server) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.pull)

@@ -42,6 +42,7 @@ from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch, pack_host
 from spark_mq.common.message_id import joined_offset_msg_ids
 from spark_mq.common.names import TIMER_TOPIC, validate_topic
+from spark_mq.common.one_row import one_row
 from spark_mq.common.perm import PERM_WRITE
 from spark_mq.common.properties import JoinedProperties
 from spark_mq.common.unit.encode import units_total
@@ -272,10 +273,11 @@ class SendProcessor:
             return decode_batch_body(cmd.body, h.topic, queue_id, h.born_timestamp, h.sys_flag,
                                      h.reconsume_times or 0, born_host(conn))
         # one message: its columns made from the header's values at once (``MessageBatch.of``'s defaults, then
-        # overwritten, cost numpy's fill and three slice assignments more, on every send)
+        # overwritten, cost numpy's fill and three slice assignments more, on every send); the flags and
+        # reconsume times, nearly always 0, are shared arrays (``one_row``): one array made per send, not four
         return MessageBatch(topic=h.topic, queue_id=queue_id, bodies=[cmd.body],
-                            properties=[(h.properties or "").encode()], flags=np.array([h.flag], dtype=np.int32),
+                            properties=[(h.properties or "").encode()], flags=one_row(h.flag, np.int32),
                             born_timestamps=np.array([h.born_timestamp], dtype=np.int64),
-                            sys_flags=np.array([h.sys_flag], dtype=np.int32),
-                            reconsume_times=np.array([h.reconsume_times or 0], dtype=np.int32),
+                            sys_flags=one_row(h.sys_flag, np.int32),
+                            reconsume_times=one_row(h.reconsume_times or 0, np.int32),
                             born_host=born_host(conn))

@@ -238,3 +238,10 @@ def test_a_header_field_with_a_default_factory_is_refused():
 
     with pytest.raises(TypeError, match="default_factory: \\['extra'\\]"):
         FactoryHeader.from_ext_fields({"topic": "t"})
+
+
+@pytest.mark.parametrize("text", ["0", "7", "1023", "1024", "4095", "007", "+5", "-0", "-3", "2147483647"])
+def test_small_decimals_read_as_any_decimal(text):
+    """A decimal a lookup reads (0-1023 as written canonically) and one the full check reads give the same int."""
+    req = h.GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": text})
+    assert req.queue_id == int(text) and type(req.queue_id) is int
