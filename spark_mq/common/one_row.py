@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
+from spark_mq.common.lazy_numpy import np
 
 KEPT = 4096  # distinct (value, dtype) pairs kept: a unit size per body size a producer sends, the rest few
 
