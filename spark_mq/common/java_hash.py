@@ -46,9 +46,7 @@ def combine(prefix_hash: int, suffix_hash: int, suffix_units: int) -> int:
     return _to_signed((prefix_hash * pow(31, suffix_units, 1 << 32) + suffix_hash) & _MASK)
 
 
-# grown on demand (None until first used: numpy is imported on first use)
-_POW_CACHE: np.ndarray | None = None
-_INV_POW_CACHE: np.ndarray | None = None
+_POWER_TABLES: dict[int, np.ndarray] = {}  # base -> its powers mod 2**32, grown on demand (``_power_table``)
 _INV31 = pow(31, -1, 1 << 32)  # 31 is odd, so invertible modulo 2**32
 PREFIX_SUM_MAX_BYTES = 4 << 20  # buffers up to this size may be hashed by prefix sums (tables of 4 B a byte)
 _MATRIX_CELLS = 1 << 20  # bytes per hashing matrix
@@ -61,26 +59,24 @@ def _triangle() -> np.ndarray:
     return np.arange(_TRIANGLE_WIDTH) >= (_TRIANGLE_WIDTH - np.arange(_TRIANGLE_WIDTH + 1))[:, None]
 
 
+def _power_table(base: int, n: int) -> np.ndarray:
+    """base**i mod 2**32 for i in [0, n), from a table per base grown by doubling (made on first use)."""
+    table = _POWER_TABLES.get(base)
+    if table is None or table.size < n:
+        p = np.full(max(n, 2 * (1 if table is None else table.size)), base, dtype=np.uint32)
+        p[0] = 1
+        table = _POWER_TABLES[base] = np.cumprod(p, dtype=np.uint32)
+    return table[:n]
+
+
 def _powers(n: int) -> np.ndarray:
     """31**i mod 2**32 for i in [0, n)."""
-    global _POW_CACHE
-    if _POW_CACHE is None or _POW_CACHE.size < n:
-        size = max(n, 2 * (1 if _POW_CACHE is None else _POW_CACHE.size))
-        p = np.full(size, 31, dtype=np.uint32)
-        p[0] = 1
-        _POW_CACHE = np.cumprod(p, dtype=np.uint32)
-    return _POW_CACHE[:n]
+    return _power_table(31, n)
 
 
 def _inverse_powers(n: int) -> np.ndarray:
     """31**-i mod 2**32 for i in [0, n)."""
-    global _INV_POW_CACHE
-    if _INV_POW_CACHE is None or _INV_POW_CACHE.size < n:
-        size = max(n, 2 * (1 if _INV_POW_CACHE is None else _INV_POW_CACHE.size))
-        p = np.full(size, _INV31, dtype=np.uint32)
-        p[0] = 1
-        _INV_POW_CACHE = np.cumprod(p, dtype=np.uint32)
-    return _INV_POW_CACHE[:n]
+    return _power_table(_INV31, n)
 
 
 class PrefixSumHasher:
