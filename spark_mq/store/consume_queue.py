@@ -21,20 +21,20 @@ Thread-safety: one writer (the store's put lock or recovery); readers read only 
 from __future__ import annotations
 
 import shutil
-import struct
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
 from spark_mq.common.errors import CorruptFileError
 from spark_mq.common.lazy_numpy import np
+from spark_mq.common.unit.layout import fields_struct
 from spark_mq.store.mapped_file import MappedFile
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
 ENTRY_FIELDS = (("phys", ">i8"), ("size", ">i4"), ("tag", ">i8"))
-ENTRY_STRUCT = struct.Struct(">qiq")  # ENTRY_FIELDS, for a lone entry
+ENTRY_STRUCT = fields_struct(ENTRY_FIELDS)  # for a lone entry
 ENTRY_SIZE = ENTRY_STRUCT.size  # 20
-_SIZE_AT = struct.Struct(">i").unpack_from  # an entry's size field, 8 bytes in
+_SIZE_AT = fields_struct(ENTRY_FIELDS[1:2]).unpack_from  # an entry's size field, 8 bytes in
 QUARANTINED_TAG = -(1 << 62)  # outside the int32 range of tag hash codes
 
 

@@ -39,7 +39,9 @@ CHUNK_RECORDS = 1 << 18  # records per chunk a rebuild holds in memory (10 MiB)
 @cache
 def record_type() -> np.dtype:
     """RECORD_FIELDS as a numpy record (made on first use)."""
-    return np.dtype(list(RECORD_FIELDS))
+    record = np.dtype(list(RECORD_FIELDS))
+    assert record.itemsize == RECORD_SIZE, "RECORD_FIELDS and TIMER_LOG_RECORD_SIZE disagree"
+    return record
 
 
 def records(offset_py: np.ndarray, size_py: np.ndarray, deliver_ms: np.ndarray, queue_offset: np.ndarray,
