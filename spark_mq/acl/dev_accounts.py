@@ -19,6 +19,7 @@ USER_ACCESS_KEY = "sparkmq-user"
 ACL_FILE = "plain_acl.yml"
 CREDENTIALS_FILE = "credentials.env"
 PRIVATE = 0o600
+SECRET_BYTES = 24
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,18 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
+def new_secret() -> str:
+    """A fresh random secret key that never starts with ``-``: given on a command line (``--secret-key S``),
+    such a secret would be read as an option and refused."""
+    while (secret := secrets.token_urlsafe(SECRET_BYTES)).startswith("-"):
+        pass
+    return secret
+
+
 def write_dev_accounts(directory: Path) -> DevAccounts:
     """A fresh ``plain_acl.yml`` and ``credentials.env`` in ``directory`` (created if missing)."""
     directory.mkdir(parents=True, exist_ok=True)
-    admin_secret, user_secret = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    admin_secret, user_secret = new_secret(), new_secret()
     acl = directory / ACL_FILE
     write_private(acl, f"""# by `spark-mq dev --acl` at every start (fresh secrets); RocketMQ's plain_acl.yml format
 globalWhiteRemoteAddresses: []

@@ -17,23 +17,23 @@ Thread-safety: one writer; queries may run concurrently and see a consistent pre
 
 from __future__ import annotations
 
-import struct
 from functools import cache, cached_property
 from pathlib import Path
 
 from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit import native
+from spark_mq.common.unit.layout import fields_struct
 from spark_mq.store.mapped_file import MappedFile
 
-HEADER_FIELDS = {"begin_timestamp": "q", "end_timestamp": "q", "begin_phys": "q", "end_phys": "q",
-                 "slot_count": "i", "index_count": "i"}  # in order, as big-endian struct codes
-_HEADER_AT = {name: (struct.calcsize(">" + "".join(list(HEADER_FIELDS.values())[:i])), struct.Struct(">" + code))
-              for i, (name, code) in enumerate(HEADER_FIELDS.items())}  # name -> (offset, struct)
-HEADER_SIZE = struct.calcsize(">" + "".join(HEADER_FIELDS.values()))  # 40
+HEADER_FIELDS = (("begin_timestamp", ">i8"), ("end_timestamp", ">i8"), ("begin_phys", ">i8"), ("end_phys", ">i8"),
+                 ("slot_count", ">i4"), ("index_count", ">i4"))
+_HEADER_AT = {name: (fields_struct(HEADER_FIELDS[:i]).size, fields_struct(HEADER_FIELDS[i : i + 1]))
+              for i, (name, _) in enumerate(HEADER_FIELDS)}  # name -> (offset, struct)
+HEADER_SIZE = fields_struct(HEADER_FIELDS).size  # 40
 SLOT_SIZE = 4
 ENTRY_FIELDS = (("key_hash", ">i4"), ("phys", ">i8"), ("time_diff", ">i4"), ("prev", ">i4"))
-ENTRY_SIZE = struct.calcsize(">iqii")  # 20: ENTRY_FIELDS
-_ENTRY_PHYS_AT = struct.Struct(">q").unpack_from  # an entry's phys, 4 bytes in
+ENTRY_SIZE = fields_struct(ENTRY_FIELDS).size  # 20
+_ENTRY_PHYS = fields_struct(ENTRY_FIELDS, only=("phys",)).unpack_from  # an entry's phys alone
 INVALID_INDEX = 0
 
 
@@ -183,10 +183,10 @@ class IndexFile:
         """Number of the first entry pointing at or past commitlog offset ``phys`` (``index_count``
         if none): entries go in in commitlog order, so a binary search."""
         lo, hi = 1, self.index_count
-        mv, at = self._mf.mv, self._entries_at + 4
+        mv, at = self._mf.mv, self._entries_at
         while lo < hi:  # one struct read a step: a start's check that nothing is past the log's end imports no numpy
             mid = (lo + hi) // 2
-            if _ENTRY_PHYS_AT(mv, at + mid * ENTRY_SIZE)[0] < phys:
+            if _ENTRY_PHYS(mv, at + mid * ENTRY_SIZE)[0] < phys:
                 lo = mid + 1
             else:
                 hi = mid

@@ -44,8 +44,16 @@ class Browser:
         self.driver.get(self.base + path)
         return self.loaded(shot)
 
+    def settled(self) -> None:
+        """Wait until the page now shown has finished loading. A click's answer page replaces the old one
+        before it is parsed: an element found in it too early can be dropped by chromium's inspector
+        ("Node with given id does not belong to the document") when it is read."""
+        WebDriverWait(self.driver, PAGE_WAIT_S).until(
+            lambda d: d.execute_script("return document.readyState") == "complete")
+
     def loaded(self, shot: str | None = None):
-        """The page now shown, after checking the browser logged no error loading it."""
+        """The page now shown, after it finished loading and the browser logged no error loading it."""
+        self.settled()
         errors = [e for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
         assert not errors, f"{self.driver.current_url}: errors in the browser's console: {errors}"
         if shot and os.environ.get("SPARK_MQ_SCREENSHOTS") == "1":

@@ -155,6 +155,7 @@ def test_repeated_failed_log_ins_are_refused_for_a_minute(driver, acl, tmp_path_
         browser.find("[name=secret_key]").send_keys(secret)  # even the right one, now
         browser.find("form.stack button").click()
         WebDriverWait(browser.driver, PAGE_WAIT_S).until(staleness_of(page))
+        browser.settled()
         assert "Too many failed log-ins" in browser.find("#error").text
         errors = [e["message"] for e in browser.driver.get_log("browser") if e["level"] == "SEVERE"]
         assert len(errors) == 1 and "429 (Too Many Requests)" in errors[0]  # the refusal's own status only
