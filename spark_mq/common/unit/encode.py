@@ -28,6 +28,7 @@ from spark_mq.common.unit.layout import (
     CRC_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
+    HOST_SIZE,
     MESSAGE_MAGIC,
     MIN_UNIT_SIZE,
     PROPS_LENGTH_STRUCT,
@@ -53,6 +54,10 @@ KEYS_ROOM = 3  # index keys a message the native encoder makes room for (UNIQ_KE
 # native.c's ENC_* scalars of spark_mq_encode_batch: n, units size, bodies size, properties size, topic tail
 # length, physical offset, queue offset, sys flag bits cleared, CRC mask, key prefix, key capacity
 _BATCH_SCALARS = struct.Struct("=11q")
+# native.c's ONE_* scalars of spark_mq_append_one: body, properties and topic tail lengths, queue id, flag, queue
+# offset, physical offset, sys flag, born timestamp, store timestamp, reconsume times, sys flag bits cleared, CRC
+# mask, magic
+_ONE_SCALARS = struct.Struct("=14q")
 
 
 def blank_unit(remaining: int) -> bytes:
@@ -180,6 +185,28 @@ def _encode_native(
     info = None if keys < 0 else DispatchInfo(out[1 + n:keys_at], out[keys_at:keys_at + keys],
                                                out[hashes_at:hashes_at + keys])
     return EncodedBatch(memoryview(units) if view else bytes(units), sizes, out[1:1 + n], info)
+
+
+def append_one(
+    batch: MessageBatch, size: int, physical_offset: int, queue_offset: int, store_timestamp: int, store_host: bytes,
+    address: int,
+) -> bool:
+    """The lone message of ``batch`` as its ``size``-byte unit at ``physical_offset``, encoded at ``address`` (a
+    commitlog mapping's wrote position, with room for it) by one native call (:data:`native.APPEND_ONE`, which
+    must be loaded): the same bytes as :func:`encode_batch`. False, with nothing written, when ``address`` is 0 (a
+    closed file) or the body or properties are not ``bytes`` (a view, a bytearray): encode it as a batch then."""
+    body, props, topic_tail, hosts = (batch.bodies[0], batch.properties[0], _topic_tail(batch.topic.encode()),
+                                      batch.born_host + store_host)
+    if len(hosts) != 2 * HOST_SIZE or len(store_host) != HOST_SIZE:  # as the struct encoder's: cut or zero-padded
+        hosts = batch.born_host[:HOST_SIZE].ljust(HOST_SIZE, b"\0") + store_host[:HOST_SIZE].ljust(HOST_SIZE, b"\0")
+    try:
+        return native.APPEND_ONE(
+            _ONE_SCALARS.pack(len(body), len(props), len(topic_tail), batch.queue_id, batch.flags.item(0),
+                              queue_offset, physical_offset, batch.sys_flags.item(0), batch.born_timestamps.item(0),
+                              store_timestamp, batch.reconsume_times.item(0), _HOSTS_V6, CRC_MASK, MESSAGE_MAGIC),
+            body, props, topic_tail, hosts, address, size) == size
+    except ctypes.ArgumentError:  # checked by ctypes before the call: nothing was written
+        return False
 
 
 def _column(values: np.ndarray, dtype: str) -> bytes:
