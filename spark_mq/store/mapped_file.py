@@ -79,7 +79,6 @@ class MappedFile:
         self.mv = memoryview(self._mm)
         self.wrote_position = 0
         self.flushed_position = 0
-        self._address = 0  # the mapping's, once a native append asked for it (tail_address); 0 once closed
 
     @cached_property
     def buf(self) -> np.ndarray:
@@ -114,19 +113,24 @@ class MappedFile:
         pos = self.wrote_position
         if pos + len(data) > self.size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos} of {self.size}")
-        wrote = self._pwrite(data, pos)
-        if wrote < len(data):
-            self._mm[pos + wrote:pos + len(data)] = memoryview(data)[wrote:]
-        self.wrote_position = pos + len(data)
-        return pos
+        return self.appended(data, self._pwrite(data, pos))
 
-    def tail_address(self) -> int:
-        """The address of the wrote position in the mapping, for the native one-message append that encodes its
-        unit there in place (a lone unit: no ``pwrite`` to save a copy, and its system call and Python layers
-        cost more than the copy); the writer then moves ``wrote_position``. 0 once the file is closed."""
-        if not self._address and self._fd >= 0:
-            self._address = self.buf.ctypes.data
-        return self._address + self.wrote_position if self._address else 0
+    @property
+    def pwrite_fd(self) -> int:
+        """The descriptor a caller's own ``pwrite`` of an append goes to (then ``appended`` counts it): the
+        native one-message append's; -1 where appends are copied into the mapping (no ``pwrite``, or closed)."""
+        return self._fd if _HAS_PWRITE else -1
+
+    def appended(self, data: bytes | memoryview, wrote: int) -> int:
+        """Count ``data`` as appended at the wrote position (the caller checked it fits), its first ``wrote``
+        bytes written there already by a ``pwrite``: the rest is copied into the mapping. Returns where it
+        started."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if wrote < len(data):
+            self._mm[pos + wrote:end] = memoryview(data)[wrote:]
+        self.wrote_position = end
+        return pos
 
     def _pwrite(self, data: bytes | memoryview, pos: int) -> int:
         """How many of ``data``'s first bytes ``pwrite`` wrote at ``pos``: all, unless it failed or is missing."""
@@ -205,7 +209,6 @@ class MappedFile:
         """Unmap. A reader still holding a view keeps reading valid memory: the mapping then
         goes when the last view does (reference counting, as RocketMQ's ReferenceResource)."""
         fd, self._fd = self._fd, -1  # from here on a buf not made yet is an empty one
-        self._address = 0  # no native append into the mapping from here on
         if "buf" in self.__dict__:
             self.buf = np.zeros(0, dtype=np.uint8)
         self.mv = memoryview(b"")

@@ -12,7 +12,9 @@
  * the pure-Python encoder (and the dispatch info against the numpy scan's). Thread-safety: pure functions of
  * their arguments (the CRC table and the CPU's PCLMULQDQ check are set up when the library is loaded).
  */
+#define _POSIX_C_SOURCE 200809L  /* pwrite under -std=c99 */
 #include <stddef.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -380,16 +382,18 @@ int64_t spark_mq_encode_batch(
 enum {  /* the int64 scalars of spark_mq_append_one, in this order (encode.py's _ONE_SCALARS) */
     ONE_BODY_LENGTH, ONE_PROPS_LENGTH, ONE_TOPIC_TAIL_LENGTH, ONE_QUEUE_ID, ONE_FLAG, ONE_QUEUE_OFFSET,
     ONE_PHYSICAL_OFFSET, ONE_SYS_FLAG, ONE_BORN_TIMESTAMP, ONE_STORE_TIMESTAMP, ONE_RECONSUME_TIMES,
-    ONE_SYS_FLAG_CLEAR, ONE_CRC_MASK, ONE_MAGIC,
+    ONE_SYS_FLAG_CLEAR, ONE_CRC_MASK, ONE_MAGIC, ONE_FD, ONE_FILE_POSITION,
 };
 
-/* One unit at out (exactly out_size bytes: HEADER_SIZE + body + topic tail + 2 + properties; the caller's
- * commitlog mapping at its wrote position): the header from the scalars (SYSFLAG with sys_flag_clear's bits
- * cleared, BODYCRC computed and ANDed with crc_mask, PREPAREDTRANSACTIONOFFSET 0), hosts the born host's 8 bytes
- * then the store host's, topic_tail the TOPIC length byte and bytes: the same bytes as encode.py's struct
- * encoder of a lone message, where a Python append costs ~20 calls (struct packs, a CRC call, a join, the
- * pwrite's layers). Returns out_size, or -1 (nothing written) when out is NULL or the lengths do not add up
- * to out_size. */
+/* One unit into out (exactly out_size bytes: HEADER_SIZE + body + topic tail + 2 + properties; the caller's
+ * scratch buffer), then pwritten at the file position of the commitlog file open as fd: the header from the
+ * scalars (SYSFLAG with sys_flag_clear's bits cleared, BODYCRC computed and ANDed with crc_mask,
+ * PREPAREDTRANSACTIONOFFSET 0), hosts the born host's 8 bytes then the store host's, topic_tail the TOPIC
+ * length byte and bytes: the same bytes as encode.py's struct encoder of a lone message, where a Python
+ * append costs ~20 calls (struct packs, a CRC call, a join, the pwrite's layers). pwrite as MappedFile._pwrite
+ * (again after a short write, stopping at an error; none for an fd < 0). Returns the bytes pwritten (the
+ * caller copies the rest into its mapping), or -1 (nothing written) when out is NULL or the lengths do not add
+ * up to out_size. */
 int64_t spark_mq_append_one(const int64_t *scalars, const uint8_t *body, const uint8_t *props, const uint8_t *topic_tail,
                             const uint8_t *hosts, uint8_t *out, int64_t out_size) {
     int64_t body_length = scalars[ONE_BODY_LENGTH], props_length = scalars[ONE_PROPS_LENGTH];
@@ -421,7 +425,13 @@ int64_t spark_mq_append_one(const int64_t *scalars, const uint8_t *body, const u
     *p++ = (uint8_t)(props_length >> 8);
     *p++ = (uint8_t)props_length;
     memcpy(p, props, (size_t)props_length);
-    return out_size;
+    int64_t done = 0, fd = scalars[ONE_FD], at = scalars[ONE_FILE_POSITION];
+    while (fd >= 0 && done < out_size) {
+        ssize_t wrote = pwrite((int)fd, out + done, (size_t)(out_size - done), (off_t)(at + done));
+        if (wrote <= 0) break;
+        done += wrote;
+    }
+    return done;
 }
 
 /* ---- the Arrow decoder's sequential steps (spark_mq/arrow/decoder.py) ---- */

@@ -1,7 +1,7 @@
 """The native part of the append path: ``native.c`` (ours, next to this file), a plain C shared
 library loaded with ctypes. :data:`ENCODER` writes a whole batch of commitlog units in one call, with
 what the dispatch takes from their property strings; :data:`APPEND_ONE` encodes one message's unit
-straight into the commitlog's mapping in one call (a network send's usual put: ~20 Python and C calls fewer);
+and ``pwrite``s it into its commitlog file in one call (a network send's usual put: ~20 Python and C calls fewer);
 :data:`DISPATCH_INFO` takes a put's property strings to tag codes and index key hashes in one pass;
 :data:`INDEX_PUT` inserts index keys into an index file (its slots and entries) in one pass;
 :data:`BODY_CRCS` computes the BODYCRC of many bodies of one buffer (a slave's and recovery's checks);
@@ -25,8 +25,8 @@ compiler), fails to load, was built from another ``native.c`` (it carries its so
 or ``SPARK_MQ_NATIVE=0`` is set (how the tests run both paths and compare their results).
 
 Thread-safety: every function but :data:`INDEX_PUT` and :data:`APPEND_ONE` is a pure function of its arguments;
-:data:`INDEX_PUT` writes the index file it is given, :data:`APPEND_ONE` the commitlog mapping (their callers
-serialise them).
+:data:`INDEX_PUT` writes the index file it is given, :data:`APPEND_ONE` the commitlog file and scratch buffer
+(their callers serialise them).
 """
 
 from __future__ import annotations
@@ -54,9 +54,8 @@ _OUT = ctypes.POINTER(ctypes.c_char)
 # spark_mq_encode_batch(scalars, body_lengths, props_lengths, bodies, props, flags, born_timestamps, sys_flags,
 #                       reconsume_times, header, topic_tail, units, meta): the scalars packed in one argument
 _ENCODE_ARGS = (_P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _P, _OUT, _OUT)
-# spark_mq_append_one(scalars, body, props, topic_tail, hosts, unit_address, unit_size): the scalars packed in one
-# argument
-_APPEND_ONE_ARGS = (_P, _P, _P, _P, _P, _ADDR, _I64)
+# spark_mq_append_one(scalars, body, props, topic_tail, hosts, scratch, unit_size): the scalars packed in one argument
+_APPEND_ONE_ARGS = (_P, _P, _P, _P, _P, _OUT, _I64)
 # spark_mq_dispatch_info(props, props_size, props_lengths, rows, prefixes, prefix_step, tag_codes, key_rows,
 #                        key_hashes, key_capacity)
 _DISPATCH_ARGS = (_P, _I64, _P, _I64, _P, _I64, _OUT, _OUT, _OUT, _I64)

@@ -1,5 +1,6 @@
-"""The native one-message append (``native.APPEND_ONE``: a lone message's unit encoded straight into the
-commitlog's mapping) against the struct encoder and ``pwrite`` it replaces: the same unit bytes over fuzzed
+"""The native one-message append (``native.APPEND_ONE``: a lone message's unit written into the
+commitlog file by one call, encoded in a scratch buffer and ``pwrite``n) against the struct encoder and
+``MappedFile.append`` it replaces: the same unit bytes over fuzzed
 messages and their edges, the same commitlog files, consume queues, index files, queue offsets and put
 results from a store fed the sends a broker gets (and batches between them), and a fallback, with nothing
 written, wherever it does not apply."""
@@ -19,12 +20,14 @@ from spark_mq.common.message import DEFAULT_MAX_MESSAGE_SIZE, MessageBatch, pack
 from spark_mq.common.one_row import one_row
 from spark_mq.common.properties import MAX_PROPERTIES_LENGTH, encode_properties
 from spark_mq.common.unit import native
+from spark_mq.common.unit.encode import ONE_UNIT_SCRATCH, OneUnitWriter
 from spark_mq.common.unit.layout import BORNHOST_V6_FLAG, COMPRESSED_FLAG, STOREHOST_V6_FLAG
+from spark_mq.store import mapped_file
 from spark_mq.store.commitlog import CommitLog
 from spark_mq.store.message_store import MessageStore
 
 STORE_HOST = pack_host("172.16.0.9", 10911)
-FILE_SIZE = 64 * 1024  # small commitlog files: some units land in a fresh file (the batch path's, both ways)
+FILE_SIZE = 160 * 1024  # small commitlog files: some units land in a fresh file (the batch path's, both ways)
 
 
 @pytest.fixture(scope="module")
@@ -70,10 +73,11 @@ def _appended(tmp_path, name: str, function, batches: list[MessageBatch], store_
     return results, [p.read_bytes() for p in sorted((tmp_path / name).iterdir())]
 
 
-def _assert_same_appends(tmp_path, append_one, batches: list[MessageBatch], store_host: bytes = STORE_HOST) -> None:
+def _assert_same_appends(tmp_path, append_one, batches: list[MessageBatch], store_host: bytes = STORE_HOST):
     fast = _appended(tmp_path, "native", append_one, batches, store_host)
     pure = _appended(tmp_path, "pure", None, batches, store_host)
     assert fast == pure
+    return fast
 
 
 topics = st.one_of(st.from_regex(r"[%|a-zA-Z0-9_-]{1,127}", fullmatch=True),
@@ -108,8 +112,9 @@ def test_the_largest_and_the_empty_message_and_the_end_of_a_file(append_one, tmp
                 _one("ü-topic", 1, "ünïcode".encode(), encode_properties({"TAGS": "ä", "KEYS": "k ü"}))]
     # enough messages that some meet a file's end: the blank and the fresh file are the batch path's, both ways
     messages += [_one("T", i % 4, rng.bytes(int(rng.integers(0, 2000))), encode_properties({"TAGS": f"t{i}"}))
-                 for i in range(120)]
-    _assert_same_appends(tmp_path, append_one, messages)
+                 for i in range(250)]
+    results, files = _assert_same_appends(tmp_path, append_one, messages)
+    assert len(files) >= 2 and len(results) == len(messages)
 
 
 def test_batches_between_lone_messages_and_hosts_of_other_sizes(append_one, tmp_path):
@@ -126,26 +131,31 @@ def test_a_body_that_is_not_bytes_takes_the_batch_path(append_one, tmp_path):
     _assert_same_appends(tmp_path, append_one, messages)
 
 
-def test_the_unit_is_written_in_place_and_read_back_as_written(append_one, tmp_path):
+def test_the_unit_is_pwritten_and_read_back_as_written(append_one, tmp_path):
     log = CommitLog(tmp_path, FILE_SIZE)
     log.load()
     with _append_one(append_one):
         log.append_batch(MessageBatch.of("T", 0, [b"first"]), 0, 1, STORE_HOST)  # a file to write into
         r = log.append_batch(_one("T", 0, b"second", b"A\x01b\x02"), 1, 2, STORE_HOST)
     mf = log.files.last
-    assert isinstance(r.units, memoryview)  # the mapping's bytes, not a copy
-    assert bytes(r.units) == bytes(mf.mv[r.physical_offsets.item(0):r.end_offset]) == log.read_units(
-        r.physical_offsets, r.sizes)
+    assert isinstance(r.units, memoryview)  # the mapping's bytes, which the pwrite wrote
+    assert bytes(r.units) == log.read_units(r.physical_offsets, r.sizes)
     assert mf.wrote_position == r.end_offset == log.max_offset()
-    addr = mf.tail_address()
     log.files.close()
-    assert addr != 0 and mf.tail_address() == 0  # closed: nothing may be written there
+    assert (tmp_path / mf.path.name).read_bytes()[r.physical_offsets.item(0):r.end_offset] == bytes(r.units)
 
 
-def test_a_closed_file_is_not_written_by_the_native_call(append_one, tmp_path):
-    from spark_mq.common.unit.encode import append_one as encode_append_one
+def test_without_pwrite_the_unit_is_copied_into_the_mapping(append_one, tmp_path, monkeypatch):
+    monkeypatch.setattr(mapped_file, "_HAS_PWRITE", False)  # the native call writes none of it: the copy does
+    rng = np.random.default_rng(9)
+    _assert_same_appends(tmp_path, append_one, [_one("T", i % 2, rng.bytes(i * 7), encode_properties({"K": str(i)}))
+                                                for i in range(40)])
 
-    assert not encode_append_one(_one("T", 0, b"x", b""), 100, 0, 0, 0, STORE_HOST, 0)
+
+def test_a_unit_larger_than_the_scratch_takes_the_batch_path(append_one, tmp_path):
+    big = _one("T", 0, b"b" * ONE_UNIT_SCRATCH, b"")
+    assert OneUnitWriter().append(big, len(big.bodies[0]) + 100, 0, 0, 0, STORE_HOST, -1, 0) is None
+    _assert_same_appends(tmp_path, append_one, [_one("T", 0, b"a", b""), big, _one("T", 0, b"c", b"")])
 
 
 def _store_run(tmp_path, name: str, function, sends: list[MessageBatch]):
