@@ -1,5 +1,6 @@
 /* The append path's per-message work in C, the other half of spark_mq/common/unit/native.py: a batch
- * of messages to commitlog units in one pass, and what the dispatch takes from their property strings.
+ * of messages to commitlog units in one pass, and what the dispatch takes from their property strings;
+ * a lone message's unit encoded and pwritten into its commitlog file in one call (a network send's put).
  *
  * Why C: the pure-Python/numpy encoder (encode.py) spends ~0.4 us a message on numpy record fields,
  * a four-piece join per message and a CRC call per body; this writes each unit's header, body, topic
@@ -8,23 +9,25 @@
  * wherever a C compiler exists (`python -m spark_mq.common.unit.native`).
  *
  * The byte layout is spark_mq/common/unit/layout.py's (RocketMQ 4.x, big-endian, IPv4 hosts); the
- * offsets below must match it, and tests/unit/common/test_unit_native.py checks every byte against
- * the pure-Python encoder (and the dispatch info against the numpy scan's). Thread-safety: pure functions of
- * their arguments (the CRC table and the CPU's PCLMULQDQ check are set up when the library is loaded).
+ * offsets below must match it, and tests/unit/common/test_unit_native.py (test_append_one_native.py for a
+ * lone message) checks every byte against the pure-Python encoder (and the dispatch info against the numpy
+ * scan's). Thread-safety: pure functions of their arguments (the CRC table and the CPU's PCLMULQDQ check are
+ * set up when the library is loaded), but for the index insert and the lone message's append, which write the
+ * index file and the commitlog file they are given (their callers serialise them).
  */
 #define _POSIX_C_SOURCE 200809L  /* pwrite under -std=c99 */
 #include <stddef.h>
-#include <unistd.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef SPARK_MQ_SOURCE_SHA256
 #define SPARK_MQ_SOURCE_SHA256 "unknown"
 #endif
 
 enum {
-    TOTAL_SIZE = 0, MAGIC = 4, BODY_CRC = 8, QUEUE_ID = 12, FLAG = 16, QUEUE_OFFSET = 20, PHYSICAL_OFFSET = 28, SYS_FLAG = 36,
-    BORN_TIMESTAMP = 40, BORN_HOST = 48, STORE_TIMESTAMP = 56, STORE_HOST = 64, RECONSUME_TIMES = 72,
+    TOTAL_SIZE = 0, MAGIC = 4, BODY_CRC = 8, QUEUE_ID = 12, FLAG = 16, QUEUE_OFFSET = 20, PHYSICAL_OFFSET = 28,
+    SYS_FLAG = 36, BORN_TIMESTAMP = 40, BORN_HOST = 48, STORE_TIMESTAMP = 56, STORE_HOST = 64, RECONSUME_TIMES = 72,
     PREPARED_OFFSET = 76, BODY_LENGTH = 84, HEADER_SIZE = 88, HOST_SIZE = 8,
 };
 
