@@ -21,7 +21,14 @@ from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.unit.chain import follow_chain
 from spark_mq.common.unit.check import unit_faults
-from spark_mq.common.unit.encode import DispatchInfo, blank_unit, encode_batch, unit_sizes, units_total
+from spark_mq.common.unit.encode import (
+    DispatchInfo,
+    OneUnitWriter,
+    blank_unit,
+    encode_batch,
+    unit_sizes,
+    units_total,
+)
 from spark_mq.common.unit.layout import END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC, MIN_UNIT_SIZE, SIZE_MAGIC
 from spark_mq.store.mapped_file_queue import MappedFileQueue
 
@@ -40,6 +47,7 @@ class CommitLog:
     def __init__(self, directory: Path, file_size: int, reserve: int = 0) -> None:
         """``reserve``: bytes a roll to a new file leaves free on the disk (see ``MappedFileQueue``)."""
         self.files = MappedFileQueue(directory, file_size, reserve)
+        self._one = OneUnitWriter()  # a lone message's append (under the put lock, as every append)
 
     @property
     def file_size(self) -> int:
@@ -71,6 +79,17 @@ class CommitLog:
             )
         mf = self.files.last
         if mf is not None and total <= mf.remaining - END_FILE_MIN_BLANK_LENGTH:  # the usual case: the last file
+            if len(batch.bodies) == 1:  # a network send's lone message: one native call, when it applies
+                physical_offset, pos = mf.end_offset, mf.wrote_position
+                wrote = self._one.append(batch, total, physical_offset, queue_offset, store_timestamp, store_host,
+                                         mf.pwrite_fd, pos)
+                if wrote is not None:
+                    if wrote < total:  # a failed or short pwrite: the rest copied into the mapping
+                        mf.appended(self._one.unit(total), wrote)
+                    else:
+                        mf.wrote_position = pos + total
+                    return AppendResult(np.array([physical_offset], dtype=np.int64), sizes, physical_offset + total,
+                                        None, mf.mv[pos:pos + total])
             encoded = encode_batch(batch, mf.end_offset, queue_offset, store_timestamp, store_host, sizes=sizes,
                                    view=True, key_prefix=key_prefix)
             mf.append(encoded.data)

@@ -111,10 +111,22 @@ class MappedFile:
         What ``pwrite`` does not write (none of it without ``pwrite``, or after an error) is copied
         into the mapping."""
         pos = self.wrote_position
-        end = pos + len(data)
-        if end > self.size:
+        if pos + len(data) > self.size:
             raise ValueError(f"{self.path.name}: {len(data)} bytes do not fit at {pos} of {self.size}")
-        wrote = self._pwrite(data, pos)
+        return self.appended(data, self._pwrite(data, pos))
+
+    @property
+    def pwrite_fd(self) -> int:
+        """The descriptor a caller's own ``pwrite`` of an append goes to (then ``appended`` counts it): the
+        native one-message append's; -1 where appends are copied into the mapping (no ``pwrite``, or closed)."""
+        return self._fd if _HAS_PWRITE else -1
+
+    def appended(self, data: bytes | memoryview, wrote: int) -> int:
+        """Count ``data`` as appended at the wrote position (the caller checked it fits), its first ``wrote``
+        bytes written there already by a ``pwrite``: the rest is copied into the mapping. Returns where it
+        started."""
+        pos = self.wrote_position
+        end = pos + len(data)
         if wrote < len(data):
             self._mm[pos + wrote:end] = memoryview(data)[wrote:]
         self.wrote_position = end

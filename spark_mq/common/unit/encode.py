@@ -28,6 +28,7 @@ from spark_mq.common.unit.layout import (
     CRC_MASK,
     HEADER_SIZE,
     HEADER_STRUCT,
+    HOST_SIZE,
     MESSAGE_MAGIC,
     MIN_UNIT_SIZE,
     PROPS_LENGTH_STRUCT,
@@ -53,6 +54,13 @@ KEYS_ROOM = 3  # index keys a message the native encoder makes room for (UNIQ_KE
 # native.c's ENC_* scalars of spark_mq_encode_batch: n, units size, bodies size, properties size, topic tail
 # length, physical offset, queue offset, sys flag bits cleared, CRC mask, key prefix, key capacity
 _BATCH_SCALARS = struct.Struct("=11q")
+# native.c's ONE_* scalars of spark_mq_append_one: body, properties and topic tail lengths, queue id, flag, queue
+# offset, physical offset, sys flag, born timestamp, store timestamp, reconsume times, sys flag bits cleared, CRC
+# mask, magic, file descriptor, position in the file
+_ONE_SCALARS = struct.Struct("=16q")
+# a lone unit up to this size takes the native append (``OneUnitWriter``; a network send's is a few hundred bytes),
+# a larger one the struct encoder, whose copies are then the larger cost
+ONE_UNIT_SCRATCH = 64 * 1024
 
 
 def blank_unit(remaining: int) -> bytes:
@@ -180,6 +188,45 @@ def _encode_native(
     info = None if keys < 0 else DispatchInfo(out[1 + n:keys_at], out[keys_at:keys_at + keys],
                                                out[hashes_at:hashes_at + keys])
     return EncodedBatch(memoryview(units) if view else bytes(units), sizes, out[1:1 + n], info)
+
+
+class OneUnitWriter:
+    """Writes a lone message's unit into a commitlog file by one native call (:data:`native.APPEND_ONE`):
+    encoded into this writer's scratch buffer and ``pwrite``n from there, where the struct encoder's way
+    costs ~20 Python and C calls (packs, a CRC call, a join, ``MappedFile.append``'s layers). The same
+    bytes as :func:`encode_batch`. Thread-safety: one per commitlog, used under its put lock (the scratch)."""
+
+    def __init__(self) -> None:
+        self._scratch = ctypes.create_string_buffer(ONE_UNIT_SCRATCH)
+
+    def append(self, batch: MessageBatch, size: int, physical_offset: int, queue_offset: int, store_timestamp: int,
+               store_host: bytes, fd: int, position: int) -> int | None:
+        """The lone message of ``batch`` as its ``size``-byte unit at ``physical_offset``, ``pwrite``n into
+        the file open as ``fd`` (-1: none) at ``position``; returns how many of its first bytes were written
+        (all, but for a failed or short ``pwrite``: :meth:`unit` has the rest). None, with nothing written,
+        when it does not apply: the library is not loaded, the unit is larger than the scratch, or the body
+        or properties are not ``bytes`` (a view, a bytearray): encode it as a batch then."""
+        if native.APPEND_ONE is None or size > ONE_UNIT_SCRATCH:
+            return None
+        body, props, topic_tail, hosts = (batch.bodies[0], batch.properties[0], _topic_tail(batch.topic.encode()),
+                                          batch.born_host + store_host)
+        if len(hosts) != 2 * HOST_SIZE or len(store_host) != HOST_SIZE:  # as the struct encoder's: cut or zero-padded
+            hosts = (batch.born_host[:HOST_SIZE].ljust(HOST_SIZE, b"\0")
+                     + store_host[:HOST_SIZE].ljust(HOST_SIZE, b"\0"))
+        try:
+            wrote = native.APPEND_ONE(
+                _ONE_SCALARS.pack(len(body), len(props), len(topic_tail), batch.queue_id, batch.flags.item(0),
+                                  queue_offset, physical_offset, batch.sys_flags.item(0),
+                                  batch.born_timestamps.item(0), store_timestamp, batch.reconsume_times.item(0),
+                                  _HOSTS_V6, CRC_MASK, MESSAGE_MAGIC, fd, position),
+                body, props, topic_tail, hosts, self._scratch, size)
+        except ctypes.ArgumentError:  # checked by ctypes before the call: nothing was written
+            return None
+        return None if wrote < 0 else wrote
+
+    def unit(self, size: int) -> memoryview:
+        """The unit the last :meth:`append` encoded (``size`` bytes), until the next one."""
+        return memoryview(self._scratch).cast("B")[:size]
 
 
 def _column(values: np.ndarray, dtype: str) -> bytes:

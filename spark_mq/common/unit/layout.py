@@ -90,6 +90,7 @@ HEADER_STRUCT = header_struct()
 HEADER_SIZE = HEADER_STRUCT.size  # 88: everything before the body bytes
 TOPIC_LENGTH_STRUCT = fields_struct((("topic_length", TOPIC_LENGTH_CODE),))
 PROPS_LENGTH_STRUCT = fields_struct((("props_length", PROPS_LENGTH_CODE),))
+HOST_SIZE = struct.calcsize(_struct_code(_FIELD_CODES["born_host"]))  # 8: BORNHOST's and STOREHOSTADDRESS's bytes
 MIN_UNIT_SIZE = HEADER_SIZE + TOPIC_LENGTH_STRUCT.size + PROPS_LENGTH_STRUCT.size  # empty body, topic and properties
 
 MESSAGE_MAGIC = -626843481  # 0xDAA320A7 as Java's signed int

@@ -1,5 +1,6 @@
 /* The append path's per-message work in C, the other half of spark_mq/common/unit/native.py: a batch
- * of messages to commitlog units in one pass, and what the dispatch takes from their property strings.
+ * of messages to commitlog units in one pass, and what the dispatch takes from their property strings;
+ * a lone message's unit encoded and pwritten into its commitlog file in one call (a network send's put).
  *
  * Why C: the pure-Python/numpy encoder (encode.py) spends ~0.4 us a message on numpy record fields,
  * a four-piece join per message and a CRC call per body; this writes each unit's header, body, topic
@@ -8,21 +9,26 @@
  * wherever a C compiler exists (`python -m spark_mq.common.unit.native`).
  *
  * The byte layout is spark_mq/common/unit/layout.py's (RocketMQ 4.x, big-endian, IPv4 hosts); the
- * offsets below must match it, and tests/unit/common/test_unit_native.py checks every byte against
- * the pure-Python encoder (and the dispatch info against the numpy scan's). Thread-safety: pure functions of
- * their arguments (the CRC table and the CPU's PCLMULQDQ check are set up when the library is loaded).
+ * offsets below must match it, and tests/unit/common/test_unit_native.py (test_append_one_native.py for a
+ * lone message) checks every byte against the pure-Python encoder (and the dispatch info against the numpy
+ * scan's). Thread-safety: pure functions of their arguments (the CRC table and the CPU's PCLMULQDQ check are
+ * set up when the library is loaded), but for the index insert and the lone message's append, which write the
+ * index file and the commitlog file they are given (their callers serialise them).
  */
+#define _POSIX_C_SOURCE 200809L  /* pwrite under -std=c99 */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef SPARK_MQ_SOURCE_SHA256
 #define SPARK_MQ_SOURCE_SHA256 "unknown"
 #endif
 
 enum {
-    TOTAL_SIZE = 0, BODY_CRC = 8, FLAG = 16, QUEUE_OFFSET = 20, PHYSICAL_OFFSET = 28, SYS_FLAG = 36,
-    BORN_TIMESTAMP = 40, RECONSUME_TIMES = 72, BODY_LENGTH = 84, HEADER_SIZE = 88,
+    TOTAL_SIZE = 0, MAGIC = 4, BODY_CRC = 8, QUEUE_ID = 12, FLAG = 16, QUEUE_OFFSET = 20, PHYSICAL_OFFSET = 28,
+    SYS_FLAG = 36, BORN_TIMESTAMP = 40, BORN_HOST = 48, STORE_TIMESTAMP = 56, STORE_HOST = 64, RECONSUME_TIMES = 72,
+    PREPARED_OFFSET = 76, BODY_LENGTH = 84, HEADER_SIZE = 88, HOST_SIZE = 8,
 };
 
 static uint32_t crc_table[8][256];
@@ -374,6 +380,63 @@ int64_t spark_mq_encode_batch(
     return p - out;
 }
 
+/* ---- one message's unit, encoded and written in one call (a network send's usual put) ---- */
+
+enum {  /* the int64 scalars of spark_mq_append_one, in this order (encode.py's _ONE_SCALARS) */
+    ONE_BODY_LENGTH, ONE_PROPS_LENGTH, ONE_TOPIC_TAIL_LENGTH, ONE_QUEUE_ID, ONE_FLAG, ONE_QUEUE_OFFSET,
+    ONE_PHYSICAL_OFFSET, ONE_SYS_FLAG, ONE_BORN_TIMESTAMP, ONE_STORE_TIMESTAMP, ONE_RECONSUME_TIMES,
+    ONE_SYS_FLAG_CLEAR, ONE_CRC_MASK, ONE_MAGIC, ONE_FD, ONE_FILE_POSITION,
+};
+
+/* One unit into out (exactly out_size bytes: HEADER_SIZE + body + topic tail + 2 + properties; the caller's
+ * scratch buffer), then pwritten at the file position of the commitlog file open as fd: the header from the
+ * scalars (SYSFLAG with sys_flag_clear's bits cleared, BODYCRC computed and ANDed with crc_mask,
+ * PREPAREDTRANSACTIONOFFSET 0), hosts the born host's 8 bytes then the store host's, topic_tail the TOPIC
+ * length byte and bytes: the same bytes as encode.py's struct encoder of a lone message, where a Python
+ * append costs ~20 calls (struct packs, a CRC call, a join, the pwrite's layers). pwrite as MappedFile._pwrite
+ * (again after a short write, stopping at an error; none for an fd < 0). Returns the bytes pwritten (the
+ * caller copies the rest into its mapping), or -1 (nothing written) when out is NULL or the lengths do not add
+ * up to out_size. */
+int64_t spark_mq_append_one(const int64_t *scalars, const uint8_t *body, const uint8_t *props, const uint8_t *topic_tail,
+                            const uint8_t *hosts, uint8_t *out, int64_t out_size) {
+    int64_t body_length = scalars[ONE_BODY_LENGTH], props_length = scalars[ONE_PROPS_LENGTH];
+    int64_t topic_tail_length = scalars[ONE_TOPIC_TAIL_LENGTH];
+    if (out == NULL || body_length < 0 || props_length < 0 || topic_tail_length < 0
+        || out_size != HEADER_SIZE + body_length + topic_tail_length + 2 + props_length)
+        return -1;
+    uint8_t *p = out;
+    put32(p + TOTAL_SIZE, (uint32_t)out_size);
+    put32(p + MAGIC, (uint32_t)scalars[ONE_MAGIC]);
+    put32(p + BODY_CRC, crc32_ieee(body, body_length) & (uint32_t)scalars[ONE_CRC_MASK]);
+    put32(p + QUEUE_ID, (uint32_t)scalars[ONE_QUEUE_ID]);
+    put32(p + FLAG, (uint32_t)scalars[ONE_FLAG]);
+    put64(p + QUEUE_OFFSET, (uint64_t)scalars[ONE_QUEUE_OFFSET]);
+    put64(p + PHYSICAL_OFFSET, (uint64_t)scalars[ONE_PHYSICAL_OFFSET]);
+    put32(p + SYS_FLAG, (uint32_t)(scalars[ONE_SYS_FLAG] & ~scalars[ONE_SYS_FLAG_CLEAR]));
+    put64(p + BORN_TIMESTAMP, (uint64_t)scalars[ONE_BORN_TIMESTAMP]);
+    memcpy(p + BORN_HOST, hosts, HOST_SIZE);
+    put64(p + STORE_TIMESTAMP, (uint64_t)scalars[ONE_STORE_TIMESTAMP]);
+    memcpy(p + STORE_HOST, hosts + HOST_SIZE, HOST_SIZE);
+    put32(p + RECONSUME_TIMES, (uint32_t)scalars[ONE_RECONSUME_TIMES]);
+    put64(p + PREPARED_OFFSET, 0);
+    put32(p + BODY_LENGTH, (uint32_t)body_length);
+    p += HEADER_SIZE;
+    memcpy(p, body, (size_t)body_length);
+    p += body_length;
+    memcpy(p, topic_tail, (size_t)topic_tail_length);
+    p += topic_tail_length;
+    *p++ = (uint8_t)(props_length >> 8);
+    *p++ = (uint8_t)props_length;
+    memcpy(p, props, (size_t)props_length);
+    int64_t done = 0, fd = scalars[ONE_FD], at = scalars[ONE_FILE_POSITION];
+    while (fd >= 0 && done < out_size) {
+        ssize_t wrote = pwrite((int)fd, out + done, (size_t)(out_size - done), (off_t)(at + done));
+        if (wrote <= 0) break;
+        done += wrote;
+    }
+    return done;
+}
+
 /* ---- the Arrow decoder's sequential steps (spark_mq/arrow/decoder.py) ---- */
 
 enum { UNIT_MAGIC_AT = 4, UNIT_MIN_SIZE = 91 };  /* layout.py's MAGIC_OFFSET and MIN_UNIT_SIZE */
@@ -512,7 +575,7 @@ int64_t spark_mq_property_pairs(const uint8_t *buf, const int64_t *props_start, 
     return pairs;
 }
 
-enum { HEADER_PHYSICAL_OFFSET = 28, HEADER_BORN_HOST = 48, HEADER_STORE_HOST = 64, HOST_SIZE = 8, MSG_ID_SIZE = 32 };
+enum { MSG_ID_SIZE = 32 };
 
 /* "a.b.c.d:port" of an 8-byte host (IPv4, big-endian signed int port) at out, as message.py's unpack_host;
  * returns its length (at most 27) */
@@ -569,14 +632,14 @@ int64_t spark_mq_header_strings(const uint8_t *headers, int64_t n, uint8_t *msg_
             const uint8_t *h = headers + i * UNIT_HEADER_SIZE;
             uint8_t *out = msg_ids + i * MSG_ID_SIZE;
             for (int j = 0; j < HOST_SIZE; j++) {
-                out[2 * j] = (uint8_t)hex[h[HEADER_STORE_HOST + j] >> 4];
-                out[2 * j + 1] = (uint8_t)hex[h[HEADER_STORE_HOST + j] & 15];
-                out[16 + 2 * j] = (uint8_t)hex[h[HEADER_PHYSICAL_OFFSET + j] >> 4];
-                out[16 + 2 * j + 1] = (uint8_t)hex[h[HEADER_PHYSICAL_OFFSET + j] & 15];
+                out[2 * j] = (uint8_t)hex[h[STORE_HOST + j] >> 4];
+                out[2 * j + 1] = (uint8_t)hex[h[STORE_HOST + j] & 15];
+                out[16 + 2 * j] = (uint8_t)hex[h[PHYSICAL_OFFSET + j] >> 4];
+                out[16 + 2 * j + 1] = (uint8_t)hex[h[PHYSICAL_OFFSET + j] & 15];
             }
         }
-    if (born) host_column(headers, n, HEADER_BORN_HOST, born, born_offsets);
-    if (store) host_column(headers, n, HEADER_STORE_HOST, store, store_offsets);
+    if (born) host_column(headers, n, BORN_HOST, born, born_offsets);
+    if (store) host_column(headers, n, STORE_HOST, store, store_offsets);
     return n;
 }
 

@@ -394,9 +394,9 @@ def test_a_store_writes_the_same_consume_queues_and_index_with_either_path(tmp_p
                                        props, born_timestamp=1_700_000_000_000))
     files = {}
     for name in ("native", "numpy"):
-        saved = native.ENCODER, native.DISPATCH_INFO
+        saved = native.ENCODER, native.DISPATCH_INFO, native.APPEND_ONE
         if name == "numpy":
-            native.ENCODER = native.DISPATCH_INFO = None
+            native.ENCODER = native.DISPATCH_INFO = native.APPEND_ONE = None
         try:
             store = MessageStore(tiny_config(tmp_path / name, max_hash_slot_num=997, max_index_num=5000),
                                  clock=lambda: 1_700_000_000.0).start()
@@ -406,7 +406,7 @@ def test_a_store_writes_the_same_consume_queues_and_index_with_either_path(tmp_p
                     store.get_max_offset("T0", 0)  # a read mid-way: passes of every size
             store.shutdown()
         finally:
-            native.ENCODER, native.DISPATCH_INFO = saved
+            native.ENCODER, native.DISPATCH_INFO, native.APPEND_ONE = saved
         root = tmp_path / name
         queues = {str(p.relative_to(root)): p.read_bytes() for p in sorted((root / "consumequeue").rglob("*"))
                   if p.is_file()}
