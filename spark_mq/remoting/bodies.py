@@ -272,6 +272,8 @@ class MessageQueue(JsonKey, LazyDataclass):
 
 @lazy_dataclass
 class DataVersion(Body):
+    """``DataVersion``: when and how often a broker's topic table changed."""
+
     timestamp: int = 0
     counter: int = 0
 
@@ -636,6 +638,8 @@ class LockBatchResponseBody(Body):
 
 @lazy_dataclass
 class TopicConfig(Body):
+    """``TopicConfig``: one topic's queues, permissions and flags."""
+
     topic_name: str
     read_queue_nums: int = 16
     write_queue_nums: int = 16
