@@ -11,7 +11,8 @@ do: positional or keyword arguments in field order with their defaults (``defaul
 instance), ``repr`` of the fields with ``repr=True``, equality of the fields with ``compare=True`` for
 instances of the same class, and the hash of the fields with ``hash=True`` (or ``compare=True`` when
 ``hash`` is None). Each call walks the fields: a few µs,
-fine for the configuration objects this is for, not for a class made per message.
+fine for the configuration objects this is for (and a few other classes made once per process: the timer and
+transaction keys, a store's recovery report), not for a class made per message.
 """
 
 from __future__ import annotations

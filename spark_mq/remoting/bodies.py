@@ -47,7 +47,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
 
 from spark_mq.common.errors import BodyError, InvalidNameError
@@ -252,9 +252,10 @@ class Body(LazyDataclass):
 # --- shared pieces --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, order=True)
-class MessageQueue(JsonKey):
-    """``org.apache.rocketmq.common.message.MessageQueue``; hashable, usable as a map key."""
+@lazy_dataclass(frozen=True, order=True)
+class MessageQueue(JsonKey, LazyDataclass):
+    """``org.apache.rocketmq.common.message.MessageQueue``; hashable, usable as a map key (a lazy dataclass: a
+    broker makes none before it serves)."""
 
     topic: str
     broker_name: str
@@ -271,6 +272,8 @@ class MessageQueue(JsonKey):
 
 @lazy_dataclass
 class DataVersion(Body):
+    """``DataVersion``: when and how often a broker's topic table changed."""
+
     timestamp: int = 0
     counter: int = 0
 
@@ -635,6 +638,8 @@ class LockBatchResponseBody(Body):
 
 @lazy_dataclass
 class TopicConfig(Body):
+    """``TopicConfig``: one topic's queues, permissions and flags."""
+
     topic_name: str
     read_queue_nums: int = 16
     write_queue_nums: int = 16

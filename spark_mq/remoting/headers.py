@@ -126,6 +126,8 @@ def _camel(name: str) -> str:
 
 @dataclass(frozen=True)
 class _Spec:
+    """One header field as the wire names and checks it."""
+
     attr: str
     wire: str
     kind: str  # "str", "int32", "int64" or "bool"

@@ -40,8 +40,9 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from spark_mq.common.config_dataclass import config_dataclass
 from spark_mq.common.errors import DiskFullError
 from spark_mq.common.lazy_numpy import np
 from spark_mq.store.checkpoint import Checkpoint
@@ -56,8 +57,10 @@ from spark_mq.store.unit_walk import CLEAN_ENDS, Chunk, walk
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@config_dataclass
 class RecoveryReport:
+    """What a store's start found and did (one per start: its methods shared, as a config's, not compiled)."""
+
     abnormal: bool
     start_offset: int  # where the checked region begins
     end_offset: int

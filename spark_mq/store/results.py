@@ -59,6 +59,8 @@ class PutResult(LazyDataclass):
 
 @dataclass(frozen=True)
 class GetResult:
+    """What a read found: a status, the offsets a consumer goes on from, and the units themselves."""
+
     status: GetStatus
     next_begin_offset: int
     min_offset: int

@@ -15,9 +15,8 @@ Unlike RocketMQ, which rounds a due time *down* to the precision (so a message m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from spark_mq.common.config import BrokerConfig
+from spark_mq.common.config_dataclass import config_dataclass
 from spark_mq.common.errors import MessageValidationError
 from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
@@ -36,8 +35,10 @@ TIMER_NEEDLE = b"TIMER_DE"  # the common prefix of the three properties: most se
 _SOURCES = ((TIMER_DELIVER_MS, 1, False), (TIMER_DELAY_MS, 1, True), (TIMER_DELAY_SEC, 1000, True))
 
 
-@dataclass(frozen=True)
+@config_dataclass
 class TimerLimits:
+    """The broker keys that decide how a timer message is taken (made once per broker, as its config)."""
+
     enabled: bool
     precision_ms: int
     max_delay_ms: int

@@ -37,7 +37,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from spark_mq.broker.metrics import BrokerMetrics
 from spark_mq.broker.transaction.check_back import (
@@ -57,6 +56,7 @@ from spark_mq.broker.transaction.half_messages import (
     transaction_key,
     transaction_keys,
 )
+from spark_mq.common.config_dataclass import config_dataclass
 from spark_mq.common.errors import MessageValidationError, StoreNotWritableError
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import (
@@ -95,9 +95,9 @@ Producers = Callable[[str], list[CheckBackSender]]
 Stored = Callable[[str, int, int], None]
 
 
-@dataclass(frozen=True)
+@config_dataclass
 class TransactionConfig:
-    """The broker keys the service runs on (ms, as RocketMQ's)."""
+    """The broker keys the service runs on (ms, as RocketMQ's); made once per broker, as its config."""
 
     time_out_ms: int = 6000
     check_interval_ms: int = 60_000

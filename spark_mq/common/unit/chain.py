@@ -11,9 +11,8 @@ Thread-safety: pure functions of their arguments (the buffers must not change me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from spark_mq.common.buffers import byte_positions, gather_records
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass
 from spark_mq.common.lazy_numpy import np
 from spark_mq.common.unit.check import crc_mismatch, lengths_fit
 from spark_mq.common.unit.layout import (
@@ -65,9 +64,10 @@ def back_to_back_units(data: np.ndarray) -> np.ndarray | None:
     return starts if consistent.all() else None
 
 
-@dataclass(frozen=True)
-class WalkResult:
-    """Where a walk over consecutive units stopped and why."""
+@lazy_dataclass(frozen=True)
+class WalkResult(LazyDataclass):
+    """Where a walk over consecutive units stopped and why (made at its first instance: a clean restart walks
+    nothing before it serves)."""
 
     starts: np.ndarray  # start of every whole, valid unit found
     end: int  # offset just past the last valid unit

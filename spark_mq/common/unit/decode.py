@@ -11,10 +11,10 @@ from __future__ import annotations
 import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 
+from spark_mq.common.lazy_dataclass import LazyDataclass, lazy_dataclass, realize
 from spark_mq.common.lazy_numpy import np
 from spark_mq.common.properties import TAGS, decode_properties, keys_of
 from spark_mq.common.unit.layout import (
@@ -27,9 +27,10 @@ from spark_mq.common.unit.layout import (
 )
 
 
-@dataclass(frozen=True)
-class StoredMessage:
-    """One unit decoded into Python values (for APIs and tests, not for bulk reads).
+@lazy_dataclass(frozen=True)
+class StoredMessage(LazyDataclass):
+    """One unit decoded into Python values (for APIs and tests, not for bulk reads); made at its first
+    instance (a broker decodes none before it serves).
 
     Decoders leave ``properties`` as the stored bytes and decode them on first access (most
     consumers never look): to the caller it is an ordinary field, in equality, repr and
@@ -104,7 +105,7 @@ _DECODED_FIELDS = ("topic", "queue_id", "queue_offset", "physical_offset", "body
 def _new_messages(rows: Iterable[tuple], n: int) -> list[StoredMessage]:
     """``n`` StoredMessages of value tuples in ``_DECODED_FIELDS`` order, filled directly by C-level
     maps (a frozen dataclass's ``__init__`` alone would cost ~3 µs a message; a Python loop ~1.4)."""
-    out = list(map(object.__new__, repeat(StoredMessage, n)))
+    out = list(map(object.__new__, repeat(realize(StoredMessage), n)))  # made without its __init__
     deque(map(dict.update, map(vars, out), map(zip, repeat(_DECODED_FIELDS), rows)), maxlen=0)
     return out
 

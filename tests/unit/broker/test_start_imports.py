@@ -18,7 +18,11 @@ LAZY_AT_BROKER_START = ("spark_mq.broker.pop.service:PopResult", "spark_mq.broke
                         "spark_mq.common.message:Message", "spark_mq.common.message:MessageBatch",
                         "spark_mq.common.properties:PackedProperties",
                         "spark_mq.common.unit.batch:StoredBatch", "spark_mq.store.results:PutResult",
-                        "spark_mq.broker.processors.send:SendOutcome")
+                        "spark_mq.broker.processors.send:SendOutcome",
+                        # a recovery walk's result, a decoded message and a message queue: a clean restart and a
+                        # plain pull make none, a crash's recovery or a client does
+                        "spark_mq.common.unit.chain:WalkResult", "spark_mq.common.unit.decode:StoredMessage",
+                        "spark_mq.remoting.bodies:MessageQueue")
 NOT_AT_BROKER_START = ("prometheus_client", "spark_mq.commands", "spark_mq.client", "spark_mq.tiered",
                        "difflib", "rich", "pyarrow", "tempfile", "secrets",
                        # a third of a restart's instructions: the store's modules take it from common.lazy_numpy

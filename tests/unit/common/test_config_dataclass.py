@@ -10,9 +10,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from spark_mq.broker.scheduled.timer import TimerLimits
+from spark_mq.broker.transaction.service import TransactionConfig
 from spark_mq.common import config_dataclass as module
 from spark_mq.common.config import BrokerConfig, SecurityConfig, ServerChannelConfig
 from spark_mq.common.config_dataclass import config_dataclass
+from spark_mq.store.recovery import RecoveryReport
 
 
 def _pair() -> tuple[type, type]:
@@ -91,7 +94,8 @@ def test_the_config_classes_compile_none_of_the_four_methods():
     config = BrokerConfig(listen_port=5, extra={"k": "v"})
     assert pickle.loads(pickle.dumps(config)) == config and dataclasses.replace(config, listen_port=6) != config
     # compiling them was ~38 M instructions of every broker's start (the module's docstring)
-    for cls in (SecurityConfig, ServerChannelConfig, BrokerConfig):
+    # and the few others made once per broker before it serves (its timer and transaction keys, the recovery report)
+    for cls in (SecurityConfig, ServerChannelConfig, BrokerConfig, TimerLimits, TransactionConfig, RecoveryReport):
         for name in ("__init__", "__repr__", "__eq__", "__hash__"):
             assert getattr(cls, name).__module__ == module.__name__, (cls.__name__, name)
 
