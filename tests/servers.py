@@ -170,8 +170,10 @@ class ServerProcess:
         return self.proc.returncode
 
     def terminate(self) -> int:
-        """SIGTERM by PID and wait; returns the exit code."""
+        """SIGTERM by PID and wait; returns the exit code. SIGCONT first: a process a test left stopped
+        (SIGSTOP, the test failed before its SIGCONT) would hold the SIGTERM pending until the SIGKILL."""
         if self.alive():
+            self.signal(signal.SIGCONT)
             self.signal(signal.SIGTERM)
         return self.wait()
 

@@ -336,7 +336,9 @@ class BrokerController:
         from spark_mq.store.ha.ha_client import HAClient
 
         master = self.registration
-        ha_client = HAClient(self.store, lambda: master.master_ha_addr, self.config.ha_send_heartbeat_interval / 1000,
+        fixed = self.config.ha_master_address  # RocketMQ's haMasterAddress: the NameServer's answer is not used
+        ha_client = HAClient(self.store, lambda: fixed or master.master_ha_addr,
+                             self.config.ha_send_heartbeat_interval / 1000, self.config.ha_housekeeping_interval / 1000,
                              master.request, lambda: self.hold.recheck(self.store.get_max_offset),
                              MasterCommitLog(self.master_client, lambda: master.master_addr), self._master_found,
                              epochs=self.epochs, replica_id=None if self.seat is None else self.config.broker_id,

@@ -305,9 +305,10 @@ class BrokerMetrics:
             acked = GaugeMetricFamily("spark_mq_ha_slave_ack_offset",
                                       "The commitlog offset the slave last reported having", labels=["slave"])
             for conn in slaves:
-                lag_bytes.add_metric([conn.peer], conn.lag_bytes())
-                lag_seconds.add_metric([conn.peer], conn.lag_seconds(now))
-                acked.add_metric([conn.peer], conn.acked)
+                offset, behind, age = conn.lag(now)  # one reading: a scrape's three figures agree
+                lag_bytes.add_metric([conn.peer], behind)
+                lag_seconds.add_metric([conn.peer], age)
+                acked.add_metric([conn.peer], offset)
             yield from (lag_bytes, lag_seconds, acked)
             yield CounterMetricFamily("spark_mq_ha_transferred_bytes",
                                       "Commitlog bytes streamed to slaves (rate() is the transfer rate)",

@@ -204,7 +204,9 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
     # replication (RocketMQ's HA keys): brokerId 0 is the master of its brokerName, >0 a slave
     broker_role: str = ASYNC_MASTER  # ASYNC_MASTER, SYNC_MASTER or SLAVE
     ha_listen_port: int = 0  # where a master serves its slaves; 0: listenPort + 1
+    ha_master_address: str = ""  # a slave's host:port of its master's HA service, fixed ('': as the NameServer says)
     ha_send_heartbeat_interval: int = 5000  # ms: a slave reports its offset (and a master pings) at least this often
+    ha_housekeeping_interval: int = 20_000  # ms: a slave that read nothing from its master this long reconnects
     ha_transfer_batch_size: int = 32 * 1024  # bytes of commitlog per transfer to a slave
     ha_max_gap_not_in_sync: int = 256 * 1024 * 1024  # bytes: a slave further behind is not in sync (SYNC_MASTER)
     # reads from slaves: with slaveReadEnable, a pull reading further behind the commitlog's end than
@@ -353,6 +355,14 @@ class BrokerConfig(ServerChannelConfig, SecurityConfig):
             raise ConfigError(f"haListenPort={self.ha_listen_port}: give 1-65535 (0: listenPort + 1)")
         if self.ha_send_heartbeat_interval <= 0 or self.ha_transfer_batch_size <= 0 or self.ha_max_gap_not_in_sync <= 0:
             raise ConfigError("haSendHeartbeatInterval, haTransferBatchSize and haMaxGapNotInSync must be positive")
+        if self.ha_master_address and (self.enable_controller_mode or not self.ha_master_address.rpartition(":")[2]
+                                       .isdigit()):
+            raise ConfigError(f"haMasterAddress={self.ha_master_address}: give host:port (a slave's fixed master "
+                              "HA address), and not with enableControllerMode (the controller names the master)")
+        if self.ha_housekeeping_interval <= self.ha_send_heartbeat_interval:
+            raise ConfigError(f"haHousekeepingInterval={self.ha_housekeeping_interval} must exceed "
+                              f"haSendHeartbeatInterval={self.ha_send_heartbeat_interval}: an idle master sends a "
+                              "heartbeat that often, and a slave hearing nothing for haHousekeepingInterval reconnects")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise ConfigError(f"accessMessageInMemoryMaxRatio={self.access_message_in_memory_max_ratio}: give a "
                               "percentage of RAM, 0-100")

@@ -2,11 +2,13 @@
 
 A slave's lag in seconds is the age of the oldest byte it has not acknowledged, not the time
 since it last had the whole commitlog (which grows without bound under a steady load while the
-slave trails by a few bytes). So the master notes ``(time, commitlog end)`` whenever it looks for
-bytes to send (after every put and every transfer, and every poll interval), keeps the notes
-past the slave's acknowledged offset, and the first note past that offset dates its oldest
-missing byte (written at or before that time: the figure never overstates the lag by more than
-a poll interval's worth, and never understates a stalled slave's, whose notes stay).
+slave trails by a few bytes). So the master notes ``(time, commitlog end)`` after every put (the
+end read first) and whenever it looks for bytes to send (after every transfer, and every poll
+interval: bytes stored by other paths), keeps the notes past the slave's acknowledged offset, and
+the first note past that offset dates its oldest missing byte (written at or before that time:
+the figure understates the lag by no more than the time from a put's write to its note, and never
+a stalled slave's, whose notes stay; bytes past every note, stored by another path since the last
+look, are dated at that look: older than they are by at most a poll interval).
 
 At most ``MAX_NOTES`` notes are kept: past that the newest note is replaced, so the oldest ones
 (which date what a slow slave lacks) survive; the bytes between the last two notes then look

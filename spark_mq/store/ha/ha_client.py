@@ -15,6 +15,12 @@ store may be the one lost, see ``HAConnection``). (Only the last unit is compare
 that differ earlier but hold the same last unit, its store timestamp and hosts included, are not
 told apart.)
 
+A connection that brings nothing for haHousekeepingInterval (``housekeeping_s``; an idle master still
+sends a heartbeat every haSendHeartbeatInterval) is dropped and made again, as RocketMQ's DefaultHAClient
+does: a master frozen without being deposed (SIGSTOP, a long pause) or behind a network black hole
+neither sends nor closes its side, and without it the slave would wait on that connection for ever,
+even after the master, or the route to it, came back with a new one.
+
 It reports its end when it connects, after appending the whole transfers each wake-up finds
 received (``ReceiveBuffer``: one report for all of them, sent once they are written; a slave
 behind its master catches up with one report per socket read, not per transfer) and at least
@@ -52,6 +58,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import time
 from collections.abc import Callable
 from typing import Protocol, cast
 
@@ -87,7 +94,7 @@ class MasterCommitLogView(Protocol):
 
 class HAClient:
     def __init__(self, store: MessageStore, master_ha_addr: Callable[[], str], heartbeat_s: float,
-                 on_master_lost: Callable[[], None], on_appended: Callable[[], None],
+                 housekeeping_s: float, on_master_lost: Callable[[], None], on_appended: Callable[[], None],
                  master: MasterCommitLogView, on_master_found: Callable[[], None],
                  epochs: EpochFile | None = None, replica_id: int | None = None,
                  ssl_context: ssl.SSLContext | None = None, account: ClusterAccount | None = None) -> None:
@@ -104,6 +111,7 @@ class HAClient:
         self.master = master
         self.on_master_found = on_master_found
         self.heartbeat_s = heartbeat_s
+        self.housekeeping_s = housekeeping_s
         self.connected_to = ""  # the master's HA address while connected
         self._writer: asyncio.StreamWriter | None = None  # the connection to it, while connected
         self.reported = -1  # the last offset reported to the master
@@ -201,7 +209,9 @@ class HAClient:
                 raise
         # the master sends nothing before the first report: the stream's buffer is empty as it hands over
         received = ReceiveBuffer(cast(asyncio.Transport, writer.transport))
-        reporter = asyncio.get_running_loop().create_task(self._report_every_heartbeat(writer), name="ha-report")
+        loop = asyncio.get_running_loop()
+        reporter = loop.create_task(self._report_every_heartbeat(writer), name="ha-report")
+        housekeeper = loop.create_task(self._drop_when_silent(addr, received, writer), name="ha-housekeeping")
         try:
             self.connected_to, self._writer = addr, writer
             self.failures = 0
@@ -219,10 +229,20 @@ class HAClient:
                     self.on_appended()
         finally:
             self._writer = None
-            reporter.cancel()
-            with contextlib.suppress(asyncio.CancelledError, OSError):
-                await reporter
+            for task in (reporter, housekeeper):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError):
+                    await task
             writer.close()
+
+    async def _drop_when_silent(self, addr: str, received: ReceiveBuffer, writer: asyncio.StreamWriter) -> None:
+        """Abort the connection once nothing arrived on it for ``housekeeping_s`` (the read then fails and
+        ``run`` connects again, asking the NameServer anew)."""
+        while (silent := time.monotonic() - received.last_read) < self.housekeeping_s:
+            await asyncio.sleep(self.housekeeping_s - silent)
+        log.warning("HA: master %s sent nothing for %.1f s (haHousekeepingInterval): connection dropped, "
+                    "connecting again", addr, silent)
+        writer.transport.abort()
 
     def master_changed(self) -> None:
         """The master to follow changed (the controller named another): drop the connection to the one it

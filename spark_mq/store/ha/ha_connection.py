@@ -91,7 +91,14 @@ class HAConnection:
 
     def lag_seconds(self, now: float) -> float:
         """Age of the oldest byte this slave has not acknowledged (0 while it has everything)."""
-        return 0.0 if self.lag_bytes() == 0 else self.end_times.age(max(self.acked, 0), now)
+        return self.lag(now)[2]
+
+    def lag(self, now: float) -> tuple[int, int, float]:
+        """(the slave's acknowledged offset, ``lag_bytes``, ``lag_seconds``) from one reading of that offset,
+        so that the three agree (a metrics scrape runs on another thread while reports come in)."""
+        acked = self.acked
+        behind = max(0, self.commitlog.max_offset() - max(acked, 0))
+        return acked, behind, 0.0 if behind == 0 else self.end_times.age(max(acked, 0), now)
 
     async def _read_loop(self) -> None:
         while True:
@@ -160,7 +167,8 @@ class HAConnection:
         while True:
             # retention may have deleted what the slave still lacks: go on from the oldest byte kept
             self.next_transfer = max(self.next_transfer, self.commitlog.min_offset())
-            self.end_times.record(time.monotonic(), self.commitlog.max_offset())
+            end = self.commitlog.max_offset()  # before the clock: a note never dates bytes before they were written
+            self.end_times.record(time.monotonic(), end)
             parts = self._transfers()
             if parts:
                 # one write: a header sent on its own (TCP_NODELAY) costs a packet and wakes the slave for 12

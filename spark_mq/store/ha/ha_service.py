@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 
 from spark_mq.common.config import BrokerConfig
@@ -145,7 +146,14 @@ class HAService:
         self.write_refusal = refusal
 
     def appended(self) -> None:
-        """New commitlog bytes: wake the transfers waiting for some."""
+        """New commitlog bytes (a put): dated at once for every slave's lag in seconds (the end read before
+        the clock, so a note never dates bytes before they were written; a note only when the transfers
+        next look could be late by a busy loop's turn, and the bytes would look younger or, past every
+        note, older than they are), and the transfers waiting for some woken."""
+        end = self.commitlog.max_offset()
+        now = time.monotonic()
+        for conn in self.connections:
+            conn.end_times.record(now, end)
         self._wake.set()
 
     def bytes_sent(self) -> int:

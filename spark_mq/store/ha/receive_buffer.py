@@ -14,12 +14,15 @@ to its front when the free tail gets short. Reading from the socket pauses while
 full and resumes once bytes are consumed. As with a ``StreamReader``, bytes still unread when the connection
 fails (a reset: the master was killed, say) are dropped; after a clean end they are read first.
 
+``last_read`` says when bytes last arrived: the HA client drops a connection silent for too long.
+
 Thread-safety: none; the event loop calls the protocol methods, the HA client's coroutine the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 BUFFER_SIZE = 1 << 20  # bytes one socket read may bring: several transfers at RocketMQ's 32 KiB
 MIN_READ = 64 << 10  # the free tail below which the unconsumed bytes move to the front first
@@ -38,6 +41,7 @@ class ReceiveBuffer(asyncio.BufferedProtocol):
         self._lost: BaseException | None = None  # why no more bytes come (the connection ended)
         self._failed: BaseException | None = None  # the connection's error (a reset, say): nothing more is read
         self._paused = False
+        self.last_read = time.monotonic()  # when bytes last arrived (or the connection started)
         transport.set_protocol(self)
 
     async def wait(self, count: int) -> memoryview:
@@ -93,6 +97,7 @@ class ReceiveBuffer(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self._end += nbytes
+        self.last_read = time.monotonic()
         if self._end == len(self._buf):  # full: nothing more until the reader consumes
             self._paused = True
             self._transport.pause_reading()

@@ -10,6 +10,7 @@ import pytest
 from servers import Broker, free_port, start_namesrv, unique
 
 from ._support import SMALL_FILES
+from .ha_proxy import HAProxy
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,18 @@ def ha_pair(tmp_path, namesrv):
                 b.stop()
 
 
+
+
+@pytest.fixture
+def ha_proxy():
+    """``ha_proxy(pair)``: an ``HAProxy`` to ``pair``'s master's HA port (a slave given
+    ``haMasterAddress={proxy.addr}`` replicates through it); closed after the test."""
+    proxies: list[HAProxy] = []
+
+    def make(pair: Pair) -> HAProxy:
+        proxies.append(HAProxy(f"127.0.0.1:{pair.ha_port}"))
+        return proxies[-1]
+
+    yield make
+    for proxy in proxies:
+        proxy.close()

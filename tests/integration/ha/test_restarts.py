@@ -1,16 +1,17 @@
 """Restarts of a replicating pair (issue 14): the master, the slave, or both (in either order), stopped
-cleanly or SIGKILLed, also in the middle of a transfer (the slave then holds the first bytes of a unit).
+cleanly or SIGKILLed, also in the middle of a transfer (a proxy cuts the HA stream inside a unit: the slave
+holds its first bytes).
 Afterwards replication goes on from the slave's own end (the master's log names the offset it was
 asked for), both commitlogs are byte-identical (an independent reader of the files), SYNC_MASTER
 sends are acknowledged again, and no acknowledged message is stored twice or lost."""
 
 from __future__ import annotations
 
+import bisect
 import re
-import signal
 import struct
-import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from broker._support import send_header
@@ -25,7 +26,6 @@ from .conftest import Pair
 from .test_replication import QUEUES, REPLICATION_TIMEOUT_S, make_topic, replicated, send_batches, slave_connected
 
 SMALL_TRANSFERS = "haTransferBatchSize=1000\n"  # a transfer rarely ends where a unit does
-STEP_S = 0.002  # how long a frozen master runs per step of ``stop_stream_mid_unit``
 
 
 def connects(pair) -> list[int]:
@@ -103,48 +103,41 @@ def unit_boundaries(pair) -> set[int]:
     return {u.offset for u in m.units} | set(m.files) | {m.end}
 
 
-def inside_a_message(pair, offset: int, after_body: bool = False) -> bool:
-    """``offset`` falls inside one of the master's message units (not at its start, nor in a blank tail;
-    ``after_body``: past its body, in its topic or properties, which no CRC covers)."""
+def unit_interiors(pair, after_body: bool = False) -> Callable[[int], bool]:
+    """Whether an offset falls inside one of the master's message units (not at its start, nor in a blank
+    tail; ``after_body``: past its body, in its topic or properties, which no CRC covers)."""
     m = read_commitlog(pair.master.store)
+    spans = []  # (first offset inside, the unit's end), increasing
     for u in m.units:
         base = u.offset - u.offset % m.file_size
         (size,) = struct.unpack_from(">i", m.files[base], u.offset - base)
         body_end = u.offset + FIXED.size + BODY_LEN.size + len(u.body)
-        if (body_end if after_body else u.offset) < offset < u.offset + size:
-            return True
-    return False
+        spans.append((body_end + 1 if after_body else u.offset + 1, u.offset + size))
+    firsts = [first for first, _ in spans]
+
+    def inside(offset: int) -> bool:
+        i = bisect.bisect_right(firsts, offset) - 1
+        return i >= 0 and offset < spans[i][1]
+    return inside
 
 
-def stop_stream_mid_unit(pair, api, after_body: bool = False) -> int:
-    """Let the master (frozen by ``start_behind``) run in short steps until, frozen again (SIGSTOP), the
-    slave holds only the first bytes of a message unit (its commitlog ends inside one of the master's;
-    ``after_body``: past the unit's body), once the slave has taken what the socket still held (its end
-    stays put); the slave's end then. (Steps, not a free run: a master sends up to 8 transfers per write
-    and a slave takes everything received at once, so the whole copy may take a few milliseconds.)"""
-    def slave_end() -> int:
-        return int(api.get_broker_runtime_info(pair.slave.addr)["commitLogMaxOffset"])
-
-    def settled_end() -> int:
-        seen = [slave_end()]
-        while len(seen) < 2 or seen[-1] != seen[-2]:
-            time.sleep(0.2)
-            seen.append(slave_end())
-        return seen[-1]
-
-    def mid_unit():
-        pair.master.server.signal(signal.SIGCONT)
-        time.sleep(STEP_S)
-        pair.master.server.signal(signal.SIGSTOP)
-        end = settled_end()
-        return end if inside_a_message(pair, end, after_body) else None
-    return wait_until(mid_unit, 60, "the slave's commitlog to end inside a unit", interval=0)
+def start_cut_mid_unit(pair, api, tmp_path, namesrv, ha_proxy, after_body: bool = False) -> int:
+    """Start the slave, replicating through a proxy that passes the master's transfers whole until one that
+    ends inside a message unit past half the master's commitlog (``after_body``: past the unit's body), then
+    nothing more: the slave holds only the first bytes of that unit. Its end (the cut) once it has them."""
+    proxy = ha_proxy(pair)
+    inside, half = unit_interiors(pair, after_body), read_commitlog(pair.master.store).end // 2
+    proxy.cut_after(lambda end: end > half and inside(end))
+    pair.start_slave(tmp_path, namesrv, f"haMasterAddress={proxy.addr}\n")
+    cut = proxy.wait_cut(REPLICATION_TIMEOUT_S)
+    wait_until(lambda: int(api.get_broker_runtime_info(pair.slave.addr)["commitLogMaxOffset"]) == cut,
+               REPLICATION_TIMEOUT_S, f"the slave to hold the commitlog up to the cut at {cut}")
+    return cut
 
 
-def start_behind(ha_pair, tmp_path, namesrv, api, long_properties: bool = False):
-    """An ASYNC_MASTER of small transfers with ~3 MB its slave (started after them, the master frozen)
-    copies; with ``long_properties`` ~2.5 MB of units that are mostly properties (10-byte bodies, 300-byte
-    keys)."""
+def start_behind(ha_pair, api, long_properties: bool = False):
+    """An ASYNC_MASTER of small transfers with ~3 MB for a slave (not started) to copy; with
+    ``long_properties`` ~2.5 MB of units that are mostly properties (10-byte bodies, 300-byte keys)."""
     pair = ha_pair("ASYNC_MASTER", with_slave=False, master_conf=SMALL_TRANSFERS)
     topic = make_topic(api, pair)
     if long_properties:
@@ -157,16 +150,14 @@ def start_behind(ha_pair, tmp_path, namesrv, api, long_properties: bool = False)
             sent += bodies
     else:
         sent = send_batches(api, pair.master.addr, topic, 240, seed=11)
-    pair.master.server.signal(signal.SIGSTOP)  # ``stop_stream_mid_unit`` lets it run in steps
-    pair.start_slave(tmp_path, namesrv)
     return pair, sent
 
 
 def test_a_master_killed_mid_transfer_gives_its_slave_the_rest_of_the_unit_after_a_restart(ha_pair, api, tmp_path,
-                                                                                           namesrv):
-    pair, sent = start_behind(ha_pair, tmp_path, namesrv, api)
-    cut = stop_stream_mid_unit(pair, api)
-    pair.master.kill()  # SIGKILL works on a stopped process
+                                                                                           namesrv, ha_proxy):
+    pair, sent = start_behind(ha_pair, api)
+    cut = start_cut_mid_unit(pair, api, tmp_path, namesrv, ha_proxy)
+    pair.master.kill()
     pair.master.start_again()
     again = reconnected_at(pair, 2)
     last_whole = max(o for o in unit_boundaries(pair) if o <= cut)
@@ -176,15 +167,14 @@ def test_a_master_killed_mid_transfer_gives_its_slave_the_rest_of_the_unit_after
 
 
 @pytest.mark.parametrize("how", ["stop", "kill", "kill after the body"])
-def test_a_slave_stopped_mid_transfer_resumes_with_the_whole_unit(ha_pair, api, tmp_path, namesrv, how):
+def test_a_slave_stopped_mid_transfer_resumes_with_the_whole_unit(ha_pair, api, tmp_path, namesrv, ha_proxy, how):
     """A cut after a unit's body leaves the checks of a recovery after a crash nothing to see (the CRC
     covers the body; zeros where properties were are lengths that hold): the slave drops its last unit."""
     after_body = how == "kill after the body"
-    pair, sent = start_behind(ha_pair, tmp_path, namesrv, api, long_properties=after_body)
-    cut = stop_stream_mid_unit(pair, api, after_body)
+    pair, sent = start_behind(ha_pair, api, long_properties=after_body)
+    cut = start_cut_mid_unit(pair, api, tmp_path, namesrv, ha_proxy, after_body)
     pair.slave.stop() if how == "stop" else pair.slave.kill()
-    pair.master.server.signal(signal.SIGCONT)
-    pair.slave.start_again()
+    pair.slave.start_again()  # through the proxy, which passes everything now
     again = reconnected_at(pair, 2)
     assert 0 < again <= cut
     _, s = replicated(pair)

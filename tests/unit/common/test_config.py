@@ -146,6 +146,11 @@ def test_missing_file(tmp_path):
     ({"brokerId": "2"}, "brokerRole=ASYNC_MASTER needs brokerId=0"),
     ({"haListenPort": "70000"}, "haListenPort=70000"),
     ({"haTransferBatchSize": "0"}, "haTransferBatchSize"),
+    ({"haHousekeepingInterval": "5000"}, "haHousekeepingInterval=5000 must exceed haSendHeartbeatInterval=5000"),
+    ({"brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": "127.0.0.1"}, "haMasterAddress=127.0.0.1: give "
+     "host:port"),
+    ({"enableControllerMode": "true", "brokerId": "1", "controllerAddr": "127.0.0.1:9878",
+      "haMasterAddress": "127.0.0.1:10912"}, "not with enableControllerMode"),
     ({"accessMessageInMemoryMaxRatio": "150"}, "accessMessageInMemoryMaxRatio=150: give a percentage of RAM"),
     ({"totalPhysicalMemorySize": "-1"}, "totalPhysicalMemorySize=-1"),
     ({"slaveSynchronizeInterval": "0"}, "slaveSynchronizeInterval=0: give a positive number"),
@@ -158,8 +163,9 @@ def test_replication_keys_are_checked(props, says):
 def test_replication_defaults_are_rocketmqs():
     cfg = config_from_properties(BrokerConfig, {"listenPort": "20911"})
     assert (cfg.broker_role, cfg.broker_id, cfg.ha_port) == ("ASYNC_MASTER", 0, 20912)
-    assert (cfg.ha_send_heartbeat_interval, cfg.ha_transfer_batch_size, cfg.ha_max_gap_not_in_sync) == (
-        5000, 32 * 1024, 256 * 1024 * 1024)
+    assert (cfg.ha_send_heartbeat_interval, cfg.ha_housekeeping_interval, cfg.ha_transfer_batch_size,
+            cfg.ha_max_gap_not_in_sync) == (5000, 20_000, 32 * 1024, 256 * 1024 * 1024)
+    assert cfg.ha_master_address == ""  # as the NameServer says
     assert cfg.slave_synchronize_interval == 10_000
     slave = config_from_properties(BrokerConfig, {"brokerRole": "SLAVE", "brokerId": "1", "haListenPort": "3000"})
     assert slave.is_slave and slave.ha_port == 3000

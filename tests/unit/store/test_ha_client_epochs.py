@@ -61,7 +61,7 @@ def stores(tmp_path):
     master = MessageStore(tiny_config(tmp_path / "m")).start()
     slave = MessageStore(tiny_config(tmp_path / "s", broker_role="SLAVE", broker_id=2)).start()
     master_epochs, slave_epochs = open_epochs(master), open_epochs(slave)
-    client = HAClient(slave, lambda: "", 1.0, lambda: None, lambda: None, LocalMaster(master, master_epochs),
+    client = HAClient(slave, lambda: "", 1.0, 20.0, lambda: None, lambda: None, LocalMaster(master, master_epochs),
                       lambda: None, epochs=slave_epochs, replica_id=2)
     rng = random.Random(3)
     begin_epoch(master, master_epochs, 1)
