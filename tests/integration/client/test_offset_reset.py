@@ -23,6 +23,7 @@ from spark_mq.remoting.codes import ResponseCode
 from ._producer_support import create_topic
 
 pytestmark = pytest.mark.timeout(60)
+COMMIT_INTERVAL_S = 0.5  # the push consumer's offset commits
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +68,11 @@ def test_an_online_push_consumer_consumes_again_from_the_reset(namesrv, broker, 
             seen.extend(m.keys[0] for m in messages)
         return True
 
-    c = SyncPushConsumer(group, ClientConfig(namesrv, instance_name=unique("push")), consume_from="first")
+    # commits every COMMIT_INTERVAL_S, not the default 5 s: the test waits for them twice, and a commit of the old
+    # offsets over the reset would land sooner (the check is the stricter for it)
+    c = SyncPushConsumer(group, ClientConfig(namesrv, instance_name=unique("push"),
+                                             persist_consumer_offset_interval_s=COMMIT_INTERVAL_S),
+                         consume_from="first")
     try:
         c.subscribe(topic)
         c.register_listener(listen)
