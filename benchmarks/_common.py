@@ -146,13 +146,15 @@ class TreeCpuWatch:
     tree with it (two snapshots miss it, and count a negative delta for one that ran before the start). A
     thread looks for new processes of the tree every ``TREE_SAMPLE_S`` (reading only PIDs it has not seen)
     and reads such processes' CPU; ``watch_cpu_s`` is that thread's own CPU, to take out of the watching
-    process's. ``with TreeCpuWatch() as w: ...`` then ``w.before``, ``w.after``."""
+    process's; ``started``: the PIDs it found (a process that lives shorter than a look is missed).
+    ``with TreeCpuWatch() as w: ...`` then ``w.before``, ``w.after``."""
 
     def __init__(self, root: int | None = None) -> None:
         self.root = os.getpid() if root is None else root
         self.before: dict[int, tuple[str, float, float]] = {}
         self.after: dict[int, tuple[str, float, float]] = {}
         self.lost: dict[int, tuple[str, float, float]] = {}  # the unseen-reaped processes, as last seen
+        self.started: set[int] = set()  # processes of the tree first seen after the start
         self.watch_cpu_s = 0.0
         self._tree: set[int] = set()
         self._others: set[int] = set()  # PIDs seen outside the tree
@@ -185,6 +187,7 @@ class TreeCpuWatch:
                 self._others.add(pid)
                 continue
             self._tree.add(pid)
+            self.started.add(pid)
             if _ignores_sigchld(stat[0]):
                 self._watched[pid] = (_cmdline(pid) or "", *stat[1:])
         for pid, (cmd, _own, _reaped) in list(self._watched.items()):

@@ -182,6 +182,15 @@ def driver_side_pids() -> set[int]:
             if not cmd.split(" ", 1)[0].endswith("java") and cpu_group(cmd) == "spark python (driver side)"}
 
 
+def wait_reaped(pids: set[int], timeout: float) -> None:
+    """Until every process of ``pids`` has exited and been reaped (its ``/proc`` entry gone), at most ``timeout``
+    seconds. Looks at those PIDs only: a scan of every process of the machine (:func:`driver_side_pids`) each
+    poll cost this driver up to ~1 CPU-s a case on a busy machine (the "bench driver" figure of session 34)."""
+    give_up = time.monotonic() + timeout
+    while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < give_up:
+        time.sleep(SETTLE_POLL_S)
+
+
 def timed_case(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``run()``'s result plus the wall seconds and the CPU seconds every process of the tree spent
     meanwhile (by group, and in total), and rows per CPU second (in total and by group): other work on a
@@ -190,21 +199,24 @@ def timed_case(run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     none of theirs is counted in the next case. A Python worker that exits meanwhile is reaped by the kernel
     (PySpark's daemon ignores SIGCHLD): :class:`TreeCpuWatch` keeps its CPU as last seen (``lost_workers``
     counts them; before session 33 such a worker's CPU went missing, the workers' figure even negative), and
-    the watch's own CPU is not the benchmark driver's."""
+    neither the watch's own CPU nor the wait for the runner's exit is the benchmark driver's."""
     earlier = driver_side_pids()
     load = os.getloadavg()[0]
     with TreeCpuWatch() as watch:
         with Timer() as t:
             result = run()
-        settle_by = time.monotonic() + SETTLE_S
-        while driver_side_pids() - earlier and time.monotonic() < settle_by:
-            time.sleep(SETTLE_POLL_S)
+        settle_cpu = time.thread_time()
+        with Timer() as settled:
+            wait_reaped(driver_side_pids() - earlier, SETTLE_S)
+        settle_cpu = time.thread_time() - settle_cpu
     before = cpu_by_group(watch.before)
     cpu = {group: seconds - before[group] for group, seconds in cpu_by_group(watch.after).items()}
-    cpu["bench driver"] -= watch.watch_cpu_s
+    cpu["bench driver"] -= watch.watch_cpu_s + settle_cpu
     rows = result["rows"]
     return {**result, "seconds": t.seconds, "rows_s": rate(rows, t.seconds), "cpu_s": cpu,
-            "lost_workers": len(watch.lost),
+            "settle_s": settled.seconds, "lost_workers": len(watch.lost),
+            "started_workers": sum(cpu_group(watch.after[pid][0]) == "python workers"
+                                   for pid in watch.started if pid in watch.after),
             "rows_per_cpu_s": rate(rows, sum(cpu.values())),
             "rows_per_cpu_s_by_group": {g: rate(rows, v) for g, v in cpu.items() if v > 0},
             "load_before": load, "load_after": os.getloadavg()[0]}
@@ -415,7 +427,9 @@ def run(a: Any) -> dict[str, Any]:
                     assert med["rows"] == rows, (name, med, rows)
                     results[name] = {**med, "runs_rows_s": [r["rows_s"] for r in runs],
                                      "runs_rows_per_cpu_s": [r["rows_per_cpu_s"] for r in runs],
-                                     "runs_lost_workers": [r["lost_workers"] for r in runs]}
+                                     "runs_lost_workers": [r["lost_workers"] for r in runs],
+                                     "runs_started_workers": [r["started_workers"] for r in runs],
+                                     "runs_settle_s": [round(r["settle_s"], 1) for r in runs]}
                 if a.profile:
                     for name in (f"stream {kind}", f"memory {kind}"):
                         profiles[name] = profile(lambda f=cases[name]: f(-1), a.profile, name.replace(" ", "-"))
@@ -455,6 +469,10 @@ def main() -> None:
                   if "in_batches_s" in c else "")
         if any(c["runs_lost_workers"]):
             detail += f"; Python workers that exited in its runs: {c['runs_lost_workers']}"
+        if any(c["runs_started_workers"]):
+            detail += f"; started: {c['runs_started_workers']}"
+        if any(s >= SETTLE_POLL_S for s in c["runs_settle_s"]):
+            detail += f"; s until the runner was reaped: {c['runs_settle_s']}"
         table.append([name, c["rows"], c["seconds"], c["rows_s"], spread(c["runs_rows_s"]), sum(c["cpu_s"].values()),
                       c["rows_per_cpu_s"], ", ".join(f"{g} {v:.2f}" for g, v in c["cpu_s"].items() if v >= 0.01),
                       f"{c['load_before']:.1f} -> {c['load_after']:.1f}", detail])
