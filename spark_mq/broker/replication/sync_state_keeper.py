@@ -80,7 +80,7 @@ class SyncStateKeeper:
         lagging: dict[int, tuple[int, float]] = {}  # slave id -> (bytes, seconds) behind, its best connection
         for c in self.ha.connections:
             if c.slave_id is not None:
-                lag = (c.lag_bytes(), c.lag_seconds(now))
+                lag = c.lag(now)[1:]
                 lagging[c.slave_id] = min(lagging.get(c.slave_id, lag), lag)
         members = {self.sync_state_set.master_id}
         for slave, (behind, seconds) in lagging.items():

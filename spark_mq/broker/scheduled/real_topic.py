@@ -20,11 +20,11 @@ from spark_mq.common.lazy_numpy import np
 from spark_mq.common.message import MessageBatch
 from spark_mq.common.properties import REAL_QUEUE_ID, REAL_TOPIC, scan_properties
 from spark_mq.common.unit.batch import StoredBatch
+from spark_mq.common.unit.layout import HOST_SIZE
 from spark_mq.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-HOST_SIZE = 8  # IPv4 + port
 Stored = Callable[[str, int, int], None]  # (topic, queue id, next queue offset): wakes held pulls
 
 

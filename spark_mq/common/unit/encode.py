@@ -26,15 +26,16 @@ from spark_mq.common.unit.layout import (
     BLANK_MAGIC,
     BORNHOST_V6_FLAG,
     CRC_MASK,
+    HEADER_FIELDS,
     HEADER_SIZE,
     HEADER_STRUCT,
-    HOST_SIZE,
     MESSAGE_MAGIC,
     MIN_UNIT_SIZE,
     PROPS_LENGTH_STRUCT,
     SIZE_MAGIC,
     STOREHOST_V6_FLAG,
     TOPIC_LENGTH_STRUCT,
+    fields_struct,
     header_record,
     header_struct,
     tail_record,
@@ -61,6 +62,8 @@ _ONE_SCALARS = struct.Struct("=16q")
 # a lone unit up to this size takes the native append (``OneUnitWriter``; a network send's is a few hundred bytes),
 # a larger one the struct encoder, whose copies are then the larger cost
 ONE_UNIT_SCRATCH = 64 * 1024
+# the lone unit's two hosts, back to back as spark_mq_append_one copies them
+_HOSTS = fields_struct(tuple(f for f in HEADER_FIELDS if f[0] in ("born_host", "store_host")))
 
 
 def blank_unit(remaining: int) -> bytes:
@@ -208,11 +211,8 @@ class OneUnitWriter:
         or properties are not ``bytes`` (a view, a bytearray): encode it as a batch then."""
         if native.APPEND_ONE is None or size > ONE_UNIT_SCRATCH:
             return None
-        body, props, topic_tail, hosts = (batch.bodies[0], batch.properties[0], _topic_tail(batch.topic.encode()),
-                                          batch.born_host + store_host)
-        if len(hosts) != 2 * HOST_SIZE or len(store_host) != HOST_SIZE:  # as the struct encoder's: cut or zero-padded
-            hosts = (batch.born_host[:HOST_SIZE].ljust(HOST_SIZE, b"\0")
-                     + store_host[:HOST_SIZE].ljust(HOST_SIZE, b"\0"))
+        body, props, topic_tail = batch.bodies[0], batch.properties[0], _topic_tail(batch.topic.encode())
+        hosts = _HOSTS.pack(batch.born_host, store_host)  # cut or zero-padded, as the struct encoder's header
         try:
             wrote = native.APPEND_ONE(
                 _ONE_SCALARS.pack(len(body), len(props), len(topic_tail), batch.queue_id, batch.flags.item(0),

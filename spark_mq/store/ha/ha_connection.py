@@ -87,17 +87,18 @@ class HAConnection:
 
     def lag_bytes(self) -> int:
         """Commitlog bytes the master has and this slave has not acknowledged."""
-        return max(0, self.commitlog.max_offset() - max(self.acked, 0))
+        return self._bytes_past(self.acked)
 
-    def lag_seconds(self, now: float) -> float:
-        """Age of the oldest byte this slave has not acknowledged (0 while it has everything)."""
-        return self.lag(now)[2]
+    def _bytes_past(self, acked: int) -> int:
+        """Commitlog bytes past ``acked``, the slave's acknowledged offset as one reading saw it."""
+        return max(0, self.commitlog.max_offset() - max(acked, 0))
 
     def lag(self, now: float) -> tuple[int, int, float]:
-        """(the slave's acknowledged offset, ``lag_bytes``, ``lag_seconds``) from one reading of that offset,
-        so that the three agree (a metrics scrape runs on another thread while reports come in)."""
+        """(the slave's acknowledged offset, ``lag_bytes``, the age of the oldest byte it has not acknowledged:
+        0 while it has everything) from one reading of that offset, so that the three agree (a metrics scrape
+        runs on another thread while reports come in)."""
         acked = self.acked
-        behind = max(0, self.commitlog.max_offset() - max(acked, 0))
+        behind = self._bytes_past(acked)
         return acked, behind, 0.0 if behind == 0 else self.end_times.age(max(acked, 0), now)
 
     async def _read_loop(self) -> None:

@@ -167,8 +167,9 @@ class HAService:
         info = {"masterPutWhere": str(self.commitlog.max_offset()), "haConnectedSlaves": str(len(self.connections))}
         best = min(self.connections, key=lambda c: c.lag_bytes(), default=None)
         if best is not None:
-            info["slaveFallBehindMuch"] = str(best.lag_bytes())
-            info["slaveFallBehindSeconds"] = f"{best.lag_seconds(now):.3f}"
+            _, behind, seconds = best.lag(now)
+            info["slaveFallBehindMuch"] = str(behind)
+            info["slaveFallBehindSeconds"] = f"{seconds:.3f}"
         return info
 
     def slave_ack_offset(self) -> int:
